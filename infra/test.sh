@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite: set up if needed, lint, type-check, then pytest.
+# Extra arguments go to pytest (e.g. `-m unit`, `-m integration`, `-k dkg`).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$root/infra/setup.sh"
+cd "$root"
+bin="$root/.venv/bin"
+echo "== ruff" >&2
+"$bin/ruff" check .
+"$bin/ruff" format --check .
+echo "== mypy (lib/)" >&2
+"$bin/mypy"
+echo "== pytest" >&2
+exec "$bin/python" -m pytest "$@"

@@ -1,0 +1,68 @@
+"""The grouping contract: a frozen config that builds a stateful router.
+
+A *grouping* decides, for each event of one splitter instance (DKG's
+SplitterBolt, one Kafka partition of ``events`` in the live job), which of the
+``workers`` downstream workers processes it. The same object runs in the
+simulator, the Spark route job and the tests (STYLE.md rule 1):
+
+1. ``cfg = DKGConfig(workers=10)`` validates its parameters in ``__post_init__``
+   and raises :class:`~skewlab.errors.ConfigError` naming what is allowed.
+2. ``g = cfg.build(clock=clock)`` returns the working router; ``clock`` gives the
+   time used for warm-ups and intervals (default: :class:`ManualClock` at 0).
+3. ``g.route(key)`` decides one event; ``g.route_batch(batch)`` decides a whole
+   :class:`~skewlab.keys.KeyBatch` in order and must give exactly the decisions
+   that calling ``route`` on each key in turn would give.
+4. ``snap = g.snapshot()`` is an immutable, picklable value that names keys by
+   string; ``cfg.build(state=snap, clock=clock)`` continues with identical
+   decisions from there on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from skewlab.clock import Clock
+from skewlab.errors import ConfigError
+from skewlab.keys import KeyBatch
+
+Snapshot = Mapping[str, Any]
+"""A grouping's state: an immutable (read-only) picklable mapping."""
+
+
+@runtime_checkable
+class Grouping(Protocol):
+    """A working router for one splitter instance."""
+
+    @property
+    def workers(self) -> int: ...
+
+    def route(self, key: str) -> int:
+        """Worker (``0 <= w < workers``) of one event with ``key``."""
+        ...
+
+    def route_batch(self, batch: KeyBatch) -> np.ndarray:
+        """Workers (``int64``) of every event of ``batch``, in order."""
+        ...
+
+    def snapshot(self) -> Snapshot:
+        """Immutable, picklable state from which ``build(state=...)`` continues."""
+        ...
+
+
+@runtime_checkable
+class GroupingConfig(Protocol):
+    """A frozen dataclass of parameters; ``name`` is its registry name."""
+
+    name: ClassVar[str]
+    workers: int
+
+    def build(self, state: Snapshot | None = None, clock: Clock | None = None) -> Grouping: ...
+
+
+def check_workers(workers: int) -> None:
+    """Shared validation: at least one worker, an int."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")

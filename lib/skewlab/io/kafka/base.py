@@ -1,0 +1,92 @@
+"""The one small Kafka client interface skewlab uses.
+
+Two implementations sit behind it (confluent-kafka, the default, and
+kafka-python) and both pass one contract test suite against a real broker.
+Broker quirks (tansu's ListOffsets returning the base offset of the last batch
+instead of the true end) are handled inside the implementations, here and
+nowhere else: :meth:`KafkaClient.end_offsets` always returns the true end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from skewlab.errors import ConfigError, SkewlabError
+
+Headers = Sequence[tuple[str, bytes]]
+
+
+class KafkaError(SkewlabError):
+    """A broker operation failed; the message names the operation and the broker."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One fetched record."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """Where the broker is and which client implementation talks to it."""
+
+    bootstrap: str
+    client: str = "confluent"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap or ":" not in self.bootstrap:
+            raise ConfigError(f"bootstrap must be host:port[,host:port], got {self.bootstrap!r}")
+
+
+@runtime_checkable
+class KafkaClient(Protocol):
+    """Admin, produce to an explicit partition, fetch a range, true end offsets."""
+
+    def create_topic(self, name: str, partitions: int, exist_ok: bool = True) -> None: ...
+
+    def delete_topic(self, name: str, missing_ok: bool = True) -> None: ...
+
+    def list_topics(self) -> list[str]: ...
+
+    def partitions(self, topic: str) -> int:
+        """Number of partitions of ``topic``; :class:`KafkaError` if it does not exist."""
+        ...
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+    ) -> None:
+        """Queue one record (buffered; :meth:`flush` waits for delivery)."""
+        ...
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait until every queued record is acknowledged; raise on failure/timeout."""
+        ...
+
+    def begin_offsets(self, topic: str) -> dict[int, int]: ...
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """The TRUE end (last offset + 1) per partition, whatever the broker reports."""
+        ...
+
+    def fetch(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
+    ) -> Iterator[Record]:
+        """Every record with ``start <= offset < end`` of one partition, in offset order."""
+        ...
+
+    def close(self) -> None: ...

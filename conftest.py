@@ -1,0 +1,5 @@
+"""Root conftest: shared fixture modules (integration services) are plugins here."""
+
+pytest_plugins = [
+    "tests.integration.fixtures.broker",
+]

@@ -1,0 +1,98 @@
+"""The wire format of an input event and its validation.
+
+An event on topic ``events`` is a JSON object ``{"key": str, "ts": float,
+"seq": int, "payload": str}``: ``ts`` is the producer's wall time in seconds,
+``seq`` the event's position in the produced stream. :func:`decode` never
+raises on bad input: each record either decodes or gets a reason from
+:data:`REASONS`, and the caller sends rejects to the ``quarantine`` table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+DEFAULT_MAX_BYTES = 64 * 1024
+"""Records above this size are quarantined as ``too-large``."""
+
+REASONS = (
+    "too-large",
+    "not-json",
+    "not-object",
+    "missing-key",
+    "bad-key",
+    "bad-ts",
+    "bad-seq",
+    "empty",
+)
+"""Every reason a record can be quarantined for."""
+
+
+def encode(key: str, ts: float, seq: int, payload: str = "") -> bytes:
+    """One event as UTF-8 JSON bytes."""
+    return json.dumps(
+        {"key": key, "ts": ts, "seq": seq, "payload": payload}, separators=(",", ":")
+    ).encode("utf-8")
+
+
+def padding(size: int, key: str) -> str:
+    """A payload that brings an encoded event to about ``size`` bytes."""
+    overhead = 48 + len(key)
+    return "x" * max(0, size - overhead)
+
+
+@dataclass(slots=True)
+class Decoded:
+    """Columns of the valid records and the rejects (index into the input, reason)."""
+
+    index: list[int] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    ts: list[float] = field(default_factory=list)
+    seq: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    rejects: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _reason(obj: object) -> str | None:
+    if not isinstance(obj, dict):
+        return "not-object"
+    if "key" not in obj or obj["key"] is None:
+        return "missing-key"
+    key = obj["key"]
+    if not isinstance(key, str) or not key:
+        return "bad-key"
+    ts = obj.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or ts != ts or ts < 0:
+        return "bad-ts"
+    seq = obj.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        return "bad-seq"
+    return None
+
+
+def decode(values: Sequence[bytes | None], max_bytes: int = DEFAULT_MAX_BYTES) -> Decoded:
+    """Decode record values; invalid ones become ``rejects`` with a reason, in input order."""
+    out = Decoded()
+    for i, raw in enumerate(values):
+        if raw is None or len(raw) == 0:
+            out.rejects.append((i, "empty"))
+            continue
+        if len(raw) > max_bytes:
+            out.rejects.append((i, "too-large"))
+            continue
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            out.rejects.append((i, "not-json"))
+            continue
+        reason = _reason(obj)
+        if reason is not None:
+            out.rejects.append((i, reason))
+            continue
+        out.index.append(i)
+        out.keys.append(obj["key"])
+        out.ts.append(float(obj["ts"]))
+        out.seq.append(int(obj["seq"]))
+        out.sizes.append(len(raw))
+    return out

@@ -1,0 +1,65 @@
+"""The exactness check: merged results against a plain count of the input.
+
+Every run ends here. ``expected`` is counted straight from the input (the
+``events`` topic, minus quarantined records); ``actual`` is what the workers'
+partials merge to. A (window, key) whose count is lower was *lost*, higher was
+*doubled*; the run is exact only if both totals are zero and the sums agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Counts = Mapping[tuple[float, str], tuple[int, int]]
+"""(window_start, key) -> (count, sum)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExactnessReport:
+    """The outcome of one check; ``exact`` is the verdict."""
+
+    expected_events: int
+    actual_events: int
+    lost: int
+    doubled: int
+    sum_mismatches: int
+    examples: tuple[str, ...] = field(default=())
+
+    @property
+    def exact(self) -> bool:
+        return self.lost == 0 and self.doubled == 0 and self.sum_mismatches == 0
+
+    def summary(self) -> str:
+        verdict = "EXACT" if self.exact else "NOT EXACT"
+        return (
+            f"{verdict}: expected {self.expected_events} events, merged {self.actual_events}; "
+            f"lost {self.lost}, doubled {self.doubled}, sum mismatches {self.sum_mismatches}"
+        )
+
+
+def check(expected: Counts, actual: Counts, max_examples: int = 5) -> ExactnessReport:
+    """Compare merged results with the plain count, per (window, key)."""
+    lost = doubled = bad_sums = 0
+    examples: list[str] = []
+    for slot in sorted(set(expected) | set(actual)):
+        ec, es = expected.get(slot, (0, 0))
+        ac, as_ = actual.get(slot, (0, 0))
+        if ac < ec:
+            lost += ec - ac
+        elif ac > ec:
+            doubled += ac - ec
+        elif es != as_:
+            bad_sums += 1
+        if (ac != ec or es != as_) and len(examples) < max_examples:
+            examples.append(
+                f"window {slot[0]:g} key {slot[1]!r}: expected {ec}/{es}, got {ac}/{as_}"
+            )
+    return ExactnessReport(
+        expected_events=sum(c for c, _ in expected.values()),
+        actual_events=sum(c for c, _ in actual.values()),
+        lost=lost,
+        doubled=doubled,
+        sum_mismatches=bad_sums,
+        examples=tuple(examples),
+    )

@@ -1,0 +1,61 @@
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skewlab.pipeline import events
+
+pytestmark = pytest.mark.unit
+
+
+@given(
+    key=st.text(min_size=1, max_size=40),
+    ts=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+    seq=st.integers(min_value=0, max_value=2**62),
+    size=st.integers(min_value=0, max_value=500),
+)
+@settings(max_examples=60)
+def test_round_trip(key, ts, seq, size):
+    raw = events.encode(key, ts, seq, events.padding(size, key))
+    out = events.decode([raw])
+    assert out.rejects == []
+    assert (out.keys, out.ts, out.seq, out.sizes) == ([key], [ts], [seq], [len(raw)])
+
+
+def test_padding_brings_event_near_size():
+    raw = events.encode("DE", 1.5, 7, events.padding(200, "DE"))
+    assert 190 <= len(raw) <= 210
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"", "empty"),
+        (None, "empty"),
+        (b"{not json", "not-json"),
+        (b"\xff\xfe", "not-json"),
+        (b"[1,2]", "not-object"),
+        (b'{"ts": 1, "seq": 1}', "missing-key"),
+        (b'{"key": null, "ts": 1, "seq": 1}', "missing-key"),
+        (b'{"key": 5, "ts": 1, "seq": 1}', "bad-key"),
+        (b'{"key": "", "ts": 1, "seq": 1}', "bad-key"),
+        (b'{"key": "a", "ts": "x", "seq": 1}', "bad-ts"),
+        (b'{"key": "a", "ts": -1, "seq": 1}', "bad-ts"),
+        (b'{"key": "a", "ts": true, "seq": 1}', "bad-ts"),
+        (b'{"key": "a", "ts": 1, "seq": 1.5}', "bad-seq"),
+        (b'{"key": "a", "ts": 1}', "bad-seq"),
+    ],
+)
+def test_each_kind_of_bad_record_gets_its_reason(raw, reason):
+    assert reason in events.REASONS
+    good = events.encode("k", 1.0, 1)
+    out = events.decode([good, raw, good])
+    assert out.rejects == [(1, reason)]
+    assert out.index == [0, 2]
+
+
+def test_too_large_is_rejected_before_parsing():
+    big = json.dumps({"key": "a", "ts": 1, "seq": 1, "payload": "x" * 100}).encode()
+    out = events.decode([big], max_bytes=50)
+    assert out.rejects == [(0, "too-large")]

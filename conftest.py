@@ -2,4 +2,6 @@
 
 pytest_plugins = [
     "tests.integration.fixtures.broker",
+    "tests.integration.fixtures.store",
+    "tests.integration.fixtures.spark",
 ]

@@ -96,3 +96,21 @@ def decode(values: Sequence[bytes | None], max_bytes: int = DEFAULT_MAX_BYTES) -
         out.seq.append(int(obj["seq"]))
         out.sizes.append(len(raw))
     return out
+
+
+SRC_HEADER = "skewlab.src"
+"""Header of a routed record naming its source ``"<partition>:<offset>"`` in ``events``."""
+
+
+def src_header(partition: int, offset: int) -> tuple[str, bytes]:
+    """The header a routed record carries so a worker can drop replays."""
+    return (SRC_HEADER, f"{partition}:{offset}".encode("ascii"))
+
+
+def parse_src(headers: Sequence[tuple[str, bytes]]) -> tuple[int, int]:
+    """(partition, offset) from a routed record's headers; ValueError if absent."""
+    for name, value in headers:
+        if name == SRC_HEADER:
+            p, _, o = value.decode("ascii").partition(":")
+            return int(p), int(o)
+    raise ValueError(f"routed record has no {SRC_HEADER!r} header")

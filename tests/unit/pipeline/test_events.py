@@ -59,3 +59,10 @@ def test_too_large_is_rejected_before_parsing():
     big = json.dumps({"key": "a", "ts": 1, "seq": 1, "payload": "x" * 100}).encode()
     out = events.decode([big], max_bytes=50)
     assert out.rejects == [(0, "too-large")]
+
+
+def test_src_header_round_trip_and_absence():
+    name, value = events.src_header(3, 12345)
+    assert events.parse_src([("other", b"x"), (name, value)]) == (3, 12345)
+    with pytest.raises(ValueError, match=events.SRC_HEADER):
+        events.parse_src([("other", b"x")])

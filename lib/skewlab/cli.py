@@ -1,0 +1,117 @@
+"""The ``skewlab`` command: ``skewlab <command> [options]``.
+
+Each subcommand lives in its own module, registered in :data:`COMMANDS`
+(command name -> module path). A command module provides:
+
+* ``HELP: str`` -- one line for ``skewlab --help``;
+* ``configure(parser: argparse.ArgumentParser) -> None`` -- adds its options;
+* ``run(args: argparse.Namespace) -> int`` -- does the work, returns the exit code.
+
+Command modules are imported to build the parser, so they must import heavy
+dependencies (Spark, Kafka clients, matplotlib) inside ``run``.
+
+Conventions shared by every command: results go to stdout, logs and progress
+to stderr; a bad flag or a :class:`~skewlab.errors.ConfigError` prints ONE line
+on stderr saying what is wrong and what is allowed, and exits with 2 (no
+traceback); any other :class:`~skewlab.errors.SkewlabError` exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import NoReturn
+
+from skewlab.errors import ConfigError, SkewlabError
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+COMMANDS: dict[str, str] = {
+    "simulate": "skewlab.commands.simulate",
+}
+"""Subcommand name -> module implementing it (see the module docstring)."""
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+log = logging.getLogger("skewlab")
+
+
+class UsageError(Exception):
+    """A command line argparse rejected; ``prog`` names the (sub)command."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, message)
+
+
+def _load(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[name])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with one subparser per registered command."""
+    parser = _Parser(
+        prog="skewlab",
+        description="Keyed streams under skew: groupings, rebalancing, autoscaling, scale-out.",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        module = _load(name)
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.configure(cmd)
+        cmd.set_defaults(_module=module)
+    return parser
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``skewlab`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+    except UsageError as exc:
+        print(f"{exc.prog}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help / --version exit through argparse
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+    level = logging.WARNING - 10 * min(int(args.verbose), 2)
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("skewlab").setLevel(level)
+    try:
+        code: int = args._module.run(args)
+        return code
+    except ConfigError as exc:
+        print(f"skewlab {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except SkewlabError as exc:
+        print(f"skewlab {args.command}: failed: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"skewlab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""Kafka adapter: :func:`connect` returns a :class:`KafkaClient` by implementation name.
+
+Implementations (the literal registry :data:`CLIENTS`):
+
+- ``confluent`` (default): confluent-kafka / librdkafka, the fast one;
+- ``kafka-python``: pure Python, the second implementation of the same contract.
+
+Both are lazy: constructing a client opens no connection, so executors can build
+one per task cheaply; the producer, consumer and admin client appear on first use.
+
+``KafkaSettings.extra`` is passed to the underlying clients: a key prefixed
+``producer.``, ``consumer.`` or ``admin.`` goes only to that client (prefix
+removed), any other key to all three.
+
+The ListOffsets quirk (some brokers, tansu among them, report the base offset of
+the last record batch as the end) is corrected here and only here, by
+:func:`resolve_true_ends`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from skewlab.io.kafka.base import Headers, KafkaClient, KafkaError, KafkaSettings, Record
+from skewlab.registry import resolve
+
+log = logging.getLogger(__name__)
+
+ROLES = ("producer", "consumer", "admin")
+
+
+def _confluent() -> type[KafkaClient]:
+    from skewlab.io.kafka.confluent import ConfluentClient
+
+    return ConfluentClient
+
+
+def _kafka_python() -> type[KafkaClient]:
+    from skewlab.io.kafka.kafkapython import KafkaPythonClient
+
+    return KafkaPythonClient
+
+
+CLIENTS: dict[str, Callable[[], type[KafkaClient]]] = {
+    "confluent": _confluent,
+    "kafka-python": _kafka_python,
+}
+
+
+def connect(settings: KafkaSettings) -> KafkaClient:
+    """A (lazy) client of the implementation ``settings.client``.
+
+    :class:`~skewlab.errors.UnknownNameError` lists the valid names if it is unknown.
+    """
+    cls = resolve(CLIENTS, settings.client, "kafka client")()
+    return cls(settings)  # type: ignore[call-arg]
+
+
+def split_extra(extra: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Split ``KafkaSettings.extra`` into per-role configs (see the module docstring)."""
+    out: dict[str, dict[str, str]] = {role: {} for role in ROLES}
+    for key, value in extra.items():
+        role, _, rest = key.partition(".")
+        if role in ROLES and rest:
+            out[role][rest] = value
+        else:
+            for cfg in out.values():
+                cfg.setdefault(key, value)
+    return out
+
+
+EndProbe = Callable[[Mapping[int, int]], Mapping[int, int]]
+
+
+def resolve_true_ends(
+    reported: Mapping[int, int], probe: EndProbe, max_rounds: int = 8
+) -> dict[int, int]:
+    """The true end (last offset + 1) per partition, from possibly-too-low reported ends.
+
+    ``probe({partition: offset})`` fetches each partition from ``offset`` and returns,
+    per partition, the offset just after the last record it saw evidence of (the
+    larger of the last record's offset + 1 and the fetch response's high watermark),
+    or ``offset`` itself if nothing lies there.
+
+    Steps:
+
+    1. ``ends = reported``; every partition is pending;
+    2. probe the pending partitions at their current ends;
+    3. a partition whose evidence is not past its end is confirmed (nothing lies
+       beyond: a broker that reports the true end, like Kafka, stops here after one
+       probe); the others move their end to the evidence and stay pending;
+    4. repeat 2-3 until nothing is pending or ``max_rounds`` probes were made
+       (records still arriving); every returned end has records up to it.
+
+    A probe that does not answer for a pending partition raises :class:`KafkaError`.
+    """
+    if max_rounds < 1:
+        raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
+    ends = {int(p): int(o) for p, o in reported.items()}
+    pending = set(ends)
+    for _ in range(max_rounds):
+        if not pending:
+            break
+        evidence = probe({p: ends[p] for p in sorted(pending)})
+        missing = pending - set(evidence)
+        if missing:
+            raise KafkaError(f"end-offset probe gave no answer for partitions {sorted(missing)}")
+        for p in sorted(pending):
+            if evidence[p] > ends[p]:
+                log.debug(
+                    "partition %d: reported end %d, found records to %d", p, ends[p], evidence[p]
+                )
+                ends[p] = evidence[p]
+            else:
+                pending.discard(p)
+    return ends
+
+
+__all__ = [
+    "CLIENTS",
+    "Headers",
+    "KafkaClient",
+    "KafkaError",
+    "KafkaSettings",
+    "Record",
+    "connect",
+    "resolve_true_ends",
+    "split_extra",
+]

@@ -1,0 +1,357 @@
+"""The default Kafka client: confluent-kafka (librdkafka).
+
+Fast paths: the producer batches (``linger.ms`` 5, up to 10,000 records a batch,
+idempotent so retries never duplicate) and reports only failed deliveries; fetch
+reads with ``consume(num_messages=...)`` in batches sized to what is left of the
+range. The consumer never joins a group: ranges are read with ``assign`` at an
+offset, and ``enable.partition.eof`` tells where a partition ends.
+
+One client serves one thread; one :meth:`ConfluentClient.fetch` at a time (a new
+fetch or :meth:`~ConfluentClient.end_offsets` re-assigns the consumer).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from skewlab.errors import ConfigError
+from skewlab.io.kafka import resolve_true_ends, split_extra
+from skewlab.io.kafka.base import Headers, KafkaError, KafkaSettings, Record
+
+log = logging.getLogger(__name__)
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.num.messages": 10_000,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "enable.idempotence": True,
+    "delivery.report.only.error": True,
+}
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "group.id": "skewlab-reader",
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": True,
+    "auto.offset.reset": "error",
+    "fetch.wait.max.ms": 20,
+    "queued.min.messages": 100_000,
+}
+FETCH_BATCH = 10_000
+PROBE_BATCH = 1_000
+POLL_S = 0.1
+ADMIN_TIMEOUT_S = 30.0
+
+
+class ConfluentClient:
+    """:class:`~skewlab.io.kafka.base.KafkaClient` on confluent-kafka; see the module docstring."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self.settings = settings
+        self._extra = split_extra(settings.extra)
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._admin: AdminClient | None = None
+        self._failures: list[str] = []
+        self._unpolled = 0
+
+    def __repr__(self) -> str:
+        return f"ConfluentClient({self.settings.bootstrap!r})"
+
+    # ------------------------------------------------------------ lazy clients
+
+    def _config(self, role: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            **defaults,
+            "bootstrap.servers": self.settings.bootstrap,
+            "error_cb": self._on_client_error,
+            **self._extra[role],
+        }
+
+    @property
+    def producer(self) -> Producer:
+        """The producer, created on first use."""
+        if self._producer is None:
+            cfg = self._config("producer", PRODUCER_DEFAULTS)
+            cfg["on_delivery"] = self._on_delivery
+            self._producer = Producer(cfg)
+        return self._producer
+
+    @property
+    def consumer(self) -> Consumer:
+        """The (group-less, assign-only) consumer, created on first use."""
+        if self._consumer is None:
+            self._consumer = Consumer(self._config("consumer", CONSUMER_DEFAULTS))
+        return self._consumer
+
+    @property
+    def admin(self) -> AdminClient:
+        """The admin client, created on first use."""
+        if self._admin is None:
+            self._admin = AdminClient(self._config("admin", {}))
+        return self._admin
+
+    def _on_client_error(self, err: RdKafkaError) -> None:
+        log.warning("kafka client error (%s): %s", self.settings.bootstrap, err)
+
+    def _on_delivery(self, err: RdKafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._failures.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+
+    # ------------------------------------------------------------------- admin
+
+    def create_topic(self, name: str, partitions: int, exist_ok: bool = True) -> None:
+        """Create ``name`` with ``partitions`` partitions; wait until its metadata shows them."""
+        if partitions < 1:
+            raise ConfigError(f"partitions must be >= 1, got {partitions}")
+        futures = self.admin.create_topics(
+            [NewTopic(name, num_partitions=partitions)], request_timeout=ADMIN_TIMEOUT_S
+        )
+        try:
+            futures[name].result()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not (exist_ok and err.code() == RdKafkaError.TOPIC_ALREADY_EXISTS):
+                raise KafkaError(f"create topic {name!r} on {self._where()}: {err.str()}") from exc
+        self._await_topic(name, present=True)
+
+    def delete_topic(self, name: str, missing_ok: bool = True) -> None:
+        """Delete ``name``; wait until it is gone from the metadata."""
+        futures = self.admin.delete_topics([name], request_timeout=ADMIN_TIMEOUT_S)
+        try:
+            futures[name].result()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not (missing_ok and err.code() == RdKafkaError.UNKNOWN_TOPIC_OR_PART):
+                raise KafkaError(f"delete topic {name!r} on {self._where()}: {err.str()}") from exc
+        self._await_topic(name, present=False)
+
+    def list_topics(self) -> list[str]:
+        """Names of the non-internal topics, sorted."""
+        return sorted(t for t in self._metadata() if not t.startswith("__"))
+
+    def partitions(self, topic: str) -> int:
+        """Number of partitions of ``topic``; :class:`KafkaError` if it does not exist."""
+        meta = self._metadata().get(topic)
+        if meta is None or meta.error is not None:
+            raise KafkaError(f"topic {topic!r} does not exist on {self._where()}")
+        return len(meta.partitions)
+
+    def _metadata(self) -> dict[str, Any]:
+        try:
+            return dict(self.admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics)
+        except KafkaException as exc:
+            raise KafkaError(f"list topics on {self._where()}: {exc}") from exc
+
+    def _await_topic(self, name: str, present: bool, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            meta = self._metadata().get(name)
+            there = meta is not None and meta.error is None and len(meta.partitions) > 0
+            if there == present:
+                return
+            if time.monotonic() > deadline:
+                state = "appear" if present else "disappear"
+                raise KafkaError(f"topic {name!r} did not {state} on {self._where()}")
+            time.sleep(0.05)
+
+    # ----------------------------------------------------------------- produce
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+    ) -> None:
+        """Queue one record; a full local queue is drained by polling, never dropped."""
+        kwargs: dict[str, Any] = {}
+        if key is not None:
+            kwargs["key"] = key
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = list(headers)
+        producer = self.producer
+        while True:
+            try:
+                producer.produce(topic, value, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.05)
+            except KafkaException as exc:
+                raise KafkaError(f"produce to {topic!r} on {self._where()}: {exc}") from exc
+        self._unpolled += 1
+        if self._unpolled >= 1000:
+            producer.poll(0)
+            self._unpolled = 0
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait for every queued record; :class:`KafkaError` on a failed delivery or timeout."""
+        if self._producer is None:
+            return
+        left = self._producer.flush(timeout_s)
+        self._unpolled = 0
+        failures, self._failures = self._failures, []
+        if failures:
+            raise KafkaError(
+                f"{len(failures)} record(s) not delivered to {self._where()}; first: {failures[0]}"
+            )
+        if left:
+            raise KafkaError(f"{left} record(s) still queued after {timeout_s} s ({self._where()})")
+
+    # ----------------------------------------------------------------- offsets
+
+    def _watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+        out = {}
+        for p in range(self.partitions(topic)):
+            try:
+                low, high = self.consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S, cached=False
+                )
+            except KafkaException as exc:
+                raise KafkaError(f"list offsets of {topic}[{p}] on {self._where()}: {exc}") from exc
+            out[p] = (int(low), int(high))
+        return out
+
+    def begin_offsets(self, topic: str) -> dict[int, int]:
+        """The first available offset per partition."""
+        return {p: low for p, (low, _high) in self._watermarks(topic).items()}
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """The TRUE end per partition (reported end corrected by :func:`resolve_true_ends`)."""
+        reported = {p: high for p, (_low, high) in self._watermarks(topic).items()}
+        return resolve_true_ends(reported, lambda starts: self._probe_ends(topic, starts))
+
+    def _probe_ends(self, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
+        """Fetch each partition from ``starts[p]``: the end it proves (EOF or high watermark)."""
+        consumer = self.consumer
+        consumer.assign([TopicPartition(topic, p, off) for p, off in starts.items()])
+        evidence: dict[int, int] = {}
+        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        try:
+            while len(evidence) < len(starts):
+                if time.monotonic() > deadline:
+                    break
+                for msg in consumer.consume(num_messages=PROBE_BATCH, timeout=0.05):
+                    p, off = _int(msg.partition()), _int(msg.offset())
+                    err = msg.error()
+                    if err is not None and err.code() != RdKafkaError._PARTITION_EOF:
+                        raise KafkaError(f"probe end of {topic}[{p}] on {self._where()}: {err}")
+                    seen = off if err is not None else off + 1
+                    if err is None:
+                        _low, high = consumer.get_watermark_offsets(
+                            TopicPartition(topic, p), cached=True
+                        )
+                        seen = max(seen, int(high))
+                    evidence[p] = max(evidence.get(p, starts[p]), seen)
+        finally:
+            consumer.unassign()
+        return evidence
+
+    # ------------------------------------------------------------------- fetch
+
+    def fetch(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
+    ) -> Iterator[Record]:
+        """Every record with ``start <= offset < end`` of one partition, in offset order.
+
+        ``timeout_s`` bounds the time without progress; :class:`KafkaError` then.
+        """
+        if start < 0 or end < start:
+            raise ConfigError(f"fetch range must satisfy 0 <= start <= end, got [{start}, {end})")
+        return self._fetch(topic, partition, start, end, timeout_s)
+
+    def _fetch(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float
+    ) -> Iterator[Record]:
+        if start == end:
+            return
+        consumer = self.consumer
+        consumer.assign([TopicPartition(topic, partition, start)])
+        try:
+            yield from self._consume_range(consumer, topic, partition, start, end, timeout_s)
+        finally:
+            consumer.unassign()
+
+    def _consume_range(
+        self, consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float
+    ) -> Iterator[Record]:
+        nxt = start
+        stall_deadline = time.monotonic() + timeout_s
+        while nxt < end:
+            msgs = consumer.consume(num_messages=min(FETCH_BATCH, end - nxt), timeout=POLL_S)
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() != RdKafkaError._PARTITION_EOF:
+                        raise KafkaError(
+                            f"fetch {topic}[{partition}] at {nxt} on {self._where()}: {err}"
+                        )
+                    if _int(msg.offset()) >= end:  # nothing lies between here and ``end``
+                        nxt = end
+                    continue
+                off = _int(msg.offset())
+                if off < nxt:
+                    continue
+                if off >= end:
+                    nxt = end
+                    break
+                yield _record(msg)
+                nxt = off + 1
+            if msgs:
+                stall_deadline = time.monotonic() + timeout_s
+            elif time.monotonic() > stall_deadline:
+                raise KafkaError(
+                    f"fetch {topic}[{partition}] [{start}, {end}) stalled at offset {nxt} "
+                    f"for {timeout_s} s on {self._where()}"
+                )
+
+    # ------------------------------------------------------------------- close
+
+    def close(self) -> None:
+        """Flush the producer (best effort) and close every client that was created."""
+        if self._producer is not None:
+            left = self._producer.flush(10)
+            if left:
+                log.warning("closing producer with %d record(s) undelivered", left)
+            self._producer = None
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._admin = None
+
+    def _where(self) -> str:
+        return f"bootstrap {self.settings.bootstrap}"
+
+
+def _int(value: int | None) -> int:
+    """Offsets and partitions of delivered messages are never None; -1 stands in."""
+    return -1 if value is None else int(value)
+
+
+def _bytes(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+def _record(msg: Message) -> Record:
+    headers = msg.headers() or ()
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    return Record(
+        topic=msg.topic() or "",
+        partition=_int(msg.partition()),
+        offset=_int(msg.offset()),
+        key=_bytes(msg.key()),
+        value=_bytes(msg.value()),
+        headers=tuple((k, _bytes(v) or b"") for k, v in pairs),
+        timestamp_ms=int(msg.timestamp()[1]),
+    )

@@ -1,0 +1,340 @@
+"""The second Kafka client: kafka-python (pure Python, ~20x slower to produce than confluent).
+
+Same contract as :mod:`skewlab.io.kafka.confluent`: lazy producer / consumer / admin,
+group-less reads with ``assign`` + ``seek``, true end offsets via
+:func:`~skewlab.io.kafka.resolve_true_ends`. The consumer's assignment is always
+cleared before a new one, because kafka-python keeps a partition's cached high
+watermark across re-assignment and a stale one would fake an end.
+
+``KafkaSettings.extra`` keys use Kafka's dotted names (``linger.ms``); they are
+mapped to kafka-python's keyword names (``linger_ms``), numbers and booleans parsed,
+and each key goes only to the client classes that know it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import errors as kerrors
+from kafka.admin import KafkaAdminClient
+
+from skewlab.errors import ConfigError
+from skewlab.io.kafka import resolve_true_ends, split_extra
+from skewlab.io.kafka.base import Headers, KafkaError, KafkaSettings, Record
+
+log = logging.getLogger(__name__)
+
+PRODUCER_DEFAULTS: dict[str, Any] = {"linger_ms": 5, "batch_size": 262_144}
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "group_id": None,
+    "enable_auto_commit": False,
+    "auto_offset_reset": "none",
+    "fetch_max_wait_ms": 20,
+}
+FETCH_BATCH = 10_000
+POLL_MS = 100
+ADMIN_TIMEOUT_S = 30.0
+
+
+def kafka_python_config(extra: Mapping[str, str], known: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted Kafka names -> kafka-python keywords known to one client class, values parsed."""
+    out: dict[str, Any] = {}
+    for key, raw in extra.items():
+        name = key.replace(".", "_")
+        if name in known:
+            out[name] = _parse(raw)
+    return out
+
+
+def _parse(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    low = raw.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+class KafkaPythonClient:
+    """:class:`~skewlab.io.kafka.base.KafkaClient` on kafka-python; see the module docstring."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self.settings = settings
+        self._extra = split_extra(settings.extra)
+        self._producer: KafkaProducer | None = None
+        self._consumer: KafkaConsumer | None = None
+        self._admin: KafkaAdminClient | None = None
+        self._failures: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"KafkaPythonClient({self.settings.bootstrap!r})"
+
+    # ------------------------------------------------------------ lazy clients
+
+    def _kwargs(self, role: str, cls: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            **defaults,
+            "bootstrap_servers": self.settings.bootstrap.split(","),
+            **kafka_python_config(self._extra[role], cls.DEFAULT_CONFIG),
+        }
+
+    @property
+    def producer(self) -> KafkaProducer:
+        """The producer, created on first use."""
+        if self._producer is None:
+            self._producer = KafkaProducer(
+                **self._kwargs("producer", KafkaProducer, PRODUCER_DEFAULTS)
+            )
+        return self._producer
+
+    @property
+    def consumer(self) -> KafkaConsumer:
+        """The group-less consumer, created on first use."""
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(
+                **self._kwargs("consumer", KafkaConsumer, CONSUMER_DEFAULTS)
+            )
+        return self._consumer
+
+    @property
+    def admin(self) -> KafkaAdminClient:
+        """The admin client, created on first use."""
+        if self._admin is None:
+            self._admin = KafkaAdminClient(**self._kwargs("admin", KafkaAdminClient, {}))
+        return self._admin
+
+    # ------------------------------------------------------------------- admin
+
+    def create_topic(self, name: str, partitions: int, exist_ok: bool = True) -> None:
+        """Create ``name`` with ``partitions`` partitions; wait until its metadata shows them."""
+        if partitions < 1:
+            raise ConfigError(f"partitions must be >= 1, got {partitions}")
+        try:
+            self.admin.create_topics({name: {"num_partitions": partitions}}, wait_for_metadata=True)
+        except kerrors.TopicAlreadyExistsError as exc:
+            if not exist_ok:
+                raise KafkaError(f"create topic {name!r} on {self._where()}: exists") from exc
+        except kerrors.KafkaError as exc:
+            raise KafkaError(f"create topic {name!r} on {self._where()}: {exc}") from exc
+
+    def delete_topic(self, name: str, missing_ok: bool = True) -> None:
+        """Delete ``name``; wait until it is gone from the topic list."""
+        try:
+            self.admin.delete_topics([name])
+        except kerrors.UnknownTopicOrPartitionError as exc:
+            if not missing_ok:
+                raise KafkaError(f"delete topic {name!r} on {self._where()}: unknown") from exc
+        except kerrors.KafkaError as exc:
+            raise KafkaError(f"delete topic {name!r} on {self._where()}: {exc}") from exc
+        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        while name in self.list_topics():
+            if time.monotonic() > deadline:
+                raise KafkaError(f"topic {name!r} did not disappear on {self._where()}")
+            time.sleep(0.05)
+
+    def list_topics(self) -> list[str]:
+        """Names of the non-internal topics, sorted."""
+        try:
+            return sorted(t for t in self.admin.list_topics() if not t.startswith("__"))
+        except kerrors.KafkaError as exc:
+            raise KafkaError(f"list topics on {self._where()}: {exc}") from exc
+
+    def partitions(self, topic: str) -> int:
+        """Number of partitions of ``topic``; :class:`KafkaError` if it does not exist."""
+        try:
+            described = self.admin.describe_topics([topic])
+        except kerrors.KafkaError as exc:
+            raise KafkaError(f"describe topic {topic!r} on {self._where()}: {exc}") from exc
+        for meta in described:
+            if meta["name"] == topic and meta["error_code"] == 0 and meta["partitions"]:
+                return len(meta["partitions"])
+        raise KafkaError(f"topic {topic!r} does not exist on {self._where()}")
+
+    # ----------------------------------------------------------------- produce
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+    ) -> None:
+        """Queue one record (failures surface at :meth:`flush`)."""
+        try:
+            future = self.producer.send(
+                topic,
+                value=value,
+                key=key,
+                partition=partition,
+                headers=list(headers) if headers else None,
+            )
+        except (kerrors.KafkaError, AssertionError, ValueError) as exc:
+            raise KafkaError(f"produce to {topic!r} on {self._where()}: {exc}") from exc
+        future.add_errback(self._on_failure, topic, partition)
+
+    def _on_failure(self, topic: str, partition: int | None, exc: BaseException) -> None:
+        self._failures.append(f"{topic}[{partition}]: {exc}")
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait for every queued record; :class:`KafkaError` on a failed delivery or timeout."""
+        if self._producer is None:
+            return
+        try:
+            self._producer.flush(timeout=timeout_s)
+        except kerrors.KafkaTimeoutError as exc:
+            raise KafkaError(f"records still queued after {timeout_s} s ({self._where()})") from exc
+        failures, self._failures = self._failures, []
+        if failures:
+            raise KafkaError(
+                f"{len(failures)} record(s) not delivered to {self._where()}; first: {failures[0]}"
+            )
+
+    # ----------------------------------------------------------------- offsets
+
+    def _tps(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in range(self.partitions(topic))]
+
+    def begin_offsets(self, topic: str) -> dict[int, int]:
+        """The first available offset per partition."""
+        try:
+            got = self.consumer.beginning_offsets(
+                self._tps(topic), timeout_ms=ADMIN_TIMEOUT_S * 1e3
+            )
+        except kerrors.KafkaError as exc:
+            raise KafkaError(f"list offsets of {topic!r} on {self._where()}: {exc}") from exc
+        return {tp.partition: int(off) for tp, off in got.items()}
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """The TRUE end per partition (reported end corrected by :func:`resolve_true_ends`)."""
+        try:
+            got = self.consumer.end_offsets(self._tps(topic), timeout_ms=ADMIN_TIMEOUT_S * 1e3)
+        except kerrors.KafkaError as exc:
+            raise KafkaError(f"list offsets of {topic!r} on {self._where()}: {exc}") from exc
+        reported = {tp.partition: int(off) for tp, off in got.items()}
+        return resolve_true_ends(reported, lambda starts: self._probe_ends(topic, starts))
+
+    def _assign(self, positions: Mapping[TopicPartition, int]) -> KafkaConsumer:
+        consumer = self.consumer
+        consumer.assign([])  # drop cached partition state (high watermarks) first
+        consumer.assign(list(positions))
+        for tp, off in positions.items():
+            consumer.seek(tp, off)
+        return consumer
+
+    def _probe_ends(self, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
+        """Fetch each partition from ``starts[p]``: the end it proves (high watermark)."""
+        tps = {TopicPartition(topic, p): off for p, off in starts.items()}
+        consumer = self._assign(tps)
+        evidence: dict[int, int] = {}
+        known: set[int] = set()
+        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        try:
+            while len(known) < len(tps) and time.monotonic() < deadline:
+                batch = consumer.poll(timeout_ms=50, max_records=FETCH_BATCH)
+                for tp, records in batch.items():
+                    if records:
+                        last = records[-1].offset + 1
+                        evidence[tp.partition] = max(evidence.get(tp.partition, 0), last)
+                for tp, start in tps.items():
+                    high = consumer.highwater(tp)
+                    if tp.partition in known or high is None:
+                        continue
+                    seen = max(evidence.get(tp.partition, start), int(high), start)
+                    evidence[tp.partition] = seen
+                    known.add(tp.partition)
+                    consumer.pause(tp)
+        finally:
+            consumer.assign([])
+        return {p: evidence[p] for p in known}
+
+    # ------------------------------------------------------------------- fetch
+
+    def fetch(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
+    ) -> Iterator[Record]:
+        """Every record with ``start <= offset < end`` of one partition, in offset order.
+
+        ``timeout_s`` bounds the time without progress; :class:`KafkaError` then.
+        """
+        if start < 0 or end < start:
+            raise ConfigError(f"fetch range must satisfy 0 <= start <= end, got [{start}, {end})")
+        return self._fetch(topic, partition, start, end, timeout_s)
+
+    def _fetch(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float
+    ) -> Iterator[Record]:
+        if start == end:
+            return
+        tp = TopicPartition(topic, partition)
+        consumer = self._assign({tp: start})
+        nxt = start
+        stall_deadline = time.monotonic() + timeout_s
+        try:
+            while nxt < end:
+                try:
+                    batch = consumer.poll(
+                        timeout_ms=POLL_MS, max_records=min(FETCH_BATCH, end - nxt)
+                    )
+                except kerrors.KafkaError as exc:
+                    raise KafkaError(
+                        f"fetch {topic}[{partition}] at {nxt} on {self._where()}: {exc}"
+                    ) from exc
+                records = batch.get(tp, [])
+                for rec in records:
+                    if rec.offset < nxt:
+                        continue
+                    if rec.offset >= end:
+                        nxt = end
+                        break
+                    yield _record(rec)
+                    nxt = rec.offset + 1
+                if records:
+                    stall_deadline = time.monotonic() + timeout_s
+                elif consumer.position(tp) >= end:  # only non-records (markers) left before end
+                    nxt = end
+                elif time.monotonic() > stall_deadline:
+                    raise KafkaError(
+                        f"fetch {topic}[{partition}] [{start}, {end}) stalled at offset {nxt} "
+                        f"for {timeout_s} s on {self._where()}"
+                    )
+        finally:
+            consumer.assign([])
+
+    # ------------------------------------------------------------------- close
+
+    def close(self) -> None:
+        """Flush the producer (best effort) and close every client that was created."""
+        if self._producer is not None:
+            self._producer.close(timeout=10)
+            self._producer = None
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+    def _where(self) -> str:
+        return f"bootstrap {self.settings.bootstrap}"
+
+
+def _record(rec: Any) -> Record:
+    return Record(
+        topic=rec.topic,
+        partition=rec.partition,
+        offset=rec.offset,
+        key=rec.key,
+        value=rec.value,
+        headers=tuple((k, v if v is not None else b"") for k, v in (rec.headers or ())),
+        timestamp_ms=int(rec.timestamp),
+    )

@@ -1,0 +1,242 @@
+"""A worker process of the live pipeline: partition ``i`` of ``routed`` -> Delta.
+
+The worker reads its partition of ``routed`` by manual assignment, runs the
+windowed per-key operator (:class:`~skewlab.pipeline.worker.WindowedAggregate`)
+with a per-event processing cost, samples end-to-end latency, and commits its
+increments to Delta. Commit order of one flush, at routed offset ``o``
+(everything before ``o`` is reflected):
+
+1. ``worker_progress`` gets (worker, routed_offset=o, watermarks) under the
+   app transaction (``work-<i>:<run>``, version ``o``);
+2. ``partials`` gets the increments under the same app transaction; this commit
+   is the one that counts: a flush is done when it is in;
+3. ``latency`` gets the latency rows of the flush (same app transaction).
+
+On start the worker asks ``partials`` for the committed version of its app id:
+that is the routed offset to resume from, and ``worker_progress`` at that
+version holds the watermarks that drop replays of already-counted events. A
+crash anywhere in 1-3 therefore loses and doubles nothing: steps after the last
+complete ``partials`` commit are redone from the same offset.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from skewlab.clock import Clock, SystemClock
+from skewlab.errors import ConfigError
+from skewlab.io.delta import DeltaStore
+from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.pipeline import events
+from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_start
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """One worker's configuration (validated here, at the edge)."""
+
+    run_id: str
+    worker: int
+    topic: str
+    kafka: KafkaSettings
+    delta_root: str
+    window_s: float = 15.0
+    service_us: float = 0.0
+    flush_interval_s: float = 2.0
+    poll_interval_s: float = 0.05
+    max_fetch: int = 20_000
+    stop_file: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.worker < 0:
+            raise ConfigError(f"worker must be >= 0, got {self.worker}")
+        if self.window_s <= 0:
+            raise ConfigError(f"window_s must be > 0, got {self.window_s}")
+        if self.service_us < 0:
+            raise ConfigError(f"service_us must be >= 0, got {self.service_us}")
+
+    @property
+    def app_id(self) -> str:
+        return f"work-{self.worker}:{self.run_id}"
+
+
+def _ms(seconds: float) -> int:
+    """Seconds -> the int64 milliseconds Delta tables use for points in time."""
+    return round(seconds * 1000)
+
+
+def spin(seconds: float) -> None:
+    """Busy-wait (the operator's processing cost, like DKG's processDuration)."""
+    if seconds <= 0:
+        return
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@dataclass(slots=True)
+class WorkerReport:
+    worker: int
+    start_offset: int
+    end_offset: int
+    accepted: int
+    dropped: int
+    flushes: int
+
+
+class Worker:
+    """The loop of one worker; ``step()`` does one fetch-process(-flush) round."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        clock: Clock | None = None,
+        wall: Callable[[], float] = time.time,
+        busy: Callable[[float], None] = spin,
+    ) -> None:
+        self.s = settings
+        self.clock = clock or SystemClock()
+        self.wall = wall
+        self.busy = busy
+        self.store = DeltaStore(settings.delta_root)
+        self.client = connect(settings.kafka)
+        committed = self.store.committed_version("partials", settings.app_id)
+        self.offset = committed or 0
+        self.start_offset = self.offset
+        self.agg = WindowedAggregate(settings.window_s, self._watermarks_at(committed))
+        self.latency = LatencyWindows(settings.window_s, rng=np.random.default_rng(settings.worker))
+        self.flushes = 0
+        self._last_flush = self.clock.now()
+        self._dirty = False
+        log.info("worker %d resumes at routed offset %d", settings.worker, self.offset)
+
+    def _watermarks_at(self, version: int | None) -> dict[int, int]:
+        if version is None:
+            return {}
+        rows = self.store.read(
+            "worker_progress",
+            run_id=self.s.run_id,
+            filters=[("worker", "=", self.s.worker), ("routed_offset", "=", version)],
+        ).to_pylist()
+        if not rows:
+            raise ConfigError(
+                f"worker {self.s.worker}: partials committed at {version} but no progress row"
+            )
+        return {int(p): int(o) for p, o in json.loads(rows[-1]["watermarks"]).items()}
+
+    def end(self) -> int:
+        return self.client.end_offsets(self.s.topic).get(self.s.worker, 0)
+
+    def step(self, end: int | None = None) -> int:
+        """Fetch and process up to ``max_fetch`` records; flush when due. Returns records read."""
+        end = self.end() if end is None else end
+        upto = min(end, self.offset + self.s.max_fetch)
+        n = 0
+        if upto > self.offset:
+            n = self._process(upto)
+        if self._dirty and self.clock.now() - self._last_flush >= self.s.flush_interval_s:
+            self.flush()
+        return n
+
+    def _process(self, upto: int) -> int:
+        keys: list[str] = []
+        ts: list[float] = []
+        sizes: list[int] = []
+        parts: list[int] = []
+        offs: list[int] = []
+        last = self.offset - 1
+        for rec in self.client.fetch(self.s.topic, self.s.worker, self.offset, upto):
+            dec = events.decode([rec.value])
+            last = rec.offset
+            if dec.rejects:  # the route job only forwards valid events
+                log.error("worker %d: invalid routed record at %d", self.s.worker, rec.offset)
+                continue
+            p, o = events.parse_src(rec.headers)
+            keys.append(dec.keys[0])
+            ts.append(dec.ts[0])
+            sizes.append(dec.sizes[0])
+            parts.append(p)
+            offs.append(o)
+        taken = self.agg.process(keys, ts, sizes, parts, offs)
+        self.busy(self.s.service_us * 1e-6 * int(taken.sum()))
+        now = self.wall()
+        w = self.s.window_s
+        for t, ok in zip(ts, taken.tolist()):
+            if ok:
+                self.latency.add(window_start(t, w), now - t)
+        self.offset = last + 1
+        self._dirty = True
+        return len(keys)
+
+    def flush(self) -> None:
+        """Commit the increments up to the current offset (steps 1-3 of the module doc)."""
+        o, run, wk = self.offset, self.s.run_id, self.s.worker
+        app = self.s.app_id
+        wm = json.dumps({str(p): v for p, v in sorted(self.agg.watermarks.items())})
+        self.store.append(
+            "worker_progress",
+            [{"worker": wk, "routed_offset": o, "watermarks": wm}],
+            app_id=app,
+            version=o,
+            run_id=run,
+        )
+        rows = [
+            {
+                "window_start": _ms(p.window_start),
+                "key": p.key,
+                "worker": wk,
+                "count": p.count,
+                "sum": float(p.sum),
+            }
+            for p in self.agg.drain()
+        ]
+        self.store.append("partials", rows, app_id=app, version=o, run_id=run)
+        lat = [
+            {
+                "window_start": _ms(win),
+                "worker": wk,
+                "p50": a * 1e3,
+                "p90": b * 1e3,
+                "p99": c * 1e3,
+                "max": m * 1e3,
+                "n": n,
+            }
+            for win, a, b, c, m, n in self.latency.drain()
+        ]
+        self.store.append("latency", lat, app_id=app, version=o, run_id=run)
+        self.flushes += 1
+        self._dirty = False
+        self._last_flush = self.clock.now()
+
+    def stop_requested(self) -> bool:
+        return self.s.stop_file is not None and Path(self.s.stop_file).exists()
+
+    def run(self, sleep: Callable[[float], None] = time.sleep) -> WorkerReport:
+        """Work until the stop file exists and the partition is drained; flush last."""
+        while True:
+            end = self.end()
+            n = self.step(end)
+            if n == 0:
+                if self.stop_requested() and self.offset >= self.end():
+                    break
+                sleep(self.s.poll_interval_s)
+        if self._dirty:
+            self.flush()
+        self.client.close()
+        return WorkerReport(
+            self.s.worker,
+            self.start_offset,
+            self.offset,
+            self.agg.accepted,
+            self.agg.dropped,
+            self.flushes,
+        )

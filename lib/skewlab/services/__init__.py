@@ -1,0 +1,55 @@
+"""Embedded local services (start / health / stop), all under one data directory.
+
+Today: the Kafka broker (tansu). An MLflow server or Airflow joins by subclassing
+:class:`~skewlab.services.process.Service` and adding one registry entry.
+
+>>> from skewlab.services import get_service
+>>> broker = get_service("broker", home="/tmp/skewlab")   # doctest: +SKIP
+>>> broker.start().url                                    # doctest: +SKIP
+'127.0.0.1:40123'
+"""
+
+from __future__ import annotations
+
+import os
+
+from skewlab.registry import resolve
+from skewlab.services.broker import Broker, find_tansu_binary, kafka_api_versions_ok, start_broker
+from skewlab.services.datadir import HOME_ENV, DataDir, ServiceState, resolve_home
+from skewlab.services.process import (
+    BinaryNotFoundError,
+    PortInUseError,
+    Service,
+    ServiceError,
+    ServiceStartError,
+    ServiceStatus,
+)
+
+SERVICES: dict[str, type[Service]] = {
+    "broker": Broker,
+}
+
+
+def get_service(name: str, home: DataDir | str | os.PathLike[str] | None = None) -> Service:
+    """The service registered as ``name`` over the data directory ``home``."""
+    return resolve(SERVICES, name, "service")(home)
+
+
+__all__ = [
+    "HOME_ENV",
+    "SERVICES",
+    "BinaryNotFoundError",
+    "Broker",
+    "DataDir",
+    "PortInUseError",
+    "Service",
+    "ServiceError",
+    "ServiceStartError",
+    "ServiceState",
+    "ServiceStatus",
+    "find_tansu_binary",
+    "get_service",
+    "kafka_api_versions_ok",
+    "resolve_home",
+    "start_broker",
+]

@@ -1,0 +1,412 @@
+"""Discrete-event queueing simulation of a grouping feeding ``W`` FIFO workers.
+
+The model is DKG's topology reduced to its queues: a stream of keyed events
+(the workload, event time from its chunks) is dealt round-robin to ``S``
+splitter instances (DKG's SplitterBolt parallelism), each holding its own
+grouping built from the same config; the grouping picks a worker; each worker
+serves its events first come, first served with a per-event service time
+(DKG's ``processDuration``, SMALOPS' 10..50 us). One run, step by step:
+
+1. Pull a chunk of events from the workload (never more than one chunk is
+   held) and draw every event's service time from the seeded generator in
+   stream order, so every grouping faces the same costs.
+2. Cut the chunk into blocks no longer than ``block_s`` of event time nor
+   ``block_events`` events, ending at any hook tick. Before each block, set
+   the shared :class:`~skewlab.clock.ManualClock` to the block's first event
+   time, so DKG's warm-up and check intervals see simulated time pass.
+3. If a hook is due, run the queues up to the block, then call each due hook
+   (:mod:`skewlab.sim.base`) and install the overrides it returns.
+4. Route the block: splitter ``seq % S`` routes event ``seq`` with
+   ``route_batch``; pinned keys of the overrides replace its decisions.
+5. Run every worker's FIFO queue (:func:`~skewlab.sim.queue.route_queues`),
+   carrying each worker's last departure across blocks and chunks; add the
+   waits and sojourns to bounded histograms.
+6. Count the chunk per (window, worker) and each key's workers per window
+   (:class:`~skewlab.sim.tracking.WindowTracker`); report progress.
+7. After the last chunk, close the last window and compute the metrics
+   (:mod:`skewlab.metrics`) into a :class:`~skewlab.sim.result.SimResult`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from skewlab.clock import Clock, ManualClock, SystemClock
+from skewlab.errors import ConfigError
+from skewlab.grouping.base import Grouping, GroupingConfig
+from skewlab.keys import KeyBatch, KeyVocab
+from skewlab.metrics import LatencyHistogram, dist_cost, e_lb, imb_score, std_dev_pct, throughput
+from skewlab.sim.base import LoadView, RoutingOverride, SimError, SimHook
+from skewlab.sim.queue import route_queues
+from skewlab.sim.result import SimResult
+from skewlab.sim.service import ConstantService, ServiceTime
+from skewlab.sim.tracking import WindowTracker
+from skewlab.workload.base import Workload
+
+__all__ = ["Progress", "SimConfig", "Simulator", "simulate"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+"""``progress(events_done, events_total)``, called after every chunk."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """Parameters of the simulator (the grouping brings ``W``, the workload the keys).
+
+    ``service`` defaults to DKG's ``processDuration`` (1 ms); ``window_s`` to
+    DKG's WorkerBolt tick (``timeIntervalOfWorkerBolts`` = 15 s).
+    """
+
+    service: ServiceTime = field(default_factory=lambda: ConstantService(1e-3))
+    splitters: int = 1
+    window_s: float = 15.0
+    block_s: float = 0.1
+    block_events: int = 8192
+    chunk: int = 65_536
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.service, ServiceTime):
+            raise ConfigError(f"service must be a ServiceTime model, got {self.service!r}")
+        for name in ("splitters", "block_events", "chunk"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("window_s", "block_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+
+    def build(
+        self,
+        grouping: GroupingConfig,
+        workload: Workload,
+        hooks: Sequence[SimHook] = (),
+        timer: Clock | None = None,
+    ) -> Simulator:
+        """The simulator of ``grouping`` over ``workload`` with control-loop ``hooks``.
+
+        ``timer`` only measures this process's own compute time (default
+        :class:`~skewlab.clock.SystemClock`); it never affects results.
+        """
+        return Simulator(self, grouping, workload, hooks, timer or SystemClock())
+
+
+class _HookState:
+    """One hook's tick schedule and the loads it will see at its next tick."""
+
+    def __init__(self, hook: SimHook, workers: int) -> None:
+        interval = hook.interval_s
+        if not isinstance(interval, int | float) or not math.isfinite(interval) or interval <= 0:
+            raise ConfigError(f"hook interval_s must be a positive number, got {interval!r}")
+        self.hook = hook
+        self.interval = float(interval)
+        self.next_due = self.interval
+        self.since = 0.0
+        self.worker_loads = np.zeros(workers, dtype=np.int64)
+        self.key_counts = np.zeros(0, dtype=np.int64)
+        self.last_worker = np.zeros(0, dtype=np.int64)
+        self.override: RoutingOverride | None = None
+
+    def account(self, ids: np.ndarray, workers: np.ndarray, vocab_size: int) -> None:
+        if self.key_counts.size < vocab_size:
+            cap = max(vocab_size, 2 * self.key_counts.size)
+            self.key_counts = np.concatenate(
+                [self.key_counts, np.zeros(cap - self.key_counts.size, dtype=np.int64)]
+            )
+            self.last_worker = np.concatenate(
+                [self.last_worker, np.full(cap - self.last_worker.size, -1, dtype=np.int64)]
+            )
+        self.worker_loads += np.bincount(workers, minlength=self.worker_loads.size)
+        np.add.at(self.key_counts, ids, 1)
+        self.last_worker[ids] = workers
+
+    def view(self, now: float, backlog: np.ndarray, vocab: KeyVocab) -> LoadView:
+        def ro(a: np.ndarray) -> np.ndarray:
+            a = a.copy()
+            a.flags.writeable = False
+            return a
+
+        return LoadView(
+            now=now,
+            since=self.since,
+            worker_loads=ro(self.worker_loads),
+            key_counts=ro(self.key_counts),
+            last_worker=ro(self.last_worker),
+            backlog_s=ro(backlog),
+            vocab=vocab,
+            override=self.override,
+        )
+
+    def reset(self, now: float) -> None:
+        self.since = now
+        self.next_due = now + self.interval
+        self.worker_loads[:] = 0
+        self.key_counts[:] = 0
+        self.last_worker[:] = -1
+
+
+class Simulator:
+    """Runs one grouping config over one workload (see the module docstring).
+
+    Every :meth:`run` builds fresh groupings, so runs are repeatable: the same
+    config, workload seed and service seed give the same result.
+    """
+
+    def __init__(
+        self,
+        config: SimConfig,
+        grouping: GroupingConfig,
+        workload: Workload,
+        hooks: Sequence[SimHook],
+        timer: Clock,
+    ) -> None:
+        self.config = config
+        self.grouping = grouping
+        self.workload = workload
+        self.hooks = tuple(hooks)
+        self.timer = timer
+        self.workers = int(grouping.workers)
+
+    def run(self, events: int, rate: float, progress: Progress | None = None) -> SimResult:
+        """Simulate ``events`` events arriving at ``rate`` events/s (workload event time)."""
+        if not isinstance(events, int) or isinstance(events, bool) or events < 1:
+            raise ConfigError(f"events must be an integer >= 1, got {events!r}")
+        if not math.isfinite(rate) or rate <= 0:
+            raise ConfigError(f"rate must be a positive number of events/s, got {rate!r}")
+        return _Run(self, events, float(rate), progress).execute()
+
+
+class _Run:
+    """The mutable state of one :meth:`Simulator.run`."""
+
+    def __init__(self, sim: Simulator, events: int, rate: float, progress: Progress | None):
+        cfg = sim.config
+        self.sim = sim
+        self.cfg = cfg
+        self.n = events
+        self.rate = rate
+        self.progress = progress
+        self.W = sim.workers
+        self.clock = ManualClock(0.0)
+        self.routers: list[Grouping] = [
+            sim.grouping.build(clock=self.clock) for _ in range(cfg.splitters)
+        ]
+        self.rng = np.random.default_rng(cfg.seed)
+        self.last_dep = np.zeros(self.W)
+        self.delay = LatencyHistogram()
+        self.soj = LatencyHistogram()
+        self.tracker = WindowTracker(self.W, cfg.window_s)
+        self.hooks = [_HookState(h, self.W) for h in sim.hooks]
+        self.pinned = np.zeros(0, dtype=np.int64)
+        self.pinned_vocab = -1
+        self.merged: dict[str, int] = {}
+        self.ticks = 0
+        self.overrides = 0
+        self.route_s = 0.0
+        self.workload_s = 0.0
+
+    def execute(self) -> SimResult:
+        timer = self.sim.timer
+        t_start = timer.now()
+        first_ts: float | None = None
+        done = 0
+        it = iter(self.sim.workload.events(self.n, chunk=self.cfg.chunk, rate=self.rate))
+        while True:
+            t0 = timer.now()
+            chunk = next(it, None)
+            self.workload_s += timer.now() - t0
+            if chunk is None:
+                break
+            if len(chunk) == 0:
+                continue
+            if first_ts is None:
+                first_ts = float(chunk.ts[0])
+            self._chunk(
+                chunk.seq0, chunk.keys.ids, np.asarray(chunk.ts, dtype=np.float64), chunk.vocab
+            )
+            done += len(chunk)
+            if self.progress is not None:
+                self.progress(done, self.n)
+        if done != self.n:
+            raise SimError(f"workload yielded {done} events, expected {self.n}")
+        self.tracker.finish()
+        return self._result(first_ts or 0.0, timer.now() - t_start)
+
+    def _chunk(self, seq0: int, ids: np.ndarray, ts: np.ndarray, vocab: KeyVocab) -> None:
+        """Steps 1-6 of the module docstring for one chunk."""
+        cfg = self.cfg
+        m = ids.size
+        services = cfg.service.sample(m, self.rng)
+        workers = np.empty(m, dtype=np.int64)
+        start = q_start = 0
+        while start < m:
+            t_block = float(ts[start])
+            due = self._due()
+            if t_block >= due:
+                self._queues(workers, ts, services, q_start, start)
+                q_start = start
+                self._tick(t_block, vocab)
+                due = self._due()
+            end = min(start + cfg.block_events, m)
+            end = min(end, int(np.searchsorted(ts, t_block + cfg.block_s, side="left")))
+            if math.isfinite(due):
+                end = min(end, int(np.searchsorted(ts, due, side="left")))
+            end = max(end, start + 1)
+            if t_block > self.clock.now():
+                self.clock.set(t_block)
+            workers[start:end] = self._route(seq0 + start, ids[start:end], vocab)
+            for h in self.hooks:
+                h.account(ids[start:end], workers[start:end], len(vocab))
+            start = end
+        self._queues(workers, ts, services, q_start, m)
+        self.tracker.add(ts, ids, workers, len(vocab))
+
+    def _due(self) -> float:
+        return min((h.next_due for h in self.hooks), default=math.inf)
+
+    def _route(self, seq: int, ids: np.ndarray, vocab: KeyVocab) -> np.ndarray:
+        """Step 4: splitter ``seq % S`` routes each event; overrides pin keys."""
+        timer = self.sim.timer
+        t0 = timer.now()
+        s_count = len(self.routers)
+        if s_count == 1:
+            out = np.asarray(self.routers[0].route_batch(KeyBatch(ids, vocab)), dtype=np.int64)
+        else:
+            out = np.empty(ids.size, dtype=np.int64)
+            for s, router in enumerate(self.routers):
+                first = (s - seq) % s_count
+                if first < ids.size:
+                    sub = ids[first::s_count]
+                    out[first::s_count] = router.route_batch(KeyBatch(sub, vocab))
+        self.route_s += timer.now() - t0
+        if out.size != ids.size or (out.size and (out.min() < 0 or out.max() >= self.W)):
+            raise SimError(
+                f"grouping {self.sim.grouping.name!r} returned workers outside 0..{self.W - 1}"
+            )
+        if self.merged:
+            if self.pinned_vocab != len(vocab):
+                self._pin(vocab)
+            pins = self.pinned[ids]
+            hit = pins >= 0
+            out[hit] = pins[hit]
+        return out
+
+    def _pin(self, vocab: KeyVocab) -> None:
+        """Rebuild the id -> pinned worker table (-1 = grouping decides)."""
+        self.pinned = np.full(len(vocab), -1, dtype=np.int64)
+        for key, worker in self.merged.items():
+            i = vocab.id_of(key)
+            if i is not None:
+                self.pinned[i] = worker
+        self.pinned_vocab = len(vocab)
+
+    def _queues(
+        self, workers: np.ndarray, ts: np.ndarray, services: np.ndarray, lo: int, hi: int
+    ) -> None:
+        """Step 5 for events ``lo:hi`` of the chunk."""
+        if hi <= lo:
+            return
+        wait, sojourn = route_queues(workers[lo:hi], ts[lo:hi], services[lo:hi], self.last_dep)
+        self.delay.add(wait)
+        self.soj.add(sojourn)
+
+    def _tick(self, t_block: float, vocab: KeyVocab) -> None:
+        """Step 3: call every hook due at or before ``t_block``, earliest first."""
+        while True:
+            due = self._due()
+            if due > t_block:
+                return
+            for h in self.hooks:
+                if h.next_due != due:
+                    continue
+                backlog = np.maximum(self.last_dep - due, 0.0)
+                decision = h.hook.on_tick(due, h.view(due, backlog, vocab))
+                self.ticks += 1
+                if decision is not None:
+                    if not isinstance(decision, RoutingOverride):
+                        raise SimError(f"hook returned {type(decision).__name__}, not an override")
+                    bad = [w for _, w in decision.pairs if w >= self.W]
+                    if bad:
+                        raise SimError(f"hook pinned a key to worker {bad[0]} of {self.W}")
+                    h.override = decision
+                    self.overrides += 1
+                    self._merge()
+                h.reset(due)
+
+    def _merge(self) -> None:
+        self.merged = {}
+        for h in self.hooks:
+            if h.override is not None:
+                self.merged.update(h.override.pairs)
+        self.pinned_vocab = -1
+
+    def _result(self, first_ts: float, wall: float) -> SimResult:
+        """Step 7."""
+        loads = self.tracker.window_loads()
+        totals = loads.sum(axis=0) if loads.size else np.zeros(self.W, dtype=np.int64)
+        per_key = self.tracker.workers_per_key()
+        makespan = max(float(self.last_dep.max()) - first_ts, 0.0)
+        wk = self.tracker.window_keys
+        result = SimResult(
+            strategy=self.sim.grouping.name,
+            workers=self.W,
+            splitters=self.cfg.splitters,
+            events=self.n,
+            rate=self.rate,
+            service_mean_s=self.cfg.service.mean,
+            window_s=self.cfg.window_s,
+            makespan_s=makespan,
+            throughput=throughput(self.n, makespan),
+            worker_loads=tuple(int(x) for x in totals),
+            std_dev=std_dev_pct(totals),
+            imb_score=imb_score(totals),
+            e_lb=e_lb(totals),
+            dist_cost=dist_cost(per_key),
+            distinct_keys=int(np.count_nonzero(per_key)),
+            partials=self.tracker.partials,
+            window_keys=wk,
+            merge_cost=self.tracker.partials / wk if wk else 0.0,
+            queue_delay=self.delay.summary(),
+            sojourn=self.soj.summary(),
+            hook_ticks=self.ticks,
+            overrides=self.overrides,
+            wall_s=wall,
+            route_s=self.route_s,
+            workload_s=self.workload_s,
+            window_loads=loads,
+            delay_cdf=self.delay.cdf(),
+        )
+        log.debug(
+            "simulated %s: %d events, %.3fs wall (route %.3fs, workload %.3fs)",
+            result.strategy,
+            self.n,
+            wall,
+            self.route_s,
+            self.workload_s,
+        )
+        return result
+
+
+def simulate(
+    grouping: GroupingConfig,
+    workload: Workload,
+    events: int,
+    rate: float,
+    *,
+    config: SimConfig | None = None,
+    hooks: Sequence[SimHook] = (),
+    progress: Progress | None = None,
+) -> SimResult:
+    """One-call form: ``(config or SimConfig()).build(grouping, workload, hooks).run(...)``."""
+    sim = (config or SimConfig()).build(grouping, workload, hooks)
+    return sim.run(events, rate, progress)

@@ -1,0 +1,241 @@
+"""Space saving (Metwally, Agrawal & El Abbadi, ICDT 2005) with ``capacity`` counters.
+
+DKG (and SMALOPS' related work on it) finds heavy keys with space saving. The
+algorithm keeps at most ``k = capacity`` entries ``(key, count, error)``:
+
+1. An occurrence of a monitored key does ``count += 1``.
+2. An unmonitored key takes a free entry with ``(count, error) = (1, 0)``; if
+   all ``k`` are taken it replaces the entry with the minimum count ``m``:
+   ``(count, error) = (m + 1, m)``.
+3. Bounds: ``count - error <= true <= count`` for monitored keys,
+   ``error <= m <= N / k`` (the counts sum to ``N``), every key with true count
+   ``> m`` (in particular ``> N / k``) is monitored, and an unmonitored key's
+   true count is at most ``m``.
+
+Batches are applied aggregated per distinct key as one *merge*: monitored keys
+add their batch counts; each unmonitored key ``e`` with batch count ``c``
+becomes a candidate ``(m + c, m)`` with ``m`` the minimum count before the
+batch (0 while there are free entries); the ``k`` largest counts among old and
+new entries survive (old entries win ties). For a batch of one key this is
+steps 1-2 exactly; for larger batches the bounds of step 3 still hold (the
+surviving counts sum to at most ``N``, each count is an upper bound, and a
+dropped key's upper bound is at most the new minimum), as for the mergeable
+summaries of Agarwal et al. (PODS 2012).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from skewlab.errors import ConfigError, StateError
+from skewlab.keys import KeyBatch
+from skewlab.sketch.base import (
+    Threshold,
+    WindowReport,
+    check_count,
+    check_threshold,
+    distinct_counts,
+    threshold_count,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_CAPACITY = 100_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceSavingSnapshot:
+    """Immutable, picklable state of a :class:`SpaceSaving`; entries ``(key, count, error)``."""
+
+    capacity: int
+    n: int
+    window: int
+    entries: tuple[tuple[str, int, int], ...]
+
+
+@dataclass(frozen=True)
+class SpaceSavingConfig:
+    """Space saving with ``capacity`` counters and a default heavy ``threshold``.
+
+    Estimates overcount by at most ``N / capacity``; every key with true count
+    above ``N / capacity`` is monitored. ``threshold`` is a share of the
+    window's events in (0, 1] or an absolute ``int`` count (default 0.1).
+    """
+
+    name: ClassVar[str] = "space-saving"
+    capacity: int = 1000
+    threshold: Threshold = 0.1
+
+    def __post_init__(self) -> None:
+        k = self.capacity
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_CAPACITY:
+            raise ConfigError(
+                f"space-saving: capacity must be an integer in [1, {MAX_CAPACITY}], got {k!r}"
+            )
+        check_threshold(self.threshold, "space-saving: threshold")
+
+    def build(self, state: SpaceSavingSnapshot | None = None) -> SpaceSaving:
+        """The working sketch, empty or continuing from ``state``."""
+        return SpaceSaving(self, state)
+
+
+class SpaceSaving:
+    """Working space-saving summary (see module doc for the algorithm and its bounds).
+
+    Entries live in ``int64`` arrays of length ``capacity`` (slots ``0 .. used-1``)
+    with a dict from key to slot; memory never exceeds ``capacity`` entries
+    plus the distinct keys of the batch being applied.
+    """
+
+    def __init__(self, config: SpaceSavingConfig, state: SpaceSavingSnapshot | None = None):
+        self.config = config
+        self._k = config.capacity
+        self._window = 0
+        self._reset()
+        if state is not None:
+            self._restore(state)
+
+    def _reset(self) -> None:
+        self._slot: dict[str, int] = {}
+        self._keys: list[str] = []
+        self._count = np.zeros(self._k, dtype=np.int64)
+        self._err = np.zeros(self._k, dtype=np.int64)
+        self._n = 0
+
+    def _restore(self, state: SpaceSavingSnapshot) -> None:
+        if not isinstance(state, SpaceSavingSnapshot):
+            raise StateError(f"not a space-saving snapshot: {type(state).__name__}")
+        if state.capacity != self._k:
+            raise StateError(
+                f"snapshot capacity {state.capacity} does not match config capacity {self._k}"
+            )
+        m = len(state.entries)
+        self._keys = [e[0] for e in state.entries]
+        self._slot = {key: i for i, key in enumerate(self._keys)}
+        self._count[:m] = [e[1] for e in state.entries]
+        self._err[:m] = [e[2] for e in state.entries]
+        self._n = state.n
+        self._window = state.window
+
+    @property
+    def n(self) -> int:
+        """Events counted in the current window."""
+        return self._n
+
+    @property
+    def window(self) -> int:
+        return self._window
+
+    @property
+    def capacity(self) -> int:
+        return self._k
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def min_count(self) -> int:
+        """``m``: the minimum count when all entries are taken, else 0 (bounds unmonitored keys)."""
+        used = len(self._keys)
+        return int(self._count[:used].min()) if used == self._k else 0
+
+    def _apply(self, names: list[str], totals: np.ndarray) -> None:
+        if not names:
+            return
+        used = len(self._keys)
+        m = self.min_count()
+        get = self._slot.get
+        slots = np.fromiter((get(k, -1) for k in names), dtype=np.int64, count=len(names))
+        known = slots >= 0
+        self._count[slots[known]] += totals[known]
+        self._n += int(totals.sum())
+        fresh = np.flatnonzero(~known)
+        if not len(fresh):
+            return
+        room = self._k - used
+        if len(fresh) <= room:
+            take = fresh
+            targets = np.arange(used, used + len(fresh), dtype=np.int64)
+            m = 0
+        else:
+            # Top-k merge: old entries rank as 2*count+1, candidates as 2*(m+c): old win ties.
+            rank = np.concatenate([self._count[:used] * 2 + 1, (m + totals[fresh]) * 2])
+            keep = np.argpartition(-rank, self._k - 1)[: self._k]
+            kept_new = np.sort(keep[keep >= used]) - used
+            take = fresh[kept_new]
+            kept_old = np.zeros(used, dtype=bool)
+            kept_old[keep[keep < used]] = True
+            evicted = np.flatnonzero(~kept_old)
+            targets = np.concatenate([evicted, np.arange(used, self._k, dtype=np.int64)])
+            for s in evicted.tolist():
+                del self._slot[self._keys[s]]
+        keys = self._keys
+        for s, i in zip(targets.tolist(), take.tolist()):
+            if s < len(keys):
+                keys[s] = names[i]
+            else:
+                keys.append(names[i])
+            self._slot[names[i]] = s
+        self._count[targets] = m + totals[take]
+        self._err[targets] = m
+
+    def update(self, key: str, count: int = 1) -> None:
+        """Count ``count`` occurrences of ``key`` (steps 1-2)."""
+        c = check_count(count)
+        if c:
+            self._apply([key], np.array([c], dtype=np.int64))
+
+    def update_batch(
+        self, keys: KeyBatch | Sequence[str], counts: Sequence[int] | np.ndarray | None = None
+    ) -> None:
+        """Count a batch (a KeyBatch or string keys, optionally weighted by ``counts``)."""
+        names, totals = distinct_counts(keys, counts)
+        self._apply(names, totals)
+
+    def estimate(self, key: str) -> int:
+        """``count`` of a monitored key (``true <= count <= true + N / k``); 0 if unmonitored."""
+        s = self._slot.get(key)
+        return 0 if s is None else int(self._count[s])
+
+    def bounds(self, key: str) -> tuple[int, int]:
+        """``(lower, upper)`` bounds of the true count: ``(count - error, count)``, or ``(0, m)``."""
+        s = self._slot.get(key)
+        if s is None:
+            return 0, self.min_count()
+        return int(self._count[s] - self._err[s]), int(self._count[s])
+
+    def heavy_hitters(self, threshold: Threshold | None = None) -> dict[str, int]:
+        """Monitored keys with ``count >= T``, hottest first (no false negatives).
+
+        ``T`` is ``threshold`` (default: the config's) as a count in this window.
+        """
+        t = self.config.threshold if threshold is None else threshold
+        if self._n == 0:
+            check_threshold(t)
+            return {}
+        cut = threshold_count(t, self._n)
+        used = len(self._keys)
+        hit = np.flatnonzero(self._count[:used] >= cut)
+        pairs = [(self._keys[s], int(self._count[s])) for s in hit.tolist()]
+        pairs.sort(key=lambda kv: (-kv[1], kv[0]))
+        return dict(pairs)
+
+    def new_window(self) -> WindowReport:
+        """Close the window: report its heavy keys (config threshold) and start empty."""
+        report = WindowReport(self._window, self._n, self.heavy_hitters())
+        log.debug("space-saving window %d closed: n=%d heavy=%d", self._window, self._n, len(report.heavy))
+        self._reset()
+        self._window += 1
+        return report
+
+    def snapshot(self) -> SpaceSavingSnapshot:
+        """Immutable, picklable state (entries in slot order, so ties break identically)."""
+        entries = tuple(
+            (k, int(c), int(e))
+            for k, c, e in zip(self._keys, self._count.tolist(), self._err.tolist())
+        )
+        return SpaceSavingSnapshot(self._k, self._n, self._window, entries)

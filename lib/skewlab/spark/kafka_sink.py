@@ -1,0 +1,184 @@
+"""Kafka sink for Spark on the Python Data Source API (``format("skewlab-kafka")``).
+
+Each row is produced to an explicit partition (in the route job: partition = worker).
+Input columns, by name:
+
+``partition``  int, required: the target partition
+``value``      binary (or string, encoded UTF-8), required; null writes a null value
+``key``        binary / string, optional
+``headers``    optional: ``array<struct<key string, value binary>>`` or ``map<string, binary>``
+``topic``      string, optional: overrides the ``topic`` option per row
+
+Options: ``bootstrap`` (required), ``topic`` (required unless every row has one),
+``client`` (``confluent`` default), ``kafka.<name>`` (client extra config).
+
+Delivery is **at-least-once**, never exactly-once: ``write()`` flushes (waits for every
+record's acknowledgement) before it returns its commit message, so a micro-batch Spark
+marks committed is in Kafka; but a task or query that fails after producing and before
+Spark commits the batch is replayed, and the replay produces those records again.
+Kafka transactions would close that gap, but the client interface has none and tansu
+does not need to support them. Downstream consumers therefore deduplicate: the route
+job puts the source partition and offset of each event in a header, and a worker drops
+any record whose (source partition, offset) it has already processed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+
+from skewlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row
+    from pyspark.sql.types import StructType
+
+    from skewlab.io.kafka.base import KafkaClient, KafkaSettings
+
+log = logging.getLogger(__name__)
+
+OPTIONAL_COLUMNS = ("topic", "key", "headers")
+REQUIRED_COLUMNS = ("partition", "value")
+
+
+@dataclass(frozen=True)
+class KafkaSinkOptions:
+    """The sink's options and the positions of the columns it writes."""
+
+    bootstrap: str
+    topic: str | None
+    client: str = "confluent"
+    columns: Mapping[str, int] = field(default_factory=dict)
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = [c for c in REQUIRED_COLUMNS if c not in self.columns]
+        if missing:
+            raise ConfigError(
+                f"the Kafka sink needs columns {', '.join(REQUIRED_COLUMNS)}; missing: "
+                f"{', '.join(missing)}"
+            )
+        if not self.topic and "topic" not in self.columns:
+            raise ConfigError("the Kafka sink needs option 'topic' or a 'topic' column")
+        self.settings()  # validates bootstrap
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], schema: StructType) -> KafkaSinkOptions:
+        """Build from Spark's option map (keys case-insensitive) and the input schema."""
+        opts = {str(k).lower(): str(v) for k, v in options.items()}
+        if "bootstrap" not in opts:
+            raise ConfigError("option 'bootstrap' (host:port) is required")
+        names = [f.name for f in schema.fields]
+        wanted = (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)
+        return cls(
+            bootstrap=opts["bootstrap"],
+            topic=opts.get("topic") or None,
+            client=opts.get("client", "confluent"),
+            columns={n: i for i, n in enumerate(names) if n in wanted},
+            extra={k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")},
+        )
+
+    def settings(self) -> KafkaSettings:
+        from skewlab.io.kafka.base import KafkaSettings
+
+        return KafkaSettings(bootstrap=self.bootstrap, client=self.client, extra=dict(self.extra))
+
+    def connect(self) -> KafkaClient:
+        from skewlab.io.kafka import connect
+
+        return connect(self.settings())
+
+
+@dataclass(frozen=True)
+class KafkaCommitMessage(WriterCommitMessage):
+    """What one write task delivered: records per ``(topic, partition)``."""
+
+    counts: tuple[tuple[str, int, int], ...]
+
+    @property
+    def records(self) -> int:
+        return sum(n for _, _, n in self.counts)
+
+
+def _bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return bytes(value)
+
+
+def _headers(value: Any) -> list[tuple[str, bytes]] | None:
+    """Headers from an array of (key, value) structs or a map; None if there are none."""
+    if not value:
+        return None
+    items = value.items() if isinstance(value, dict) else ((h[0], h[1]) for h in value)
+    return [(str(k), _bytes(v) or b"") for k, v in items]
+
+
+def write_rows(opts: KafkaSinkOptions, rows: Iterator[Row]) -> KafkaCommitMessage:
+    """Produce every row to its explicit partition, flush, then report what was sent."""
+    cols = opts.columns
+    i_part, i_value = cols["partition"], cols["value"]
+    i_topic, i_key, i_headers = (cols.get(c) for c in OPTIONAL_COLUMNS)
+    counts: dict[tuple[str, int], int] = {}
+    client = opts.connect()
+    try:
+        for row in rows:
+            topic = (row[i_topic] if i_topic is not None else None) or opts.topic
+            partition = row[i_part]
+            if topic is None or partition is None:
+                raise ConfigError(f"row without topic or partition: {row!r}")
+            client.produce(
+                topic,
+                _bytes(row[i_value]),
+                key=_bytes(row[i_key]) if i_key is not None else None,
+                partition=int(partition),
+                headers=_headers(row[i_headers]) if i_headers is not None else None,
+            )
+            counts[(topic, int(partition))] = counts.get((topic, int(partition)), 0) + 1
+        client.flush()
+    finally:
+        client.close()
+    return KafkaCommitMessage(tuple((t, p, n) for (t, p), n in sorted(counts.items())))
+
+
+def _total(messages: list[WriterCommitMessage | None]) -> int:
+    return sum(m.records for m in messages if isinstance(m, KafkaCommitMessage))
+
+
+class KafkaStreamWriter(DataSourceStreamWriter):
+    """Streaming sink: at-least-once (see the module docstring)."""
+
+    def __init__(self, opts: KafkaSinkOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
+        return write_rows(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        log.info("batch %d: %d records in Kafka", batchId, _total(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        # Records already flushed cannot be taken back; the replay will send them again.
+        log.warning("batch %d aborted after %d records reached Kafka", batchId, _total(messages))
+
+
+class KafkaBatchWriter(DataSourceWriter):
+    """Batch sink (``df.write.format("skewlab-kafka")``), same delivery as the stream."""
+
+    def __init__(self, opts: KafkaSinkOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
+        return write_rows(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        log.info("batch write: %d records in Kafka", _total(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        log.warning("batch write aborted after %d records reached Kafka", _total(messages))

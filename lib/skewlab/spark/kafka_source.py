@@ -1,0 +1,429 @@
+"""Kafka source for Spark on the Python Data Source API (``format("skewlab-kafka")``).
+
+Why it exists: the JVM Kafka connector cannot be installed here (ENVIRONMENT.md), so
+Spark reads Kafka through this source, which talks to the broker with skewlab's own
+:class:`~skewlab.io.kafka.base.KafkaClient`. Where the JVM connector is present, a job
+may use ``format("kafka")`` instead; the row schema below keeps the same meaning.
+
+Offsets are the JSON dict ``{"<partition>": <next offset>}`` of one topic: the offset
+of a micro-batch is the exclusive end per partition, so the batch between two offsets
+``start`` and ``end`` is every record with ``start[p] <= offset < end[p]``, and
+replaying it gives the same records (deterministic replay, what Spark's checkpoint
+needs for exactly-once reads).
+
+One micro-batch, step by step:
+
+1. ``latestOffset()`` (driver) asks the broker for the TRUE end of every partition
+   (:meth:`KafkaClient.end_offsets` hides tansu's ListOffsets quirk) and, with
+   ``maxEventsPerTrigger``, caps the range planned after the previous batch's end.
+2. ``partitions(start, end)`` (driver) returns one :class:`KafkaRangePartition` per
+   Kafka partition with records in ``[start, end)``.
+3. ``read(partition)`` (executor) opens its own client, fetches the range and yields
+   Arrow record batches of the schema :data:`SCHEMA`.
+4. Spark writes the end offset to its checkpoint before running the batch and calls
+   ``commit(end)`` after the sink committed it; a restarted query resumes from the
+   checkpointed end, so nothing is read twice or skipped.
+
+Options (all strings, validated once in :class:`KafkaSourceOptions`):
+
+``bootstrap``            host:port[,host:port] (required)
+``topic``                the one topic to read (required)
+``client``               ``confluent`` (default) or ``kafka-python``
+``startingOffsets``      ``earliest`` (default), ``latest`` or JSON ``{"0": 12, "1": 0}``
+                         (partitions not named start at their earliest offset)
+``endingOffsets``        batch reads only: ``latest`` (default) or JSON as above
+``maxEventsPerTrigger``  optional positive int: at most this many records per batch,
+                         shared between partitions in proportion to their backlog
+``fetchBatchSize``       rows per Arrow batch yielded by ``read`` (default 10000)
+``kafka.<name>``         passed to the client as ``KafkaSettings.extra[<name>]``
+
+PySpark 4.0's ``latestOffset()`` is not told where the next batch starts, so the reader
+remembers the furthest end it planned or Spark showed it (``partitions``, ``commit``):
+Spark calls ``latestOffset()`` before ``initialOffset()`` on a new query, and
+``partitions(start, start)`` before ``latestOffset()`` on a restarted one (measured).
+``Trigger.AvailableNow`` is emulated by Spark with one call to ``latestOffset()``, so
+with ``maxEventsPerTrigger`` it reads one capped batch: use a processing-time trigger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+
+from skewlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from skewlab.io.kafka.base import KafkaClient, KafkaSettings, Record
+
+log = logging.getLogger(__name__)
+
+NAME = "skewlab-kafka"
+
+SCHEMA = (
+    "topic string, partition int, offset long, timestamp_ms long, key binary, value binary, "
+    "headers array<struct<key: string, value: binary>>"
+)
+"""DDL schema of the rows the source yields (one row per Kafka record)."""
+
+Offsets = dict[str, int]
+"""A source offset: next offset to read (exclusive end of the batch) per partition."""
+
+
+def _options(options: Mapping[str, str]) -> dict[str, str]:
+    """Spark's options are case-insensitive: normalise the keys to lower case."""
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def parse_offsets(text: str, what: str) -> Offsets:
+    """Parse ``{"0": 12, ...}`` into an :data:`Offsets` dict; :class:`ConfigError` if bad."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{what} must be 'earliest', 'latest' or JSON like {{\"0\": 12}}, got {text!r}"
+        ) from exc
+    if not isinstance(raw, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in raw.values()
+    ):
+        raise ConfigError(f"{what} JSON must map partition -> offset >= 0, got {text!r}")
+    try:
+        return {str(int(p)): int(v) for p, v in raw.items()}
+    except ValueError as exc:
+        raise ConfigError(f"{what} JSON keys must be partition numbers, got {text!r}") from exc
+
+
+@dataclass(frozen=True)
+class KafkaSourceOptions:
+    """The source's options, validated once where the query is defined."""
+
+    bootstrap: str
+    topic: str
+    client: str = "confluent"
+    starting: str = "earliest"
+    ending: str = "latest"
+    max_events_per_trigger: int | None = None
+    fetch_batch_size: int = 10_000
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.topic:
+            raise ConfigError("option 'topic' is required")
+        for what, value, words in (
+            ("startingOffsets", self.starting, ("earliest", "latest")),
+            ("endingOffsets", self.ending, ("latest",)),
+        ):
+            if value not in words:
+                parse_offsets(value, what)
+        if self.max_events_per_trigger is not None and self.max_events_per_trigger < 1:
+            raise ConfigError(
+                f"maxEventsPerTrigger must be >= 1, got {self.max_events_per_trigger}"
+            )
+        if self.fetch_batch_size < 1:
+            raise ConfigError(f"fetchBatchSize must be >= 1, got {self.fetch_batch_size}")
+        self.settings()  # validates bootstrap
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> KafkaSourceOptions:
+        """Build from Spark's option map (keys case-insensitive)."""
+        opts = _options(options)
+        if "bootstrap" not in opts:
+            raise ConfigError("option 'bootstrap' (host:port) is required")
+        return cls(
+            bootstrap=opts["bootstrap"],
+            topic=opts.get("topic", ""),
+            client=opts.get("client", "confluent"),
+            starting=opts.get("startingoffsets", "earliest").strip(),
+            ending=opts.get("endingoffsets", "latest").strip(),
+            max_events_per_trigger=_int_option(opts, "maxeventspertrigger"),
+            fetch_batch_size=_int_option(opts, "fetchbatchsize") or 10_000,
+            extra={k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")},
+        )
+
+    def settings(self) -> KafkaSettings:
+        """The client settings (bootstrap, implementation, extra config)."""
+        from skewlab.io.kafka.base import KafkaSettings
+
+        return KafkaSettings(bootstrap=self.bootstrap, client=self.client, extra=dict(self.extra))
+
+    def connect(self) -> KafkaClient:
+        """A new client; callers close it."""
+        from skewlab.io.kafka import connect
+
+        return connect(self.settings())
+
+
+def _int_option(opts: Mapping[str, str], key: str) -> int | None:
+    if key not in opts or opts[key] == "":
+        return None
+    try:
+        return int(opts[key])
+    except ValueError as exc:
+        raise ConfigError(f"option {key!r} must be an integer, got {opts[key]!r}") from exc
+
+
+@dataclass(frozen=True)
+class KafkaRangePartition(InputPartition):
+    """One Spark task: the records ``start <= offset < end`` of one Kafka partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def cap_offsets(start: Offsets, end: Offsets, limit: int) -> Offsets:
+    """Cap the range ``start -> end`` to ``limit`` records in total.
+
+    Each partition gets ``floor(limit * lag_p / lag_total)`` records; the remainder goes
+    one record each to the partitions with the largest lag (ties: lowest partition
+    number), so the result is deterministic, never exceeds ``end`` and advances by
+    exactly ``min(limit, lag_total)`` records.
+    """
+    lag = {p: max(0, e - start.get(p, e)) for p, e in end.items()}
+    total = sum(lag.values())
+    if total <= limit:
+        return dict(end)
+    out = {p: start.get(p, e) for p, e in end.items()}
+    given = 0
+    for p in sorted(lag, key=int):
+        share = lag[p] * limit // total
+        out[p] += share
+        given += share
+    for p in sorted(lag, key=lambda q: (-lag[q], int(q))):
+        if given >= limit:
+            break
+        if out[p] < end[p]:
+            out[p] += 1
+            given += 1
+    return out
+
+
+def _arrow_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+    return pa.schema(
+        [
+            pa.field("topic", pa.string()),
+            pa.field("partition", pa.int32()),
+            pa.field("offset", pa.int64()),
+            pa.field("timestamp_ms", pa.int64()),
+            pa.field("key", pa.binary()),
+            pa.field("value", pa.binary()),
+            pa.field("headers", pa.list_(header)),
+        ]
+    )
+
+
+def records_to_batches(records: Iterator[Record], batch_size: int) -> Iterator[pa.RecordBatch]:
+    """Pack fetched records into Arrow batches of at most ``batch_size`` rows."""
+    import pyarrow as pa
+
+    schema = _arrow_schema()
+    cols: list[list[Any]] = [[] for _ in range(7)]
+
+    def flush() -> pa.RecordBatch:
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema
+        )
+        for c in cols:
+            c.clear()
+        return batch
+
+    topic, part, off, ts, key, value, headers = cols
+    for r in records:
+        topic.append(r.topic)
+        part.append(r.partition)
+        off.append(r.offset)
+        ts.append(r.timestamp_ms)
+        key.append(r.key)
+        value.append(r.value)
+        headers.append([{"key": k, "value": v} for k, v in r.headers])
+        if len(off) >= batch_size:
+            yield flush()
+    if off:
+        yield flush()
+
+
+def read_range(opts: KafkaSourceOptions, part: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
+    """Executor side of both readers: fetch ``[start, end)`` with a client of its own."""
+    client = opts.connect()
+    try:
+        fetched = client.fetch(part.topic, part.partition, part.start, part.end)
+        yield from records_to_batches(fetched, opts.fetch_batch_size)
+    finally:
+        client.close()
+
+
+def plan_partitions(topic: str, start: Offsets, end: Offsets) -> list[KafkaRangePartition]:
+    """One :class:`KafkaRangePartition` per partition with records in ``[start, end)``."""
+    parts = []
+    for p in sorted(end, key=int):
+        lo = start.get(p, 0)
+        if end[p] > lo:
+            parts.append(KafkaRangePartition(topic, int(p), lo, end[p]))
+    return parts
+
+
+class _BrokerView:
+    """Driver-side offset look-ups with one lazily opened, never pickled client."""
+
+    def __init__(self, opts: KafkaSourceOptions) -> None:
+        self.opts = opts
+        self._client: KafkaClient | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None
+        return state
+
+    def _kafka(self) -> KafkaClient:
+        if self._client is None:
+            self._client = self.opts.connect()
+        return self._client
+
+    def begin(self) -> Offsets:
+        return {str(p): o for p, o in self._kafka().begin_offsets(self.opts.topic).items()}
+
+    def end(self) -> Offsets:
+        return {str(p): o for p, o in self._kafka().end_offsets(self.opts.topic).items()}
+
+    def resolve(self, spec: str) -> Offsets:
+        """``earliest`` / ``latest`` / JSON into concrete offsets of every partition."""
+        if spec == "earliest":
+            return self.begin()
+        if spec == "latest":
+            return self.end()
+        given = parse_offsets(spec, "offsets")
+        return {**self.begin(), **given}
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """Micro-batch reader of one topic; see the module docstring for the batch steps.
+
+    Invariant: every offset returned by :meth:`latestOffset` is >= the previous one per
+    partition, and ``read`` yields exactly the records of its range in offset order.
+    """
+
+    def __init__(self, opts: KafkaSourceOptions) -> None:
+        self.opts = opts
+        self.broker = _BrokerView(opts)
+        self._planned: Offsets | None = None
+        self._initial_offsets: Offsets | None = None
+
+    def _advance(self, offsets: Mapping[str, int]) -> None:
+        """Remember the furthest end Spark has seen, partition by partition."""
+        base = self._planned or {}
+        self._planned = {p: max(int(o), base.get(p, 0)) for p, o in {**base, **offsets}.items()}
+
+    def _initial(self) -> Offsets:
+        """``startingOffsets`` resolved once, so both callers below see the same offsets."""
+        if self._initial_offsets is None:
+            self._initial_offsets = self.broker.resolve(self.opts.starting)
+            log.info("initial offsets of %s: %s", self.opts.topic, self._initial_offsets)
+        return self._initial_offsets
+
+    def initialOffset(self) -> dict:
+        return self._initial()
+
+    def latestOffset(self) -> dict:
+        # Spark 4.0 calls latestOffset() before initialOffset() on a new query, and
+        # partitions(start, start) before latestOffset() on a restarted one: so an
+        # unknown start here means a new query, which starts at startingOffsets.
+        start = dict(self._planned or self._initial())
+        end = self.broker.end()
+        if set(end) - set(start):  # partitions added since: they start at their earliest
+            start = {**self.broker.begin(), **start}
+        if self.opts.max_events_per_trigger is not None:
+            end = cap_offsets(start, end, self.opts.max_events_per_trigger)
+        # Never plan behind the start (a partition's end cannot move back; if the
+        # broker lost data, the next batch is simply empty there).
+        end = {p: max(o, start.get(p, 0)) for p, o in end.items()}
+        self._advance(end)
+        return end
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaRangePartition]:  # type: ignore[override]
+        self._advance(end)
+        begin = self.broker.begin() if set(end) - set(start) else {}
+        return plan_partitions(self.opts.topic, {**begin, **start}, end)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, KafkaRangePartition)
+        return read_range(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        self._advance(end)
+
+    def stop(self) -> None:
+        self.broker.close()
+
+
+class KafkaBatchReader(DataSourceReader):
+    """Batch read of ``[startingOffsets, endingOffsets)``; ends resolved when planned."""
+
+    def __init__(self, opts: KafkaSourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[KafkaRangePartition]:  # type: ignore[override]
+        broker = _BrokerView(self.opts)
+        try:
+            start = broker.resolve(self.opts.starting)
+            end = broker.resolve(self.opts.ending)
+        finally:
+            broker.close()
+        return plan_partitions(self.opts.topic, start, end)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, KafkaRangePartition)
+        return read_range(self.opts, partition)
+
+
+class KafkaDataSource(DataSource):
+    """``spark.readStream.format("skewlab-kafka")`` / ``df.writeStream.format(...)``.
+
+    Reading: :class:`KafkaStreamReader` / :class:`KafkaBatchReader` (options in the
+    module docstring). Writing: :mod:`skewlab.spark.kafka_sink` (at-least-once).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(KafkaSourceOptions.from_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(KafkaSourceOptions.from_options(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from skewlab.spark.kafka_sink import KafkaBatchWriter, KafkaSinkOptions
+
+        return KafkaBatchWriter(KafkaSinkOptions.from_options(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from skewlab.spark.kafka_sink import KafkaSinkOptions, KafkaStreamWriter
+
+        return KafkaStreamWriter(KafkaSinkOptions.from_options(self.options, schema))

@@ -1,0 +1,90 @@
+"""D-Choices / W-Choices: heavy hitters get more choices, the tail gets PKG's two."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+from skewlab.errors import ConfigError
+from skewlab.grouping import DChoicesConfig, PKGConfig, WChoicesConfig
+from skewlab.grouping.dchoices import SpaceSaving
+from skewlab.keys import KeyBatch, KeyVocab
+
+pytestmark = pytest.mark.unit
+
+
+def heavy_stream(n: int = 20_000, tail: int = 2_000) -> tuple[KeyVocab, np.ndarray]:
+    """Key 0 carries 40% of the events, the rest is uniform over ``tail`` keys."""
+    rng = np.random.default_rng(11)
+    ids = np.where(rng.random(n) < 0.4, 0, rng.integers(1, tail + 1, n))
+    return KeyVocab(f"h{i}" for i in range(tail + 1)), ids.astype(np.int64)
+
+
+def workers_per_key(vocab: KeyVocab, ids: np.ndarray, out: np.ndarray) -> dict[str, set[int]]:
+    used: dict[str, set[int]] = defaultdict(set)
+    for i, w in zip(ids.tolist(), out.tolist()):
+        used[vocab.keys[i]].add(w)
+    return used
+
+
+def test_space_saving_overestimates_within_error_and_stays_bounded() -> None:
+    ss = SpaceSaving(20)
+    rng = np.random.default_rng(5)
+    stream = [f"s{int(x)}" for x in (rng.zipf(1.4, 5_000) % 500)]
+    for t, key in enumerate(stream, 1):
+        ss.offer(key, t)
+        assert len(ss.entries) <= 20
+    truth = Counter(stream)
+    for key, (count, error, _) in ss.entries.items():
+        assert count - error <= truth[key] <= count
+    assert max(ss.entries, key=lambda k: ss.entries[k][0]) == truth.most_common(1)[0][0]
+
+
+def test_w_choices_spreads_the_heavy_key_over_all_workers() -> None:
+    vocab, ids = heavy_stream()
+    g = WChoicesConfig(workers=10).build()
+    out = g.route_batch(KeyBatch(ids, vocab))
+    used = workers_per_key(vocab, ids, out)
+    assert used["h0"] == set(range(10))
+    assert g.is_heavy("h0") and not g.is_heavy("h1")
+    loads = np.bincount(out, minlength=10)
+    pkg_loads = np.bincount(PKGConfig(workers=10).build().route_batch(KeyBatch(ids, vocab)))
+    assert loads.max() < pkg_loads.max()  # 40% of the stream cannot fit on 2 of 10 workers
+
+
+def test_d_choices_solves_d_from_the_head() -> None:
+    vocab, ids = heavy_stream()
+    g = DChoicesConfig(workers=10).build()
+    out = g.route_batch(KeyBatch(ids, vocab))
+    assert 4 <= g.d <= 10  # p1 = 0.4 needs at least round(0.4 * 10) choices
+    used = workers_per_key(vocab, ids, out)
+    assert len(used["h0"]) > 2
+    assert max(len(ws) for k, ws in used.items() if k != "h0") <= max(2, g.d)
+
+
+def test_d_choices_without_heavy_keys_is_pkg() -> None:
+    vocab = KeyVocab(f"u{i}" for i in range(5_000))
+    ids = np.random.default_rng(2).integers(0, 5_000, 4_000)
+    # The very first event is heavy (frequency 1/1), but with all loads at 0 its
+    # least-loaded choice is the first hashed one, PKG's first choice.
+    g = DChoicesConfig(workers=8, d=3, theta=0.5).build()
+    d = g.route_batch(KeyBatch(ids, vocab))
+    p = PKGConfig(workers=8).build().route_batch(KeyBatch(ids, vocab))
+    assert np.array_equal(d, p)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"d": 1}, "d"),
+        ({"theta": 0.0}, "theta"),
+        ({"counters": 0}, "counters"),
+        ({"epsilon": 1.5}, "epsilon"),
+        ({"refresh": 0}, "refresh"),
+    ],
+)
+def test_bad_parameters_are_config_errors(params: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        DChoicesConfig(workers=4, **params)  # type: ignore[arg-type]

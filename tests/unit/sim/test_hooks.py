@@ -1,0 +1,132 @@
+"""The control-loop hook interface, exercised with trivial hooks."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from skewlab.errors import ConfigError
+from skewlab.keys import KeyVocab
+from skewlab.sim import (
+    ConstantService,
+    LoadView,
+    RoutingOverride,
+    SimConfig,
+    SimError,
+    SimHook,
+    simulate,
+)
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class Recorder:
+    """Records every view; returns the scripted decisions in turn (then None)."""
+
+    interval_s: float
+    script: list[RoutingOverride | None] = field(default_factory=list)
+    views: list[LoadView] = field(default_factory=list)
+
+    def on_tick(self, now: float, view: LoadView) -> RoutingOverride | None:
+        self.views.append(view)
+        return self.script.pop(0) if self.script else None
+
+
+def test_recorder_is_a_hook() -> None:
+    assert isinstance(Recorder(1.0), SimHook)
+
+
+def test_views_cover_each_interval(fakes: Any) -> None:
+    hook = Recorder(interval_s=1.0)
+    wl = fakes.RandomWorkload(keys=4, seed=2)
+    rate, n = 100.0, 550
+    r = simulate(fakes.HashKeyConfig(3), wl, n, rate=rate, config=SimConfig(), hooks=[hook])
+    # events at i / 100 for i < 550: ticks at 1, 2, 3, 4, 5 (the last event is at 5.49)
+    assert [v.now for v in hook.views] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert [v.since for v in hook.views] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert all(v.total == 100 for v in hook.views)
+    assert all(int(v.key_counts.sum()) == 100 for v in hook.views)
+    assert r.hook_ticks == 5
+    first = hook.views[0]
+    loads = first.key_loads()
+    assert sum(loads.values()) == 100
+    assert list(loads.values()) == sorted(loads.values(), reverse=True)
+    assert len(first.key_loads(top=1)) == 1
+    with pytest.raises(ValueError):
+        first.worker_loads[0] = 1
+
+
+def test_override_pins_key_from_tick_on(fakes: Any) -> None:
+    workers = 4
+    home = int(KeyVocab(["a"]).buckets(13, workers)[0])
+    target = (home + 1) % workers
+    hook = Recorder(interval_s=1.0, script=[RoutingOverride.of({"a": target}, reason="test")])
+    wl = fakes.ArrayWorkload(["a"] * 500, np.arange(500) / 100.0)
+    r = simulate(fakes.HashKeyConfig(workers), wl, 500, rate=100.0, hooks=[hook])
+    # events before t=1 (100 of them) stay home, the other 400 are pinned
+    assert r.worker_loads[home] == 100
+    assert r.worker_loads[target] == 400
+    assert r.overrides == 1
+    assert r.dist_cost == 2.0
+    assert hook.views[1].override is not None
+    assert hook.views[1].last_worker[0] == target
+
+
+def test_empty_override_clears(fakes: Any) -> None:
+    workers = 4
+    home = int(KeyVocab(["a"]).buckets(13, workers)[0])
+    target = (home + 2) % workers
+    hook = Recorder(1.0, script=[RoutingOverride.of({"a": target}), RoutingOverride()])
+    wl = fakes.ArrayWorkload(["a"] * 300, np.arange(300) / 100.0)
+    r = simulate(fakes.HashKeyConfig(workers), wl, 300, rate=100.0, hooks=[hook])
+    assert r.worker_loads[home] == 200
+    assert r.worker_loads[target] == 100
+
+
+def test_backlog_seen_at_tick(fakes: Any) -> None:
+    # 100 events/s, 0.02 s each, one worker: by t=1 100 events = 2 s of work
+    # arrived and were served back to back from t=0, so 1 s is still queued.
+    hook = Recorder(interval_s=1.0)
+    wl = fakes.ArrayWorkload(["a"] * 150, np.arange(150) / 100.0)
+    simulate(
+        fakes.ConstConfig(2, target=0),
+        wl,
+        150,
+        rate=100.0,
+        config=SimConfig(service=ConstantService(0.02)),
+        hooks=[hook],
+    )
+    assert hook.views[0].backlog_s.tolist() == pytest.approx([1.0, 0.0])
+
+
+def test_later_hook_wins_a_key(fakes: Any) -> None:
+    a = Recorder(1.0, script=[RoutingOverride.of({"a": 1})])
+    b = Recorder(1.0, script=[RoutingOverride.of({"a": 2})])
+    wl = fakes.ArrayWorkload(["a"] * 200, np.arange(200) / 100.0)
+    r = simulate(fakes.ConstConfig(3, target=0), wl, 200, rate=100.0, hooks=[a, b])
+    assert list(r.worker_loads) == [100, 0, 100]
+
+
+def test_bad_overrides(fakes: Any) -> None:
+    hook = Recorder(1.0, script=[RoutingOverride.of({"a": 9})])
+    wl = fakes.ArrayWorkload(["a"] * 200, np.arange(200) / 100.0)
+    with pytest.raises(SimError, match="worker 9"):
+        simulate(fakes.HashKeyConfig(2), wl, 200, rate=100.0, hooks=[hook])
+    with pytest.raises(ConfigError):
+        simulate(fakes.HashKeyConfig(2), wl, 200, rate=100.0, hooks=[Recorder(0.0)])
+
+
+def test_override_value() -> None:
+    o = RoutingOverride.of({"b": 1, "a": 0}, reason="r")
+    assert o.pairs == (("a", 0), ("b", 1))
+    assert o.as_dict() == {"a": 0, "b": 1}
+    assert len(o) == 2
+    assert pickle.loads(pickle.dumps(o)) == o
+    for bad in [(("a", -1),), (("a", 0), ("a", 1)), ((1, 0),), (("a", True),)]:
+        with pytest.raises(ConfigError):
+            RoutingOverride(bad)  # type: ignore[arg-type]

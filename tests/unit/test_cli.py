@@ -1,0 +1,135 @@
+"""The ``skewlab`` CLI run in-process: ``simulate`` output and one-line usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skewlab import cli
+from skewlab.commands import simulate as simulate_cmd
+
+pytestmark = pytest.mark.unit
+
+SMALL = ["simulate", "--workers", "4", "--workload", "country:R80", "--events", "2e4"]
+
+
+def run_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, *extra: str) -> dict[str, Any]:
+    code = cli.main([*SMALL, "--json", "--no-plots", "--out", str(tmp_path), *extra])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    doc: dict[str, Any] = json.loads(captured.out)
+    return doc
+
+
+def test_compare_metrics_are_consistent(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    doc = run_json(capsys, tmp_path, "--compare", "key,shuffle,pkg", "--service-us", "50")
+    by = {r["strategy"]: r for r in doc["results"]}
+    assert list(by) == ["key", "shuffle", "pkg"]
+    for r in by.values():
+        assert r["events"] == 20_000
+        assert r["throughput"] > 0
+        assert r["queue_delay"]["n"] == 20_000
+        assert r["queue_delay"]["p50"] <= r["queue_delay"]["p99"] <= r["queue_delay"]["max"]
+        # imbScore = 100 std/mean and STD_DEV = 100 std/total, so imbScore = W * STD_DEV
+        assert r["imb_score"] == pytest.approx(4 * r["std_dev"])
+    assert by["key"]["dist_cost"] == 1.0
+    assert by["key"]["merge_cost"] == 1.0
+    assert by["shuffle"]["std_dev"] == pytest.approx(0.0, abs=1e-9)
+    assert by["shuffle"]["dist_cost"] > by["pkg"]["dist_cost"] > 1.0
+    assert by["pkg"]["dist_cost"] <= 2.0
+    assert by["key"]["std_dev"] > by["pkg"]["std_dev"]
+    # default rate: 80 % of the aggregate capacity W / service
+    assert doc["settings"]["rate"] == pytest.approx(0.8 * 4 / 50e-6)
+    saved = json.loads(Path(doc["files"]["metrics"]).read_text())
+    assert [r["std_dev"] for r in saved["results"]] == [r["std_dev"] for r in doc["results"]]
+    assert sum(map(sum, saved["results"][0]["window_loads"])) == 20_000
+
+
+def test_same_stream_for_every_strategy(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    first = run_json(capsys, tmp_path, "--strategy", "key", "--seed", "3")
+    again = run_json(capsys, tmp_path, "--compare", "shuffle,key", "--seed", "3")
+    a, b = first["results"][0], again["results"][1]
+    assert a["std_dev"] == b["std_dev"]
+    assert a["queue_delay"] == b["queue_delay"]
+
+
+def test_table_and_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    code = cli.main([*SMALL, "--compare", "key,shuffle", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    lines = captured.out.splitlines()
+    header = lines[0].split()
+    assert header[:4] == ["strategy", "events", "throughput/s", "STD_DEV%"]
+    rows = {ln.split()[0]: ln.split() for ln in lines[2:4]}
+    assert rows["key"][header.index("DIST_COST")] == "1.000"
+    assert rows["shuffle"][header.index("STD_DEV%")] == "0.000"
+    for name in ("worker_loads.png", "latency_cdf.png", "metrics.json"):
+        path = out / name
+        assert f": {path}" in captured.out
+        assert path.stat().st_size > 0
+    assert (out / "worker_loads.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_default_out_dir_and_progress(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(simulate_cmd, "PROGRESS_MIN_EVENTS", 1)
+    code = cli.main([*SMALL, "--strategy", "key", "--no-plots"])
+    captured = capsys.readouterr()
+    assert code == 0
+    runs = list((tmp_path / ".skewlab" / "runs").glob("sim-*"))
+    assert len(runs) == 1 and (runs[0] / "metrics.json").exists()
+    assert "simulate key: 100% (20,000/20,000 events)" in captured.err
+
+
+@pytest.mark.parametrize("events", ["5e6", "5000000", "5_000_000"])
+def test_event_counts(events: str) -> None:
+    assert simulate_cmd.count(events) == 5_000_000
+
+
+@pytest.mark.parametrize(
+    ("argv", "expect"),
+    [
+        ([*SMALL, "--strategy", "nosuch"], "valid:"),
+        ([*SMALL, "--compare", "key,bogus"], "bogus"),
+        ([*SMALL, "--compare", "key,key"], "twice"),
+        (["simulate", "--workload", "nosuch:R80", "--events", "10"], "workload"),
+        (["simulate", "--workload", "country:R200", "--events", "10"], "R"),
+        (["simulate", "--events", "abc"], "--events"),
+        (["simulate", "--events", "1.5"], "--events"),
+        (["simulate", "--workers", "0"], "--workers"),
+        (["simulate", "--service-us", "-3", "--events", "10"], "service"),
+        (["simulate", "--rate", "-1"], "--rate"),
+        (["simulate", "--bogus"], "--bogus"),
+        ([], "required"),
+        (["nosuch"], "invalid choice"),
+    ],
+)
+def test_bad_usage_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], expect: str
+) -> None:
+    code = cli.main([*argv, "--out", str(tmp_path)] if argv[:1] == ["simulate"] else argv)
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    assert expect in err
+
+
+def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["simulate", "--help"]) == 0
+    assert "--compare" in capsys.readouterr().out
+
+
+def test_commands_registry_is_complete() -> None:
+    parser = cli.build_parser()
+    assert set(cli.COMMANDS) == {"simulate"}
+    ns = parser.parse_args(["simulate"])
+    assert ns._module is simulate_cmd

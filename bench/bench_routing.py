@@ -16,11 +16,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import row, say, timed  # noqa: E402
-
-from skewlab.clock import ManualClock  # noqa: E402
-from skewlab.grouping import GROUPING_NAMES, make_grouping  # noqa: E402
-from skewlab.keys import KeyBatch, KeyVocab  # noqa: E402
+from _common import row, say, timed
+from skewlab.clock import ManualClock
+from skewlab.grouping import GROUPING_NAMES, make_grouping
+from skewlab.keys import KeyBatch, KeyVocab
 
 
 def zipf_ids(n: int, keys: int, s: float, v: float, seed: int) -> np.ndarray:

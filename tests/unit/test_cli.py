@@ -25,9 +25,9 @@ def run_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, *extra: str) ->
 
 
 def test_compare_metrics_are_consistent(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    doc = run_json(capsys, tmp_path, "--compare", "key,shuffle,pkg", "--service-us", "50")
+    doc = run_json(capsys, tmp_path, "--compare", "key,shuffle,pkg,dkg", "--service-us", "50")
     by = {r["strategy"]: r for r in doc["results"]}
-    assert list(by) == ["key", "shuffle", "pkg"]
+    assert list(by) == ["key", "shuffle", "pkg", "dkg"]
     for r in by.values():
         assert r["events"] == 20_000
         assert r["throughput"] > 0
@@ -40,6 +40,7 @@ def test_compare_metrics_are_consistent(capsys: pytest.CaptureFixture[str], tmp_
     assert by["shuffle"]["std_dev"] == pytest.approx(0.0, abs=1e-9)
     assert by["shuffle"]["dist_cost"] > by["pkg"]["dist_cost"] > 1.0
     assert by["pkg"]["dist_cost"] <= 2.0
+    assert 1.0 <= by["dkg"]["dist_cost"] <= 4.0
     assert by["key"]["std_dev"] > by["pkg"]["std_dev"]
     # default rate: 80 % of the aggregate capacity W / service
     assert doc["settings"]["rate"] == pytest.approx(0.8 * 4 / 50e-6)

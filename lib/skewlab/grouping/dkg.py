@@ -336,7 +336,11 @@ class DKGRouter:
         out: list[int] = []
         append = out.append
         get = cache.get
-        for vid in batch.ids.tolist():
+        ids = batch.ids
+        w = self._workers
+        add = self._spaces.add
+        new_fast = self._cfg.initial_pool == 2
+        for vid, home in zip(ids.tolist(), homes[ids].tolist()):
             it = get(vid)
             if it is not None and it.pool == 2 and not now - it.last_check > interval:
                 a = it.a
@@ -349,17 +353,36 @@ class DKGRouter:
                 it.last_seen = now
                 append(a)
                 continue
-            self._total = n
             if it is None:
                 key = keys[vid]
                 it = items.get(key)
+                if it is None and new_fast:
+                    # A key outside the spaces: pool of two, no scaling check, then it enters.
+                    second = home + 1 if home + 1 < w else 0
+                    a = home
+                    if n and 100 * counts[second] // n < 100 * counts[home] // n:
+                        a = second
+                    counts[a] += 1
+                    n += 1
+                    item, gone = add(key, now, 2)
+                    item.a = home
+                    item.b = second
+                    if gone:
+                        self._forget(gone)
+                    if key in items:
+                        item.vid = vid
+                        cache[vid] = item
+                    append(a)
+                    continue
+                self._total = n
                 if it is not None:
                     it.vid = vid
                     cache[vid] = it
                     append(self._decide(key, it, it.a, now, vid))
                 else:
-                    append(self._decide(key, None, int(homes[vid]), now, vid))
+                    append(self._decide(key, None, home, now, vid))
             else:
+                self._total = n
                 append(self._decide(it.key, it, it.a, now, vid))
             n = self._total
         self._total = n

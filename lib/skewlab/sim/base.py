@@ -16,7 +16,10 @@ it every ``interval_s`` of *event time*:
    grouping's own decisions, from the next event on (SMALOPS' assignment
    table read by the router, DLB's ``keys_map'``).
 
-Hooks see time only through ``now``; they must not read a clock of their own.
+Ticks come only while events flow: when a gap in the stream spans several
+intervals, the empty ones are skipped and the next view's ``since`` reaches back
+to the previous tick. Hooks see time only through ``now``; they must not read
+a clock of their own.
 """
 
 from __future__ import annotations

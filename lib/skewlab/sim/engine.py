@@ -342,6 +342,9 @@ class _Run:
                     self.overrides += 1
                     self._merge()
                 h.reset(due)
+                if h.next_due <= t_block:
+                    # no events since ``due``: skip the empty ticks (a gap in a trace)
+                    h.next_due = due + h.interval * (math.floor((t_block - due) / h.interval) + 1)
 
     def _merge(self) -> None:
         self.merged = {}

@@ -15,7 +15,7 @@ from skewlab.sketch.base import Sketch, SketchConfig, Threshold, WindowReport
 from skewlab.sketch.lossy_counting import LossyCounter, LossyCountingConfig, LossyCountingSnapshot
 from skewlab.sketch.space_saving import SpaceSaving, SpaceSavingConfig, SpaceSavingSnapshot
 
-SKETCHES: dict[str, type] = {
+SKETCHES: dict[str, type[LossyCountingConfig] | type[SpaceSavingConfig]] = {
     "lossy-counting": LossyCountingConfig,
     "space-saving": SpaceSavingConfig,
 }

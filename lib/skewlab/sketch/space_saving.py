@@ -202,7 +202,7 @@ class SpaceSaving:
         return 0 if s is None else int(self._count[s])
 
     def bounds(self, key: str) -> tuple[int, int]:
-        """``(lower, upper)`` bounds of the true count: ``(count - error, count)``, or ``(0, m)``."""
+        """``(lower, upper)`` bounds of the true count: ``(count - error, count)`` or ``(0, m)``."""
         s = self._slot.get(key)
         if s is None:
             return 0, self.min_count()
@@ -227,7 +227,9 @@ class SpaceSaving:
     def new_window(self) -> WindowReport:
         """Close the window: report its heavy keys (config threshold) and start empty."""
         report = WindowReport(self._window, self._n, self.heavy_hitters())
-        log.debug("space-saving window %d closed: n=%d heavy=%d", self._window, self._n, len(report.heavy))
+        log.debug(
+            "space-saving window %d closed: n=%d heavy=%d", self._window, self._n, len(report.heavy)
+        )
         self._reset()
         self._window += 1
         return report

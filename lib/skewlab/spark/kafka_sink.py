@@ -160,10 +160,10 @@ class KafkaStreamWriter(DataSourceStreamWriter):
     def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
         return write_rows(self.opts, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info("batch %d: %d records in Kafka", batchId, _total(messages))
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         # Records already flushed cannot be taken back; the replay will send them again.
         log.warning("batch %d aborted after %d records reached Kafka", batchId, _total(messages))
 
@@ -177,8 +177,8 @@ class KafkaBatchWriter(DataSourceWriter):
     def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
         return write_rows(self.opts, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         log.info("batch write: %d records in Kafka", _total(messages))
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         log.warning("batch write aborted after %d records reached Kafka", _total(messages))

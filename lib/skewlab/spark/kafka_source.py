@@ -362,12 +362,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._advance(end)
         return end
 
-    def partitions(self, start: dict, end: dict) -> list[KafkaRangePartition]:  # type: ignore[override]
+    def partitions(self, start: dict, end: dict) -> list[KafkaRangePartition]:
         self._advance(end)
         begin = self.broker.begin() if set(end) - set(start) else {}
         return plan_partitions(self.opts.topic, {**begin, **start}, end)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaRangePartition)
         return read_range(self.opts, partition)
 
@@ -384,7 +384,7 @@ class KafkaBatchReader(DataSourceReader):
     def __init__(self, opts: KafkaSourceOptions) -> None:
         self.opts = opts
 
-    def partitions(self) -> list[KafkaRangePartition]:  # type: ignore[override]
+    def partitions(self) -> list[KafkaRangePartition]:
         broker = _BrokerView(self.opts)
         try:
             start = broker.resolve(self.opts.starting)
@@ -393,7 +393,7 @@ class KafkaBatchReader(DataSourceReader):
             broker.close()
         return plan_partitions(self.opts.topic, start, end)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaRangePartition)
         return read_range(self.opts, partition)
 

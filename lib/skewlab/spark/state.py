@@ -31,7 +31,7 @@ again from the state before that batch (the state store version is per batch).
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from skewlab.errors import ConfigError
@@ -61,12 +61,10 @@ def _rows(chunks: Iterator[pd.DataFrame], order_by: str | None) -> pd.DataFrame:
 
 def _group_state_fn(
     fn: StateFn, order_by: str | None
-) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
-    def run(
-        key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
-    ) -> Iterator[pd.DataFrame]:
+) -> Callable[[Any, Iterable[pd.DataFrame], GroupState], Iterable[pd.DataFrame]]:
+    def run(key: Any, chunks: Iterable[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         previous = pickle.loads(state.get[0]) if state.exists else None
-        new, out = fn(key, previous, _rows(chunks, order_by))
+        new, out = fn(key, previous, _rows(iter(chunks), order_by))
         state.update((pickle.dumps(new),))
         yield out
 

@@ -47,7 +47,11 @@ class Workload(Protocol):
     """A frozen, seeded workload config."""
 
     name: ClassVar[str]
-    seed: int
+
+    @property
+    def seed(self) -> int:
+        """The seed that fixes the whole stream."""
+        ...
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
         """Exactly ``n`` events at ``rate`` events/s, in chunks of at most ``chunk``."""

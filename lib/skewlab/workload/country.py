@@ -196,7 +196,9 @@ class CountryHalfWorkload:
         if self.at is not None and (
             not isinstance(self.at, int) or isinstance(self.at, bool) or self.at < 0
         ):
-            raise ConfigError(f"country-half: at (switch event) must be an integer >= 0, got {self.at!r}")
+            raise ConfigError(
+                f"country-half: at (switch event) must be an integer >= 0, got {self.at!r}"
+            )
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
         hot = _INDEX[self.hot]

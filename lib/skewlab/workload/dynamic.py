@@ -73,7 +73,11 @@ class DynamicWorkload:
         check_zipf(self.s, self.v, self.keys)
         check_size(self.size)
         p = self.period
-        if not isinstance(p, int | float) or isinstance(p, bool) or not (p > 0 and math.isfinite(p)):
+        if (
+            not isinstance(p, int | float)
+            or isinstance(p, bool)
+            or not (p > 0 and math.isfinite(p))
+        ):
             raise ConfigError(f"dynamic: period must be a number of seconds > 0, got {p!r}")
         sh = self.shift
         if not isinstance(sh, int) or isinstance(sh, bool) or not 0 <= sh <= self.keys:

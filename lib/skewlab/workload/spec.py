@@ -15,23 +15,37 @@ every workload ``w``: ``parse_workload(w.spec(), seed=w.seed) == w``.
 from __future__ import annotations
 
 import re
-from typing import Protocol
 
 from skewlab.errors import ConfigError
 from skewlab.registry import normalize, resolve
-from skewlab.workload.base import Workload
 from skewlab.workload.country import CountryHalfWorkload, CountryWorkload
 from skewlab.workload.dynamic import DynamicWorkload
 from skewlab.workload.switching import EpsSwitchWorkload
 from skewlab.workload.trace import TraceWorkload
 from skewlab.workload.zipf import ZipfWorkload
 
+AnyWorkload = (
+    ZipfWorkload
+    | CountryWorkload
+    | CountryHalfWorkload
+    | EpsSwitchWorkload
+    | DynamicWorkload
+    | TraceWorkload
+)
+"""Every config in :data:`WORKLOADS` (each satisfies the :class:`Workload` protocol at runtime;
+mypy sees frozen fields as read-only, so the union is the static type)."""
 
-class _FromArgs(Protocol):
-    def from_args(self, args: list[str], seed: int) -> Workload: ...
+_WorkloadClass = (
+    type[ZipfWorkload]
+    | type[CountryWorkload]
+    | type[CountryHalfWorkload]
+    | type[EpsSwitchWorkload]
+    | type[DynamicWorkload]
+    | type[TraceWorkload]
+)
 
 
-WORKLOADS: dict[str, type] = {
+WORKLOADS: dict[str, _WorkloadClass] = {
     "zipf": ZipfWorkload,
     "country": CountryWorkload,
     "country-half": CountryHalfWorkload,
@@ -52,7 +66,7 @@ _EXAMPLES = (
 )
 
 
-def parse_workload(spec: str, seed: int = 0) -> Workload:
+def parse_workload(spec: str, seed: int = 0) -> AnyWorkload:
     """Parse ``spec`` into a validated workload config with ``seed``.
 
     Raises :class:`~skewlab.errors.ConfigError` with one line saying what is
@@ -70,12 +84,12 @@ def parse_workload(spec: str, seed: int = 0) -> Workload:
     if alias is not None:
         key = "country-half" if alias.group(1) else "country"
         args = [f"R{alias.group(2)}", *args]
-    cls: _FromArgs = resolve(WORKLOADS, key, "workload")
+    cls = resolve(WORKLOADS, key, "workload")
     if key == "trace":
         args = [rest] if not rest.lower().startswith("path=") else args
     return cls.from_args(args, seed)
 
 
-def workload_spec(workload: Workload) -> str:
+def workload_spec(workload: AnyWorkload) -> str:
     """The spec string of a workload config (same as ``workload.spec()``)."""
     return workload.spec()

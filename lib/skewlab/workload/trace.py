@@ -61,7 +61,7 @@ def _parse_ts(raw: Any, where: str) -> float:
 
 
 def _parse_size(raw: Any, where: str) -> int:
-    if isinstance(raw, bool) or isinstance(raw, float):
+    if isinstance(raw, bool | float):
         raise ConfigError(f"{where}: size must be an integer number of bytes >= 0, got {raw!r}")
     try:
         value = int(raw)
@@ -143,7 +143,7 @@ def _jsonl_rows(path: str) -> Iterator[Row]:
             if not isinstance(obj, dict):
                 raise ConfigError(f"{where}: expected a JSON object, got {type(obj).__name__}")
             if "key" not in obj:
-                raise ConfigError(f"{where}: missing \"key\"")
+                raise ConfigError(f'{where}: missing "key"')
             unknown = set(obj) - _COLUMNS
             if unknown:
                 raise ConfigError(
@@ -191,7 +191,9 @@ class TraceWorkload:
         check_seed(self.seed)
         check_size(self.size)
         if self.format not in FORMATS:
-            raise ConfigError(f"trace: format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+            raise ConfigError(
+                f"trace: format must be one of {', '.join(FORMATS)}, got {self.format!r}"
+            )
         if not isinstance(self.path, str) or not os.path.isfile(self.path):
             raise ConfigError(f"trace: file not found: {self.path!r}")
         if not isinstance(self.loop, bool):
@@ -298,7 +300,9 @@ class TraceWorkload:
             return cls(path=joined.strip(), seed=seed)
         positional, params = parse_params(cls.name, args, cls.PARAMS)
         if positional:
-            raise ConfigError(f"trace: unexpected {positional[0]!r}; use path=..,format=..,size=..,loop=..")
+            raise ConfigError(
+                f"trace: unexpected {positional[0]!r}; use path=..,format=..,size=..,loop=.."
+            )
         if "format" in params:
             params["format"] = params["format"].lower()
         return cls(seed=seed, **params)

@@ -5,21 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.integration.fixtures.spark import produce_round_robin, stream_topic
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import connect
-from skewlab.io.kafka.base import KafkaClient, KafkaSettings
+from skewlab.io.kafka.base import KafkaClient
 from skewlab.spark.kafka_source import NAME
-from tests.integration.spark.test_kafka_source import PARTITIONS, bootstrap_of, produce, stream
+
+PARTITIONS = 4
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def kafka(broker: object) -> KafkaClient:
-    client = connect(KafkaSettings(bootstrap_of(broker)))
-    yield client
-    client.close()
 
 
 def read_all(client: KafkaClient, topic: str) -> list:
@@ -41,7 +35,7 @@ def route(df):
 def write_available_now(df, broker, topic: str, checkpoint: Path) -> None:
     query = (
         df.writeStream.format(NAME)
-        .option("bootstrap", bootstrap_of(broker))
+        .option("bootstrap", broker.bootstrap)
         .option("topic", topic)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
@@ -53,13 +47,13 @@ def write_available_now(df, broker, topic: str, checkpoint: Path) -> None:
 
 def test_stream_sink_round_trip_over_restart(spark, broker, new_topic, kafka, tmp_path) -> None:
     events, routed = new_topic(partitions=PARTITIONS), new_topic(partitions=PARTITIONS)
-    produce(kafka, events, 0, 600)
+    produce_round_robin(kafka, events, 0, 600)
     checkpoint = tmp_path / "ck"
-    df = route(stream(spark, broker, events))
+    df = route(stream_topic(spark, broker.bootstrap, events))
 
     write_available_now(df, broker, routed, checkpoint)
     assert len(read_all(kafka, routed)) == 600
-    produce(kafka, events, 600, 400)
+    produce_round_robin(kafka, events, 600, 400)
     write_available_now(df, broker, routed, checkpoint)
 
     out = read_all(kafka, routed)
@@ -79,7 +73,7 @@ def test_batch_sink_writes_explicit_partitions(spark, broker, new_topic, kafka) 
         [(i % PARTITIONS, f"k{i}", f"v{i}".encode(), {"n": b"%d" % i}) for i in range(40)],
         "partition int, key string, value binary, headers map<string, binary>",
     )
-    df.write.format(NAME).option("bootstrap", bootstrap_of(broker)).option("topic", topic).mode(
+    df.write.format(NAME).option("bootstrap", broker.bootstrap).option("topic", topic).mode(
         "append"
     ).save()
 
@@ -93,7 +87,7 @@ def test_batch_sink_writes_explicit_partitions(spark, broker, new_topic, kafka) 
 def test_sink_without_partition_column_is_refused(spark, broker, new_topic) -> None:
     df = spark.createDataFrame([(b"x",)], "value binary")
     with pytest.raises(Exception, match="partition") as info:
-        df.write.format(NAME).option("bootstrap", bootstrap_of(broker)).option(
+        df.write.format(NAME).option("bootstrap", broker.bootstrap).option(
             "topic", new_topic(partitions=1)
         ).mode("append").save()
     assert ConfigError.__name__ in str(info.value) or "partition" in str(info.value)

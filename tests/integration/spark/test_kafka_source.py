@@ -11,50 +11,17 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.integration.fixtures.spark import BatchCollector, produce_round_robin, stream_topic
 
-from skewlab.io.kafka import connect
-from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.spark.kafka_source import NAME, cap_offsets
-from tests.integration.fixtures.spark import BatchCollector
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 4
 
 
-def bootstrap_of(broker: object) -> str:
-    """The bootstrap string of the ``broker`` fixture (a string or an object with one)."""
-    if isinstance(broker, str):
-        return broker
-    value = broker.bootstrap  # type: ignore[attr-defined]
-    return value() if callable(value) else str(value)
-
-
-@pytest.fixture
-def kafka(broker: object) -> KafkaClient:
-    client = connect(KafkaSettings(bootstrap_of(broker)))
-    yield client
-    client.close()
-
-
-def produce(client: KafkaClient, topic: str, first: int, count: int) -> set[tuple[int, bytes]]:
-    """Produce records ``first .. first+count-1`` round-robin; return {(partition, value)}."""
-    sent = set()
-    for i in range(first, first + count):
-        value = f"v{i}".encode()
-        p = i % PARTITIONS
-        client.produce(topic, value, key=f"k{i % 7}".encode(), partition=p, headers=[("i", b"%d" % i)])
-        sent.add((p, value))
-    client.flush()
-    return sent
-
-
-def stream(spark, broker: object, topic: str, **options: str):
-    reader = spark.readStream.format(NAME).option("bootstrap", bootstrap_of(broker))
-    reader = reader.option("topic", topic)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
+def stream(spark, broker, topic: str, **options: str):
+    return stream_topic(spark, broker.bootstrap, topic, **options)
 
 
 def run_available_now(df, checkpoint: Path, sink: BatchCollector) -> None:
@@ -87,7 +54,7 @@ def test_cap_offsets_is_proportional_and_exact() -> None:
 
 def test_stream_reads_every_record_once(spark, broker, new_topic, kafka, tmp_path) -> None:
     topic = new_topic(partitions=PARTITIONS)
-    sent = produce(kafka, topic, 0, 2_000)
+    sent = produce_round_robin(kafka, topic, 0, 2_000)
     ends = kafka.end_offsets(topic)
     sink = BatchCollector(("partition", "offset", "value", "key", "headers", "topic"))
 
@@ -106,10 +73,12 @@ def test_stream_reads_every_record_once(spark, broker, new_topic, kafka, tmp_pat
 
 def test_max_events_per_trigger_splits_batches(spark, broker, new_topic, kafka, tmp_path) -> None:
     topic = new_topic(partitions=PARTITIONS)
-    produce(kafka, topic, 0, 1_000)
+    produce_round_robin(kafka, topic, 0, 1_000)
     sink = BatchCollector()
 
-    run_until_caught_up(stream(spark, broker, topic, maxEventsPerTrigger="300"), tmp_path / "ck", sink)
+    run_until_caught_up(
+        stream(spark, broker, topic, maxEventsPerTrigger="300"), tmp_path / "ck", sink
+    )
 
     sizes = [n for _, n in sink.batches if n]
     assert sizes == [300, 300, 300, 100]
@@ -118,13 +87,13 @@ def test_max_events_per_trigger_splits_batches(spark, broker, new_topic, kafka, 
 
 def test_restart_reads_only_new_records(spark, broker, new_topic, kafka, tmp_path) -> None:
     topic = new_topic(partitions=PARTITIONS)
-    first = produce(kafka, topic, 0, 800)
+    first = produce_round_robin(kafka, topic, 0, 800)
     checkpoint = tmp_path / "ck"
     run1, run2 = BatchCollector(), BatchCollector()
     df = stream(spark, broker, topic, maxEventsPerTrigger="250")
 
     run_until_caught_up(df, checkpoint, run1)
-    second = produce(kafka, topic, 800, 600)
+    second = produce_round_robin(kafka, topic, 800, 600)
     run_until_caught_up(df, checkpoint, run2)
 
     assert {(r[0], bytes(r[3])) for r in run1.rows} == first
@@ -135,7 +104,7 @@ def test_restart_reads_only_new_records(spark, broker, new_topic, kafka, tmp_pat
 
 def test_starting_offsets_latest_and_json(spark, broker, new_topic, kafka, tmp_path) -> None:
     topic = new_topic(partitions=PARTITIONS)
-    produce(kafka, topic, 0, 400)
+    produce_round_robin(kafka, topic, 0, 400)
     start = {"0": 90, "1": 100, "2": 0, "3": 99}
     sink = BatchCollector()
     df = stream(spark, broker, topic, startingOffsets=json.dumps(start))
@@ -145,16 +114,18 @@ def test_starting_offsets_latest_and_json(spark, broker, new_topic, kafka, tmp_p
     )
 
     latest = BatchCollector()
-    run_available_now(stream(spark, broker, topic, startingOffsets="latest"), tmp_path / "ck-l", latest)
+    run_available_now(
+        stream(spark, broker, topic, startingOffsets="latest"), tmp_path / "ck-l", latest
+    )
     assert latest.rows == []
 
 
 def test_batch_read_between_offsets(spark, broker, new_topic, kafka) -> None:
     topic = new_topic(partitions=PARTITIONS)
-    produce(kafka, topic, 0, 400)
+    produce_round_robin(kafka, topic, 0, 400)
     df = (
         spark.read.format(NAME)
-        .option("bootstrap", bootstrap_of(broker))
+        .option("bootstrap", broker.bootstrap)
         .option("topic", topic)
         .option("startingOffsets", json.dumps({"0": 10}))
         .option("endingOffsets", json.dumps({"0": 20, "1": 5, "2": 0, "3": 0}))
@@ -162,6 +133,11 @@ def test_batch_read_between_offsets(spark, broker, new_topic, kafka) -> None:
     )
     rows = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     assert rows == [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)]
-    assert spark.read.format(NAME).option("bootstrap", bootstrap_of(broker)).option(
-        "topic", topic
-    ).load().count() == 400
+    assert (
+        spark.read.format(NAME)
+        .option("bootstrap", broker.bootstrap)
+        .option("topic", topic)
+        .load()
+        .count()
+        == 400
+    )

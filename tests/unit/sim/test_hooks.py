@@ -130,3 +130,15 @@ def test_override_value() -> None:
     for bad in [(("a", -1),), (("a", 0), ("a", 1)), ((1, 0),), (("a", True),)]:
         with pytest.raises(ConfigError):
             RoutingOverride(bad)  # type: ignore[arg-type]
+
+
+def test_gap_in_stream_skips_empty_ticks(fakes: Any) -> None:
+    hook = Recorder(interval_s=1.0)
+    ts = [0.0, 0.5, 1000.2, 1000.7, 1001.5]
+    wl = fakes.ArrayWorkload(["a"] * 5, ts)
+    r = simulate(fakes.HashKeyConfig(2), wl, 5, rate=1.0, hooks=[hook])
+    # tick at 1 (2 events before it), then the next tick after the gap is 1001
+    assert [v.now for v in hook.views] == [1.0, 1001.0]
+    assert [v.since for v in hook.views] == [0.0, 1.0]
+    assert [v.total for v in hook.views] == [2, 2]
+    assert r.hook_ticks == 2

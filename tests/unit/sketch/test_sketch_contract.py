@@ -95,7 +95,9 @@ def test_snapshot_is_immutable(config):
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_foreign_snapshot_is_refused(config):
-    other = SpaceSavingConfig(capacity=3) if config.name == "lossy-counting" else LossyCountingConfig()
+    other = (
+        SpaceSavingConfig(capacity=3) if config.name == "lossy-counting" else LossyCountingConfig()
+    )
     with pytest.raises(StateError):
         config.build(state=other.build().snapshot())
 

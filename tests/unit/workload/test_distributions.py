@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -113,7 +114,9 @@ def test_country_half_is_skewed_then_uniform():
 
 def test_country_half_switch_point_can_be_fixed():
     w = CountryHalfWorkload(seed=2, ratio=100, at=1_000)
-    keys = [k for c in w.events(3_000, chunk=700) for k in c.keys.keys()]
+    keys: list[str] = []
+    for c in w.events(3_000, chunk=700):
+        keys.extend(c.keys.keys())
     assert set(keys[:1_000]) == {"Turkey"}
     assert len(set(keys[1_000:])) > 100
 
@@ -128,7 +131,7 @@ def test_eps_switch_changes_exponent_by_event_time():
     top = np.concatenate([c.keys.ids for c in chunks]) == chunks[0].vocab.id_of("k0")
     assert np.array_equal(w.exponent_at(ts) == 1.5, (ts % 900) >= 300)
     weights = {e: (np.arange(1_000) + 1.0) ** -e for e in (0.2, 1.5)}
-    for lo, hi in zip(ts_edges, ts_edges[1:]):
+    for lo, hi in itertools.pairwise(ts_edges):
         phase = (ts >= lo) & (ts < hi)
         eps = 1.5 if ((lo % 900) >= 300) else 0.2
         p0 = weights[eps][0] / weights[eps].sum()

@@ -21,7 +21,9 @@ def _write(tmp_path, name: str, text: str) -> str:
 
 def _all(w: TraceWorkload, n: int, chunk: int = 2, rate: float = 10.0):
     chunks = list(w.events(n, chunk=chunk, rate=rate))
-    keys = [k for c in chunks for k in c.keys.keys()]
+    keys: list[str] = []
+    for c in chunks:
+        keys.extend(c.keys.keys())
     ts = np.concatenate([c.ts for c in chunks]) if chunks else np.empty(0)
     sizes = np.concatenate([c.sizes for c in chunks]) if chunks else np.empty(0)
     return chunks, keys, ts, sizes
@@ -46,7 +48,7 @@ def test_csv_positional_timestamp_and_size(tmp_path):
 
 
 def test_csv_header_fixes_columns_in_any_order(tmp_path):
-    path = _write(tmp_path, "t.csv", "size,key\n40,\"x, y\"\n41,z\n")
+    path = _write(tmp_path, "t.csv", 'size,key\n40,"x, y"\n41,z\n')
     _, keys, ts, sizes = _all(TraceWorkload(path=path), 2, rate=1.0)
     assert keys == ["x, y", "z"]
     assert sizes.tolist() == [40, 41]

@@ -1,0 +1,272 @@
+"""The Spark route job: ``events`` -> per-splitter grouping -> ``routed`` + Delta.
+
+One streaming query, per micro-batch:
+
+1. the ``skewlab-kafka`` source reads the new range of every partition of
+   ``events`` (offsets checkpointed by Spark);
+2. rows are grouped by source partition: each group is one *splitter*
+   (DKG's SplitterBolt) whose :class:`~skewlab.pipeline.route.Splitter` state
+   lives in Spark's state store (:func:`skewlab.spark.state.route_with_state`),
+   so a restarted query continues with the same grouping state. Each splitter
+   decodes its records in offset order; invalid ones become quarantine rows,
+   valid ones get a worker from the grouping (or the newest ``assignments``);
+3. ``foreachBatch`` on the driver, for batch ``b``:
+   a. produce every routed event to ``routed`` partition = worker, in source
+      offset order, with its source (partition, offset) header, and flush;
+   b. append ``key_loads``, ``partition_loads`` and ``quarantine`` rows under
+      app id ``route:<run>`` version ``b``.
+   A batch replayed after a crash re-produces its records (workers drop them by
+   watermark) and skips its Delta writes (already committed), so nothing is
+   counted twice.
+
+The job stops when its stop file appears: it processes all available input,
+then stops the query.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from skewlab.errors import ConfigError
+from skewlab.grouping import make_grouping
+from skewlab.io.kafka.base import KafkaSettings
+from skewlab.pipeline import events
+from skewlab.pipeline.route import Splitter, key_loads
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+ROUTED_SCHEMA = (
+    "src_partition int, src_offset long, worker long, key string, ts double, size long, "
+    "value binary, reason string"
+)
+"""Rows out of the splitters: ``worker = -1`` and a ``reason`` for quarantined input."""
+
+
+@dataclass(frozen=True)
+class RouteSettings:
+    """Everything the route job needs, validated once (the job's edge)."""
+
+    run_id: str
+    bootstrap: str
+    events_topic: str
+    routed_topic: str
+    workers: int
+    strategy: str
+    delta_root: str
+    checkpoint: str
+    strategy_params: dict[str, Any] = field(default_factory=dict)
+    client: str = "confluent"
+    window_s: float = 15.0
+    trigger_s: float = 1.0
+    max_events_per_trigger: int | None = None
+    max_event_bytes: int = events.DEFAULT_MAX_BYTES
+    stop_file: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ConfigError(f"workers must be >= 1, got {self.workers}")
+        if self.window_s <= 0 or self.trigger_s <= 0:
+            raise ConfigError("window_s and trigger_s must be > 0")
+        make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
+        KafkaSettings(self.bootstrap, self.client)
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RouteSettings:
+        return cls(**json.loads(text))
+
+
+def splitter_fn(s: RouteSettings) -> Any:
+    """The per-splitter function run by Spark for one group and micro-batch."""
+    cfg = make_grouping(s.strategy, workers=s.workers, **s.strategy_params)
+    max_bytes = s.max_event_bytes
+
+    def run(key: tuple[Any, ...], state: Any, rows: pd.DataFrame) -> tuple[Any, pd.DataFrame]:
+        import pandas as pd
+
+        splitter = Splitter(cfg, state)
+        values = rows["value"].tolist()
+        dec = events.decode(values, max_bytes=max_bytes)
+        workers = splitter.route(dec.keys, dec.ts)
+        parts = rows["partition"].to_numpy()
+        offs = rows["offset"].to_numpy()
+        n = len(values)
+        out_worker = np.full(n, -1, dtype=np.int64)
+        out_key: list[str | None] = [None] * n
+        out_ts = np.zeros(n)
+        out_size = np.zeros(n, dtype=np.int64)
+        reason: list[str | None] = [None] * n
+        idx = np.asarray(dec.index, dtype=np.int64)
+        out_worker[idx] = workers
+        out_ts[idx] = dec.ts
+        out_size[idx] = dec.sizes
+        for i, k in zip(dec.index, dec.keys):
+            out_key[i] = k
+        for i, r in dec.rejects:
+            reason[i] = r
+        frame = pd.DataFrame(
+            {
+                "src_partition": parts.astype(np.int32),
+                "src_offset": offs.astype(np.int64),
+                "worker": out_worker,
+                "key": out_key,
+                "ts": out_ts,
+                "size": out_size,
+                "value": values,
+                "reason": reason,
+            }
+        )
+        return splitter.state(), frame
+
+    return run
+
+
+class BatchSink:
+    """The ``foreachBatch`` function: produce to ``routed``, then write Delta (step 3)."""
+
+    def __init__(self, s: RouteSettings) -> None:
+        self.s = s
+        self._client: Any = None
+        self._store: Any = None
+
+    def _clients(self) -> tuple[Any, Any]:
+        if self._client is None:
+            from skewlab.io.delta import DeltaStore
+            from skewlab.io.kafka import connect
+
+            self._client = connect(KafkaSettings(self.s.bootstrap, self.s.client))
+            self._store = DeltaStore(self.s.delta_root)
+        return self._client, self._store
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        t = batch.toArrow()
+        if t.num_rows == 0:
+            return
+        t = t.sort_by([("src_partition", "ascending"), ("src_offset", "ascending")])
+        self.write(t.to_pydict(), int(batch_id))
+
+    def write(self, cols: dict[str, list[Any]], batch_id: int) -> None:
+        client, store = self._clients()
+        s = self.s
+        good = [i for i, w in enumerate(cols["worker"]) if w >= 0]
+        topic = s.routed_topic
+        keys, vals, workers = cols["key"], cols["value"], cols["worker"]
+        sp, so = cols["src_partition"], cols["src_offset"]
+        for i in good:
+            client.produce(
+                topic,
+                vals[i],
+                key=keys[i].encode("utf-8"),
+                partition=workers[i],
+                headers=[events.src_header(sp[i], so[i])],
+            )
+        client.flush()
+        app, run = f"route:{s.run_id}", s.run_id
+        ts = np.asarray([cols["ts"][i] for i in good])
+        w_arr = np.asarray([workers[i] for i in good], dtype=np.int64)
+        sizes = np.asarray([cols["size"][i] for i in good], dtype=np.int64)
+        kl = key_loads(s.window_s, ts, [keys[i] for i in good], w_arr, sizes)
+        for row in kl:
+            row["window_start"] = round(row["window_start"] * 1000)
+        store.append("key_loads", kl, app_id=app, version=batch_id, run_id=run)
+        store.append(
+            "partition_loads",
+            _partition_loads(kl, topic, s.window_s),
+            app_id=app,
+            version=batch_id,
+            run_id=run,
+        )
+        bad = [i for i, w in enumerate(workers) if w < 0]
+        now_ms = round(time.time() * 1000)
+        store.append(
+            "quarantine",
+            [
+                {
+                    "raw": vals[i],
+                    "topic": s.events_topic,
+                    "partition": sp[i],
+                    "offset": so[i],
+                    "reason": cols["reason"][i],
+                    "ts": now_ms,
+                }
+                for i in bad
+            ],
+            app_id=app,
+            version=batch_id,
+            run_id=run,
+        )
+        log.info("batch %d: routed %d, quarantined %d", batch_id, len(good), len(bad))
+
+
+def _partition_loads(kl: list[dict[str, Any]], topic: str, window_s: float) -> list[dict[str, Any]]:
+    acc: dict[tuple[int, int], list[int]] = {}
+    for r in kl:
+        slot = acc.setdefault((r["window_start"], r["worker"]), [0, 0])
+        slot[0] += r["bytes"]
+        slot[1] += r["count"]
+    return [
+        {
+            "window_start": w,
+            "topic": topic,
+            "partition": p,
+            "bytes": b,
+            "records": n,
+            "bytes_per_s": b / window_s,
+        }
+        for (w, p), (b, n) in sorted(acc.items())
+    ]
+
+
+def start_query(spark: SparkSession, s: RouteSettings) -> StreamingQuery:
+    """Define and start the streaming query (steps 1-3 of the module doc)."""
+    from skewlab.spark.state import route_with_state
+
+    reader = (
+        spark.readStream.format("skewlab-kafka")
+        .option("bootstrap", s.bootstrap)
+        .option("topic", s.events_topic)
+        .option("client", s.client)
+        .option("startingOffsets", "earliest")
+    )
+    if s.max_events_per_trigger:
+        reader = reader.option("maxEventsPerTrigger", str(s.max_events_per_trigger))
+    src = reader.load().select("partition", "offset", "value")
+    routed = route_with_state(src, ["partition"], splitter_fn(s), ROUTED_SCHEMA, order_by="offset")
+    return (
+        routed.writeStream.foreachBatch(BatchSink(s))
+        .option("checkpointLocation", s.checkpoint)
+        .trigger(processingTime=f"{s.trigger_s} seconds")
+        .queryName(f"route-{s.run_id}")
+        .start()
+    )
+
+
+def run(spark: SparkSession, s: RouteSettings, poll_s: float = 0.5) -> int:
+    """Run until the stop file appears, then drain what is available and stop."""
+    query = start_query(spark, s)
+    log.info("route job %s started (%s, %d workers)", s.run_id, s.strategy, s.workers)
+    try:
+        while query.isActive:
+            if s.stop_file and Path(s.stop_file).exists():
+                query.processAllAvailable()
+                break
+            time.sleep(poll_s)
+        if query.exception() is not None:
+            raise RuntimeError(f"route query failed: {query.exception()}")
+    finally:
+        query.stop()
+    return 0

@@ -22,7 +22,7 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import NoReturn
 
@@ -32,8 +32,13 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 COMMANDS: dict[str, str] = {
     "simulate": "skewlab.commands.simulate",
+    "run": "skewlab.commands.run",
+    "up": "skewlab.commands.services:up",
+    "down": "skewlab.commands.services:down",
+    "status": "skewlab.commands.services:status",
 }
-"""Subcommand name -> module implementing it (see the module docstring)."""
+"""Subcommand name -> module implementing it, ``module:function`` when the run
+function of that command is not called ``run`` (see the module docstring)."""
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -57,8 +62,10 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self.prog, message)
 
 
-def _load(name: str) -> ModuleType:
-    return importlib.import_module(COMMANDS[name])
+def _load(name: str) -> tuple[ModuleType, Callable[[argparse.Namespace], int]]:
+    path, _, func = COMMANDS[name].partition(":")
+    module = importlib.import_module(path)
+    return module, getattr(module, func or "run")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,10 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        module = _load(name)
+        module, run = _load(name)
         cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.configure(cmd)
-        cmd.set_defaults(_module=module)
+        cmd.set_defaults(_run=run)
     return parser
 
 
@@ -100,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     logging.getLogger("skewlab").setLevel(level)
     try:
-        code: int = args._module.run(args)
+        code: int = args._run(args)
         return code
     except ConfigError as exc:
         print(f"skewlab {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)

@@ -129,8 +129,10 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--compare" in capsys.readouterr().out
 
 
-def test_commands_registry_is_complete() -> None:
+def test_every_registered_command_parses_to_its_run_function() -> None:
     parser = cli.build_parser()
-    assert set(cli.COMMANDS) == {"simulate"}
-    ns = parser.parse_args(["simulate"])
-    assert ns._module is simulate_cmd
+    assert {"simulate", "run", "up", "down", "status"} <= set(cli.COMMANDS)
+    assert parser.parse_args(["simulate"])._run is simulate_cmd.run
+    for name in cli.COMMANDS:
+        ns = parser.parse_args([name])
+        assert callable(ns._run) and ns.command == name

@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from skewlab.commands._args import count, positive_float, positive_int
 from skewlab.errors import ConfigError, SkewlabError
 
 HELP = "simulate groupings over one seeded stream; print metrics, save plots"
@@ -39,39 +39,6 @@ DEFAULT_LOAD = 0.8
 
 PROGRESS_MIN_EVENTS = 500_000
 """Runs at least this long show progress on stderr (unless ``--no-progress``)."""
-
-
-def count(text: str) -> int:
-    """A positive event count: ``5e6``, ``5000000`` or ``5_000_000``."""
-    try:
-        value = float(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a count like 5e6 or 5000000, got {text!r}"
-        ) from None
-    if not math.isfinite(value) or value < 1 or value != int(value):
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(value)
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

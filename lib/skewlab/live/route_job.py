@@ -255,18 +255,38 @@ def start_query(spark: SparkSession, s: RouteSettings) -> StreamingQuery:
     )
 
 
-def run(spark: SparkSession, s: RouteSettings, poll_s: float = 0.5) -> int:
-    """Run until the stop file appears, then drain what is available and stop."""
+def main(argv: list[str] | None = None) -> int:
+    """``python -m skewlab.live.route_job SETTINGS_JSON [DATA_DIR]`` (and ``jobs/route.py``)."""
+    import sys
+
+    from skewlab.spark.session import spark_session
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: route_job SETTINGS_JSON [SPARK_DATA_DIR]", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    s = RouteSettings.from_json(Path(args[0]).read_text() if Path(args[0]).exists() else args[0])
+    data_dir = args[1] if len(args) > 1 else str(Path(s.checkpoint).parent / "spark")
+    spark = spark_session(f"skewlab-route-{s.run_id}", data_dir, master="local[2]")
+    ready = Path(s.checkpoint).parent / "route.ready"
     query = start_query(spark, s)
-    log.info("route job %s started (%s, %d workers)", s.run_id, s.strategy, s.workers)
+    ready.write_text(str(time.time()))
     try:
         while query.isActive:
             if s.stop_file and Path(s.stop_file).exists():
                 query.processAllAvailable()
                 break
-            time.sleep(poll_s)
-        if query.exception() is not None:
-            raise RuntimeError(f"route query failed: {query.exception()}")
+            time.sleep(0.5)
+        exc = query.exception()
+        if exc is not None:
+            log.error("route query failed: %s", exc)
+            return 1
     finally:
         query.stop()
+        spark.stop()
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

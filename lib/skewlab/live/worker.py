@@ -202,15 +202,16 @@ class Worker:
         self.store.append("partials", rows, app_id=app, version=o, run_id=run)
         lat = [
             {
-                "window_start": _ms(win),
+                "window_start": _ms(r.window_start),
                 "worker": wk,
-                "p50": a * 1e3,
-                "p90": b * 1e3,
-                "p99": c * 1e3,
-                "max": m * 1e3,
-                "n": n,
+                "p50": r.p50 * 1e3,
+                "p90": r.p90 * 1e3,
+                "p99": r.p99 * 1e3,
+                "max": r.max * 1e3,
+                "n": r.n,
+                "sample_ms": (r.sample * 1e3).astype("<f4").tobytes(),
             }
-            for win, a, b, c, m, n in self.latency.drain()
+            for r in self.latency.drain()
         ]
         self.store.append("latency", lat, app_id=app, version=o, run_id=run)
         self.flushes += 1
@@ -240,3 +241,34 @@ class Worker:
             self.agg.dropped,
             self.flushes,
         )
+
+
+def settings_to_json(s: WorkerSettings) -> str:
+    d = {f: getattr(s, f) for f in s.__dataclass_fields__}
+    d["kafka"] = {"bootstrap": s.kafka.bootstrap, "client": s.kafka.client}
+    return json.dumps(d)
+
+
+def settings_from_json(text: str) -> WorkerSettings:
+    d = json.loads(text)
+    d["kafka"] = KafkaSettings(**d["kafka"])
+    return WorkerSettings(**d)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m skewlab.live.worker SETTINGS_JSON`` (and ``jobs/work.py``)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: worker SETTINGS_JSON", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    text = Path(args[0]).read_text() if Path(args[0]).exists() else args[0]
+    report = Worker(settings_from_json(text)).run()
+    log.info("worker done: %s", report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

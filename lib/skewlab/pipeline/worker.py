@@ -132,12 +132,29 @@ class LatencyWindows:
             if j < self.cap:
                 s[j] = latency_s
 
-    def drain(self) -> list[tuple[float, float, float, float, float, int]]:
-        """Rows (window, p50, p90, p99, max, n) of every window with samples; resets them."""
+    def drain(self) -> list[WindowLatency]:
+        """Every window with samples, oldest first; resets them."""
         rows = []
         for w in sorted(self._samples):
-            arr = np.asarray(self._samples[w])
+            arr = np.asarray(self._samples[w], dtype=np.float64)
             p50, p90, p99 = (float(x) for x in np.percentile(arr, [50, 90, 99]))
-            rows.append((w, p50, p90, p99, self._max[w], self._n[w]))
+            rows.append(WindowLatency(w, p50, p90, p99, self._max[w], self._n[w], arr))
         self._samples, self._n, self._max = {}, {}, {}
         return rows
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLatency:
+    """One window's latency (seconds): percentiles of the sample, exact max and count.
+
+    ``sample`` is the reservoir itself (at most ``cap`` values), so windows and
+    workers can be merged later: weight each sample value by ``n / len(sample)``.
+    """
+
+    window_start: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    n: int
+    sample: np.ndarray

@@ -8,6 +8,7 @@ headless machines and costs nothing to code that never plots.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,14 @@ import numpy as np
 
 from skewlab.sim.result import SimResult
 
-__all__ = ["plot_latency_cdf", "plot_worker_loads"]
+__all__ = [
+    "CdfCurve",
+    "LoadPanel",
+    "plot_cdf_curves",
+    "plot_latency_cdf",
+    "plot_load_panels",
+    "plot_worker_loads",
+]
 
 _MIN_DELAY_S = 1e-9
 """Log axes cannot show 0: zero delays are drawn at 1 ns (the histogram's floor)."""
@@ -30,73 +38,115 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_worker_loads(results: Sequence[SimResult], path: str | Path) -> Path:
-    """Per-worker load over time, one panel per run; returns the written path.
+@dataclass(frozen=True)
+class LoadPanel:
+    """One run's per-worker load: ``loads[t, w]`` events of worker ``w`` in window ``t``."""
 
-    Each window (``result.window_s`` of event time) shows every worker's share
-    of that window's events in %, the quantity DKG's STD_DEV summarises; the
-    dashed line is the ideal share ``100 / W``.
+    title: str
+    window_s: float
+    loads: np.ndarray
+
+
+@dataclass(frozen=True)
+class CdfCurve:
+    """One CDF: ``frac[i]`` of the mass is at or below ``values[i]`` (both ascending)."""
+
+    label: str
+    values: np.ndarray
+    frac: np.ndarray
+
+
+def plot_load_panels(panels: Sequence[LoadPanel], path: str | Path, xlabel: str) -> Path:
+    """Per-worker share of each window's events in %, one panel per run; returns the path.
+
+    The quantity DKG's STD_DEV summarises; the dashed line is the ideal share ``100 / W``.
     """
-    if not results:
-        raise ValueError("no results to plot")
+    if not panels:
+        raise ValueError("nothing to plot")
     plt = _pyplot()
     out = Path(path)
     fig, axes = plt.subplots(
-        len(results), 1, figsize=(9, 2.6 * len(results)), sharex=True, squeeze=False
+        len(panels), 1, figsize=(9, 2.6 * len(panels)), sharex=True, squeeze=False
     )
-    for ax, r in zip(axes[:, 0], results):
-        loads = np.asarray(r.window_loads, dtype=np.float64)
+    for ax, p in zip(axes[:, 0], panels):
+        loads = np.asarray(p.loads, dtype=np.float64)
+        workers = loads.shape[1] if loads.ndim == 2 else 0
         if loads.size:
             totals = loads.sum(axis=1, keepdims=True)
             share = 100.0 * loads / np.where(totals == 0, 1.0, totals)
             # one flat segment per window: repeat the last value at the last window's end
-            t = np.arange(loads.shape[0] + 1) * r.window_s
+            t = np.arange(loads.shape[0] + 1) * p.window_s
             share = np.vstack([share, share[-1:]])
-            for w in range(loads.shape[1]):
+            for w in range(workers):
                 ax.step(t, share[:, w], where="post", linewidth=1.0, label=f"w{w}")
-            ax.axhline(100.0 / r.workers, color="black", linestyle="--", linewidth=0.8)
+            ax.axhline(100.0 / workers, color="black", linestyle="--", linewidth=0.8)
         ax.set_ylabel("load %")
-        ax.set_title(f"{r.strategy}: STD_DEV {r.std_dev:.2f}%, DIST_COST {r.dist_cost:.2f}")
+        ax.set_title(p.title)
         ax.grid(alpha=0.3)
-        if r.workers <= 12:
+        if 0 < workers <= 12:
             ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    axes[-1, 0].set_xlabel(f"event time (s), windows of {results[0].window_s:g} s")
+    axes[-1, 0].set_xlabel(xlabel)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
 
 
+def plot_cdf_curves(curves: Sequence[CdfCurve], path: str | Path, xlabel: str, title: str) -> Path:
+    """CDFs on one log-x axis (values below 1 ns drawn at 1 ns); returns the path."""
+    if not curves:
+        raise ValueError("nothing to plot")
+    plt = _pyplot()
+    out = Path(path)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for c in curves:
+        if c.values.size == 0:
+            continue
+        x = np.maximum(c.values, _MIN_DELAY_S)
+        ax.step(
+            np.concatenate([[_MIN_DELAY_S], x]),
+            np.concatenate([[0.0], c.frac]),
+            where="post",
+            label=c.label,
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of events")
+    ax.set_ylim(0, 1.01)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def plot_worker_loads(results: Sequence[SimResult], path: str | Path) -> Path:
+    """Per-worker load over time of simulated runs, one panel per run."""
+    if not results:
+        raise ValueError("no results to plot")
+    panels = [
+        LoadPanel(
+            f"{r.strategy}: STD_DEV {r.std_dev:.2f}%, DIST_COST {r.dist_cost:.2f}",
+            r.window_s,
+            np.asarray(r.window_loads, dtype=np.float64),
+        )
+        for r in results
+    ]
+    return plot_load_panels(panels, path, f"event time (s), windows of {results[0].window_s:g} s")
+
+
 def plot_latency_cdf(results: Sequence[SimResult], path: str | Path) -> Path:
-    """CDF of the queueing delay of each run on one log-x axis; returns the path.
+    """CDF of the queueing delay of each simulated run.
 
     The curve points are the upper edges of the bounded histogram's bins
     (:meth:`skewlab.metrics.LatencyHistogram.cdf`).
     """
     if not results:
         raise ValueError("no results to plot")
-    plt = _pyplot()
-    out = Path(path)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r in results:
-        values, frac = r.delay_cdf
-        if values.size == 0:
-            continue
-        x = np.maximum(values, _MIN_DELAY_S)
-        ax.step(
-            np.concatenate([[_MIN_DELAY_S], x]),
-            np.concatenate([[0.0], frac]),
-            where="post",
-            label=f"{r.strategy} (p99 {r.queue_delay.p99 * 1e3:.3g} ms)",
-        )
-    ax.set_xscale("log")
-    ax.set_xlabel("queueing delay (s)")
-    ax.set_ylabel("fraction of events")
-    ax.set_ylim(0, 1.01)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    ax.set_title("queueing delay CDF")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    curves = [
+        CdfCurve(f"{r.strategy} (p99 {r.queue_delay.p99 * 1e3:.3g} ms)", *r.delay_cdf)
+        for r in results
+    ]
+    return plot_cdf_curves(curves, path, "queueing delay (s)", "queueing delay CDF")

@@ -75,8 +75,10 @@ def test_latency_windows_exact_when_under_cap_and_bounded_above():
     xs = np.arange(1, 501) / 100.0
     for x in xs:
         lat.add(0.0, float(x))
-    ((w, p50, p90, p99, mx, n),) = lat.drain()
+    ((row),) = lat.drain()
+    w, p50, p90, p99, mx, n = row.window_start, row.p50, row.p90, row.p99, row.max, row.n
     assert p50 <= p90 <= p99 <= mx
+    assert sorted(row.sample.tolist()) == xs.tolist()
     assert (w, n, mx) == (0.0, 500, 5.0)
     assert p50 == pytest.approx(np.percentile(xs, 50))
     assert p99 == pytest.approx(np.percentile(xs, 99))
@@ -85,6 +87,8 @@ def test_latency_windows_exact_when_under_cap_and_bounded_above():
     for y in ys:
         big.add(15.0, float(y))
     assert len(big._samples[15.0]) == 200
-    ((_, p50, _, _, mx, n),) = big.drain()
+    ((row),) = big.drain()
+    p50, mx, n = row.p50, row.max, row.n
+    assert len(row.sample) == 200
     assert n == 20000 and mx == ys.max()
     assert p50 == pytest.approx(np.median(ys), rel=0.2)

@@ -164,6 +164,7 @@ LATENCY = _spec(
     _req("p99", F64),
     _req("max", F64),
     _req("n", I64),
+    _opt("sample_ms", BIN),
 )
 
 WORKER_PROGRESS = _spec(

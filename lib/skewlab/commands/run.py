@@ -1,0 +1,144 @@
+"""``skewlab run``: one live experiment on the embedded stack (the main job).
+
+Example::
+
+    skewlab run --strategy dkg --workers 8 --workload zipf:s=1.1,v=2.72 \\
+        --rate 20000 --duration 60
+
+Starts what is not running (the embedded broker under ``--home``), creates the
+run's topics, runs produce + the Spark route job + W workers + aggregate,
+shows progress on stderr, then prints one summary table (throughput, STD_DEV,
+DIST_COST, imbScore, latency percentiles, exactness) and logs one MLflow run.
+``--compare key,pkg,dkg`` runs the same seeded workload once per strategy and
+prints them side by side. The exit code is 1 when any run is not exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from skewlab.commands._args import count, names, positive_float, positive_int
+from skewlab.errors import ConfigError
+
+HELP = "run a live experiment: Kafka -> Spark route job -> workers -> Delta, exact, in MLflow"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add ``run``'s options to its subparser."""
+    parser.add_argument("--strategy", default="dkg", help="grouping (default: dkg)")
+    parser.add_argument("--compare", type=names, metavar="A,B,...", help="run each of these")
+    parser.add_argument("--workers", type=positive_int, default=4, help="W (default: 4)")
+    parser.add_argument(
+        "--partitions", type=positive_int, default=4, help="partitions of events = splitters"
+    )
+    parser.add_argument("--workload", default="zipf:s=1.1,v=2.72", help="workload spec")
+    parser.add_argument("--rate", type=positive_float, default=5000.0, help="events/s")
+    parser.add_argument("--duration", type=positive_float, default=20.0, help="seconds")
+    parser.add_argument("--events", type=count, help="event count (instead of rate x duration)")
+    parser.add_argument(
+        "--service-us", type=float, default=0.0, help="per-event processing cost (busy us)"
+    )
+    parser.add_argument("--window", type=positive_float, default=5.0, help="window in s")
+    parser.add_argument("--payload-bytes", type=int, default=100, help="event size")
+    parser.add_argument("--seed", type=int, default=1, help="workload seed")
+    parser.add_argument(
+        "--client", default="confluent", choices=("confluent", "kafka-python"), help="Kafka client"
+    )
+    parser.add_argument("--home", default=".skewlab", help="data directory (default .skewlab)")
+    parser.add_argument("--bootstrap", help="use this Kafka instead of the embedded broker")
+    parser.add_argument("--trigger", type=positive_float, default=1.0, help="micro-batch s")
+    parser.add_argument("--max-events-per-trigger", type=positive_int, help="cap per batch")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+
+
+def settings_list(args: argparse.Namespace) -> list[Any]:
+    """One validated :class:`ExperimentSettings` per strategy (errors name the flag)."""
+    from skewlab.live.experiment import ExperimentSettings
+
+    strategies = args.compare or (args.strategy,)
+    if len(set(strategies)) != len(strategies):
+        raise ConfigError(f"a strategy is listed twice in {','.join(strategies)}")
+    return [
+        ExperimentSettings(
+            strategy=name,
+            workers=args.workers,
+            partitions=args.partitions,
+            workload=args.workload,
+            rate=args.rate,
+            duration_s=args.duration,
+            events=args.events,
+            service_us=args.service_us,
+            window_s=args.window,
+            payload_bytes=args.payload_bytes,
+            seed=args.seed,
+            client=args.client,
+            home=args.home,
+            bootstrap=args.bootstrap,
+            trigger_s=args.trigger,
+            max_events_per_trigger=args.max_events_per_trigger,
+            mlflow=not args.no_mlflow,
+        )
+        for name in strategies
+    ]
+
+
+def _progress(label: str) -> Any:
+    tty = sys.stderr.isatty()
+
+    def show(p: dict[str, float]) -> None:
+        total = max(p["total"], 1.0)
+        line = (
+            f"{label}: produced {p['produced']:,.0f}/{total:,.0f} "
+            f"routed {p['routed']:,.0f} processed {p['processed']:,.0f} "
+            f"imbScore {p['imbalance']:.1f}%"
+        )
+        sys.stderr.write(("\r" + line) if tty else line + "\n")
+        sys.stderr.flush()
+
+    return show
+
+
+COLUMNS = (
+    ("strategy", lambda r: r.strategy),
+    ("events", lambda r: f"{r.events:,}"),
+    ("throughput/s", lambda r: f"{r.throughput:,.0f}"),
+    ("STD_DEV%", lambda r: f"{r.std_dev:.2f}"),
+    ("DIST_COST", lambda r: f"{r.dist_cost:.2f}"),
+    ("imbScore%", lambda r: f"{r.imb_score:.1f}"),
+    ("p50 ms", lambda r: f"{r.p50_ms:.1f}"),
+    ("p99 ms", lambda r: f"{r.p99_ms:.1f}"),
+    ("quarantined", lambda r: f"{r.quarantined:,}"),
+    ("exact", lambda r: "yes" if r.exact else "NO"),
+)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate all settings first, then run each experiment and report."""
+    from skewlab.live.experiment import run_experiment
+    from skewlab.report.table import format_table
+
+    todo = settings_list(args)
+    summaries = []
+    for s in todo:
+        prog = None if args.no_progress else _progress(s.strategy)
+        summaries.append(run_experiment(s, progress=prog))
+        if prog is not None and sys.stderr.isatty():
+            sys.stderr.write("\n")
+    if args.json:
+        print(json.dumps([r.row() for r in summaries], indent=2, default=str))
+    else:
+        print(
+            format_table([c for c, _ in COLUMNS], [[f(r) for _, f in COLUMNS] for r in summaries])
+        )
+        for r in summaries:
+            print(f"{r.run_id}: {r.exactness}")
+            for p in r.plots:
+                print(f"  plot: {p}")
+            if r.mlflow_run_id:
+                print(f"  mlflow run: {r.mlflow_run_id}")
+    return 0 if all(r.exact for r in summaries) else 1

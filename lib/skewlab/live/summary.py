@@ -1,0 +1,199 @@
+"""The summary of a live run, computed from its Delta tables.
+
+Loads come from ``key_loads`` (what the route job decided), latency from the
+workers' ``latency`` rows. Latency percentiles over the whole run merge every
+(window, worker) reservoir sample weighted by ``n / len(sample)``, so a busy
+window counts as much as its events do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from skewlab.io.delta import DeltaStore
+from skewlab.metrics import dist_cost, imb_score, std_dev_pct
+from skewlab.pipeline.exactness import ExactnessReport
+
+if TYPE_CHECKING:
+    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.producer import ProduceReport
+
+
+@dataclass
+class RunSummary:
+    """What a live run reports: the table row, the series, the plots, the verdict."""
+
+    run_id: str
+    strategy: str
+    workers: int
+    events: int
+    quarantined: int
+    produce_rate: float
+    throughput: float
+    std_dev: float
+    dist_cost: float
+    imb_score: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    exact: bool
+    exactness: str
+    wall_s: float
+    window_s: float
+    window_starts_ms: list[int] = field(default_factory=list)
+    window_loads: list[list[int]] = field(default_factory=list)
+    window_latency_ms: list[tuple[float, float]] = field(default_factory=list)
+    latency_values_ms: list[float] = field(default_factory=list)
+    latency_frac: list[float] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+    mlflow_run_id: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The scalar metrics (table / JSON / MLflow summary)."""
+        d = asdict(self)
+        for k in (
+            "window_starts_ms",
+            "window_loads",
+            "window_latency_ms",
+            "latency_values_ms",
+            "latency_frac",
+        ):
+            d.pop(k)
+        return d
+
+
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs: list[float]) -> list[float]:
+    """Percentiles ``qs`` (0..100) of a weighted sample (inverted weighted CDF)."""
+    if values.size == 0:
+        return [float("nan")] * len(qs)
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    cdf = np.cumsum(w) / w.sum()
+    return [float(v[min(int(np.searchsorted(cdf, q / 100.0)), v.size - 1)]) for q in qs]
+
+
+def _latency(store: DeltaStore, run_id: str) -> tuple[dict[int, tuple[float, float]], Any, Any]:
+    t = store.read("latency", run_id=run_id).to_pylist()
+    vals, wts = [], []
+    per_window: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+    for r in t:
+        if not r["sample_ms"]:
+            continue
+        sample = np.frombuffer(r["sample_ms"], dtype="<f4").astype(np.float64)
+        weight = np.full(sample.size, r["n"] / sample.size)
+        vals.append(sample)
+        wts.append(weight)
+        pv, pw = per_window.setdefault(r["window_start"], ([], []))
+        pv.append(sample)
+        pw.append(weight)
+    series = {}
+    for w, (pv, pw) in sorted(per_window.items()):
+        p50, p99 = weighted_percentiles(np.concatenate(pv), np.concatenate(pw), [50, 99])
+        series[w] = (p50, p99)
+    v = np.concatenate(vals) if vals else np.zeros(0)
+    wt = np.concatenate(wts) if wts else np.zeros(0)
+    return series, v, wt
+
+
+def summarize(
+    store: DeltaStore,
+    run_id: str,
+    s: ExperimentSettings,
+    produced: ProduceReport,
+    exactness: ExactnessReport,
+    t_produce: float,
+    t_done: float,
+    run_dir: Path,
+    wall_s: float,
+) -> RunSummary:
+    """Compute the run's summary from Delta (and draw its plots into ``run_dir``)."""
+    kl = store.read("key_loads", run_id=run_id, columns=["window_start", "key", "worker", "count"])
+    windows = sorted(set(kl["window_start"].to_pylist()))
+    widx = {w: i for i, w in enumerate(windows)}
+    loads = np.zeros((len(windows), s.workers), dtype=np.int64)
+    workers_of: dict[str, set[int]] = {}
+    for w, k, wk, c in zip(
+        kl["window_start"].to_pylist(),
+        kl["key"].to_pylist(),
+        kl["worker"].to_pylist(),
+        kl["count"].to_pylist(),
+    ):
+        loads[widx[w], wk] += c
+        workers_of.setdefault(k, set()).add(wk)
+    totals = loads.sum(axis=0)
+    quarantined = store.read("quarantine", run_id=run_id, columns=["offset"]).num_rows
+    lat_series, lat_v, lat_w = _latency(store, run_id)
+    p50, p90, p99 = weighted_percentiles(lat_v, lat_w, [50, 90, 99])
+    order = np.argsort(lat_v, kind="stable")
+    frac = np.cumsum(lat_w[order]) / lat_w.sum() if lat_w.size else np.zeros(0)
+    summary = RunSummary(
+        run_id=run_id,
+        strategy=s.strategy,
+        workers=s.workers,
+        events=produced.events,
+        quarantined=quarantined,
+        produce_rate=produced.rate,
+        throughput=exactness.actual_events / max(t_done - t_produce, 1e-9),
+        std_dev=std_dev_pct(totals) if totals.sum() else 0.0,
+        dist_cost=dist_cost([len(v) for v in workers_of.values()]) if workers_of else 0.0,
+        imb_score=imb_score(totals) if totals.sum() else 0.0,
+        p50_ms=p50,
+        p90_ms=p90,
+        p99_ms=p99,
+        max_ms=float(lat_v.max()) if lat_v.size else float("nan"),
+        exact=exactness.exact,
+        exactness=exactness.summary(),
+        wall_s=wall_s,
+        window_s=s.window_s,
+        window_starts_ms=[int(w) for w in windows],
+        window_loads=loads.tolist(),
+        window_latency_ms=[lat_series.get(w, (float("nan"), float("nan"))) for w in windows],
+        latency_values_ms=lat_v[order].tolist(),
+        latency_frac=frac.tolist(),
+    )
+    summary.plots = draw(summary, run_dir)
+    return summary
+
+
+def draw(summary: RunSummary, out_dir: Path) -> list[str]:
+    """Load per worker over time and the latency CDF of one run, as PNG files."""
+    from skewlab.report.plots import CdfCurve, LoadPanel, plot_cdf_curves, plot_load_panels
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    if summary.window_loads:
+        paths.append(
+            plot_load_panels(
+                [
+                    LoadPanel(
+                        f"{summary.strategy}: STD_DEV {summary.std_dev:.2f}%, "
+                        f"DIST_COST {summary.dist_cost:.2f}",
+                        summary.window_s,
+                        np.asarray(summary.window_loads, dtype=np.float64),
+                    )
+                ],
+                out_dir / "load_per_worker.png",
+                f"time since the first window (s), windows of {summary.window_s:g} s",
+            )
+        )
+    if summary.latency_values_ms:
+        paths.append(
+            plot_cdf_curves(
+                [
+                    CdfCurve(
+                        f"{summary.strategy} (p99 {summary.p99_ms:.3g} ms)",
+                        np.asarray(summary.latency_values_ms) / 1e3,
+                        np.asarray(summary.latency_frac),
+                    )
+                ],
+                out_dir / "latency_cdf.png",
+                "end-to-end latency (s)",
+                "end-to-end latency CDF",
+            )
+        )
+    return [str(p) for p in paths]

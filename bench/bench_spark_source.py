@@ -151,7 +151,7 @@ def main() -> None:
                 n, secs = spark_batch_count(spark, bootstrap, topic)
                 rate = n / secs
                 print(
-                    f"spark batch count  {n:>9,} in {secs:6.2f} s  {rate:>10,.0f} rec/s  "
+                    f"spark batch count        {n:>9,} in {secs:6.2f} s  {rate:>10,.0f} rec/s  "
                     f"ratio to raw {rate / raw_rate:.2f}"
                 )
                 if args.state:

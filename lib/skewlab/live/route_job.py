@@ -247,7 +247,8 @@ def start_query(spark: SparkSession, s: RouteSettings) -> StreamingQuery:
     src = reader.load().select("partition", "offset", "value")
     routed = route_with_state(src, ["partition"], splitter_fn(s), ROUTED_SCHEMA, order_by="offset")
     return (
-        routed.writeStream.foreachBatch(BatchSink(s))
+        routed.writeStream.outputMode("update")
+        .foreachBatch(BatchSink(s))
         .option("checkpointLocation", s.checkpoint)
         .trigger(processingTime=f"{s.trigger_s} seconds")
         .queryName(f"route-{s.run_id}")

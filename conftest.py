@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.integration.fixtures.broker",
     "tests.integration.fixtures.store",
     "tests.integration.fixtures.spark",
+    "tests.integration.fixtures.live",
 ]

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "up": "skewlab.commands.services:up",
     "down": "skewlab.commands.services:down",
     "status": "skewlab.commands.services:status",
+    "airflow": "skewlab.commands.airflow",
 }
 """Subcommand name -> module implementing it, ``module:function`` when the run
 function of that command is not called ``run`` (see the module docstring)."""

@@ -216,8 +216,27 @@ class DKGRouter:
     # ------------------------------------------------------------ maintenance
 
     def _tick(self, now: float) -> None:
-        """Run the promotion cycles and gc runs due by ``now``, in time order."""
+        """Run the promotion cycles and gc runs due by ``now``, in time order.
+
+        After a long quiet gap (a stream paused for hours, a clock that starts
+        far from the first event) replaying every missed cycle would cost time
+        proportional to the gap and change nothing after the first few: cycles
+        without new events only repeat the same promotions. So at most
+        ``old_every + 1`` cycles and one gc run are replayed; the skipped ones
+        still count toward the cycle number, keeping the teenage->old phase.
+        """
         cfg = self._cfg
+        keep = cfg.old_every + 1
+        if self._next_cycle <= now:
+            due = int((now - self._next_cycle) // cfg.promotion_interval) + 1
+            if due > keep:
+                skip = due - keep
+                self._cycle += skip
+                self._next_cycle += skip * cfg.promotion_interval
+        if self._next_gc <= now:
+            due = int((now - self._next_gc) // cfg.gc_interval) + 1
+            if due > 1:
+                self._next_gc += (due - 1) * cfg.gc_interval
         while min(self._next_cycle, self._next_gc) <= now:
             if self._next_cycle <= self._next_gc:
                 self._cycle += 1

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from skewlab.clock import ManualClock
-from skewlab.grouping.base import GroupingConfig, Snapshot
+from skewlab.grouping.base import Grouping, GroupingConfig, Snapshot
 from skewlab.keys import KeyBatch, KeyVocab
 
 SNAPSHOT_VERSION = 1
@@ -49,13 +49,21 @@ class Splitter:
     ) -> None:
         self.cfg = cfg
         self.block_s = float(block_s)
-        start = state.clock if state is not None else 0.0
-        self.clock = ManualClock(start)
-        self.grouping = cfg.build(
-            state=state.grouping if state is not None else None, clock=self.clock
-        )
+        self.clock = ManualClock(state.clock if state is not None else 0.0)
+        self._state = state
+        self._grouping: Grouping | None = None
         self.routed = state.routed if state is not None else 0
         self._vocab = KeyVocab()
+
+    def _built(self, first_ts: float) -> Grouping:
+        """The grouping, built on first use: a new splitter's clock starts at its first event."""
+        if self._grouping is None:
+            if self._state is None:
+                self.clock.set(max(first_ts, 0.0))
+                self._grouping = self.cfg.build(clock=self.clock)
+            else:
+                self._grouping = self.cfg.build(state=self._state.grouping, clock=self.clock)
+        return self._grouping
 
     def route(
         self,
@@ -69,6 +77,7 @@ class Splitter:
         if n == 0:
             return out
         tsa = np.asarray(ts, dtype=np.float64)
+        grouping = self._built(float(tsa[0]))
         batch = KeyBatch.from_keys(keys, self._vocab)
         i = 0
         while i < n:
@@ -76,7 +85,7 @@ class Splitter:
             j = int(np.searchsorted(tsa, t0 + self.block_s, side="left"))
             j = max(j, i + 1)
             self.clock.set(t0)
-            out[i:j] = self.grouping.route_batch(batch.slice(i, j))
+            out[i:j] = grouping.route_batch(batch.slice(i, j))
             i = j
         if assignments:
             ids = batch.ids
@@ -90,9 +99,12 @@ class Splitter:
             self._vocab = KeyVocab()
         return out
 
-    def state(self) -> SplitterState:
+    def state(self) -> SplitterState | None:
+        """The state to carry to the next batch (``None`` until the first event)."""
+        if self._grouping is None:
+            return self._state
         return SplitterState(
-            SNAPSHOT_VERSION, self.grouping.snapshot(), self.clock.now(), self.routed
+            SNAPSHOT_VERSION, self._grouping.snapshot(), self.clock.now(), self.routed
         )
 
 

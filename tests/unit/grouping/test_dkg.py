@@ -214,3 +214,22 @@ def test_hot_keys_survive_in_the_spaces_among_a_long_tail() -> None:
 def test_bad_parameters_are_config_errors(field: str, value: object) -> None:
     with pytest.raises(ConfigError, match=field):
         DKGConfig(workers=4, **{field: value})  # type: ignore[arg-type]
+
+
+def test_a_long_quiet_gap_replays_few_cycles_and_keeps_the_old_phase():
+    from skewlab.clock import ManualClock
+    from skewlab.grouping import make_grouping
+    from skewlab.keys import KeyBatch
+
+    cfg = make_grouping("dkg", workers=4)
+    clock = ManualClock(0.0)
+    g = cfg.build(clock=clock)
+    g.route_batch(KeyBatch.from_keys(["a"] * 100))
+    clock.set(1e9)  # ~6.7e7 promotion cycles late
+    g.route_batch(KeyBatch.from_keys(["a"] * 10))
+    snap = g.snapshot()
+    assert snap["next_cycle"] > 1e9 and snap["next_cycle"] - 1e9 <= cfg.promotion_interval
+    assert snap["next_gc"] > 1e9 and snap["next_gc"] - 1e9 <= cfg.gc_interval
+    # unseen for far longer than the 1 h gc ttl: evicted, then re-entered as a baby
+    assert g.space_of("a") == "baby"
+    assert g.frequency("a") == 10

@@ -1,0 +1,116 @@
+"""
+### skewlab_experiment: one live experiment, triggered from the UI
+
+Runs the same library function as `skewlab run` (`skewlab.live.experiment.run_experiment`):
+events produced into the embedded Kafka broker at the chosen rate, routed by the Spark
+route job with the chosen **grouping**, processed by W worker processes, written to
+Delta, checked exact against a plain count of the input, and logged as one MLflow run.
+
+**Params** (validated by the trigger form, then again by `validate_params`):
+`strategy` (grouping), `workers`, `partitions`, `workload` (spec such as
+`zipf:s=1.1,v=2.72` or `country:R80`), `rate` (events/s), `duration` (s),
+`service_us` (per-event busy work), `window` (s), `seed`.
+
+**Tasks**
+
+1. `validate_params`: params -> `ExperimentSettings`; a bad value fails the run with one
+   line saying what is allowed, before anything starts.
+2. `run_experiment`: the live run (no retries: a retry would start a second experiment).
+3. `record_result`: pushes `mlflow_run_id`, `exact` and `summary` to XCom, tags the MLflow
+   run with this DAG run, and **fails if the run was not exact**.
+
+Data directory: `$SKEWLAB_HOME` (set by `skewlab airflow`), else `./.skewlab`.
+Compare runs in MLflow (`skewlab-live-<workload family>` experiments).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import Param, dag, get_current_context, task
+
+from skewlab.orchestration.params import param_schemas
+
+log = logging.getLogger(__name__)
+
+
+@dag(
+    dag_id="skewlab_experiment",
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    doc_md=__doc__,
+    tags=["skewlab", "experiment", "live"],
+    params={name: Param(**kwargs) for name, kwargs in param_schemas().items()},
+    default_args={"owner": "skewlab", "retries": 1, "retry_delay": timedelta(seconds=10)},
+    max_active_runs=1,
+)
+def skewlab_experiment() -> None:
+    """Validate params -> run the live experiment -> record and check the result."""
+
+    @task
+    def validate_params() -> dict[str, Any]:
+        """Build the experiment settings from the params (fails with one line if bad)."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from skewlab.errors import ConfigError
+        from skewlab.orchestration.params import settings_from_params, settings_to_xcom
+
+        params = dict(get_current_context()["params"])
+        try:
+            settings = settings_from_params(params)
+        except ConfigError as exc:
+            raise AirflowFailException(f"bad params: {exc}") from None
+        log.info("settings: %s", settings)
+        return settings_to_xcom(settings)
+
+    @task(retries=0, execution_timeout=timedelta(hours=2))
+    def run_experiment(settings: dict[str, Any]) -> dict[str, Any]:
+        """Run the live experiment (the `skewlab run` library function); return its summary row."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from skewlab.errors import SkewlabError
+        from skewlab.live.experiment import run_experiment as run
+        from skewlab.orchestration.params import (
+            one_line,
+            progress_logger,
+            result_for_xcom,
+            settings_from_xcom,
+        )
+
+        try:
+            summary = run(settings_from_xcom(settings), progress=progress_logger(log))
+        except SkewlabError as exc:
+            raise AirflowFailException(one_line(exc)) from None
+        return result_for_xcom(summary)
+
+    @task
+    def record_result(settings: dict[str, Any], result: dict[str, Any]) -> str | None:
+        """Push the MLflow run id, the verdict and the row to XCom; fail if not exact."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from skewlab.io.tracking import Tracker, TrackingSettings
+        from skewlab.orchestration.params import verdict
+
+        context = get_current_context()
+        ti = context["ti"]
+        rid = result.get("mlflow_run_id")
+        ti.xcom_push(key="mlflow_run_id", value=rid)
+        ti.xcom_push(key="exact", value=bool(result.get("exact")))
+        ti.xcom_push(key="summary", value=result)
+        if rid:
+            tracker = Tracker(TrackingSettings.for_data_dir(settings["home"]))
+            tracker.set_tags(rid, {"airflow.dag_id": ti.dag_id, "airflow.run_id": ti.run_id})
+        log.info("run %s: %s (mlflow run %s)", result["run_id"], result["exactness"], rid)
+        problem = verdict(result)
+        if problem is not None:
+            raise AirflowFailException(problem)
+        return rid
+
+    settings = validate_params()
+    record_result(settings, run_experiment(settings))
+
+
+skewlab_experiment()

@@ -1,0 +1,161 @@
+"""``skewlab airflow``: Airflow standalone for this project, on SQLite, in the data dir.
+
+Example::
+
+    skewlab airflow            # print the commands (paste them, or eval "$(skewlab airflow)")
+    skewlab airflow --run      # run them: Airflow in the foreground, Ctrl-C stops it
+
+The commands set, for ``airflow standalone`` (scheduler, dag processor,
+triggerer and API server in one process tree, LocalExecutor):
+
+* ``AIRFLOW_HOME=<data dir>/airflow`` (default ``.skewlab/airflow``) with its
+  SQLite metadata DB ``airflow.db`` there (standalone migrates it on start);
+* this project's ``dags/`` folder as the dags folder, example DAGs off;
+* the API server on ``--host``/``--port`` (default ``127.0.0.1:8080``) and the
+  task execution API at the same base URL;
+* ``SKEWLAB_HOME=<data dir>``, so the DAGs' experiments use the same data dir
+  (broker, Delta, MLflow) as ``skewlab run --home <data dir>``.
+
+Login: user ``admin``; Airflow generates the password on the first start, prints
+it and keeps it in ``$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated``
+(this command prints it when that file exists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from skewlab.errors import ConfigError
+
+HELP = "print (or --run) the commands that start Airflow standalone with skewlab's DAGs"
+
+DEFAULT_DAGS = Path(__file__).resolve().parents[3] / "dags"
+"""``dags/`` of the checkout this package is installed from (editable install)."""
+
+PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
+USER = "admin"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add ``airflow``'s options to its subparser."""
+    parser.add_argument(
+        "--home", default=None, help="data directory (default $SKEWLAB_HOME or .skewlab)"
+    )
+    parser.add_argument("--dags", default=None, help=f"dags folder (default {DEFAULT_DAGS})")
+    parser.add_argument("--host", default="127.0.0.1", help="API server address (default local)")
+    parser.add_argument("--port", type=int, default=8080, help="API server port (default 8080)")
+    parser.add_argument("--run", action="store_true", help="start Airflow instead of printing")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to run: environment additions, the command, and where to log in."""
+
+    env: dict[str, str]
+    argv: list[str]
+    url: str
+    airflow_home: Path
+    bin_dir: str
+    """Prepended to ``PATH``: standalone starts its components as ``airflow <component>``."""
+
+    def child_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` (the current environment) with the plan applied."""
+        path = base.get("PATH", "")
+        return {**base, **self.env, "PATH": self.bin_dir + (os.pathsep + path if path else "")}
+
+    @property
+    def password_file(self) -> Path:
+        return self.airflow_home / PASSWORD_FILE
+
+    def shell(self) -> str:
+        """The plan as shell lines (``export ...`` then the command)."""
+        lines = [f'export PATH={shlex.quote(self.bin_dir)}:"$PATH"']
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
+        lines.append(shlex.join(self.argv))
+        return "\n".join(lines)
+
+    def login(self) -> str:
+        """``user: admin, password: ...`` (or where the password will be)."""
+        try:
+            password = json.loads(self.password_file.read_text()).get(USER)
+        except (OSError, ValueError):
+            password = None
+        if password:
+            return f"user {USER}, password {password} (from {self.password_file})"
+        return (
+            f"user {USER}, password generated on the first start: printed by Airflow "
+            f"and saved in {self.password_file}"
+        )
+
+
+def plan(
+    home: str | None = None,
+    dags: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    airflow_bin: str | None = None,
+) -> Plan:
+    """The environment and command of ``airflow standalone`` for data dir ``home``."""
+    from skewlab.services.datadir import resolve_home
+
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port must be in 1..65535, got {port}")
+    data_dir = resolve_home(home)
+    dags_dir = Path(dags).expanduser().resolve() if dags else DEFAULT_DAGS
+    if not dags_dir.is_dir():
+        raise ConfigError(f"dags folder {dags_dir} does not exist; pass --dags DIR")
+    airflow_home = data_dir / "airflow"
+    base_url = f"http://{'localhost' if host in ('127.0.0.1', '0.0.0.0') else host}:{port}"
+    env = {
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags_dir),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
+        "AIRFLOW__API__HOST": host,
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": base_url,
+        "SKEWLAB_HOME": str(data_dir),
+    }
+    airflow = Path(airflow_bin) if airflow_bin else Path(sys.executable).with_name("airflow")
+    return Plan(
+        env=env,
+        argv=[str(airflow), "standalone"],
+        url=base_url,
+        airflow_home=airflow_home,
+        bin_dir=str(airflow.parent),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the plan (default), or run ``airflow standalone`` with it (``--run``)."""
+    p = plan(args.home, args.dags, args.host, args.port)
+    if not args.run:
+        print(f"# Airflow standalone for skewlab (SQLite in {p.airflow_home})")
+        print(p.shell())
+        print(f"# then open {p.url}  ({p.login()})")
+        return 0
+    p.airflow_home.mkdir(parents=True, exist_ok=True)
+    print(f"skewlab airflow: starting Airflow standalone at {p.url}", file=sys.stderr)
+    print(f"skewlab airflow: login: {p.login()}", file=sys.stderr)
+    print(f"skewlab airflow: AIRFLOW_HOME={p.airflow_home}; Ctrl-C stops it", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = subprocess.Popen(p.argv, env=p.child_env(os.environ))
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        # the terminal sent SIGINT to the child too; give it time to stop its components
+        try:
+            return child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise KeyboardInterrupt from None

@@ -1,0 +1,114 @@
+"""DAG integrity (STYLE.md rule 12): every file in ``dags/`` imports cleanly and follows the rules.
+
+No database: a ``DagBag`` parse only. Checks per file: no import error, at least
+one DAG; per DAG: tags, ``doc_md``, fixed ``start_date``, ``catchup=False``,
+retries set; for ``skewlab_experiment``: its tasks, no retry of the experiment,
+the trigger form's JSON-schema bounds; and that parsing the DAG files imports
+none of the heavy libraries (they belong inside tasks).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skewlab.grouping import GROUPING_NAMES
+
+pytestmark = pytest.mark.unit
+
+DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+DAG_FILES = sorted(p.name for p in DAGS_DIR.glob("*.py"))
+EXPERIMENT_TASKS = ["validate_params", "run_experiment", "record_result"]
+HEAVY_MODULES = ("pyspark", "mlflow", "deltalake", "confluent_kafka", "kafka", "matplotlib")
+
+
+def _dags_of(dagbag: Any, file_name: str) -> list[Any]:
+    return [d for d in dagbag.dags.values() if Path(d.fileloc).name == file_name]
+
+
+def test_dags_folder_has_files() -> None:
+    assert "skewlab_experiment.py" in DAG_FILES
+
+
+def test_no_import_errors(dagbag: Any) -> None:
+    assert dagbag.import_errors == {}
+
+
+@pytest.mark.parametrize("file_name", DAG_FILES)
+def test_each_file_defines_a_dag(dagbag: Any, file_name: str) -> None:
+    assert _dags_of(dagbag, file_name), f"{file_name} defines no DAG"
+
+
+@pytest.mark.parametrize("file_name", DAG_FILES)
+def test_each_dag_follows_the_rules(dagbag: Any, file_name: str) -> None:
+    for dag in _dags_of(dagbag, file_name):
+        assert dag.tags, f"{dag.dag_id}: no tags"
+        assert dag.doc_md and dag.doc_md.strip(), f"{dag.dag_id}: no doc_md"
+        assert dag.start_date is not None, f"{dag.dag_id}: no fixed start_date"
+        assert dag.catchup is False, f"{dag.dag_id}: catchup must be False"
+        for t in dag.tasks:
+            assert t.retries is not None, f"{dag.dag_id}.{t.task_id}: retries not set"
+
+
+def test_experiment_dag_shape(dagbag: Any) -> None:
+    dag = dagbag.dags["skewlab_experiment"]
+    assert dag.schedule is None
+    assert dag.max_active_runs == 1
+    assert [t.task_id for t in dag.tasks] == EXPERIMENT_TASKS
+    assert dag.get_task("run_experiment").retries == 0
+    assert dag.get_task("validate_params").downstream_task_ids == set(EXPERIMENT_TASKS[1:])
+    assert dag.get_task("run_experiment").downstream_task_ids == {"record_result"}
+    assert {"skewlab", "experiment"} <= set(dag.tags)
+
+
+def test_experiment_dag_params_form(dagbag: Any) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = dagbag.dags["skewlab_experiment"].params
+    assert set(params.keys()) == {
+        "strategy",
+        "workers",
+        "partitions",
+        "workload",
+        "rate",
+        "duration",
+        "service_us",
+        "window",
+        "seed",
+    }
+    assert params.get_param("strategy").schema["enum"] == list(GROUPING_NAMES)
+    params.validate()  # the defaults pass the form
+    bad = {
+        "strategy": "nope",
+        "workers": 0,
+        "partitions": 65,
+        "workload": "",
+        "rate": 0,
+        "duration": -1,
+        "service_us": -0.5,
+        "window": 0,
+        "seed": -1,
+    }
+    for name, value in bad.items():
+        with pytest.raises(ParamValidationError):
+            params.get_param(name).resolve(value)
+    assert params.get_param("workers").resolve(64) == 64
+
+
+def test_parsing_the_dags_imports_nothing_heavy(airflow_env: Path) -> None:
+    code = (
+        "import json, runpy, sys, pathlib\n"
+        f"for f in sorted(pathlib.Path({str(DAGS_DIR)!r}).glob('*.py')):\n"
+        "    runpy.run_path(str(f))\n"
+        f"print(json.dumps([m for m in {HEAVY_MODULES!r} if m in sys.modules]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -1,0 +1,128 @@
+"""``skewlab_experiment`` run end to end with ``dag.test()`` against the real stack.
+
+``dag.test()`` (Airflow 3) creates a DAG run in the migrated SQLite DB of the
+``airflow_db`` fixture and runs each task in this process; the experiment task
+starts the embedded broker under a tmp ``$SKEWLAB_HOME`` (stopped at the end),
+the Spark route job and the workers as subprocesses, writes Delta and MLflow
+there. Bad params are refused twice: by the form's JSON schema before a run
+exists, and by ``validate_params`` (a workload spec JSON schema cannot check)
+with one line, before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+
+SMALL = {
+    "strategy": "key",
+    "workers": 2,
+    "partitions": 2,
+    "workload": "zipf:s=1.1,v=2.72",
+    "rate": 2000,
+    "duration": 5,
+    "window": 2.0,
+    "seed": 7,
+}
+"""~10,000 events in 5 s: the whole run takes about a minute on 2 cores."""
+
+
+@pytest.fixture
+def skewlab_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh data dir as ``$SKEWLAB_HOME``; its embedded broker is stopped afterwards."""
+    from skewlab.services import get_service
+
+    home = tmp_path / "skewlab"
+    monkeypatch.setenv("SKEWLAB_HOME", str(home))
+    try:
+        yield home
+    finally:
+        get_service("broker", home).stop()
+
+
+def _states(dag_run: Any) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+
+
+def _xcom(dag_run: Any, task_id: str, key: str) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = XComModel.get_many(
+            run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key=key
+        )
+        row = session.scalars(query).first()
+        assert row is not None, f"no XCom {task_id}.{key}"
+        return XComModel.deserialize_value(row)
+
+
+@pytest.fixture(scope="module")
+def experiment_dag(airflow_db: Path) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS_DIR))
+    assert bag.import_errors == {}
+    return bag.dags["skewlab_experiment"]
+
+
+def test_small_experiment_runs_end_to_end(experiment_dag: Any, skewlab_home: Path) -> None:
+    from skewlab.io.tracking import Tracker, TrackingSettings
+
+    dag_run = experiment_dag.test(run_conf=SMALL)
+
+    assert _states(dag_run) == dict.fromkeys(
+        ["validate_params", "run_experiment", "record_result"], "success"
+    )
+    assert str(dag_run.state) == "success"
+    summary = _xcom(dag_run, "record_result", "summary")
+    rid = _xcom(dag_run, "record_result", "mlflow_run_id")
+    assert _xcom(dag_run, "record_result", "exact") is True
+    assert summary["exact"] is True and summary["mlflow_run_id"] == rid
+    assert summary["strategy"] == "key" and summary["workers"] == 2
+    assert summary["events"] == 10_000 and summary["quarantined"] == 0
+    assert "EXACT" in summary["exactness"]
+    assert (skewlab_home / "runs" / summary["run_id"]).is_dir()
+
+    run = Tracker(TrackingSettings.for_data_dir(skewlab_home)).get_run_summary(rid)
+    assert run.status == "FINISHED"
+    assert run.params["strategy"] == "key" and run.params["workers"] == "2"
+    assert run.metrics["exact"] == 1.0
+    assert run.tags["airflow.dag_id"] == "skewlab_experiment"
+    assert run.tags["airflow.run_id"] == dag_run.run_id
+
+
+def test_bad_workload_fails_validate_with_one_line(
+    experiment_dag: Any, skewlab_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag_run = experiment_dag.test(run_conf={**SMALL, "workload": "zipf:s=abc"})
+
+    assert _states(dag_run) == {
+        "validate_params": "failed",
+        "run_experiment": "upstream_failed",
+        "record_result": "upstream_failed",
+    }
+    out, err = capfd.readouterr()
+    lines = [ln for ln in (out + err).splitlines() if "AirflowFailException:" in ln]
+    assert lines, "the validate task's failure was not logged"
+    assert lines[-1].split("AirflowFailException: ", 1)[1] == (
+        "bad params: zipf: parameter s must be float, got 'abc'"
+    )
+    assert not (skewlab_home / "runs").exists(), "nothing may start with bad params"
+
+
+def test_out_of_range_param_is_refused_by_the_form(
+    experiment_dag: Any, skewlab_home: Path
+) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError, match="workers"):
+        experiment_dag.test(run_conf={**SMALL, "workers": 0})
+    assert not (skewlab_home / "runs").exists()

@@ -1,0 +1,79 @@
+"""A live run with ``mlflow=True`` is one MLflow run: params, series, summary, plots.
+
+Read back with ``MlflowClient`` from the SQLite store under the run's home.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from tests.integration.fixtures.live import LIVE_DEFAULTS
+
+from skewlab.metrics import std_dev_pct
+
+pytestmark = pytest.mark.integration
+
+N = LIVE_DEFAULTS["events"]
+W = LIVE_DEFAULTS["workers"]
+
+
+def test_live_run_is_logged_to_mlflow(run_live, tmp_path):
+    from mlflow import MlflowClient
+
+    from skewlab.io.tracking import TrackingSettings
+
+    experiment = f"live-test-{uuid.uuid4().hex[:8]}"
+    run = run_live("pkg", mlflow=True, experiment=experiment)
+    s = run.summary
+    assert s.exact, s.exactness
+    assert s.mlflow_run_id
+
+    ts = TrackingSettings.for_data_dir(Path(run.settings.home))
+    assert ts.sqlite_path is not None and ts.sqlite_path.exists()
+    client = MlflowClient(tracking_uri=ts.tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id])
+    assert [r.info.run_id for r in runs] == [s.mlflow_run_id]
+    mr = client.get_run(s.mlflow_run_id)
+    assert mr.info.status == "FINISHED"
+    assert mr.info.run_name == run.run_id
+    assert mr.data.tags["strategy"] == "pkg" and mr.data.tags["exact"] == "true"
+
+    params = mr.data.params
+    assert params["strategy"] == "pkg"
+    assert params["workers"] == str(W)
+    assert params["workload"] == LIVE_DEFAULTS["workload"]
+    assert float(params["rate"]) == LIVE_DEFAULTS["rate"]
+    assert params["run_id"] == run.run_id
+
+    metrics = mr.data.metrics
+    assert metrics["events"] == N
+    assert metrics["exact"] == 1.0
+    assert metrics["quarantined"] == 0
+    assert metrics["dist_cost"] == pytest.approx(s.dist_cost)
+    assert metrics["std_dev"] == pytest.approx(s.std_dev)
+    assert metrics["throughput"] > 0
+
+    # Per-window series: one step per window, load_w<i> is worker i's column.
+    loads = s.window_loads
+    assert len(loads) >= 2
+    total = 0.0
+    for w in range(W):
+        hist = sorted(client.get_metric_history(s.mlflow_run_id, f"load_w{w}"), key=lambda m: m.step)
+        assert [m.step for m in hist] == list(range(len(loads)))
+        assert [m.value for m in hist] == [float(row[w]) for row in loads]
+        total += sum(m.value for m in hist)
+    assert total == N  # every event is in exactly one (window, worker) point
+    sd = sorted(client.get_metric_history(s.mlflow_run_id, "window_std_dev"), key=lambda m: m.step)
+    assert [m.value for m in sd] == pytest.approx([std_dev_pct(row) for row in loads])
+
+    # The two plots and the summary are artifacts, and the plots are PNG files.
+    names = {a.path for a in client.list_artifacts(s.mlflow_run_id, "plots")}
+    assert names == {"plots/load_per_worker.png", "plots/latency_cdf.png"}
+    assert "summary.json" in {a.path for a in client.list_artifacts(s.mlflow_run_id)}
+    for name in names:
+        local = client.download_artifacts(s.mlflow_run_id, name, str(tmp_path))
+        assert Path(local).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

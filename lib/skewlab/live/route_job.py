@@ -47,9 +47,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DECODED_SCHEMA = (
+    "partition int, offset long, key string, ts double, seq long, size long, raw binary, "
+    "reason string"
+)
+"""Rows after decoding, before the shuffle: ``raw`` and ``reason`` only for rejects."""
+
 ROUTED_SCHEMA = (
-    "src_partition int, src_offset long, worker long, key string, ts double, size long, "
-    "value binary, reason string"
+    "src_partition int, src_offset long, worker long, key string, ts double, seq long, "
+    "size long, raw binary, reason string"
 )
 """Rows out of the splitters: ``worker = -1`` and a ``reason`` for quarantined input."""
 
@@ -90,47 +96,65 @@ class RouteSettings:
         return cls(**json.loads(text))
 
 
+def decode_fn(max_bytes: int) -> Any:
+    """``mapInArrow`` function: decode raw records next to the source (no shuffle yet).
+
+    Valid events shrink to (key, ts, seq, size); only rejects keep their raw
+    bytes, so the shuffle to the splitters moves a fraction of the input.
+    """
+
+    def run(batches: Any) -> Any:
+        import pyarrow as pa
+
+        for b in batches:
+            values = b.column("value").to_pylist()
+            dec = events.decode(values, max_bytes=max_bytes)
+            n = len(values)
+            key: list[str | None] = [None] * n
+            ts: list[float | None] = [None] * n
+            seq: list[int | None] = [None] * n
+            size = [len(v) if v is not None else 0 for v in values]
+            raw: list[bytes | None] = [None] * n
+            reason: list[str | None] = [None] * n
+            for j, i in enumerate(dec.index):
+                key[i], ts[i], seq[i] = dec.keys[j], dec.ts[j], dec.seq[j]
+            for i, r in dec.rejects:
+                raw[i], reason[i] = values[i], r
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "partition": b.column("partition"),
+                    "offset": b.column("offset"),
+                    "key": pa.array(key, pa.string()),
+                    "ts": pa.array(ts, pa.float64()),
+                    "seq": pa.array(seq, pa.int64()),
+                    "size": pa.array(size, pa.int64()),
+                    "raw": pa.array(raw, pa.binary()),
+                    "reason": pa.array(reason, pa.string()),
+                }
+            )
+
+    return run
+
+
 def splitter_fn(s: RouteSettings) -> Any:
     """The per-splitter function run by Spark for one group and micro-batch."""
     cfg = make_grouping(s.strategy, workers=s.workers, **s.strategy_params)
-    max_bytes = s.max_event_bytes
 
     def run(key: tuple[Any, ...], state: Any, rows: pd.DataFrame) -> tuple[Any, pd.DataFrame]:
-        import pandas as pd
-
+        t0 = time.perf_counter()
         splitter = Splitter(cfg, state)
-        values = rows["value"].tolist()
-        dec = events.decode(values, max_bytes=max_bytes)
-        workers = splitter.route(dec.keys, dec.ts)
-        parts = rows["partition"].to_numpy()
-        offs = rows["offset"].to_numpy()
-        n = len(values)
-        out_worker = np.full(n, -1, dtype=np.int64)
-        out_key: list[str | None] = [None] * n
-        out_ts = np.zeros(n)
-        out_size = np.zeros(n, dtype=np.int64)
-        reason: list[str | None] = [None] * n
-        idx = np.asarray(dec.index, dtype=np.int64)
-        out_worker[idx] = workers
-        out_ts[idx] = dec.ts
-        out_size[idx] = dec.sizes
-        for i, k in zip(dec.index, dec.keys):
-            out_key[i] = k
-        for i, r in dec.rejects:
-            reason[i] = r
-        frame = pd.DataFrame(
-            {
-                "src_partition": parts.astype(np.int32),
-                "src_offset": offs.astype(np.int64),
-                "worker": out_worker,
-                "key": out_key,
-                "ts": out_ts,
-                "size": out_size,
-                "value": values,
-                "reason": reason,
-            }
-        )
-        return splitter.state(), frame
+        valid = rows["reason"].isna().to_numpy()
+        workers = np.full(len(rows), -1, dtype=np.int64)
+        if valid.any():
+            workers[valid] = splitter.route(
+                rows["key"][valid].tolist(), rows["ts"][valid].to_numpy()
+            )
+        out = rows.rename(columns={"partition": "src_partition", "offset": "src_offset"})
+        out.insert(2, "worker", workers)
+        log.debug("splitter %s: %d rows in %.2f s", key, len(rows), time.perf_counter() - t0)
+        return splitter.state(), out[
+            ["src_partition", "src_offset", "worker", "key", "ts", "seq", "size", "raw", "reason"]
+        ]
 
     return run
 
@@ -153,28 +177,39 @@ class BatchSink:
         return self._client, self._store
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        t0 = time.perf_counter()
         t = batch.toArrow()
         if t.num_rows == 0:
             return
         t = t.sort_by([("src_partition", "ascending"), ("src_offset", "ascending")])
+        t1 = time.perf_counter()
         self.write(t.to_pydict(), int(batch_id))
+        log.info(
+            "batch %d: %d rows, compute %.2f s, sink %.2f s",
+            batch_id,
+            t.num_rows,
+            t1 - t0,
+            time.perf_counter() - t1,
+        )
 
     def write(self, cols: dict[str, list[Any]], batch_id: int) -> None:
+        t_start = time.perf_counter()
         client, store = self._clients()
         s = self.s
         good = [i for i, w in enumerate(cols["worker"]) if w >= 0]
         topic = s.routed_topic
-        keys, vals, workers = cols["key"], cols["value"], cols["worker"]
-        sp, so = cols["src_partition"], cols["src_offset"]
+        keys, workers, tss, seqs = cols["key"], cols["worker"], cols["ts"], cols["seq"]
+        sp, so, sz = cols["src_partition"], cols["src_offset"], cols["size"]
         for i in good:
             client.produce(
                 topic,
-                vals[i],
+                events.encode_routed(keys[i], tss[i], seqs[i], sz[i]),
                 key=keys[i].encode("utf-8"),
                 partition=workers[i],
                 headers=[events.src_header(sp[i], so[i])],
             )
         client.flush()
+        t_produced = time.perf_counter()
         app, run = f"route:{s.run_id}", s.run_id
         ts = np.asarray([cols["ts"][i] for i in good])
         w_arr = np.asarray([workers[i] for i in good], dtype=np.int64)
@@ -196,7 +231,7 @@ class BatchSink:
             "quarantine",
             [
                 {
-                    "raw": vals[i],
+                    "raw": cols["raw"][i],
                     "topic": s.events_topic,
                     "partition": sp[i],
                     "offset": so[i],
@@ -209,7 +244,14 @@ class BatchSink:
             version=batch_id,
             run_id=run,
         )
-        log.info("batch %d: routed %d, quarantined %d", batch_id, len(good), len(bad))
+        log.info(
+            "batch %d: routed %d, quarantined %d (produce %.2f s, delta %.2f s)",
+            batch_id,
+            len(good),
+            len(bad),
+            t_produced - t_start,
+            time.perf_counter() - t_produced,
+        )
 
 
 def _partition_loads(kl: list[dict[str, Any]], topic: str, window_s: float) -> list[dict[str, Any]]:
@@ -245,7 +287,10 @@ def start_query(spark: SparkSession, s: RouteSettings) -> StreamingQuery:
     if s.max_events_per_trigger:
         reader = reader.option("maxEventsPerTrigger", str(s.max_events_per_trigger))
     src = reader.load().select("partition", "offset", "value")
-    routed = route_with_state(src, ["partition"], splitter_fn(s), ROUTED_SCHEMA, order_by="offset")
+    decoded = src.mapInArrow(decode_fn(s.max_event_bytes), DECODED_SCHEMA)
+    routed = route_with_state(
+        decoded, ["partition"], splitter_fn(s), ROUTED_SCHEMA, order_by="offset"
+    )
     return (
         routed.writeStream.outputMode("update")
         .foreachBatch(BatchSink(s))

@@ -155,7 +155,7 @@ class Worker:
         offs: list[int] = []
         last = self.offset - 1
         for rec in self.client.fetch(self.s.topic, self.s.worker, self.offset, upto):
-            dec = events.decode([rec.value])
+            dec = events.decode([rec.value], routed=True)
             last = rec.offset
             if dec.rejects:  # the route job only forwards valid events
                 log.error("worker %d: invalid routed record at %d", self.s.worker, rec.offset)

@@ -42,6 +42,13 @@ def padding(size: int, key: str) -> str:
     return "x" * max(0, size - overhead)
 
 
+def encode_routed(key: str, ts: float, seq: int, size: int) -> bytes:
+    """A routed event: the input event without its payload, carrying the input's ``size``."""
+    return json.dumps(
+        {"key": key, "ts": ts, "seq": seq, "size": size}, separators=(",", ":")
+    ).encode("utf-8")
+
+
 @dataclass(slots=True)
 class Decoded:
     """Columns of the valid records and the rejects (index into the input, reason)."""
@@ -71,8 +78,14 @@ def _reason(obj: object) -> str | None:
     return None
 
 
-def decode(values: Sequence[bytes | None], max_bytes: int = DEFAULT_MAX_BYTES) -> Decoded:
-    """Decode record values; invalid ones become ``rejects`` with a reason, in input order."""
+def decode(
+    values: Sequence[bytes | None], max_bytes: int = DEFAULT_MAX_BYTES, routed: bool = False
+) -> Decoded:
+    """Decode record values; invalid ones become ``rejects`` with a reason, in input order.
+
+    ``routed=True`` reads records of ``routed`` (:func:`encode_routed`): their
+    ``size`` is the size of the input event they stand for.
+    """
     out = Decoded()
     for i, raw in enumerate(values):
         if raw is None or len(raw) == 0:
@@ -94,7 +107,8 @@ def decode(values: Sequence[bytes | None], max_bytes: int = DEFAULT_MAX_BYTES) -
         out.keys.append(obj["key"])
         out.ts.append(float(obj["ts"]))
         out.seq.append(int(obj["seq"]))
-        out.sizes.append(len(raw))
+        size = obj.get("size") if routed else None
+        out.sizes.append(size if isinstance(size, int) and size >= 0 else len(raw))
     return out
 
 

@@ -66,3 +66,14 @@ def test_src_header_round_trip_and_absence():
     assert events.parse_src([("other", b"x"), (name, value)]) == (3, 12345)
     with pytest.raises(ValueError, match=events.SRC_HEADER):
         events.parse_src([("other", b"x")])
+
+
+def test_routed_events_carry_the_input_size():
+    raw = events.encode("k", 2.5, 9, events.padding(300, "k"))
+    routed = events.encode_routed("k", 2.5, 9, len(raw))
+    assert len(routed) < len(raw)
+    out = events.decode([routed], routed=True)
+    assert (out.keys, out.ts, out.seq, out.sizes) == (["k"], [2.5], [9], [len(raw)])
+    # an input event cannot claim a size: outside routed records the field is ignored
+    claim = b'{"key":"k","ts":1,"seq":1,"size":5}'
+    assert events.decode([claim]).sizes == [len(claim)]

@@ -118,9 +118,7 @@ def test_bad_workload_fails_validate_with_one_line(
     assert not (skewlab_home / "runs").exists(), "nothing may start with bad params"
 
 
-def test_out_of_range_param_is_refused_by_the_form(
-    experiment_dag: Any, skewlab_home: Path
-) -> None:
+def test_out_of_range_param_is_refused_by_the_form(experiment_dag: Any, skewlab_home: Path) -> None:
     from airflow.sdk.exceptions import ParamValidationError
 
     with pytest.raises(ParamValidationError, match="workers"):

@@ -27,8 +27,10 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +42,16 @@ HELP = "print (or --run) the commands that start Airflow standalone with skewlab
 DEFAULT_DAGS = Path(__file__).resolve().parents[3] / "dags"
 """``dags/`` of the checkout this package is installed from (editable install)."""
 
+PARALLELISM = 4
+"""LocalExecutor worker processes (Airflow's default, 32, is many idle processes on 2 cores;
+the experiment DAG runs one experiment at a time)."""
+
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
 USER = "admin"
+
+STOP_SEQUENCE = ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0))
+"""How ``--run`` stops Airflow on Ctrl-C: signal to its process group, then seconds of grace
+(standalone's scheduler can wait for its LocalExecutor workers forever)."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -119,6 +129,7 @@ def plan(
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_dir),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
+        "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),
         "AIRFLOW__API__HOST": host,
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": base_url,
@@ -148,14 +159,28 @@ def run(args: argparse.Namespace) -> int:
     print(f"skewlab airflow: AIRFLOW_HOME={p.airflow_home}; Ctrl-C stops it", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    child = subprocess.Popen(p.argv, env=p.child_env(os.environ))
+    # its own process group, so that stopping it reaches every component and worker
+    child = subprocess.Popen(p.argv, env=p.child_env(os.environ), start_new_session=True)
     try:
         return child.wait()
     except KeyboardInterrupt:
-        # the terminal sent SIGINT to the child too; give it time to stop its components
+        print("skewlab airflow: stopping Airflow...", file=sys.stderr)
+        _stop_group(child)
+        raise
+
+
+def _stop_group(child: subprocess.Popen[bytes]) -> None:
+    """SIGINT the standalone's process group, then SIGTERM, then SIGKILL what is left."""
+    for sig, grace_s in STOP_SEQUENCE:
         try:
-            return child.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-            raise KeyboardInterrupt from None
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            child.poll()
+            try:
+                os.killpg(child.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)

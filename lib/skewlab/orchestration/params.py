@@ -238,10 +238,7 @@ def settings_from_params(
         raise ConfigError(
             f"unknown param(s) {', '.join(unknown)}; valid: {', '.join(sorted(_BY_NAME))}"
         )
-    fields = {
-        spec.field: spec.check(params[spec.name] if spec.name in params else spec.default)
-        for spec in PARAMS
-    }
+    fields = {spec.field: spec.check(params.get(spec.name, spec.default)) for spec in PARAMS}
     try:
         return ExperimentSettings(**{**fields, "home": str(resolve_home(home)), **overrides})
     except ConfigError as exc:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 from pathlib import Path
 
 import jsonschema
@@ -17,6 +16,7 @@ from skewlab.live.experiment import ExperimentSettings
 from skewlab.live.summary import RunSummary
 from skewlab.orchestration.params import (
     PARAMS,
+    ParamSpec,
     one_line,
     param_schemas,
     progress_logger,
@@ -48,9 +48,8 @@ def test_strategy_enum_is_every_grouping() -> None:
 
 
 @pytest.mark.parametrize("spec", PARAMS, ids=lambda s: s.name)
-def test_default_passes_its_json_schema(spec: object) -> None:
-    name = spec.name  # type: ignore[attr-defined]
-    jsonschema.validate(param_schemas()[name]["default"], _schema(name))
+def test_default_passes_its_json_schema(spec: ParamSpec) -> None:
+    jsonschema.validate(spec.default, _schema(spec.name))
 
 
 @pytest.mark.parametrize(
@@ -200,4 +199,3 @@ def test_progress_logger_throttles(caplog: pytest.LogCaptureFixture) -> None:
             show(p)
     assert len(caplog.records) == 3
     assert caplog.records[0].getMessage() == "produced 1/2 routed 1 processed 0 imbScore 0.0%"
-    assert math.isfinite(now[0])

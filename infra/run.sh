@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Set up if needed, then run the main job on the embedded stack.
-# Extra arguments go to the job (see `skewlab --help`).
+# Set up if needed, then run the main job on the embedded stack: a live
+# experiment (embedded Kafka broker -> Spark route job -> workers -> Delta,
+# checked exact, logged to MLflow). Extra arguments replace the defaults
+# and go to `skewlab` (e.g. `bash infra/run.sh simulate --compare key,dkg`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/infra/setup.sh"
 cd "$root"
 if [ "$#" -eq 0 ]; then
-  set -- simulate --compare key,shuffle,pkg,dkg --workers 10 --workload country:R80 --events 2e6
+  set -- run --compare key,dkg --workers 4 --partitions 4 \
+    --workload zipf:s=1.1,v=2.72 --rate 5000 --duration 20
 fi
 exec "$root/.venv/bin/skewlab" "$@"

@@ -33,9 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DATA_DIR_ENV = "SKEWLAB_DATA_DIR"
-"""Environment variable naming skewlab's data directory (default ``./.skewlab``)."""
-
 PARENT_RUN_TAG = "mlflow.parentRunId"
 RUN_STATUSES = ("FINISHED", "FAILED", "KILLED", "RUNNING", "SCHEDULED")
 
@@ -52,8 +49,10 @@ class TrackingError(SkewlabError):
 
 
 def default_data_dir() -> Path:
-    """``$SKEWLAB_DATA_DIR`` or ``./.skewlab``, made absolute."""
-    return Path(os.environ.get(DATA_DIR_ENV) or ".skewlab").resolve()
+    """The data directory every service shares: ``$SKEWLAB_HOME`` or ``./.skewlab``."""
+    from skewlab.services.datadir import resolve_home
+
+    return resolve_home()
 
 
 def _wall_ms() -> int:

@@ -137,9 +137,9 @@ def test_dkg_splitter_starts_its_clock_at_the_first_event():
     DKG's warm-up was over before the first event and its first ``route_batch`` ran
     ~1.5e8 missed promotion cycles (minutes) at real timestamps.
     """
-    import pandas as pd
+    import pyarrow as pa
 
-    from skewlab.live.route_job import RouteSettings, splitter_fn
+    from skewlab.live.route_job import RouteSettings, decode_fn, splitter_fn
 
     s = RouteSettings(
         run_id="clock",
@@ -152,13 +152,15 @@ def test_dkg_splitter_starts_its_clock_at_the_first_event():
         checkpoint="/nonexistent",
     )
     t0 = 1_795_000_000.0
-    rows = pd.DataFrame(
+    raw = pa.RecordBatch.from_pydict(
         {
-            "partition": [0, 0],
-            "offset": [0, 1],
+            "partition": pa.array([0, 0], pa.int32()),
+            "offset": pa.array([0, 1], pa.int64()),
             "value": [events.encode("a", t0, 0), events.encode("b", t0 + 0.5, 1)],
         }
     )
+    # The route job's two stages: decode next to the source, then the splitter.
+    rows = pa.Table.from_batches(list(decode_fn(s.max_event_bytes)(iter([raw])))).to_pandas()
     started = time.monotonic()
     state, out = splitter_fn(s)((0,), None, rows)
     assert time.monotonic() - started < 5.0

@@ -185,6 +185,7 @@ def test_route_job_killed_mid_stream_resumes_from_its_checkpoint(run_live):
         wait_for(
             "the route job's first committed batch",
             lambda: commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir()),
+            watch=procs.route,
         )
         seen["sent"] = sent
         seen["rc"] = kill_and_wait(procs.route)

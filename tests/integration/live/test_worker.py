@@ -36,6 +36,7 @@ def test_worker_killed_mid_stream_resumes_from_its_committed_offset(run_live):
         wait_for(
             "worker 0's first committed flush",
             lambda: (refs.store.committed_version("partials", app) or 0) > 0,
+            watch=procs.workers[0],
         )
         seen["sent"] = sent
         seen["rc"] = kill_and_wait(procs.workers[0])

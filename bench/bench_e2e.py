@@ -21,11 +21,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import row, say  # noqa: E402
-
-from skewlab.io.kafka import KafkaSettings, connect  # noqa: E402
-from skewlab.live.experiment import ExperimentSettings, run_experiment  # noqa: E402
-from skewlab.services import get_service  # noqa: E402
+from _common import row, say
+from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.live.experiment import ExperimentSettings, run_experiment
+from skewlab.services import get_service
 
 
 def raw_consume(bootstrap: str, n: int, partitions: int) -> float:

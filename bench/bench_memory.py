@@ -16,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import peak_rss_mb, row, say  # noqa: E402
+from _common import peak_rss_mb, row, say
 
 CHUNK = 200_000
 

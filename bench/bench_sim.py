@@ -15,12 +15,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import row, say, timed  # noqa: E402
-
-from skewlab.grouping import make_grouping  # noqa: E402
-from skewlab.sim import SimConfig, simulate  # noqa: E402
-from skewlab.sim.service import parse_service_us  # noqa: E402
-from skewlab.workload import parse_workload  # noqa: E402
+from _common import row, say, timed
+from skewlab.grouping import make_grouping
+from skewlab.sim import SimConfig, simulate
+from skewlab.sim.service import parse_service_us
+from skewlab.workload import parse_workload
 
 
 def main() -> None:

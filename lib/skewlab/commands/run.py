@@ -41,7 +41,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--service-us", type=float, default=0.0, help="per-event processing cost (busy us)"
     )
-    parser.add_argument("--window", type=positive_float, default=5.0, help="window in s")
+    parser.add_argument(
+        "--window", type=positive_float, default=15.0, help="window in s (default 15, the DKG tick)"
+    )
     parser.add_argument("--payload-bytes", type=int, default=100, help="event size")
     parser.add_argument("--seed", type=int, default=1, help="workload seed")
     parser.add_argument(

@@ -64,7 +64,7 @@ class ExperimentSettings:
     duration_s: float = 20.0
     events: int | None = None
     service_us: float = 0.0
-    window_s: float = 5.0
+    window_s: float = 15.0
     payload_bytes: int = 100
     seed: int = 1
     client: str = "confluent"

@@ -33,6 +33,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 COMMANDS: dict[str, str] = {
     "simulate": "skewlab.commands.simulate",
     "run": "skewlab.commands.run",
+    "experiment": "skewlab.commands.experiment",
     "up": "skewlab.commands.services:up",
     "down": "skewlab.commands.services:down",
     "status": "skewlab.commands.services:status",

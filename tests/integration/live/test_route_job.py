@@ -182,11 +182,13 @@ def test_route_job_killed_mid_stream_resumes_from_its_checkpoint(run_live):
         if seen or sent < 0.4 * N:
             return
         commits = refs.checkpoint / "commits"
-        wait_for(
-            "the route job's first committed batch",
-            lambda: commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir()),
-            watch=procs.route,
-        )
+
+        def routed_batch_committed() -> bool:
+            # A batch with events (so splitter state exists), committed by Spark too.
+            v = refs.store.committed_version("key_loads", f"route:{refs.run_id}")
+            return v is not None and (commits / str(v)).exists()
+
+        wait_for("a committed batch with events", routed_batch_committed, watch=procs.route)
         seen["sent"] = sent
         seen["rc"] = kill_and_wait(procs.route)
         seen["committed"] = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())

@@ -166,6 +166,7 @@ class BatchSink:
         self.s = s
         self._client: Any = None
         self._store: Any = None
+        self._encoder = events.RoutedEncoder()
 
     def _clients(self) -> tuple[Any, Any]:
         if self._client is None:
@@ -200,13 +201,15 @@ class BatchSink:
         topic = s.routed_topic
         keys, workers, tss, seqs = cols["key"], cols["worker"], cols["ts"], cols["seq"]
         sp, so, sz = cols["src_partition"], cols["src_offset"], cols["size"]
+        encode, produce, header = self._encoder.encode, client.produce, events.SRC_HEADER
         for i in good:
-            client.produce(
+            k = keys[i]
+            produce(
                 topic,
-                events.encode_routed(keys[i], tss[i], seqs[i], sz[i]),
-                key=keys[i].encode("utf-8"),
+                encode(k, tss[i], seqs[i], sz[i]),
+                key=k.encode(),
                 partition=workers[i],
-                headers=[events.src_header(sp[i], so[i])],
+                headers=[(header, f"{sp[i]}:{so[i]}".encode())],
             )
         client.flush()
         t_produced = time.perf_counter()

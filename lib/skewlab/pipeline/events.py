@@ -42,8 +42,29 @@ def padding(size: int, key: str) -> str:
     return "x" * max(0, size - overhead)
 
 
+class RoutedEncoder:
+    """Encodes routed events fast: each key is JSON-escaped once, then reused.
+
+    A routed event is the input event without its payload, carrying the input's
+    ``size`` (what the workers sum). Invariant: ``encode(...)`` equals
+    :func:`encode_routed` byte for byte.
+    """
+
+    def __init__(self, max_keys: int = 100_000) -> None:
+        self._keys: dict[str, str] = {}
+        self._max = max_keys
+
+    def encode(self, key: str, ts: float, seq: int, size: int) -> bytes:
+        js = self._keys.get(key)
+        if js is None:
+            if len(self._keys) >= self._max:
+                self._keys.clear()
+            js = self._keys[key] = json.dumps(key)
+        return f'{{"key":{js},"ts":{ts!r},"seq":{seq},"size":{size}}}'.encode()
+
+
 def encode_routed(key: str, ts: float, seq: int, size: int) -> bytes:
-    """A routed event: the input event without its payload, carrying the input's ``size``."""
+    """A routed event (see :class:`RoutedEncoder`)."""
     return json.dumps(
         {"key": key, "ts": ts, "seq": seq, "size": size}, separators=(",", ":")
     ).encode("utf-8")

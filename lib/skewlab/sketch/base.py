@@ -20,6 +20,10 @@ ones. Like groupings (STYLE.md rule 1):
 5. ``snap = sk.snapshot()`` is an immutable, picklable value naming keys by
    string; ``cfg.build(state=snap)`` continues with identical behaviour.
 
+Both sketches derive from :class:`WindowedSketch`, which holds what steps 2-4
+share (the update paths, the window bookkeeping, the ranking of heavy keys);
+each sketch supplies only its algorithm.
+
 Thresholds: an ``int`` is an absolute count of events in the window; a
 ``float`` in ``(0, 1]`` is a share of the window's events ``n`` (SMALOPS' "10%
 of the messages received").
@@ -27,6 +31,8 @@ of the messages received").
 
 from __future__ import annotations
 
+import logging
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -121,6 +127,102 @@ def check_count(count: object) -> int:
     if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
         raise ConfigError(f"count must be an integer >= 0, got {count!r}")
     return int(count)
+
+
+class WindowedSketch(ABC):
+    """The part of a working sketch that does not depend on its algorithm.
+
+    Holds ``config``, the event count ``n`` and the index of the current window,
+    and implements :class:`Sketch`'s ``update``, ``update_batch``,
+    ``heavy_hitters`` and ``new_window`` on top of four algorithm hooks:
+    ``_reset()`` (empty the current window), ``_restore(state)`` (continue
+    from a snapshot), ``_apply(names, totals)`` (count distinct keys with
+    positive totals) and ``_hits(t)`` (the ``(key, estimate)`` pairs to
+    report for a threshold of ``t`` events in the window).
+    """
+
+    _n: int
+    _slot: dict[str, int]
+
+    def __init__(self, config: Any, state: Any = None) -> None:
+        self.config = config
+        self._window = 0
+        self._reset()
+        if state is not None:
+            self._restore(state)
+
+    @abstractmethod
+    def _reset(self) -> None: ...
+
+    @abstractmethod
+    def _restore(self, state: Any) -> None: ...
+
+    @abstractmethod
+    def _apply(self, names: list[str], totals: np.ndarray) -> None: ...
+
+    @abstractmethod
+    def _hits(self, t: float) -> list[tuple[str, int]]: ...
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @property
+    def n(self) -> int:
+        """Events counted in the current window."""
+        return self._n
+
+    @property
+    def window(self) -> int:
+        """Index of the current counting window (0 for the first)."""
+        return self._window
+
+    def _slots_of(self, names: list[str]) -> np.ndarray:
+        """The slot of each of ``names``, -1 for a key not tracked."""
+        get = self._slot.get
+        return np.fromiter((get(k, -1) for k in names), dtype=np.int64, count=len(names))
+
+    def update(self, key: str, count: int = 1) -> None:
+        """Count ``count`` occurrences of ``key``."""
+        c = check_count(count)
+        if c:
+            self._apply([key], np.array([c], dtype=np.int64))
+
+    def update_batch(
+        self, keys: KeyBatch | Sequence[str], counts: Sequence[int] | np.ndarray | None = None
+    ) -> None:
+        """Count a batch (a KeyBatch or string keys, optionally weighted by ``counts``)."""
+        names, totals = distinct_counts(keys, counts)
+        self._apply(names, totals)
+
+    def heavy_hitters(self, threshold: Threshold | None = None) -> dict[str, int]:
+        """The sketch's heavy keys for ``threshold`` (default: the config's), hottest first.
+
+        The threshold is taken as a count ``T`` of events in this window; which
+        estimates clear it is the sketch's rule (``_hits``), chosen so that no
+        key whose true count reaches ``T`` is missed. Ties go by key.
+        """
+        t = self.config.threshold if threshold is None else threshold
+        if self._n == 0:
+            check_threshold(t)
+            return {}
+        pairs = self._hits(threshold_count(t, self._n))
+        pairs.sort(key=lambda kv: (-kv[1], kv[0]))
+        return dict(pairs)
+
+    def new_window(self) -> WindowReport:
+        """Close the window: report its heavy keys (config threshold) and start empty."""
+        report = WindowReport(self._window, self._n, self.heavy_hitters())
+        logging.getLogger(type(self).__module__).debug(
+            "%s window %d closed: n=%d heavy=%d tracked=%d",
+            self.config.name,
+            self._window,
+            self._n,
+            len(report.heavy),
+            len(self),
+        )
+        self._reset()
+        self._window += 1
+        return report
 
 
 @runtime_checkable

@@ -30,26 +30,14 @@ by the distinct keys of one batch until the batch's prune.
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from skewlab.errors import ConfigError, StateError
-from skewlab.keys import KeyBatch
-from skewlab.sketch.base import (
-    Threshold,
-    WindowReport,
-    check_count,
-    check_threshold,
-    distinct_counts,
-    threshold_count,
-)
-
-log = logging.getLogger(__name__)
+from skewlab.sketch.base import Threshold, WindowedSketch, check_threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,21 +86,19 @@ class LossyCountingConfig:
         return LossyCounter(self, state)
 
 
-class LossyCounter:
+class LossyCounter(WindowedSketch):
     """Working lossy counter (see module doc for the algorithm and its bounds).
 
     Entries live in parallel ``int64`` arrays indexed by slot, with a dict from
     key to slot; deleted slots are reused, so memory is the peak entry count.
     """
 
+    config: LossyCountingConfig
+
     def __init__(self, config: LossyCountingConfig, state: LossyCountingSnapshot | None = None):
-        self.config = config
         self._w = config.width
         self._eps = float(config.epsilon)
-        self._reset()
-        self._window = 0
-        if state is not None:
-            self._restore(state)
+        super().__init__(config, state)
 
     def _reset(self) -> None:
         self._slot: dict[str, int] = {}
@@ -143,16 +129,6 @@ class LossyCounter:
 
     # ------------------------------------------------------------------ updates
 
-    @property
-    def n(self) -> int:
-        """Events counted in the current window."""
-        return self._n
-
-    @property
-    def window(self) -> int:
-        """Index of the current counting window (0 for the first)."""
-        return self._window
-
     def __len__(self) -> int:
         return len(self._slot)
 
@@ -175,8 +151,7 @@ class LossyCounter:
         if not names:
             return
         delta = self._n // self._w
-        get = self._slot.get
-        slots = np.fromiter((get(k, -1) for k in names), dtype=np.int64, count=len(names))
+        slots = self._slots_of(names)
         known = slots >= 0
         self._f[slots[known]] += totals[known]
         fresh = np.flatnonzero(~known)
@@ -208,19 +183,6 @@ class LossyCounter:
         self._free.extend(dead.tolist())
         self._pruned_at = bucket
 
-    def update(self, key: str, count: int = 1) -> None:
-        """Count ``count`` occurrences of ``key``."""
-        c = check_count(count)
-        if c:
-            self._apply([key], np.array([c], dtype=np.int64))
-
-    def update_batch(
-        self, keys: KeyBatch | Sequence[str], counts: Sequence[int] | np.ndarray | None = None
-    ) -> None:
-        """Count a batch (a KeyBatch or string keys, optionally weighted by ``counts``)."""
-        names, totals = distinct_counts(keys, counts)
-        self._apply(names, totals)
-
     # ------------------------------------------------------------------ queries
 
     def estimate(self, key: str) -> int:
@@ -235,36 +197,12 @@ class LossyCounter:
             return 0, self._pruned_at
         return int(self._f[s]), int(self._f[s] + self._d[s])
 
-    def heavy_hitters(self, threshold: Threshold | None = None) -> dict[str, int]:
-        """Keys with ``f >= T - epsilon * N`` (step 4), hottest first.
-
-        ``T`` is ``threshold`` (default: the config's) as a count in this window;
-        no key whose true count reaches ``T`` is missed.
-        """
-        t = self.config.threshold if threshold is None else threshold
-        if self._n == 0:
-            check_threshold(t)
-            return {}
-        cut = threshold_count(t, self._n) - self._eps * self._n
+    def _hits(self, t: float) -> list[tuple[str, int]]:
+        """Step 4: keys with ``f >= T - epsilon * N`` for ``T = t``."""
+        cut = t - self._eps * self._n
         hit = np.flatnonzero(self._live & (self._f >= cut))
         keys = self._keys
-        pairs = [(str(keys[s]), int(self._f[s])) for s in hit.tolist()]
-        pairs.sort(key=lambda kv: (-kv[1], kv[0]))
-        return dict(pairs)
-
-    def new_window(self) -> WindowReport:
-        """Close the window: report its heavy keys (config threshold) and start empty."""
-        report = WindowReport(self._window, self._n, self.heavy_hitters())
-        log.debug(
-            "lossy-counting window %d closed: n=%d heavy=%d tracked=%d",
-            self._window,
-            self._n,
-            len(report.heavy),
-            len(self),
-        )
-        self._reset()
-        self._window += 1
-        return report
+        return [(str(keys[s]), int(self._f[s])) for s in hit.tolist()]
 
     def snapshot(self) -> LossyCountingSnapshot:
         """Immutable, picklable state; ``config.build(state=snap)`` continues identically."""

@@ -25,25 +25,13 @@ summaries of Agarwal et al. (PODS 2012).
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from skewlab.errors import ConfigError, StateError
-from skewlab.keys import KeyBatch
-from skewlab.sketch.base import (
-    Threshold,
-    WindowReport,
-    check_count,
-    check_threshold,
-    distinct_counts,
-    threshold_count,
-)
-
-log = logging.getLogger(__name__)
+from skewlab.sketch.base import Threshold, WindowedSketch, check_threshold
 
 MAX_CAPACITY = 100_000_000
 
@@ -84,7 +72,7 @@ class SpaceSavingConfig:
         return SpaceSaving(self, state)
 
 
-class SpaceSaving:
+class SpaceSaving(WindowedSketch):
     """Working space-saving summary (see module doc for the algorithm and its bounds).
 
     Entries live in ``int64`` arrays of length ``capacity`` (slots ``0 .. used-1``)
@@ -92,13 +80,11 @@ class SpaceSaving:
     plus the distinct keys of the batch being applied.
     """
 
+    config: SpaceSavingConfig
+
     def __init__(self, config: SpaceSavingConfig, state: SpaceSavingSnapshot | None = None):
-        self.config = config
         self._k = config.capacity
-        self._window = 0
-        self._reset()
-        if state is not None:
-            self._restore(state)
+        super().__init__(config, state)
 
     def _reset(self) -> None:
         self._slot: dict[str, int] = {}
@@ -123,15 +109,6 @@ class SpaceSaving:
         self._window = state.window
 
     @property
-    def n(self) -> int:
-        """Events counted in the current window."""
-        return self._n
-
-    @property
-    def window(self) -> int:
-        return self._window
-
-    @property
     def capacity(self) -> int:
         return self._k
 
@@ -148,8 +125,7 @@ class SpaceSaving:
             return
         used = len(self._keys)
         m = self.min_count()
-        get = self._slot.get
-        slots = np.fromiter((get(k, -1) for k in names), dtype=np.int64, count=len(names))
+        slots = self._slots_of(names)
         known = slots >= 0
         self._count[slots[known]] += totals[known]
         self._n += int(totals.sum())
@@ -183,19 +159,6 @@ class SpaceSaving:
         self._count[targets] = m + totals[take]
         self._err[targets] = m
 
-    def update(self, key: str, count: int = 1) -> None:
-        """Count ``count`` occurrences of ``key`` (steps 1-2)."""
-        c = check_count(count)
-        if c:
-            self._apply([key], np.array([c], dtype=np.int64))
-
-    def update_batch(
-        self, keys: KeyBatch | Sequence[str], counts: Sequence[int] | np.ndarray | None = None
-    ) -> None:
-        """Count a batch (a KeyBatch or string keys, optionally weighted by ``counts``)."""
-        names, totals = distinct_counts(keys, counts)
-        self._apply(names, totals)
-
     def estimate(self, key: str) -> int:
         """``count`` of a monitored key (``true <= count <= true + N / k``); 0 if unmonitored."""
         s = self._slot.get(key)
@@ -208,31 +171,11 @@ class SpaceSaving:
             return 0, self.min_count()
         return int(self._count[s] - self._err[s]), int(self._count[s])
 
-    def heavy_hitters(self, threshold: Threshold | None = None) -> dict[str, int]:
-        """Monitored keys with ``count >= T``, hottest first (no false negatives).
-
-        ``T`` is ``threshold`` (default: the config's) as a count in this window.
-        """
-        t = self.config.threshold if threshold is None else threshold
-        if self._n == 0:
-            check_threshold(t)
-            return {}
-        cut = threshold_count(t, self._n)
+    def _hits(self, t: float) -> list[tuple[str, int]]:
+        """Monitored keys with ``count >= T`` for ``T = t`` (no false negatives)."""
         used = len(self._keys)
-        hit = np.flatnonzero(self._count[:used] >= cut)
-        pairs = [(self._keys[s], int(self._count[s])) for s in hit.tolist()]
-        pairs.sort(key=lambda kv: (-kv[1], kv[0]))
-        return dict(pairs)
-
-    def new_window(self) -> WindowReport:
-        """Close the window: report its heavy keys (config threshold) and start empty."""
-        report = WindowReport(self._window, self._n, self.heavy_hitters())
-        log.debug(
-            "space-saving window %d closed: n=%d heavy=%d", self._window, self._n, len(report.heavy)
-        )
-        self._reset()
-        self._window += 1
-        return report
+        hit = np.flatnonzero(self._count[:used] >= t)
+        return [(self._keys[s], int(self._count[s])) for s in hit.tolist()]
 
     def snapshot(self) -> SpaceSavingSnapshot:
         """Immutable, picklable state (entries in slot order, so ties break identically)."""

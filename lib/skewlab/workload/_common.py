@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -39,6 +39,17 @@ def check_seed(seed: object) -> None:
 def check_size(size: object) -> None:
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise ConfigError(f"size (bytes per event) must be an integer >= 0, got {size!r}")
+
+
+def check_seconds(workload: str, name: str, value: object) -> None:
+    """Validate a duration parameter: a finite number of seconds > 0."""
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not value > 0
+        or not math.isfinite(value)
+    ):
+        raise ConfigError(f"{workload}: {name} must be a number of seconds > 0, got {value!r}")
 
 
 def check_stream_args(n: object, chunk: object, rate: object) -> None:
@@ -123,25 +134,36 @@ class Interner:
         return ids
 
 
+class Synthetic(Protocol):
+    """What :func:`synthetic_events` reads from a synthetic workload config."""
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+
 def synthetic_events(
-    *,
+    workload: Synthetic,
     n: int,
     chunk: int,
     rate: float,
-    seed: int,
+    *,
     salt: int,
     sampler: Sampler,
     name_of: Callable[[int], str],
-    size: int,
 ) -> Iterator[EventChunk]:
     """Drive a sampler over ``n`` events in chunks (the body of every synthetic ``events``).
 
-    Event ``i`` has time ``ts = i / rate`` and key index ``sampler(i, ts, u_i)``
-    with ``u_i`` from :class:`BlockUniforms`; at most one chunk (plus one cached
-    block of uniforms) is held at a time.
+    Event ``i`` has time ``ts = i / rate``, key index ``sampler(i, ts, u_i)``
+    with ``u_i`` from :class:`BlockUniforms` seeded by ``(workload.seed, salt)``,
+    and ``workload.size`` bytes; at most one chunk (plus one cached block of
+    uniforms) is held at a time.
     """
     check_stream_args(n, chunk, rate)
-    uniforms = BlockUniforms(seed, salt)
+    size = workload.size
+    uniforms = BlockUniforms(workload.seed, salt)
     interner = Interner(name_of)
     pos = 0
     while pos < n:
@@ -175,7 +197,17 @@ def zipf_weights(keys: int, s: float, v: float) -> np.ndarray:
     return np.power(np.arange(keys, dtype=np.float64) + v, -s)
 
 
+def zipf_cdf(keys: int, s: float, v: float) -> np.ndarray:
+    """:func:`inverse_cdf` of :func:`zipf_weights` (the table Zipf sampling searches)."""
+    return inverse_cdf(zipf_weights(keys, float(s), float(v)))
+
+
 # ---------------------------------------------------------------- spec params
+
+
+def with_size(spec: str, size: int) -> str:
+    """``spec`` with ``,size=<size>`` appended unless ``size`` is :data:`DEFAULT_SIZE`."""
+    return spec if size == DEFAULT_SIZE else f"{spec},size={size}"
 
 
 def fmt(value: object) -> str:
@@ -241,3 +273,10 @@ def no_positional(workload: str, positional: list[str], types: Mapping[str, type
             f"{workload}: unexpected {positional[0]!r}; use name=value with names "
             f"{', '.join(types)}"
         )
+
+
+def keyword_params(workload: str, args: list[str], types: Mapping[str, type]) -> dict[str, Any]:
+    """The typed ``name=value`` params of spec args that take no positional token."""
+    positional, params = parse_params(workload, args, types)
+    no_positional(workload, positional, types)
+    return params

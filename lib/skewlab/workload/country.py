@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from skewlab.workload._common import (
     check_size,
     parse_params,
     synthetic_events,
+    with_size,
 )
 from skewlab.workload.base import EventChunk
 
@@ -98,12 +99,17 @@ def _country_sampler(ratio: int, hot: int, u: np.ndarray) -> np.ndarray:
     return np.where(u < r, hot, rest)
 
 
-def _parse_ratio(workload: str, positional: list[str], params: dict[str, object]) -> None:
+def _country_params(workload: str, args: list[str], types: dict[str, type]) -> dict[str, Any]:
+    """Spec args ``R<percent>`` (or ``r=<percent>``) plus ``name=value`` params, as fields."""
+    positional, params = parse_params(workload, args, types)
     for tok in positional:
         m = _RATIO.match(tok)
         if m is None or "r" in params:
             raise ConfigError(f"{workload}: expected R<percent> such as R80, got {tok!r}")
         params["r"] = int(m.group(1))
+    if "r" in params:
+        params["ratio"] = params.pop("r")
+    return params
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,19 +147,12 @@ class CountryWorkload:
             return _country_sampler(ratio, hot, u)
 
         return synthetic_events(
-            n=n,
-            chunk=chunk,
-            rate=rate,
-            seed=self.seed,
-            salt=2,
-            sampler=sampler,
-            name_of=COUNTRIES.__getitem__,
-            size=self.size,
+            self, n, chunk, rate, salt=2, sampler=sampler, name_of=COUNTRIES.__getitem__
         )
 
     def _extras(self) -> str:
         out = "" if self.hot == DEFAULT_HOT else f",hot={self.hot}"
-        return out if self.size == DEFAULT_SIZE else f"{out},size={self.size}"
+        return with_size(out, self.size)
 
     def spec(self) -> str:
         return f"country:R{self.ratio}{self._extras()}"
@@ -163,11 +162,7 @@ class CountryWorkload:
     @classmethod
     def from_args(cls, args: list[str], seed: int) -> CountryWorkload:
         """Build from ``R80[,hot=Turkey][,size=100]`` (or ``r=80``)."""
-        positional, params = parse_params(cls.name, args, cls.PARAMS)
-        _parse_ratio(cls.name, positional, params)
-        if "r" in params:
-            params["ratio"] = params.pop("r")
-        return cls(seed=seed, **params)
+        return cls(seed=seed, **_country_params(cls.name, args, cls.PARAMS))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,14 +205,7 @@ class CountryHalfWorkload:
             return np.where(seq < at, skewed, _country_sampler(0, hot, u))
 
         return synthetic_events(
-            n=n,
-            chunk=chunk,
-            rate=rate,
-            seed=self.seed,
-            salt=3,
-            sampler=sampler,
-            name_of=COUNTRIES.__getitem__,
-            size=self.size,
+            self, n, chunk, rate, salt=3, sampler=sampler, name_of=COUNTRIES.__getitem__
         )
 
     def spec(self) -> str:
@@ -226,15 +214,11 @@ class CountryHalfWorkload:
             out += f",hot={self.hot}"
         if self.at is not None:
             out += f",at={self.at}"
-        return out if self.size == DEFAULT_SIZE else f"{out},size={self.size}"
+        return with_size(out, self.size)
 
     PARAMS: ClassVar[dict[str, type]] = {"r": int, "hot": str, "at": int, "size": int}
 
     @classmethod
     def from_args(cls, args: list[str], seed: int) -> CountryHalfWorkload:
         """Build from ``R80[,hot=..][,at=..][,size=..]``."""
-        positional, params = parse_params(cls.name, args, cls.PARAMS)
-        _parse_ratio(cls.name, positional, params)
-        if "r" in params:
-            params["ratio"] = params.pop("r")
-        return cls(seed=seed, **params)
+        return cls(seed=seed, **_country_params(cls.name, args, cls.PARAMS))

@@ -16,7 +16,6 @@ key at each rank is replaced by its neighbour ``shift`` ranks away.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -26,15 +25,15 @@ import numpy as np
 from skewlab.errors import ConfigError
 from skewlab.workload._common import (
     DEFAULT_SIZE,
+    check_seconds,
     check_seed,
     check_size,
     fmt,
-    inverse_cdf,
-    no_positional,
-    parse_params,
+    keyword_params,
     sample_cdf,
     synthetic_events,
-    zipf_weights,
+    with_size,
+    zipf_cdf,
 )
 from skewlab.workload.base import EventChunk
 from skewlab.workload.zipf import check_zipf
@@ -72,13 +71,7 @@ class DynamicWorkload:
         check_seed(self.seed)
         check_zipf(self.s, self.v, self.keys)
         check_size(self.size)
-        p = self.period
-        if (
-            not isinstance(p, int | float)
-            or isinstance(p, bool)
-            or not (p > 0 and math.isfinite(p))
-        ):
-            raise ConfigError(f"dynamic: period must be a number of seconds > 0, got {p!r}")
+        check_seconds("dynamic", "period", self.period)
         sh = self.shift
         if not isinstance(sh, int) or isinstance(sh, bool) or not 0 <= sh <= self.keys:
             raise ConfigError(f"dynamic: shift must be an integer in [0, keys], got {sh!r}")
@@ -95,20 +88,13 @@ class DynamicWorkload:
         return p * self.shift + (self.keys - 1 - rank)
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
-        cdf = inverse_cdf(zipf_weights(self.keys, float(self.s), float(self.v)))
+        cdf = zipf_cdf(self.keys, self.s, self.v)
 
         def sampler(seq: np.ndarray, ts: np.ndarray, u: np.ndarray) -> np.ndarray:
             return self.key_index(sample_cdf(cdf, u), ts)
 
         return synthetic_events(
-            n=n,
-            chunk=chunk,
-            rate=rate,
-            seed=self.seed,
-            salt=5,
-            sampler=sampler,
-            name_of=lambda c: f"k{c}",
-            size=self.size,
+            self, n, chunk, rate, salt=5, sampler=sampler, name_of=lambda c: f"k{c}"
         )
 
     def spec(self) -> str:
@@ -116,7 +102,7 @@ class DynamicWorkload:
             f"dynamic:s={fmt(float(self.s))},v={fmt(float(self.v))},keys={self.keys},"
             f"period={fmt(float(self.period))},shift={self.shift},direction={self.direction}"
         )
-        return out if self.size == DEFAULT_SIZE else f"{out},size={self.size}"
+        return with_size(out, self.size)
 
     PARAMS: ClassVar[dict[str, type]] = {
         "s": float,
@@ -131,8 +117,7 @@ class DynamicWorkload:
     @classmethod
     def from_args(cls, args: list[str], seed: int) -> DynamicWorkload:
         """Build from ``s=..,v=..,keys=..,period=..,shift=..,direction=down|up,size=..``."""
-        positional, params = parse_params(cls.name, args, cls.PARAMS)
-        no_positional(cls.name, positional, cls.PARAMS)
+        params = keyword_params(cls.name, args, cls.PARAMS)
         if "direction" in params:
             params["direction"] = params["direction"].lower()
         return cls(seed=seed, **params)

@@ -10,38 +10,26 @@ replayed at another rate switches after a different number of events.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from skewlab.errors import ConfigError
 from skewlab.workload._common import (
     DEFAULT_SIZE,
+    check_seconds,
     check_seed,
     check_size,
     fmt,
-    inverse_cdf,
-    no_positional,
-    parse_params,
+    keyword_params,
     sample_cdf,
     synthetic_events,
-    zipf_weights,
+    with_size,
+    zipf_cdf,
 )
 from skewlab.workload.base import EventChunk
 from skewlab.workload.zipf import check_zipf, rank_key
-
-
-def _check_seconds(name: str, value: object) -> None:
-    if (
-        not isinstance(value, int | float)
-        or isinstance(value, bool)
-        or not value > 0
-        or not math.isfinite(value)
-    ):
-        raise ConfigError(f"eps-switch: {name} must be a number of seconds > 0, got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,8 +58,8 @@ class EpsSwitchWorkload:
         check_seed(self.seed)
         check_zipf(self.low, self.v, self.keys)
         check_zipf(self.high, self.v, self.keys)
-        _check_seconds("low_s", self.low_s)
-        _check_seconds("high_s", self.high_s)
+        check_seconds(self.name, "low_s", self.low_s)
+        check_seconds(self.name, "high_s", self.high_s)
         check_size(self.size)
 
     def exponent_at(self, ts: np.ndarray) -> np.ndarray:
@@ -80,8 +68,8 @@ class EpsSwitchWorkload:
         return np.where(high, float(self.high), float(self.low))
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
-        low_cdf = inverse_cdf(zipf_weights(self.keys, float(self.low), float(self.v)))
-        high_cdf = inverse_cdf(zipf_weights(self.keys, float(self.high), float(self.v)))
+        low_cdf = zipf_cdf(self.keys, self.low, self.v)
+        high_cdf = zipf_cdf(self.keys, self.high, self.v)
         period = float(self.low_s + self.high_s)
         low_s = float(self.low_s)
 
@@ -92,16 +80,7 @@ class EpsSwitchWorkload:
                 out[high] = sample_cdf(high_cdf, u[high])
             return out
 
-        return synthetic_events(
-            n=n,
-            chunk=chunk,
-            rate=rate,
-            seed=self.seed,
-            salt=4,
-            sampler=sampler,
-            name_of=rank_key,
-            size=self.size,
-        )
+        return synthetic_events(self, n, chunk, rate, salt=4, sampler=sampler, name_of=rank_key)
 
     def spec(self) -> str:
         out = (
@@ -110,7 +89,7 @@ class EpsSwitchWorkload:
         )
         if self.v != 1.0:
             out += f",v={fmt(float(self.v))}"
-        return out if self.size == DEFAULT_SIZE else f"{out},size={self.size}"
+        return with_size(out, self.size)
 
     PARAMS: ClassVar[dict[str, type]] = {
         "low": float,
@@ -125,6 +104,5 @@ class EpsSwitchWorkload:
     @classmethod
     def from_args(cls, args: list[str], seed: int) -> EpsSwitchWorkload:
         """Build from ``low=..,high=..,low_s=..,high_s=..,keys=..,v=..,size=..`` (optional)."""
-        positional, params = parse_params(cls.name, args, cls.PARAMS)
-        no_positional(cls.name, positional, cls.PARAMS)
+        params = keyword_params(cls.name, args, cls.PARAMS)
         return cls(seed=seed, **params)

@@ -21,11 +21,11 @@ from skewlab.workload._common import (
     check_seed,
     check_size,
     fmt,
-    inverse_cdf,
-    no_positional,
-    parse_params,
+    keyword_params,
     sample_cdf,
     synthetic_events,
+    with_size,
+    zipf_cdf,
     zipf_weights,
 )
 from skewlab.workload.base import EventChunk
@@ -75,31 +75,21 @@ class ZipfWorkload:
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
         """Exactly ``n`` events, ``ts = seq / rate``, keys drawn i.i.d. from the Zipf law."""
-        cdf = inverse_cdf(zipf_weights(self.keys, float(self.s), float(self.v)))
+        cdf = zipf_cdf(self.keys, self.s, self.v)
 
         def sampler(seq: np.ndarray, ts: np.ndarray, u: np.ndarray) -> np.ndarray:
             return sample_cdf(cdf, u)
 
-        return synthetic_events(
-            n=n,
-            chunk=chunk,
-            rate=rate,
-            seed=self.seed,
-            salt=1,
-            sampler=sampler,
-            name_of=rank_key,
-            size=self.size,
-        )
+        return synthetic_events(self, n, chunk, rate, salt=1, sampler=sampler, name_of=rank_key)
 
     def spec(self) -> str:
         out = f"zipf:s={fmt(float(self.s))},v={fmt(float(self.v))},keys={self.keys}"
-        return out if self.size == DEFAULT_SIZE else f"{out},size={self.size}"
+        return with_size(out, self.size)
 
     PARAMS: ClassVar[dict[str, type]] = {"s": float, "v": float, "keys": int, "size": int}
 
     @classmethod
     def from_args(cls, args: list[str], seed: int) -> ZipfWorkload:
         """Build from spec args ``s=..,v=..,keys=..,size=..`` (all optional)."""
-        positional, params = parse_params(cls.name, args, cls.PARAMS)
-        no_positional(cls.name, positional, cls.PARAMS)
+        params = keyword_params(cls.name, args, cls.PARAMS)
         return cls(seed=seed, **params)

@@ -77,3 +77,21 @@ def test_routed_events_carry_the_input_size():
     # an input event cannot claim a size: outside routed records the field is ignored
     claim = b'{"key":"k","ts":1,"seq":1,"size":5}'
     assert events.decode([claim]).sizes == [len(claim)]
+
+
+@given(
+    key=st.text(min_size=1, max_size=20),
+    ts=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+    seq=st.integers(min_value=0, max_value=2**62),
+    size=st.integers(min_value=0, max_value=10**6),
+)
+@settings(max_examples=80)
+def test_fast_routed_encoder_matches_the_reference(key, ts, seq, size):
+    fast = events.RoutedEncoder(max_keys=3)
+    assert fast.encode(key, ts, seq, size) == events.encode_routed(key, ts, seq, size)
+    assert json.loads(fast.encode(key, ts, seq, size)) == {
+        "key": key,
+        "ts": ts,
+        "seq": seq,
+        "size": size,
+    }

@@ -22,7 +22,8 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import resolve_true_ends, split_extra
+from skewlab.io.kafka import resolve_true_ends
+from skewlab.io.kafka._common import ClientBase
 from skewlab.io.kafka.base import Headers, KafkaError, KafkaSettings, Record
 
 log = logging.getLogger(__name__)
@@ -51,20 +52,15 @@ POLL_S = 0.1
 ADMIN_TIMEOUT_S = 30.0
 
 
-class ConfluentClient:
+class ConfluentClient(ClientBase):
     """:class:`~skewlab.io.kafka.base.KafkaClient` on confluent-kafka; see the module docstring."""
 
     def __init__(self, settings: KafkaSettings) -> None:
-        self.settings = settings
-        self._extra = split_extra(settings.extra)
+        super().__init__(settings)
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._admin: AdminClient | None = None
-        self._failures: list[str] = []
         self._unpolled = 0
-
-    def __repr__(self) -> str:
-        return f"ConfluentClient({self.settings.bootstrap!r})"
 
     # ------------------------------------------------------------ lazy clients
 
@@ -201,11 +197,7 @@ class ConfluentClient:
             return
         left = self._producer.flush(timeout_s)
         self._unpolled = 0
-        failures, self._failures = self._failures, []
-        if failures:
-            raise KafkaError(
-                f"{len(failures)} record(s) not delivered to {self._where()}; first: {failures[0]}"
-            )
+        self._raise_failures()
         if left:
             raise KafkaError(f"{left} record(s) still queued after {timeout_s} s ({self._where()})")
 
@@ -260,17 +252,6 @@ class ConfluentClient:
 
     # ------------------------------------------------------------------- fetch
 
-    def fetch(
-        self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
-    ) -> Iterator[Record]:
-        """Every record with ``start <= offset < end`` of one partition, in offset order.
-
-        ``timeout_s`` bounds the time without progress; :class:`KafkaError` then.
-        """
-        if start < 0 or end < start:
-            raise ConfigError(f"fetch range must satisfy 0 <= start <= end, got [{start}, {end})")
-        return self._fetch(topic, partition, start, end, timeout_s)
-
     def _fetch(
         self, topic: str, partition: int, start: int, end: int, timeout_s: float
     ) -> Iterator[Record]:
@@ -311,10 +292,7 @@ class ConfluentClient:
             if msgs:
                 stall_deadline = time.monotonic() + timeout_s
             elif time.monotonic() > stall_deadline:
-                raise KafkaError(
-                    f"fetch {topic}[{partition}] [{start}, {end}) stalled at offset {nxt} "
-                    f"for {timeout_s} s on {self._where()}"
-                )
+                raise self._stalled(topic, partition, start, end, nxt, timeout_s)
 
     # ------------------------------------------------------------------- close
 
@@ -329,9 +307,6 @@ class ConfluentClient:
             self._consumer.close()
             self._consumer = None
         self._admin = None
-
-    def _where(self) -> str:
-        return f"bootstrap {self.settings.bootstrap}"
 
 
 def _int(value: int | None) -> int:

@@ -23,7 +23,8 @@ from kafka import errors as kerrors
 from kafka.admin import KafkaAdminClient
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import resolve_true_ends, split_extra
+from skewlab.io.kafka import resolve_true_ends
+from skewlab.io.kafka._common import ClientBase
 from skewlab.io.kafka.base import Headers, KafkaError, KafkaSettings, Record
 
 log = logging.getLogger(__name__)
@@ -64,19 +65,14 @@ def _parse(raw: Any) -> Any:
     return raw
 
 
-class KafkaPythonClient:
+class KafkaPythonClient(ClientBase):
     """:class:`~skewlab.io.kafka.base.KafkaClient` on kafka-python; see the module docstring."""
 
     def __init__(self, settings: KafkaSettings) -> None:
-        self.settings = settings
-        self._extra = split_extra(settings.extra)
+        super().__init__(settings)
         self._producer: KafkaProducer | None = None
         self._consumer: KafkaConsumer | None = None
         self._admin: KafkaAdminClient | None = None
-        self._failures: list[str] = []
-
-    def __repr__(self) -> str:
-        return f"KafkaPythonClient({self.settings.bootstrap!r})"
 
     # ------------------------------------------------------------ lazy clients
 
@@ -193,11 +189,7 @@ class KafkaPythonClient:
             self._producer.flush(timeout=timeout_s)
         except kerrors.KafkaTimeoutError as exc:
             raise KafkaError(f"records still queued after {timeout_s} s ({self._where()})") from exc
-        failures, self._failures = self._failures, []
-        if failures:
-            raise KafkaError(
-                f"{len(failures)} record(s) not delivered to {self._where()}; first: {failures[0]}"
-            )
+        self._raise_failures()
 
     # ----------------------------------------------------------------- offsets
 
@@ -259,17 +251,6 @@ class KafkaPythonClient:
 
     # ------------------------------------------------------------------- fetch
 
-    def fetch(
-        self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
-    ) -> Iterator[Record]:
-        """Every record with ``start <= offset < end`` of one partition, in offset order.
-
-        ``timeout_s`` bounds the time without progress; :class:`KafkaError` then.
-        """
-        if start < 0 or end < start:
-            raise ConfigError(f"fetch range must satisfy 0 <= start <= end, got [{start}, {end})")
-        return self._fetch(topic, partition, start, end, timeout_s)
-
     def _fetch(
         self, topic: str, partition: int, start: int, end: int, timeout_s: float
     ) -> Iterator[Record]:
@@ -303,10 +284,7 @@ class KafkaPythonClient:
                 elif consumer.position(tp) >= end:  # only non-records (markers) left before end
                     nxt = end
                 elif time.monotonic() > stall_deadline:
-                    raise KafkaError(
-                        f"fetch {topic}[{partition}] [{start}, {end}) stalled at offset {nxt} "
-                        f"for {timeout_s} s on {self._where()}"
-                    )
+                    raise self._stalled(topic, partition, start, end, nxt, timeout_s)
         finally:
             consumer.assign([])
 
@@ -323,9 +301,6 @@ class KafkaPythonClient:
         if self._admin is not None:
             self._admin.close()
             self._admin = None
-
-    def _where(self) -> str:
-        return f"bootstrap {self.settings.bootstrap}"
 
 
 def _record(rec: Any) -> Record:

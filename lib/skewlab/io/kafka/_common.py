@@ -1,0 +1,64 @@
+"""What both Kafka client implementations share, whatever library they wrap.
+
+:class:`ClientBase` holds the settings, the per-role ``extra`` config and the
+list of failed deliveries, and gives both clients the same ``fetch`` range
+check and the same error messages; each implementation supplies ``_fetch``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+
+from skewlab.errors import ConfigError
+from skewlab.io.kafka import split_extra
+from skewlab.io.kafka.base import KafkaError, KafkaSettings, Record
+
+
+class ClientBase(ABC):
+    """The library-independent part of a :class:`~skewlab.io.kafka.base.KafkaClient`."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self.settings = settings
+        self._extra = split_extra(settings.extra)
+        self._failures: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.settings.bootstrap!r})"
+
+    def fetch(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
+    ) -> Iterator[Record]:
+        """Every record with ``start <= offset < end`` of one partition, in offset order.
+
+        ``timeout_s`` bounds the time without progress; :class:`KafkaError` then.
+        """
+        if start < 0 or end < start:
+            raise ConfigError(f"fetch range must satisfy 0 <= start <= end, got [{start}, {end})")
+        return self._fetch(topic, partition, start, end, timeout_s)
+
+    @abstractmethod
+    def _fetch(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float
+    ) -> Iterator[Record]:
+        """:meth:`fetch` after its range check (a generator: nothing runs until iterated)."""
+
+    def _raise_failures(self) -> None:
+        """Raise :class:`KafkaError` for the deliveries that failed since the last call."""
+        failures, self._failures = self._failures, []
+        if failures:
+            raise KafkaError(
+                f"{len(failures)} record(s) not delivered to {self._where()}; first: {failures[0]}"
+            )
+
+    def _stalled(
+        self, topic: str, partition: int, start: int, end: int, nxt: int, timeout_s: float
+    ) -> KafkaError:
+        """The error of a fetch that made no progress for ``timeout_s``."""
+        return KafkaError(
+            f"fetch {topic}[{partition}] [{start}, {end}) stalled at offset {nxt} "
+            f"for {timeout_s} s on {self._where()}"
+        )
+
+    def _where(self) -> str:
+        return f"bootstrap {self.settings.bootstrap}"

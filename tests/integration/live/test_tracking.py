@@ -62,7 +62,9 @@ def test_live_run_is_logged_to_mlflow(run_live, tmp_path):
     assert len(loads) >= 2
     total = 0.0
     for w in range(W):
-        hist = sorted(client.get_metric_history(s.mlflow_run_id, f"load_w{w}"), key=lambda m: m.step)
+        hist = sorted(
+            client.get_metric_history(s.mlflow_run_id, f"load_w{w}"), key=lambda m: m.step
+        )
         assert [m.step for m in hist] == list(range(len(loads)))
         assert [m.value for m in hist] == [float(row[w]) for row in loads]
         total += sum(m.value for m in hist)

@@ -45,7 +45,10 @@ def test_worker_killed_mid_stream_resumes_from_its_committed_offset(run_live):
 
     run = run_live("pkg", hook=crash_worker_0)
     assert seen["rc"] == -9 and seen["sent"] >= 0.5 * N
-    starts = [int(o) for o in re.findall(r"worker 0 resumes at routed offset (\d+)", run.log("worker-0.log"))]
+    starts = [
+        int(o)
+        for o in re.findall(r"worker 0 resumes at routed offset (\d+)", run.log("worker-0.log"))
+    ]
     assert len(starts) == 2 and starts[0] == 0
     # The second start resumed exactly where the last commit before the kill left off.
     assert starts[1] == seen["committed"] > 0
@@ -62,6 +65,7 @@ def test_worker_killed_mid_stream_resumes_from_its_committed_offset(run_live):
     routed = per_key_worker(run.store, "key_loads", run.run_id)
     partials = per_key_worker(run.store, "partials", run.run_id)
     assert partials == routed
-    assert sum(c for (_, w), c in partials.items() if w == 0) == run.client.end_offsets(
-        run.routed_topic
-    )[0]
+    assert (
+        sum(c for (_, w), c in partials.items() if w == 0)
+        == run.client.end_offsets(run.routed_topic)[0]
+    )

@@ -192,7 +192,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "window",
         "window_s",
-        5.0,
+        15.0,
         "number",
         "Window (s)",
         "Tumbling window of the per-worker results and metrics.",

@@ -16,6 +16,11 @@ it every ``interval_s`` of *event time*:
    grouping's own decisions, from the next event on (SMALOPS' assignment
    table read by the router, DLB's ``keys_map'``).
 
+4. Optionally, a hook with a ``take_pauses() -> Mapping[int, float]`` method
+   pauses workers: worker ``w`` starts nothing new until ``now + seconds``
+   after its queued work (a state migration's cost at the target, as the
+   rebalancing hook models it).
+
 Ticks come only while events flow: when a gap in the stream spans several
 intervals, the empty ones are skipped and the next view's ``since`` reaches back
 to the previous tick. Hooks see time only through ``now``; they must not read

@@ -341,6 +341,10 @@ class _Run:
                     h.override = decision
                     self.overrides += 1
                     self._merge()
+                take_pauses = getattr(h.hook, "take_pauses", None)
+                if take_pauses is not None:  # optional: state-migration pauses (base.py)
+                    for w, pause in take_pauses().items():
+                        self.last_dep[w] = max(float(self.last_dep[w]), due) + pause
                 h.reset(due)
                 if h.next_due <= t_block:
                     # no events since ``due``: skip the empty ticks (a gap in a trace)

@@ -52,7 +52,8 @@ def test_every_architecture_table_has_a_schema_with_run_id_partitioning() -> Non
         "operator_state": {"checkpoint", "instance", "key", "value", "tau", "buffered"},
         "partials": {"window_start", "key", "worker", "count", "sum"},
         "results": {"window_start", "key", "count", "sum"},
-        "latency": {"window_start", "worker", "p50", "p90", "p99", "max", "n"},
+        "latency": {"window_start", "worker", "p50", "p90", "p99", "max", "n", "sample_ms"},
+        "worker_progress": {"worker", "routed_offset", "watermarks"},
         "decisions": {
             "ts",
             "loop",

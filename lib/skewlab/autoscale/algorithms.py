@@ -1,0 +1,206 @@
+"""The registry of assignment algorithms and the autoscaler that runs one of them.
+
+:data:`ALGORITHMS` is the literal registry (STYLE.md rule 2): the eight
+adapted any-fit heuristics, the four modified ones (Landau et al. Table II)
+and Kafka's two assignors. :func:`make_algorithm` resolves a spec such as
+``"mwf"`` or ``"kafka:15"`` (Kafka's range assignor over 15 consumers;
+``"kafka-rr:15"`` round-robin).
+
+:class:`AutoscalerConfig` is the frozen config; ``build(state=None)`` returns
+an :class:`Autoscaler` that keeps ``X(t_{k-1})`` and, for each measurement,
+returns a :class:`Reassignment` (the next assignment, moved partitions,
+Rscore, consumers). :func:`run_stream` replays a whole measurement stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from skewlab.autoscale.base import Assignment, BinPacker, Capacity, check_speeds
+from skewlab.autoscale.binpack import AnyFit
+from skewlab.autoscale.kafka_assignor import KafkaAssignor
+from skewlab.autoscale.metrics import moved_partitions, rscore
+from skewlab.autoscale.modified import ModifiedAnyFit
+from skewlab.errors import ConfigError, StateError
+from skewlab.registry import normalize, resolve
+
+__all__ = [
+    "ALGORITHMS",
+    "ALGORITHM_NAMES",
+    "Autoscaler",
+    "AutoscalerConfig",
+    "AutoscalerSnapshot",
+    "Reassignment",
+    "StreamRun",
+    "make_algorithm",
+    "run_stream",
+]
+
+ALGORITHMS: dict[str, BinPacker] = {
+    "nf": AnyFit("next"),
+    "nfd": AnyFit("next", decreasing=True),
+    "ff": AnyFit("first"),
+    "ffd": AnyFit("first", decreasing=True),
+    "bf": AnyFit("best"),
+    "bfd": AnyFit("best", decreasing=True),
+    "wf": AnyFit("worst"),
+    "wfd": AnyFit("worst", decreasing=True),
+    "mwf": ModifiedAnyFit("worst", "cumulative"),
+    "mbf": ModifiedAnyFit("best", "cumulative"),
+    "mwfp": ModifiedAnyFit("worst", "max-partition"),
+    "mbfp": ModifiedAnyFit("best", "max-partition"),
+    "kafka": KafkaAssignor("range"),
+    "kafka-rr": KafkaAssignor("round-robin"),
+}
+"""Algorithms by name; Kafka's entries take the group size after a colon (``kafka:15``)."""
+
+ALGORITHM_NAMES: tuple[str, ...] = (
+    "nf", "nfd", "ff", "ffd", "bf", "bfd", "wf", "wfd", "mwf", "mbf", "mwfp", "mbfp",
+)  # fmt: skip
+"""The twelve bin-packing algorithms the seed compares, in its order."""
+
+
+def make_algorithm(spec: str | BinPacker) -> BinPacker:
+    """Resolve ``"mwf"``, ``"kafka:15"``...; an unknown name lists the valid ones."""
+    if not isinstance(spec, str):
+        return spec
+    name, sep, arg = spec.partition(":")
+    algo = resolve(ALGORITHMS, name, "autoscale algorithm")
+    if isinstance(algo, KafkaAssignor):
+        if not sep:
+            raise ConfigError(f"{normalize(name)} needs a group size, e.g. '{normalize(name)}:15'")
+        try:
+            n = int(arg)
+        except ValueError:
+            raise ConfigError(f"group size in {spec!r} must be an int >= 1") from None
+        return dataclasses.replace(algo, consumers=n)
+    if sep:
+        raise ConfigError(f"{normalize(name)} takes no parameter, got {spec!r}")
+    return algo
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """One iteration's decision: ``X(t_k)`` and what changed from ``X(t_{k-1})``."""
+
+    iteration: int
+    previous: Assignment | None
+    assignment: Assignment
+    moved: tuple[int, ...]
+    rscore: float
+    consumers: int
+    overloaded: tuple[int, ...]
+    """Consumers whose load exceeds ``C`` (only a partition larger than ``C``, or Kafka)."""
+
+
+@dataclass(frozen=True)
+class AutoscalerSnapshot:
+    """Immutable, picklable state of an :class:`Autoscaler`."""
+
+    iteration: int
+    assignment: Assignment | None
+
+
+@dataclass(frozen=True)
+class AutoscalerConfig:
+    """Which algorithm and capacities; ``build()`` returns the working :class:`Autoscaler`.
+
+    ``consumer_capacity`` is ``C_bar`` (bytes/s a consumer reads at most);
+    ``capacity`` the bin capacity ``C``, by default ``5/6 C_bar``.
+    """
+
+    algorithm: str = "mwf"
+    consumer_capacity: float = 1.0
+    capacity: float | None = None
+
+    def __post_init__(self) -> None:
+        make_algorithm(self.algorithm)
+        self.capacities  # noqa: B018 -- validates C and C_bar
+
+    @property
+    def capacities(self) -> Capacity:
+        return Capacity(consumer=self.consumer_capacity, bin=self.capacity)
+
+    def build(self, state: AutoscalerSnapshot | None = None) -> Autoscaler:
+        if state is not None and not isinstance(state, AutoscalerSnapshot):
+            raise StateError(f"expected an AutoscalerSnapshot, got {type(state).__name__}")
+        return Autoscaler(self, state)
+
+
+class Autoscaler:
+    """Runs one algorithm iteration after iteration, remembering ``X(t_{k-1})``."""
+
+    def __init__(self, config: AutoscalerConfig, state: AutoscalerSnapshot | None = None) -> None:
+        self.config = config
+        self.algorithm = make_algorithm(config.algorithm)
+        self.capacity = config.capacities.c
+        self.iteration = state.iteration if state else 0
+        self.assignment: Assignment | None = state.assignment if state else None
+
+    def step(self, speeds: ArrayLike) -> Reassignment:
+        """Iteration ``k + 1``: the next assignment for the measured ``speeds``."""
+        s = check_speeds(speeds)
+        prev = self.assignment
+        if prev is not None and prev.partitions != len(s):
+            prev = _resized(prev, len(s))
+        nxt = self.algorithm.assign(s, prev, self.capacity)
+        self.iteration += 1
+        self.assignment = nxt
+        loads = nxt.loads(s)
+        lim = self.capacity * (1 + 1e-9)
+        return Reassignment(
+            iteration=self.iteration,
+            previous=prev,
+            assignment=nxt,
+            moved=tuple(moved_partitions(prev, nxt).tolist()),
+            rscore=rscore(prev, nxt, s, self.capacity),
+            consumers=nxt.consumers,
+            overloaded=tuple(c for c, load in loads.items() if load > lim),
+        )
+
+    def snapshot(self) -> AutoscalerSnapshot:
+        return AutoscalerSnapshot(self.iteration, self.assignment)
+
+
+def _resized(a: Assignment, partitions: int) -> Assignment:
+    """Partitions added (unassigned) or removed (dropped) since ``a``."""
+    owner = a.owner[:partitions] + (-1,) * max(0, partitions - a.partitions)
+    return Assignment(owner)
+
+
+@dataclass(frozen=True)
+class StreamRun:
+    """One algorithm over one stream: per iteration consumers, Rscore and assignment."""
+
+    algorithm: str
+    consumers: np.ndarray
+    rscores: np.ndarray
+    assignments: tuple[Assignment, ...]
+
+
+def run_stream(
+    algorithm: str | BinPacker,
+    stream: ArrayLike,
+    capacity: float,
+    initial: Assignment | None = None,
+) -> StreamRun:
+    """Replay ``stream`` (``(N, P)`` speeds) through ``algorithm`` with bin capacity ``C``."""
+    algo = make_algorithm(algorithm)
+    speeds = np.asarray(stream, dtype=np.float64)
+    if speeds.ndim != 2:
+        raise ConfigError(f"stream must be (measurements, partitions), got shape {speeds.shape}")
+    prev = initial
+    bins = np.zeros(len(speeds), dtype=np.int64)
+    scores = np.zeros(len(speeds))
+    out: list[Assignment] = []
+    for k, s in enumerate(speeds):
+        nxt = algo.assign(s, prev, capacity)
+        bins[k] = nxt.consumers
+        scores[k] = rscore(prev, nxt, s, capacity)
+        out.append(nxt)
+        prev = nxt
+    return StreamRun(algo.name, bins, scores, tuple(out))

@@ -1,0 +1,78 @@
+"""The classic any-fit heuristics, adapted to consecutive iterations with ``h(j, k)``.
+
+Landau et al. Sec. II-B lists Next/First/Best/Worst Fit and their Decreasing
+(offline) versions; Sec. VI-A adapts them: whenever an item fits no open bin,
+the bin opened is ``h(j, k)`` (Eq. 14) -- the partition's previous consumer if
+it is not in use yet in this iteration, else the lowest unused id (Eq. 12).
+This changes *which* bins are opened, never *how many*.
+
+Per item (partitions in index order, or largest first for ``*D``):
+
+* **NF** -- only the last opened bin is open; put the item there if it fits,
+  else open ``h(j, k)``.
+* **FF** -- the lowest-id open bin that fits.
+* **BF** -- the open bin with the least slack that fits (tightest).
+* **WF** -- the open bin with the most slack, if it fits.
+
+Bins are ordered by consumer id (the "left to right" list of Sec. II-B);
+ties go to the lowest id. The online versions take partitions in index order
+(the seed is silent on the order; index order is deterministic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from skewlab.autoscale.base import Assignment, Bins, check_speeds, decreasing
+from skewlab.errors import ConfigError
+
+__all__ = ["FITS", "AnyFit", "Fit"]
+
+Fit = Literal["next", "first", "best", "worst"]
+FITS: tuple[Fit, ...] = ("next", "first", "best", "worst")
+
+
+def choose(bins: Bins, fit: Fit, j: int) -> int:
+    """The open bin ``fit`` picks for partition ``j``, or -1 when none fits."""
+    if fit == "first":
+        return bins.first_fit(j)
+    if fit == "best":
+        return bins.best_fit(j)
+    if fit == "worst":
+        return bins.worst_fit(j)
+    if bins.last >= 0 and bins.fits(bins.last, j):
+        return bins.last
+    return -1
+
+
+@dataclass(frozen=True)
+class AnyFit:
+    """One of NF, NFD, FF, FFD, BF, BFD, WF, WFD with the ``h(j, k)`` adaptation."""
+
+    fit: Fit
+    decreasing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fit not in FITS:
+            raise ConfigError(f"fit must be one of {', '.join(FITS)}, got {self.fit!r}")
+
+    @property
+    def name(self) -> str:
+        """The paper's abbreviation in lower case, e.g. ``bfd``."""
+        return self.fit[0] + "f" + ("d" if self.decreasing else "")
+
+    def assign(self, speeds: ArrayLike, previous: Assignment | None, capacity: float) -> Assignment:
+        s = check_speeds(speeds)
+        bins = Bins(s, previous, capacity)
+        order = decreasing(s) if self.decreasing else np.arange(len(s))
+        for j in order.tolist():
+            c = choose(bins, self.fit, j)
+            if c < 0:
+                bins.open_new(j)
+            else:
+                bins.put(c, j)
+        return bins.result()

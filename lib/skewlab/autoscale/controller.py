@@ -1,0 +1,380 @@
+"""The autoscaling controller as a pure state machine (Landau et al. Sec. V-C, Fig. 4).
+
+Phases: ``SYNCHRONIZE -> SENTINEL -> REASSIGN -> GROUP_MANAGEMENT -> SENTINEL``.
+The controller performs no I/O: every ``on_*`` method takes one event and
+returns the :data:`Action` list to execute (start / stop a consumer process,
+stop / start a partition on a consumer, ask a consumer its assignment). A
+live controller executes the actions and feeds back the replies; tests feed
+events by hand with a :class:`~skewlab.testing.FakeClock`.
+
+1. **SYNCHRONIZE** (start, and restart from a snapshot): ask every known
+   consumer for its assignment (:class:`QueryAssignment`); the replies
+   (:meth:`Controller.on_report`) become the believed group, so a controller
+   that died mid-reassignment continues from what consumers really read. A
+   partition claimed twice stays with the lowest id; the others are stopped.
+2. **SENTINEL**: keep the latest measurement; leave when (a) ``timeout_s``
+   passed since the last reassignment, (b) a consumer's load is above the bin
+   capacity ``C`` (and it holds more than one partition: a single partition
+   faster than ``C`` cannot be fixed by moving it), or (c) a partition has no
+   consumer. Evaluated on each measurement, each :meth:`Controller.tick` and
+   when a consumer is lost.
+3. **REASSIGN**: run the algorithm (:class:`~skewlab.autoscale.Autoscaler`).
+4. **GROUP_MANAGEMENT**, in order: (i) start the new consumers and wait for
+   each to be ready; (ii) for each moved partition send Stop to its old
+   owner, and only after that owner's ack send Start to the new owner (a
+   partition is never read by two consumers); partitions without an owner
+   get Start at once; (iii) when every Start is acknowledged, stop the
+   consumers left without partitions; back to SENTINEL.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from skewlab.autoscale.algorithms import AutoscalerConfig, AutoscalerSnapshot, Reassignment
+from skewlab.autoscale.base import Assignment, check_speeds
+from skewlab.clock import Clock, SystemClock
+from skewlab.errors import ConfigError, StateError
+
+__all__ = [
+    "Action",
+    "Controller",
+    "ControllerConfig",
+    "ControllerSnapshot",
+    "Phase",
+    "QueryAssignment",
+    "StartConsumer",
+    "StartPartition",
+    "StopConsumer",
+    "StopPartition",
+]
+
+log = logging.getLogger(__name__)
+
+
+class Phase(enum.Enum):
+    SYNCHRONIZE = "synchronize"
+    SENTINEL = "sentinel"
+    REASSIGN = "reassign"
+    GROUP_MANAGEMENT = "group-management"
+
+
+@dataclass(frozen=True)
+class StartConsumer:
+    consumer: int
+
+
+@dataclass(frozen=True)
+class StopConsumer:
+    consumer: int
+
+
+@dataclass(frozen=True)
+class StartPartition:
+    consumer: int
+    partition: int
+
+
+@dataclass(frozen=True)
+class StopPartition:
+    consumer: int
+    partition: int
+
+
+@dataclass(frozen=True)
+class QueryAssignment:
+    consumer: int
+
+
+Action = StartConsumer | StopConsumer | StartPartition | StopPartition | QueryAssignment
+
+
+@dataclass(frozen=True)
+class ControllerSnapshot:
+    """What a restarted controller needs: the consumers it believes exist and their partitions."""
+
+    iteration: int
+    assignment: Assignment | None
+    last_reassign: float | None
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """The algorithm, the capacities (``C_bar``; ``C`` defaults to 5/6 of it) and the timeout."""
+
+    algorithm: str = "mwf"
+    consumer_capacity: float = 1.0
+    capacity: float | None = None
+    timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        self.autoscaler  # noqa: B018 -- validates algorithm and capacities
+        if not self.timeout_s > 0:
+            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s!r}")
+
+    @property
+    def autoscaler(self) -> AutoscalerConfig:
+        return AutoscalerConfig(self.algorithm, self.consumer_capacity, self.capacity)
+
+    def build(
+        self, state: ControllerSnapshot | None = None, clock: Clock | None = None
+    ) -> Controller:
+        if state is not None and not isinstance(state, ControllerSnapshot):
+            raise StateError(f"expected a ControllerSnapshot, got {type(state).__name__}")
+        return Controller(self, clock or SystemClock(), state)
+
+
+@dataclass
+class _Plan:
+    """Group management in progress."""
+
+    target: Assignment
+    waiting_ready: set[int]
+    pending_stop: dict[int, int] = field(default_factory=dict)  # partition -> new owner
+    pending_start: dict[int, int] = field(default_factory=dict)  # partition -> new owner
+    started: bool = False
+
+
+class Controller:
+    """The Sec. V-C controller; see the module docstring for the phases and their order."""
+
+    def __init__(self, config: ControllerConfig, clock: Clock, state: ControllerSnapshot | None):
+        self.config = config
+        self.clock = clock
+        self.capacity = config.autoscaler.capacities.c
+        self.iteration = state.iteration if state else 0
+        self.current: Assignment | None = state.assignment if state else None
+        self.last_reassign = state.last_reassign if state else None
+        self.speeds: np.ndarray | None = None
+        self.phase = Phase.SYNCHRONIZE
+        self.decisions: list[tuple[str, Reassignment]] = []
+        """Every reassignment with the Sentinel exit reason that triggered it."""
+        self._reports: dict[int, tuple[int, ...]] = {}
+        self._awaiting: set[int] = set()
+        self._plan: _Plan | None = None
+
+    # -- 1. synchronize ----------------------------------------------------------------
+
+    def start(self) -> list[Action]:
+        """Enter SYNCHRONIZE: query every consumer the snapshot knows (none: go to SENTINEL)."""
+        self.phase = Phase.SYNCHRONIZE
+        self._awaiting = set(self.current.members) if self.current else set()
+        self._reports = {}
+        if not self._awaiting:
+            self.phase = Phase.SENTINEL
+            return self._sentinel()
+        return [QueryAssignment(c) for c in sorted(self._awaiting)]
+
+    def on_report(self, consumer: int, partitions: tuple[int, ...] | list[int]) -> list[Action]:
+        """A consumer's reply to :class:`QueryAssignment`: the partitions it reads now."""
+        if self.phase is not Phase.SYNCHRONIZE or consumer not in self._awaiting:
+            log.debug("ignoring assignment report of consumer %s in %s", consumer, self.phase)
+            return []
+        self._awaiting.discard(consumer)
+        self._reports[consumer] = tuple(partitions)
+        return self._synchronized() if not self._awaiting else []
+
+    def _synchronized(self) -> list[Action]:
+        size = self.current.partitions if self.current else 0
+        size = max([size, *(max(ps) + 1 for ps in self._reports.values() if ps)])
+        owner = [-1] * size
+        actions: list[Action] = []
+        for c in sorted(self._reports):
+            for j in self._reports[c]:
+                if owner[j] == -1:
+                    owner[j] = c
+                else:
+                    actions.append(StopPartition(c, j))
+        alive = [c for c in self._reports]
+        self.current = Assignment(tuple(owner), tuple(alive))
+        self.phase = Phase.SENTINEL
+        return actions + self._sentinel()
+
+    # -- 2. sentinel -------------------------------------------------------------------
+
+    def on_measurement(self, speeds: ArrayLike) -> list[Action]:
+        """The monitor's latest write speeds (one per partition, bytes/s)."""
+        self.speeds = check_speeds(speeds)
+        return self._sentinel() if self.phase is Phase.SENTINEL else []
+
+    def tick(self) -> list[Action]:
+        """Re-evaluate the Sentinel exit conditions (the timeout) at ``clock.now()``."""
+        return self._sentinel() if self.phase is Phase.SENTINEL else []
+
+    def exit_reason(self) -> str | None:
+        """Why SENTINEL should leave now: ``unassigned``, ``over-capacity``, ``timeout`` or None."""
+        if self.speeds is None:
+            return None
+        cur = self._current_sized()
+        if cur.unassigned():
+            return "unassigned"
+        if self.overloaded():
+            return "over-capacity"
+        if (
+            self.last_reassign is None
+            or self.clock.now() - self.last_reassign >= self.config.timeout_s
+        ):
+            return "timeout"
+        return None
+
+    def overloaded(self) -> list[int]:
+        """Consumers above ``C`` that reassigning can fix (holding two or more partitions).
+
+        A single partition faster than ``C`` overloads whatever consumer holds it;
+        counting it would make the Sentinel reassign at every measurement.
+        """
+        if self.speeds is None:
+            return []
+        cur = self._current_sized()
+        lim = self.capacity * (1 + 1e-9)
+        groups = cur.groups()
+        loads = cur.loads(self.speeds)
+        return [c for c, load in loads.items() if load > lim and len(groups[c]) > 1]
+
+    def _current_sized(self) -> Assignment:
+        assert self.speeds is not None
+        p = len(self.speeds)
+        if self.current is None:
+            return Assignment.empty(p)
+        if self.current.partitions == p:
+            return self.current
+        owner = self.current.owner[:p] + (-1,) * max(0, p - self.current.partitions)
+        return Assignment(owner, self.current.members)
+
+    def _sentinel(self) -> list[Action]:
+        reason = self.exit_reason()
+        if reason is None:
+            return []
+        return self._reassign(reason)
+
+    # -- 3. reassign -------------------------------------------------------------------
+
+    def _reassign(self, reason: str) -> list[Action]:
+        self.phase = Phase.REASSIGN
+        assert self.speeds is not None
+        cur = self._current_sized()
+        scaler = self.config.autoscaler.build(
+            AutoscalerSnapshot(self.iteration, Assignment(cur.owner))
+        )
+        decision = scaler.step(self.speeds)
+        self.iteration = decision.iteration
+        self.decisions.append((reason, decision))
+        log.info(
+            "reassign #%d (%s): %d consumers, %d moved, Rscore %.3f",
+            decision.iteration, reason, decision.consumers, len(decision.moved), decision.rscore,
+        )  # fmt: skip
+        self.current = cur
+        return self._manage(decision.assignment)
+
+    # -- 4. group management -----------------------------------------------------------
+
+    def _manage(self, target: Assignment) -> list[Action]:
+        self.phase = Phase.GROUP_MANAGEMENT
+        assert self.current is not None
+        new = [c for c in target.members if c not in self.current.members]
+        self._plan = _Plan(target, waiting_ready=set(new))
+        self.current = Assignment(self.current.owner, (*self.current.members, *new))
+        if new:
+            return [StartConsumer(c) for c in new]
+        return self._send_partitions()
+
+    def on_consumer_ready(self, consumer: int) -> list[Action]:
+        """A consumer started by :class:`StartConsumer` is running and reads its inbox."""
+        plan = self._plan
+        if self.phase is not Phase.GROUP_MANAGEMENT or plan is None or plan.started:
+            return []
+        plan.waiting_ready.discard(consumer)
+        return self._send_partitions() if not plan.waiting_ready else []
+
+    def _send_partitions(self) -> list[Action]:
+        plan = self._plan
+        assert plan is not None and self.current is not None
+        plan.started = True
+        actions: list[Action] = []
+        target = plan.target.owner
+        for j, old in enumerate(self.current.owner):
+            new = target[j] if j < len(target) else -1
+            if old == new:
+                continue
+            if old >= 0:
+                plan.pending_stop[j] = new
+                actions.append(StopPartition(old, j))
+            elif new >= 0:
+                plan.pending_start[j] = new
+                actions.append(StartPartition(new, j))
+        return actions + self._maybe_done()
+
+    def on_ack(self, consumer: int, partition: int, started: bool) -> list[Action]:
+        """A consumer acknowledged Start (``started=True``) or Stop of ``partition``."""
+        plan = self._plan
+        if self.phase is not Phase.GROUP_MANAGEMENT or plan is None or self.current is None:
+            return []
+        owner = list(self.current.owner)
+        if not started and plan.pending_stop.get(partition) is not None:
+            if owner[partition] != consumer:
+                return []
+            new = plan.pending_stop.pop(partition)
+            owner[partition] = -1
+            self.current = Assignment(tuple(owner), self.current.members)
+            if new < 0:
+                return self._maybe_done()
+            plan.pending_start[partition] = new
+            return [StartPartition(new, partition)]
+        if started and plan.pending_start.get(partition) == consumer:
+            del plan.pending_start[partition]
+            owner[partition] = consumer
+            self.current = Assignment(tuple(owner), self.current.members)
+            return self._maybe_done()
+        log.debug("ignoring unexpected ack %s/%s started=%s", consumer, partition, started)
+        return []
+
+    def _maybe_done(self) -> list[Action]:
+        plan = self._plan
+        assert plan is not None and self.current is not None
+        if plan.pending_stop or plan.pending_start:
+            return []
+        groups = self.current.groups()
+        idle = [c for c in self.current.members if not groups[c] and c not in plan.target.members]
+        self.current = Assignment(self.current.owner, tuple(plan.target.members))
+        self._plan = None
+        self.phase = Phase.SENTINEL
+        self.last_reassign = self.clock.now()
+        return [StopConsumer(c) for c in idle]
+
+    def on_consumer_lost(self, consumer: int) -> list[Action]:
+        """A consumer died: its partitions become unassigned (a Sentinel exit condition)."""
+        if self.current is None or consumer not in self.current.members:
+            return []
+        owner = tuple(-1 if o == consumer else o for o in self.current.owner)
+        members = tuple(m for m in self.current.members if m != consumer)
+        self.current = Assignment(owner, members)
+        plan = self._plan
+        if self.phase is Phase.SYNCHRONIZE:
+            self._awaiting.discard(consumer)
+            return self._synchronized() if not self._awaiting else []
+        if self.phase is Phase.GROUP_MANAGEMENT and plan is not None:
+            target = tuple(-1 if o == consumer else o for o in plan.target.owner)
+            plan.target = Assignment(target, tuple(m for m in plan.target.members if m != consumer))
+            plan.waiting_ready.discard(consumer)
+            if not plan.started:
+                return self._send_partitions() if not plan.waiting_ready else []
+            actions: list[Action] = []
+            for j, new in list(plan.pending_stop.items()):
+                if owner[j] == -1:  # its old owner died: the stop is moot
+                    del plan.pending_stop[j]
+                    if new >= 0 and new != consumer:
+                        plan.pending_start[j] = new
+                        actions.append(StartPartition(new, j))
+            for j, new in list(plan.pending_start.items()):
+                if new == consumer:
+                    del plan.pending_start[j]
+            return actions + self._maybe_done()
+        return self._sentinel() if self.phase is Phase.SENTINEL else []
+
+    def snapshot(self) -> ControllerSnapshot:
+        return ControllerSnapshot(self.iteration, self.current, self.last_reassign)

@@ -1,0 +1,63 @@
+"""Kafka's load-blind assignors over a fixed group of N consumers (the seed's baseline).
+
+Landau et al. Sec. VI-C compare against "Kafka's assignment strategy": a fixed
+number of consumers, each given an (almost) equal number of partitions,
+whatever their write speeds -- e.g. 32 partitions over 20 consumers gives 12
+consumers two partitions and 8 consumers one. Two of Kafka's assignors:
+
+* **range** (``RangeAssignor``, one topic): partitions in index order cut into
+  ``N`` contiguous ranges; the first ``P mod N`` consumers get one more.
+* **round-robin** (``RoundRobinAssignor``): partition ``j`` -> consumer ``j mod N``.
+
+Consumers are ids ``0..N-1``; all ``N`` are members even when ``N > P``
+(idle consumers still cost). The result does not depend on the speeds or
+on the previous assignment, so it never rebalances and ignores ``capacity``
+(a consumer may be over capacity: that is the point of the comparison).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from skewlab.autoscale.base import Assignment, check_speeds
+from skewlab.errors import ConfigError
+
+__all__ = ["KafkaAssignor"]
+
+
+@dataclass(frozen=True)
+class KafkaAssignor:
+    """Kafka's ``range`` or ``round-robin`` assignor over ``consumers`` members."""
+
+    strategy: Literal["range", "round-robin"] = "range"
+    consumers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ("range", "round-robin"):
+            raise ConfigError(f"strategy must be 'range' or 'round-robin', got {self.strategy!r}")
+        if isinstance(self.consumers, bool) or not isinstance(self.consumers, int):
+            raise ConfigError(f"consumers must be an int >= 1, got {self.consumers!r}")
+        if self.consumers < 1:
+            raise ConfigError(f"consumers must be >= 1, got {self.consumers}")
+
+    @property
+    def name(self) -> str:
+        base = "kafka" if self.strategy == "range" else "kafka-rr"
+        return f"{base}:{self.consumers}"
+
+    def assign(self, speeds: ArrayLike, previous: Assignment | None, capacity: float) -> Assignment:
+        p = len(check_speeds(speeds))
+        n = self.consumers
+        j = np.arange(p)
+        if self.strategy == "round-robin":
+            owner = j % n
+        else:
+            per, extra = divmod(p, n)
+            # the first `extra` consumers hold per+1 partitions, the rest per
+            cut = extra * (per + 1)
+            owner = np.where(j < cut, j // (per + 1), extra + (j - cut) // max(per, 1))
+        return Assignment.from_owner(owner, members=range(n))

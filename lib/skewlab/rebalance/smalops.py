@@ -1,0 +1,317 @@
+"""SMALOPS: heavy streams by lossy counting, two-choice placement, greedy best-fit migration.
+
+SMALOPS (section II) balances only the *heavy* streams: the size ``R_p`` of a
+partition is the sum of the rates of the heavy keys assigned to it, and the aim
+is ``R_pi ~ R_pj`` (Eq. 1), measured by ``E_LB = sum_j |R_pj - R_avg|`` (Eq. 2).
+Every :meth:`SmalopsRebalancer.decide` (one decision interval, 10 s in the
+paper, which is also skewlab's counting window) runs these steps:
+
+1. Count the interval's keys into a lossy counter and close its counting
+   window; the heavy keys are those above ``threshold`` (a share of the
+   window's messages, 10% by default, or an absolute count). A key's size
+   ``R_k`` is its estimated count divided by the interval.
+2. Keys in the map that are no longer heavy are dropped from it: they return
+   to their hash partition (non-heavy keys always stay on hash).
+3. New heavy keys, heaviest first, are placed by the power of two random
+   choices: two distinct partitions drawn from the seeded generator, the one
+   with the smaller ``R_p`` wins (ties: the first drawn).
+4. Best fit: with ``R_avg`` the mean ``R_p``, partitions above it are
+   overloaded, those below underloaded. For each overloaded partition (most
+   loaded first) and each of its heavy streams, *smallest first* (the paper's
+   bias: large streams stay pinned), while the partition is still overloaded:
+
+   a. keep the underloaded targets where the move reduces the load distance
+      ``|R_src - R_target|``; if there is none the stream stays;
+   b. among them choose the target minimising ``|(R_m + R_target) - R_avg|``
+      (Eq. 3; ties: lowest index);
+   c. move only if Eq. 4 holds: ``t_msg (1 + (1 - R_k / R_p1)) > t_SM +
+      t_msg (1 + (1 - I / R_p2))`` with ``R_p1`` the source's and ``R_p2`` the
+      target's size before the move, ``I`` the unit rate (1 message per
+      second) and ``I / R_p2`` capped at 1 (an empty target has no queue).
+      ``t_SM = t_sm + t_sm_per_tuple * (the key's tuples of the interval)``.
+
+Eq. 4 read literally with rates in messages per second makes the waiting term
+on a loaded target ``1 - I / R_p2`` almost 1, so with ``t_SM >= 0`` a stream
+moves (step 4) only towards a partition with no heavy load or when it is a
+tiny part of its source; ``gate=False`` turns the check off for comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from skewlab.errors import ConfigError
+from skewlab.rebalance.base import (
+    DEFAULT_TUPLE_BYTES,
+    Decision,
+    LoadSnapshot,
+    check_positive,
+    check_state,
+    check_workers,
+    finish,
+    hash_worker,
+)
+from skewlab.rebalance.dlb import check_bytes
+from skewlab.sketch import LossyCountingConfig, LossyCountingSnapshot
+from skewlab.sketch.base import Threshold
+
+__all__ = [
+    "SmalopsConfig",
+    "SmalopsRebalancer",
+    "SmalopsSnapshot",
+    "eq3_target",
+    "eq4_holds",
+    "partition_sizes",
+]
+
+log = logging.getLogger(__name__)
+
+
+def eq4_holds(
+    t_msg: float, r_k: float, r_p1: float, r_p2: float, t_sm: float, unit_rate: float = 1.0
+) -> bool:
+    """SMALOPS Eq. 4: queueing gain of moving key ``k`` from p1 to p2 exceeds ``t_sm``.
+
+    ``t_msg (1 + (1 - R_k / R_p1)) > t_SM + t_msg (1 + (1 - I / R_p2))``; ``I / R_p2``
+    is capped at 1 (``R_p2 <= I``: nothing queued ahead on the target).
+    """
+    stay = t_msg * (1.0 + (1.0 - (r_k / r_p1 if r_p1 > 0 else 1.0)))
+    share2 = 1.0 if r_p2 <= unit_rate else unit_rate / r_p2
+    go = t_sm + t_msg * (1.0 + (1.0 - share2))
+    return stay > go
+
+
+def eq3_target(r_m: float, r_src: float, sizes: Mapping[int, float], r_avg: float) -> int | None:
+    """Steps 4a-4b: the target minimising Eq. 3 among those that reduce the load distance.
+
+    ``sizes`` maps candidate (underloaded) partitions to their ``R_p``; returns
+    ``None`` when every candidate would increase (or keep) the distance to the source.
+    """
+    best: int | None = None
+    best_cost = float("inf")
+    for t in sorted(sizes):
+        r_t = sizes[t]
+        if abs((r_src - r_m) - (r_t + r_m)) >= abs(r_src - r_t):
+            continue
+        cost = abs((r_m + r_t) - r_avg)
+        if cost < best_cost:
+            best, best_cost = t, cost
+    return best
+
+
+def partition_sizes(
+    rates: Mapping[str, float], where: Mapping[str, int], workers: int
+) -> list[float]:
+    """``R_p`` per partition: the summed rates of the heavy keys mapped to it (SMALOPS II)."""
+    sizes = [0.0] * workers
+    for k, r in rates.items():
+        sizes[where[k]] += r
+    return sizes
+
+
+def e_lb_of(sizes: list[float]) -> float:
+    """SMALOPS Eq. 2 over partition sizes."""
+    avg = sum(sizes) / len(sizes)
+    return float(sum(abs(s - avg) for s in sizes))
+
+
+@dataclass(frozen=True, slots=True)
+class SmalopsSnapshot:
+    """Immutable, picklable state: the lossy counter, the heavy map and the generator."""
+
+    policy: str
+    workers: int
+    sketch: LossyCountingSnapshot
+    heavy: tuple[tuple[str, int], ...]
+    rng_state: str
+    decisions: int
+
+
+@dataclass(frozen=True, slots=True)
+class SmalopsConfig:
+    """SMALOPS over ``workers`` partitions (see the module docstring for every step).
+
+    ``threshold``: heavy above this share of the window's messages (float in
+    (0, 1], default 0.1) or this absolute count (int). ``epsilon``: the lossy
+    counter's error (must be below a share threshold). ``t_msg`` / ``t_sm`` /
+    ``t_sm_per_tuple`` (seconds) and ``unit_rate`` (messages/s) enter Eq. 4;
+    ``gate=False`` skips Eq. 4. ``seed`` seeds the two random choices.
+    """
+
+    name: ClassVar[str] = "smalops"
+    workers: int
+    threshold: Threshold = 0.1
+    epsilon: float = 0.001
+    t_msg: float = 50e-6
+    t_sm: float = 0.0
+    t_sm_per_tuple: float = 0.0
+    unit_rate: float = 1.0
+    gate: bool = True
+    seed: int = 0
+    tuple_bytes: int = DEFAULT_TUPLE_BYTES
+    sketch: LossyCountingConfig = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_workers(self.workers)
+        check_positive("t_msg", self.t_msg)
+        check_positive("t_sm", self.t_sm, zero_ok=True)
+        check_positive("t_sm_per_tuple", self.t_sm_per_tuple, zero_ok=True)
+        check_positive("unit_rate", self.unit_rate)
+        check_bytes(self.tuple_bytes)
+        if not isinstance(self.gate, bool):
+            raise ConfigError(f"smalops: gate must be True or False, got {self.gate!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError(f"smalops: seed must be an integer, got {self.seed!r}")
+        sketch = LossyCountingConfig(epsilon=self.epsilon, threshold=self.threshold)
+        object.__setattr__(self, "sketch", sketch)
+
+    def build(self, state: SmalopsSnapshot | None = None) -> SmalopsRebalancer:
+        return SmalopsRebalancer(self, state)
+
+
+class SmalopsRebalancer:
+    """Working SMALOPS. Invariant: the map names only keys heavy in the last window."""
+
+    policy: ClassVar[str] = "smalops"
+
+    def __init__(self, config: SmalopsConfig, state: SmalopsSnapshot | None = None) -> None:
+        self.config = config
+        self._rng = np.random.default_rng(config.seed)
+        if state is None:
+            self._sketch = config.sketch.build()
+            self._map: dict[str, int] = {}
+            self._decisions = 0
+        else:
+            check_state(state, SmalopsSnapshot, self.policy, config.workers)
+            self._sketch = config.sketch.build(state=state.sketch)
+            self._map = dict(state.heavy)
+            self._rng.bit_generator.state = json.loads(state.rng_state)
+            self._decisions = state.decisions
+
+    @property
+    def workers(self) -> int:
+        return self.config.workers
+
+    @property
+    def assignment(self) -> Mapping[str, int]:
+        return dict(self._map)
+
+    @property
+    def tracked(self) -> int:
+        """Entries held by the lossy counter (the heavy-hitter state size)."""
+        return len(self._sketch)
+
+    def snapshot(self) -> SmalopsSnapshot:
+        return SmalopsSnapshot(
+            self.policy,
+            self.workers,
+            self._sketch.snapshot(),
+            tuple(self._map.items()),
+            json.dumps(self._rng.bit_generator.state),
+            self._decisions,
+        )
+
+    def _two_choices(self, sizes: list[float]) -> int:
+        """Step 3: the less loaded of two distinct random partitions."""
+        if self.workers == 1:
+            return 0
+        a, b = (int(x) for x in self._rng.choice(self.workers, size=2, replace=False))
+        return a if sizes[a] <= sizes[b] else b
+
+    def decide(self, now: float, loads: LoadSnapshot) -> Decision:
+        """Steps 1-4 of the module docstring over one interval."""
+        cfg = self.config
+        if loads.workers != cfg.workers:
+            raise ConfigError(f"smalops runs over {cfg.workers} workers, loads for {loads.workers}")
+        W, T = cfg.workers, loads.interval_s
+        # 1. heavy streams of this counting window
+        self._sketch.update_batch(loads.keys, loads.loads)
+        tracked = len(self._sketch)
+        report = self._sketch.new_window()
+        index = {k: i for i, k in enumerate(loads.keys)} if report.heavy or self._map else {}
+        heavy = {k: c / T for k, c in report.heavy.items() if k in index}
+        before = loads.placement
+        final = np.array(before, copy=True)
+        kinds: dict[int, str] = {}
+        previous = self._map
+        sizes_before = partition_sizes(heavy, {k: int(before[index[k]]) for k in heavy}, W)
+        # 2. drop keys no longer heavy
+        current: dict[str, int] = {}
+        for k, w in previous.items():
+            if k in heavy:
+                current[k] = w
+            elif k in index:
+                i = index[k]
+                final[i] = hash_worker(k, W)
+                kinds[i] = "drop"
+        sizes = partition_sizes({k: heavy[k] for k in current}, current, W)
+        # 3. new heavy keys by two random choices, heaviest first
+        for k in sorted((k for k in heavy if k not in current), key=lambda k: (-heavy[k], k)):
+            p = self._two_choices(sizes)
+            current[k] = p
+            sizes[p] += heavy[k]
+            kinds[index[k]] = "place"
+        # 4. greedy best fit, gated by Eq. 4
+        gated = no_target = 0
+        r_avg = sum(sizes) / W
+        on: dict[int, list[str]] = {}
+        for k, p in current.items():
+            on.setdefault(p, []).append(k)
+        for p in sorted((p for p in range(W) if sizes[p] > r_avg), key=lambda p: (-sizes[p], p)):
+            for k in sorted(on.get(p, ()), key=lambda k: (heavy[k], k)):
+                if sizes[p] <= r_avg:
+                    break
+                r_m = heavy[k]
+                under = {t: sizes[t] for t in range(W) if sizes[t] < r_avg}
+                t = eq3_target(r_m, sizes[p], under, r_avg)
+                if t is None:
+                    no_target += 1
+                    continue
+                t_sm = cfg.t_sm + cfg.t_sm_per_tuple * int(loads.loads[index[k]])
+                if cfg.gate and not eq4_holds(
+                    cfg.t_msg, r_m, sizes[p], sizes[t], t_sm, cfg.unit_rate
+                ):
+                    gated += 1
+                    continue
+                current[k] = t
+                sizes[p] -= r_m
+                sizes[t] += r_m
+                kinds.setdefault(index[k], "migrate")
+        for k, w in current.items():
+            final[index[k]] = w
+        self._map = current
+        self._decisions += 1
+        moved = int(np.count_nonzero(final != before))
+        if moved:
+            reason = "moved"
+        elif gated:
+            reason = "gated-eq4"
+        else:
+            reason = "no-move" if heavy else "no-heavy-keys"
+        return finish(
+            now=now,
+            policy=self.policy,
+            loads=loads,
+            final=final,
+            before=before,
+            kinds=kinds,
+            default_kind="migrate",
+            reason=reason,
+            assignment=current,
+            previous=previous,
+            tuple_bytes=cfg.tuple_bytes,
+            extra={
+                "heavy_keys": float(len(heavy)),
+                "tracked_keys": float(tracked),
+                "e_lb_before": e_lb_of(sizes_before),
+                "e_lb_after": e_lb_of(sizes),
+                "gated_eq4": float(gated),
+                "no_target": float(no_target),
+            },
+        )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
@@ -87,6 +88,22 @@ class ConfluentClient(ClientBase):
         if self._consumer is None:
             self._consumer = Consumer(self._config("consumer", CONSUMER_DEFAULTS))
         return self._consumer
+
+    @contextmanager
+    def _reader(self) -> Iterator[Consumer]:
+        """A consumer for one look-up or fetch, closed right after.
+
+        Why not the long-lived one: librdkafka 2.16 crashes (SIGSEGV in
+        ``rd_kafka_metadata_cache_find``) when a consumer that has seen a topic
+        refreshes its metadata after the topic was deleted on tansu, and runs
+        delete their topics. A consumer per call never outlives its topic;
+        creating one costs about a millisecond, no broker round trip.
+        """
+        consumer = Consumer(self._config("consumer", CONSUMER_DEFAULTS))
+        try:
+            yield consumer
+        finally:
+            consumer.close()
 
     @property
     def admin(self) -> AdminClient:
@@ -205,14 +222,17 @@ class ConfluentClient(ClientBase):
 
     def _watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
         out = {}
-        for p in range(self.partitions(topic)):
-            try:
-                low, high = self.consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S, cached=False
-                )
-            except KafkaException as exc:
-                raise KafkaError(f"list offsets of {topic}[{p}] on {self._where()}: {exc}") from exc
-            out[p] = (int(low), int(high))
+        with self._reader() as consumer:
+            for p in range(self.partitions(topic)):
+                try:
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S, cached=False
+                    )
+                except KafkaException as exc:
+                    raise KafkaError(
+                        f"list offsets of {topic}[{p}] on {self._where()}: {exc}"
+                    ) from exc
+                out[p] = (int(low), int(high))
         return out
 
     def begin_offsets(self, topic: str) -> dict[int, int]:
@@ -226,7 +246,12 @@ class ConfluentClient(ClientBase):
 
     def _probe_ends(self, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
         """Fetch each partition from ``starts[p]``: the end it proves (EOF or high watermark)."""
-        consumer = self.consumer
+        with self._reader() as consumer:
+            return self._probe_with(consumer, topic, starts)
+
+    def _probe_with(
+        self, consumer: Consumer, topic: str, starts: Mapping[int, int]
+    ) -> dict[int, int]:
         consumer.assign([TopicPartition(topic, p, off) for p, off in starts.items()])
         evidence: dict[int, int] = {}
         deadline = time.monotonic() + ADMIN_TIMEOUT_S
@@ -257,12 +282,9 @@ class ConfluentClient(ClientBase):
     ) -> Iterator[Record]:
         if start == end:
             return
-        consumer = self.consumer
-        consumer.assign([TopicPartition(topic, partition, start)])
-        try:
+        with self._reader() as consumer:
+            consumer.assign([TopicPartition(topic, partition, start)])
             yield from self._consume_range(consumer, topic, partition, start, end, timeout_s)
-        finally:
-            consumer.unassign()
 
     def _consume_range(
         self, consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float

@@ -21,6 +21,7 @@ from skewlab.registry import resolve
 MODULES: tuple[str, ...] = (
     "skewlab.experiments.rebalance",
     "skewlab.experiments.autoscale",
+    "skewlab.experiments.scaleout",
 )
 """Modules that contribute experiments (a module that does not exist yet is skipped)."""
 

@@ -1,0 +1,146 @@
+"""Checkpoints ``(theta, tau, beta)`` in the Delta table ``operator_state``, idempotently.
+
+One row per ``checkpoint x instance x key`` (schema in
+:mod:`skewlab.io.delta.schemas`):
+
+* ``value``: the key's value in ``theta`` as UTF-8 JSON; empty bytes when the
+  key is not in ``theta`` but has buffered tuples;
+* ``tau``: the instance's ``tau`` (the same on all its rows);
+* ``buffered``: the key's tuples of ``beta`` as JSON ``[[tau, value], ...]``,
+  null when it has none (``beta`` is rebuilt in ``tau`` order on read);
+* an instance with neither state nor buffered tuples writes one marker row
+  (key ``""``, empty value, null buffered) so that its ``tau`` survives.
+
+Write protocol (:meth:`CheckpointStore.write`):
+
+1. encode every part of the checkpoint into columns;
+2. append them in **one** Delta commit with app transaction
+   ``(operator_state:<operator>:<run_id>, checkpoint id)``, so a checkpoint is
+   in the table whole or not at all, and writing it again (a state manager
+   restarted after the commit) is a no-op that returns ``False``.
+
+One run holds the checkpoints of one operator (the table has no operator
+column): use one ``run_id`` per checkpointed operator.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from skewlab.errors import StateError
+from skewlab.io.delta import DeltaStore
+from skewlab.state.checkpoint import Checkpoint, StreamTuple
+from skewlab.state.operator_state import OperatorState
+
+__all__ = ["TABLE", "CheckpointStore"]
+
+log = logging.getLogger(__name__)
+
+TABLE = "operator_state"
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+class CheckpointStore:
+    """Write and read checkpoints of one operator of one run through a :class:`DeltaStore`."""
+
+    def __init__(self, store: DeltaStore, run_id: str, operator: str = "operator") -> None:
+        self.store = store
+        self.run_id = run_id
+        self.operator = operator
+
+    @property
+    def app_id(self) -> str:
+        return f"{TABLE}:{self.operator}:{self.run_id}"
+
+    @staticmethod
+    def encode(checkpoint: int, parts: Mapping[int, Checkpoint]) -> dict[str, list[Any]]:
+        """The columns of ``parts`` (instance -> its checkpoint), step 1 of the module doc."""
+        cols: dict[str, list[Any]] = {
+            c: [] for c in ("checkpoint", "instance", "key", "value", "tau", "buffered")
+        }
+        for instance, part in parts.items():
+            if part.checkpoint != checkpoint:
+                raise StateError(f"part of instance {instance} is checkpoint {part.checkpoint}")
+            buffered: dict[str, list[list[Any]]] = defaultdict(list)
+            for t in part.beta:
+                buffered[t.key].append([t.tau, t.value])
+            keys = list(part.theta) + [k for k in buffered if k not in part.theta]
+            if not keys:
+                keys = [""]
+            theta = part.theta
+            for key in keys:
+                cols["key"].append(key)
+                cols["value"].append(_dumps(theta[key]) if key in theta else b"")
+                b = buffered.get(key)
+                cols["buffered"].append(None if b is None else _dumps(b))
+            n = len(keys)
+            cols["checkpoint"].extend([checkpoint] * n)
+            cols["instance"].extend([instance] * n)
+            cols["tau"].extend([part.tau] * n)
+        return cols
+
+    def write(self, checkpoint: int, parts: Mapping[int, Checkpoint]) -> bool:
+        """Store checkpoint ``checkpoint`` (all parts, one commit); ``False`` if already there."""
+        cols = self.encode(checkpoint, parts)
+        done = self.store.append(
+            TABLE, cols, app_id=self.app_id, version=checkpoint, run_id=self.run_id
+        )
+        log.debug(
+            "checkpoint %d of %s: %d rows, new=%s", checkpoint, self.app_id, len(cols["key"]), done
+        )
+        return done
+
+    def checkpoints(self) -> list[int]:
+        """Ids of the checkpoints stored for this run, ascending."""
+        table = self.store.read(TABLE, self.run_id, columns=["checkpoint"])
+        return sorted(int(v) for v in pc.unique(table.column("checkpoint")).to_pylist())
+
+    def latest(self) -> int | None:
+        """The newest stored checkpoint id (``None``: none yet)."""
+        table = self.store.read(TABLE, self.run_id, columns=["checkpoint"])
+        return None if table.num_rows == 0 else int(pc.max(table.column("checkpoint")).as_py())
+
+    def read(self, checkpoint: int) -> dict[int, Checkpoint]:
+        """Every instance's part of ``checkpoint`` (empty dict if it was never written)."""
+        table = self.store.read(TABLE, self.run_id, filters=[("checkpoint", "=", checkpoint)])
+        return self.decode(checkpoint, table)
+
+    @staticmethod
+    def decode(checkpoint: int, table: pa.Table) -> dict[int, Checkpoint]:
+        """Inverse of :meth:`encode` for the rows of one checkpoint."""
+        instances = table.column("instance").to_pylist()
+        keys = table.column("key").to_pylist()
+        values = table.column("value").to_pylist()
+        taus = table.column("tau").to_pylist()
+        buffered = table.column("buffered").to_pylist()
+        theta: dict[int, dict[str, Any]] = defaultdict(dict)
+        beta: dict[int, list[StreamTuple]] = defaultdict(list)
+        tau: dict[int, int] = {}
+        for inst, key, value, t, buf in zip(instances, keys, values, taus, buffered, strict=True):
+            if tau.setdefault(inst, t) != t:
+                raise StateError(
+                    f"checkpoint {checkpoint}, instance {inst}: two taus {t}, {tau[inst]}"
+                )
+            if value:
+                theta[inst][key] = json.loads(value)
+            if buf is not None:
+                beta[inst].extend(StreamTuple(bt, key, bv) for bt, bv in json.loads(buf))
+        return {
+            inst: Checkpoint(
+                checkpoint,
+                OperatorState(theta[inst]),
+                tau[inst],
+                tuple(sorted(beta[inst], key=lambda x: x.tau)),
+            )
+            for inst in sorted(tau)
+        }

@@ -1,0 +1,140 @@
+"""Key/value operator state and its hash decomposition (scale-out seed, "State model").
+
+The seed defines the state of a stateful operator as a set of key/value pairs,
+``theta_o = {(k1, v1), ...}``, each key independent of the others. Scaling an
+operator out to ``eta`` instances partitions the key space with a hash function
+``m: k -> [1, eta]`` (here ``[0, eta)``) and gives each instance its part;
+composing the parts back yields the original (seed Eq. 1)::
+
+    compose(M'_0, ..., M'_{eta-1}) = M  <=>  decompose(M, eta) = (M'_0, ..., M'_{eta-1})
+
+and the parts are *semantically correct*: a read of any key ``k`` on the part
+``m(k)`` equals the read of ``k`` on the original. Both properties are checked
+by a property test (tests/unit/state/test_operator_state.py).
+
+The default hash is :func:`skewlab.hashing.bucket` (murmur3, seed 13), the hash
+KEY grouping routes with, so the instance that owns a key's state is the one
+the router sends the key's tuples to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from skewlab.errors import ConfigError, StateError
+from skewlab.hashing import bucket
+
+__all__ = [
+    "KeyHash",
+    "OperatorState",
+    "compose",
+    "decompose",
+    "default_hash",
+    "owner",
+    "repartition",
+]
+
+KeyHash = Callable[[str, int], int]
+"""``m(key, eta)``: the instance in ``[0, eta)`` that owns ``key``."""
+
+
+def default_hash(key: str, eta: int) -> int:
+    """``m(k) = abs(murmur3_64(k, 13)) % eta`` (the KEY grouping's hash)."""
+    return bucket(key, eta)
+
+
+class OperatorState(Mapping[str, Any]):
+    """An immutable key -> value map: the seed's theta.
+
+    Values are whatever the operator keeps per key (JSON-encodable when the
+    state goes to Delta). A key that is absent reads as ``None`` through
+    :meth:`read`, the seed's "read operation". Instances are hashable by
+    content only through equality (they are not meant as dict keys).
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
+        data = dict(items)
+        for key in data:
+            if not isinstance(key, str):
+                raise ConfigError(f"state keys must be str, got {type(key).__name__} {key!r}")
+        self._data: dict[str, Any] = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"OperatorState({len(self._data)} keys)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (OperatorState, (self._data,))
+
+    def read(self, key: str) -> Any:
+        """The seed's read: the value of ``key``, ``None`` if the state has no such key."""
+        return self._data.get(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A mutable copy (what a running instance works on)."""
+        return dict(self._data)
+
+
+def _check_eta(eta: int) -> None:
+    if isinstance(eta, bool) or not isinstance(eta, int) or eta < 1:
+        raise ConfigError(f"eta (number of instances) must be an int >= 1, got {eta!r}")
+
+
+def owner(key: str, eta: int, hash: KeyHash = default_hash) -> int:
+    """``m(key)``: the instance of ``eta`` that owns ``key``; checks the hash's range."""
+    where = hash(key, eta)
+    if not 0 <= where < eta:
+        raise StateError(f"hash sent key {key!r} to {where}, outside [0, {eta})")
+    return where
+
+
+def decompose(
+    state: Mapping[str, Any], eta: int, hash: KeyHash = default_hash
+) -> tuple[OperatorState, ...]:
+    """``Decompose(M, eta)``: the parts of ``state`` for ``eta`` instances (seed Eq. 1, 2).
+
+    Part ``i`` holds exactly the keys with ``m(k) = i``; every key lands in one
+    part, so the parts are disjoint and their union is ``state``.
+    """
+    _check_eta(eta)
+    parts: list[dict[str, Any]] = [{} for _ in range(eta)]
+    for key, value in state.items():
+        parts[owner(key, eta, hash)][key] = value
+    return tuple(OperatorState(p) for p in parts)
+
+
+def compose(*parts: Mapping[str, Any]) -> OperatorState:
+    """``compose(M'_0, ..., M'_{p-1}) = M``: the union of disjoint parts (seed Eq. 1).
+
+    Raises:
+        StateError: a key is in two parts (the parts did not come from one
+            decomposition, and merging them would silently drop a value).
+    """
+    merged: dict[str, Any] = {}
+    for i, part in enumerate(parts):
+        for key, value in part.items():
+            if key in merged:
+                raise StateError(f"key {key!r} is in more than one part (again in part {i})")
+            merged[key] = value
+    return OperatorState(merged)
+
+
+def repartition(
+    parts: Iterable[Mapping[str, Any]], eta: int, hash: KeyHash = default_hash
+) -> tuple[OperatorState, ...]:
+    """The state of some instances re-split onto ``eta`` instances: ``decompose(compose(...))``.
+
+    Scale-out (more instances) and scale-in (fewer) are both this one step.
+    """
+    return decompose(compose(*parts), eta, hash)

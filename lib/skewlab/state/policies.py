@@ -1,0 +1,431 @@
+"""Scale-out policies as pure state machines: checkpointing, active backup, restart baseline.
+
+Every policy owns a :class:`~skewlab.state.score.ThresholdDetector`, reads one
+bottleneck score per measurement and returns :mod:`~skewlab.state.base`
+actions; the executor reports back with ``on_ready`` (started instances hold
+their state) and ``on_caught_up`` (their outputs agree with the instances
+they replace). Time comes from an injected clock. Registry: :data:`POLICIES`.
+
+**checkpointing** (seed, "Checkpointing and scale out", Algorithm 3):
+
+1. at *alarming* take a checkpoint ``(theta, tau, beta)`` of the active
+   instances, then one every ``interval_s`` (the seed's ``c``) or when the
+   caller reports that at least ``change_fraction`` of the keys changed; stop
+   checkpointing when the score falls back below alarming;
+2. at *scale_out* start ``factor x`` as many replacement instances, give each
+   its hash part of the last checkpoint, replay ``beta`` and the input after
+   ``tau`` to each key's owner and feed them the live input;
+3. when their outputs agree with the old instances' (``on_caught_up``) switch
+   routing to them and stop the old instances.
+
+**active-backup** (seed, "Active backup", Algorithm 2):
+
+1. at *alarming* start ``factor x`` secondaries, copy and split the live
+   state onto them and feed them their part of the input while the primaries
+   keep running;
+2. if the score falls back below alarming, stop the secondaries;
+3. at *scale_out* switch routing to the secondaries at once (if they are not
+   ready yet, as soon as ``on_ready`` says so) and stop the old primaries.
+
+**restart** (the seed's baseline: Storm 1.x checkpointing, "restart the
+topology with more resources"): a checkpoint every ``interval_s`` (Storm's
+default 1 s) all the time; at *scale_out* stop the operator, start ``factor x``
+instances from the last checkpoint, replay, route to them.
+
+**scale-in** (every policy): below *scale_in*, replacement instances
+``1 / factor`` as many get the composed live state split onto them, then take
+over as in checkpointing step 3. After any scale event the detector restarts
+at NORMAL and no new scale event starts for ``cooldown_s`` (starting active
+backups is preparation, not a scale event: it is not held back).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from skewlab.clock import Clock, SystemClock
+from skewlab.errors import ConfigError, StateError
+from skewlab.registry import resolve
+from skewlab.state.base import (
+    Action,
+    FeedInput,
+    Phase,
+    PolicySnapshot,
+    Replay,
+    Role,
+    SplitState,
+    StartInstances,
+    StopInstances,
+    SwitchRouting,
+    TakeCheckpoint,
+)
+from skewlab.state.score import Level, ThresholdConfig
+
+__all__ = [
+    "POLICIES",
+    "ActiveBackupConfig",
+    "CheckpointingConfig",
+    "PolicyConfig",
+    "RestartConfig",
+    "make_policy",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Common:
+    """Fields every policy shares."""
+
+    thresholds: ThresholdConfig = field(default_factory=ThresholdConfig)
+    start_instances: int = 2
+    factor: int = 2
+    """Instances multiply by this on scale-out (the seed doubles) and divide on scale-in."""
+    min_instances: int = 1
+    max_instances: int = 1024
+    cooldown_s: float = 60.0
+    """After a scale event: time for the new instances to drain the replay backlog."""
+    scale_in: bool = True
+
+    def _check(self) -> None:
+        if not isinstance(self.thresholds, ThresholdConfig):
+            raise ConfigError("thresholds must be a ThresholdConfig")
+        if self.factor < 2:
+            raise ConfigError(f"factor must be an int >= 2, got {self.factor!r}")
+        if not 1 <= self.min_instances <= self.start_instances <= self.max_instances:
+            raise ConfigError(
+                "need 1 <= min_instances <= start_instances <= max_instances, got "
+                f"{self.min_instances} / {self.start_instances} / {self.max_instances}"
+            )
+        if self.cooldown_s < 0:
+            raise ConfigError(f"cooldown_s must be >= 0, got {self.cooldown_s}")
+
+
+class _Policy:
+    """Shared bookkeeping: instance ids, checkpoint ids, detector, replacement and take-over."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, cfg: Any, clock: Clock, state: PolicySnapshot | None) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.detector = cfg.thresholds.build(None if state is None else state.detector)
+        if state is None:
+            n = cfg.start_instances
+            self._phase = Phase.NORMAL
+            self._active: tuple[int, ...] = tuple(range(n))
+            self._pending: tuple[int, ...] = ()
+            self._pending_ready = False
+            self._next_instance = n
+            self._next_cp = 0
+            self._last_cp: int | None = None
+            self._last_cp_at: float | None = None
+            self._scaling_in = False
+            self._last_event_at: float | None = None
+        else:
+            if not isinstance(state, PolicySnapshot):
+                raise StateError(f"expected a PolicySnapshot, got {type(state).__name__}")
+            self._phase, self._active = state.phase, state.active
+            self._pending, self._pending_ready = state.pending, state.pending_ready
+            self._next_instance, self._next_cp = state.next_instance, state.next_checkpoint
+            self._last_cp, self._last_cp_at = state.last_checkpoint, state.last_checkpoint_at
+            self._scaling_in = state.scaling_in
+            self._last_event_at = state.last_event_at
+
+    # ------------------------------------------------------------ read-only view
+
+    @property
+    def phase(self) -> Phase:
+        return self._phase
+
+    @property
+    def active(self) -> tuple[int, ...]:
+        return self._active
+
+    @property
+    def pending(self) -> tuple[int, ...]:
+        return self._pending
+
+    def snapshot(self) -> PolicySnapshot:
+        return PolicySnapshot(
+            phase=self._phase,
+            active=self._active,
+            pending=self._pending,
+            pending_ready=self._pending_ready,
+            next_instance=self._next_instance,
+            next_checkpoint=self._next_cp,
+            last_checkpoint=self._last_cp,
+            last_checkpoint_at=self._last_cp_at,
+            detector=self.detector.snapshot(),
+            scaling_in=self._scaling_in,
+            last_event_at=self._last_event_at,
+        )
+
+    # ------------------------------------------------------------ helpers
+
+    def _new_ids(self, n: int) -> tuple[int, ...]:
+        ids = tuple(range(self._next_instance, self._next_instance + n))
+        self._next_instance += n
+        return ids
+
+    def _target_count(self, out: bool) -> int:
+        n = len(self._active)
+        if out:
+            return min(n * self.cfg.factor, self.cfg.max_instances)
+        return max(math.ceil(n / self.cfg.factor), self.cfg.min_instances)
+
+    def _cooling(self) -> bool:
+        at = self._last_event_at
+        return at is not None and self.clock.now() - at < self.cfg.cooldown_s
+
+    def _checkpoint(self) -> TakeCheckpoint:
+        cp = TakeCheckpoint(self._next_cp, self._active)
+        self._last_cp, self._last_cp_at = self._next_cp, self.clock.now()
+        self._next_cp += 1
+        return cp
+
+    def _replace(self, count: int, checkpoint: int | None, *, scaling_in: bool) -> list[Action]:
+        """Start ``count`` replacements from ``checkpoint`` (or the live state) and feed them."""
+        new = self._new_ids(count)
+        self._pending, self._pending_ready, self._scaling_in = new, False, scaling_in
+        self._phase = Phase.SCALING
+        actions: list[Action] = [
+            StartInstances(new, Role.REPLACEMENT),
+            SplitState(checkpoint, self._active, new),
+        ]
+        if checkpoint is not None:
+            actions.append(Replay(checkpoint, new))
+        actions.append(FeedInput(new))
+        log.info("%s: replacing %s with %s", self.name, self._active, new)
+        return actions
+
+    def _take_over(self) -> list[Action]:
+        """Switch routing to the pending instances and stop the old ones; back to NORMAL."""
+        old, new = self._active, self._pending
+        self._active, self._pending, self._pending_ready = new, (), False
+        self._phase, self._scaling_in = Phase.NORMAL, False
+        self._last_event_at = self.clock.now()
+        self.detector = self.cfg.thresholds.build()
+        log.info("%s: %s took over from %s", self.name, new, old)
+        return [SwitchRouting(old, new), StopInstances(old)]
+
+    def _maybe_scale_in(self, level: Level) -> list[Action]:
+        if (
+            self.cfg.scale_in
+            and level == Level.SCALE_IN
+            and len(self._active) > self.cfg.min_instances
+            and not self._cooling()
+        ):
+            return self._replace(self._target_count(out=False), None, scaling_in=True)
+        return []
+
+    def _check_ack(self, instances: tuple[int, ...]) -> bool:
+        return bool(self._pending) and tuple(instances) == self._pending
+
+    # ------------------------------------------------------------ events
+
+    def observe(self, score: float, changed: float | None = None) -> list[Action]:
+        """One measurement: the operator's score (max over its instances) and, optionally,
+        the fraction of keys changed since the last checkpoint."""
+        return self._on_level(self.detector.observe(score), changed)
+
+    def _on_level(self, level: Level, changed: float | None) -> list[Action]:
+        raise NotImplementedError
+
+    def on_ready(self, instances: tuple[int, ...]) -> list[Action]:
+        """The started ``instances`` hold their state (and, if replaying, have started)."""
+        if self._check_ack(instances):
+            self._pending_ready = True
+        return []
+
+    def on_caught_up(self, instances: tuple[int, ...]) -> list[Action]:
+        """The outputs of ``instances`` agree with the primaries': replacements take over."""
+        if self._check_ack(instances) and self._phase is Phase.SCALING:
+            return self._take_over()
+        return []
+
+
+class _Checkpointing(_Policy):
+    name = "checkpointing"
+
+    def _on_level(self, level: Level, changed: float | None) -> list[Action]:
+        cfg: CheckpointingConfig = self.cfg
+        if self._phase is Phase.SCALING:
+            return []
+        if level == Level.SCALE_OUT and not self._cooling():
+            count = self._target_count(out=True)
+            if count > len(self._active):
+                actions: list[Action] = []
+                if self._last_cp is None or self._phase is not Phase.ALARMED:
+                    actions.append(self._checkpoint())
+                assert self._last_cp is not None
+                return actions + self._replace(count, self._last_cp, scaling_in=False)
+        if level >= Level.ALARMING:
+            if self._phase is Phase.NORMAL:
+                self._phase = Phase.ALARMED
+                return [self._checkpoint()]
+            due = self._last_cp_at is None or self.clock.now() - self._last_cp_at >= cfg.interval_s
+            significant = (
+                cfg.change_fraction is not None
+                and changed is not None
+                and changed >= cfg.change_fraction
+            )
+            return [self._checkpoint()] if due or significant else []
+        self._phase = Phase.NORMAL
+        return self._maybe_scale_in(level)
+
+
+class _ActiveBackup(_Policy):
+    name = "active-backup"
+
+    def _on_level(self, level: Level, changed: float | None) -> list[Action]:
+        if self._phase is Phase.SCALING:
+            return []
+        if self._phase is Phase.NORMAL:
+            if level >= Level.ALARMING:
+                count = self._target_count(out=True)
+                if count > len(self._active):
+                    return self._start_secondaries(count) + self._on_level(level, changed)
+            return self._maybe_scale_in(level)
+        # ALARMED: secondaries are running
+        if level == Level.SCALE_OUT:
+            if self._pending_ready:
+                return self._take_over()
+            self._phase = Phase.SCALING
+            return []
+        if level < Level.ALARMING:
+            stopped = self._pending
+            self._pending, self._pending_ready, self._phase = (), False, Phase.NORMAL
+            log.info("%s: load fell below alarming, stopping secondaries %s", self.name, stopped)
+            return [StopInstances(stopped)]
+        return []
+
+    def _start_secondaries(self, count: int) -> list[Action]:
+        new = self._new_ids(count)
+        self._pending, self._pending_ready, self._phase = new, False, Phase.ALARMED
+        log.info("%s: alarming, starting secondaries %s", self.name, new)
+        return [
+            StartInstances(new, Role.SECONDARY),
+            SplitState(None, self._active, new),
+            FeedInput(new),
+        ]
+
+    def on_ready(self, instances: tuple[int, ...]) -> list[Action]:
+        if not self._check_ack(instances):
+            return []
+        self._pending_ready = True
+        if self._phase is Phase.SCALING and not self._scaling_in:
+            return self._take_over()
+        return []
+
+
+class _Restart(_Policy):
+    name = "restart"
+
+    def _on_level(self, level: Level, changed: float | None) -> list[Action]:
+        cfg: RestartConfig = self.cfg
+        actions: list[Action] = []
+        if self._phase is not Phase.SCALING and (
+            self._last_cp_at is None or self.clock.now() - self._last_cp_at >= cfg.interval_s
+        ):
+            actions.append(self._checkpoint())
+        if self._phase is Phase.SCALING:
+            return actions
+        if level == Level.SCALE_OUT and not self._cooling():
+            count = self._target_count(out=True)
+            if count > len(self._active):
+                assert self._last_cp is not None
+                return actions + self._restart(count, self._last_cp)
+        return actions + self._maybe_scale_in(level)
+
+    def _restart(self, count: int, checkpoint: int) -> list[Action]:
+        """Storm-like: stop everything, start more instances from the checkpoint, replay, route."""
+        old, new = self._active, self._new_ids(count)
+        self._active, self._pending, self._pending_ready = new, new, False
+        self._phase = Phase.SCALING
+        self._last_event_at = self.clock.now()
+        log.info("%s: restarting %s as %s from checkpoint %d", self.name, old, new, checkpoint)
+        return [
+            StopInstances(old),
+            StartInstances(new, Role.PRIMARY),
+            SplitState(checkpoint, old, new),
+            Replay(checkpoint, new),
+            SwitchRouting(old, new),
+        ]
+
+    def on_ready(self, instances: tuple[int, ...]) -> list[Action]:
+        if self._check_ack(instances) and self._phase is Phase.SCALING and not self._scaling_in:
+            self._pending, self._phase = (), Phase.NORMAL
+            self._last_event_at = self.clock.now()
+            self.detector = self.cfg.thresholds.build()
+            return []
+        return super().on_ready(instances)
+
+
+@dataclass(frozen=True)
+class CheckpointingConfig(_Common):
+    """Checkpoint from alarming every ``interval_s`` (seed's ``c``) or on ``change_fraction``."""
+
+    name: ClassVar[str] = "checkpointing"
+    interval_s: float = 10.0
+    change_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        self._check()
+        if not self.interval_s > 0:
+            raise ConfigError(f"interval_s must be > 0, got {self.interval_s}")
+        if self.change_fraction is not None and not 0 < self.change_fraction <= 1:
+            raise ConfigError(f"change_fraction must be in (0, 1], got {self.change_fraction}")
+
+    def build(self, state: PolicySnapshot | None = None, clock: Clock | None = None) -> _Policy:
+        return _Checkpointing(self, clock or SystemClock(), state)
+
+
+@dataclass(frozen=True)
+class ActiveBackupConfig(_Common):
+    """Secondaries from alarming, take-over at scale_out."""
+
+    name: ClassVar[str] = "active-backup"
+
+    def __post_init__(self) -> None:
+        self._check()
+
+    def build(self, state: PolicySnapshot | None = None, clock: Clock | None = None) -> _Policy:
+        return _ActiveBackup(self, clock or SystemClock(), state)
+
+
+@dataclass(frozen=True)
+class RestartConfig(_Common):
+    """Storm-like baseline: checkpoint every ``interval_s``; stop, restore, restart at scale_out."""
+
+    name: ClassVar[str] = "restart"
+    interval_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        self._check()
+        if not self.interval_s > 0:
+            raise ConfigError(f"interval_s must be > 0, got {self.interval_s}")
+
+    def build(self, state: PolicySnapshot | None = None, clock: Clock | None = None) -> _Policy:
+        return _Restart(self, clock or SystemClock(), state)
+
+
+PolicyConfig = CheckpointingConfig | ActiveBackupConfig | RestartConfig
+
+POLICIES: dict[str, type[CheckpointingConfig] | type[ActiveBackupConfig] | type[RestartConfig]] = {
+    "checkpointing": CheckpointingConfig,
+    "active-backup": ActiveBackupConfig,
+    "restart": RestartConfig,
+}
+
+
+def make_policy(name: str, **params: Any) -> PolicyConfig:
+    """The config of policy ``name`` with ``params``; an unknown name lists the valid ones."""
+    cls = resolve(POLICIES, name, "scale-out policy")
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise ConfigError(f"scale-out policy {name!r}: {exc}") from None

@@ -1,0 +1,158 @@
+"""Each policy's action sequence, driven by scores and acks with a FakeClock."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from skewlab.errors import ConfigError, UnknownNameError
+from skewlab.state import (
+    POLICIES,
+    FeedInput,
+    Phase,
+    Replay,
+    Role,
+    SplitState,
+    StartInstances,
+    StopInstances,
+    SwitchRouting,
+    TakeCheckpoint,
+    ThresholdConfig,
+    make_policy,
+)
+from skewlab.testing import FakeClock
+
+pytestmark = pytest.mark.unit
+
+THR = ThresholdConfig(dwell=1)
+ALARM, OUT, CALM, LOW = 50.0, 80.0, 30.0, 10.0
+
+
+def build(name: str, **params):
+    clock = FakeClock()
+    return make_policy(name, thresholds=THR, **params).build(clock=clock), clock
+
+
+def test_checkpointing_sequence():
+    p, clock = build("checkpointing", interval_s=10.0)
+    assert p.observe(CALM) == []
+    assert p.observe(ALARM) == [TakeCheckpoint(0, (0, 1))]
+    clock.advance(5)
+    assert p.observe(ALARM) == []
+    clock.advance(5)
+    assert p.observe(ALARM) == [TakeCheckpoint(1, (0, 1))]
+    clock.advance(1)
+    assert p.observe(OUT) == [
+        StartInstances((2, 3, 4, 5), Role.REPLACEMENT),
+        SplitState(1, (0, 1), (2, 3, 4, 5)),
+        Replay(1, (2, 3, 4, 5)),
+        FeedInput((2, 3, 4, 5)),
+    ]
+    assert p.phase is Phase.SCALING and p.observe(OUT) == []
+    assert p.on_ready((2, 3, 4, 5)) == []
+    assert p.on_caught_up((9,)) == []  # not ours
+    assert p.on_caught_up((2, 3, 4, 5)) == [
+        SwitchRouting((0, 1), (2, 3, 4, 5)),
+        StopInstances((0, 1)),
+    ]
+    assert p.active == (2, 3, 4, 5) and p.phase is Phase.NORMAL
+
+
+def test_checkpointing_on_significant_change_and_back_to_normal():
+    p, _clock = build("checkpointing", interval_s=100.0, change_fraction=0.2)
+    p.observe(ALARM)
+    assert p.observe(ALARM, changed=0.1) == []
+    assert p.observe(ALARM, changed=0.25) == [TakeCheckpoint(1, (0, 1))]
+    assert p.observe(CALM) == [] and p.phase is Phase.NORMAL
+    # straight to scale_out from NORMAL: a fresh checkpoint first
+    actions = p.observe(OUT)
+    assert actions[0] == TakeCheckpoint(2, (0, 1))
+    assert actions[2] == SplitState(2, (0, 1), (2, 3, 4, 5))
+
+
+def test_active_backup_sequence_and_stand_down():
+    p, _clock = build("active-backup")
+    assert p.observe(ALARM) == [
+        StartInstances((2, 3, 4, 5), Role.SECONDARY),
+        SplitState(None, (0, 1), (2, 3, 4, 5)),
+        FeedInput((2, 3, 4, 5)),
+    ]
+    assert p.observe(CALM) == [StopInstances((2, 3, 4, 5))]
+    assert p.phase is Phase.NORMAL and p.pending == ()
+    p.observe(ALARM)
+    assert p.on_ready((6, 7, 8, 9)) == []
+    assert p.observe(OUT) == [SwitchRouting((0, 1), (6, 7, 8, 9)), StopInstances((0, 1))]
+    assert p.active == (6, 7, 8, 9)
+
+
+def test_active_backup_takes_over_when_late_secondaries_get_ready():
+    p, _clock = build("active-backup")
+    p.observe(ALARM)
+    assert p.observe(OUT) == [] and p.phase is Phase.SCALING
+    assert p.on_ready((2, 3, 4, 5)) == [
+        SwitchRouting((0, 1), (2, 3, 4, 5)),
+        StopInstances((0, 1)),
+    ]
+
+
+def test_restart_checkpoints_always_and_restarts_at_scale_out():
+    p, clock = build("restart", interval_s=1.0)
+    assert p.observe(CALM) == [TakeCheckpoint(0, (0, 1))]
+    clock.advance(0.5)
+    assert p.observe(CALM) == []
+    clock.advance(0.5)
+    assert p.observe(ALARM) == [TakeCheckpoint(1, (0, 1))]
+    clock.advance(0.2)
+    assert p.observe(OUT) == [
+        StopInstances((0, 1)),
+        StartInstances((2, 3, 4, 5), Role.PRIMARY),
+        SplitState(1, (0, 1), (2, 3, 4, 5)),
+        Replay(1, (2, 3, 4, 5)),
+        SwitchRouting((0, 1), (2, 3, 4, 5)),
+    ]
+    clock.advance(5)
+    assert p.observe(OUT) == []  # restarting: no checkpoints, no second restart
+    assert p.on_ready((2, 3, 4, 5)) == [] and p.phase is Phase.NORMAL
+    assert p.observe(OUT) == [TakeCheckpoint(2, (2, 3, 4, 5))]  # cooling down
+
+
+def test_scale_in_composes_onto_fewer_instances_after_cooldown():
+    p, clock = build("checkpointing", start_instances=4, cooldown_s=30.0)
+    clock.advance(1)
+    assert p.observe(LOW) == [
+        StartInstances((4, 5), Role.REPLACEMENT),
+        SplitState(None, (0, 1, 2, 3), (4, 5)),
+        FeedInput((4, 5)),
+    ]
+    assert p.on_caught_up((4, 5)) == [
+        SwitchRouting((0, 1, 2, 3), (4, 5)),
+        StopInstances((0, 1, 2, 3)),
+    ]
+    clock.advance(10)
+    assert p.observe(LOW) == []  # cooldown
+    clock.advance(30)
+    assert p.observe(LOW)[0] == StartInstances((6,), Role.REPLACEMENT)
+    p.on_caught_up((6,))
+    clock.advance(60)
+    assert p.observe(LOW) == []  # at min_instances
+
+
+def test_snapshot_round_trip_continues_the_same_way():
+    p, clock = build("checkpointing")
+    p.observe(ALARM)
+    snap = pickle.loads(pickle.dumps(p.snapshot()))
+    q = make_policy("checkpointing", thresholds=THR).build(snap, clock)
+    assert q.observe(OUT) == p.observe(OUT)
+
+
+def test_registry_and_config_errors():
+    assert set(POLICIES) == {"checkpointing", "active-backup", "restart"}
+    with pytest.raises(UnknownNameError, match="active-backup"):
+        make_policy("storm")
+    with pytest.raises(ConfigError, match="factor"):
+        make_policy("restart", factor=1)
+    with pytest.raises(ConfigError, match="bogus"):
+        make_policy("active-backup", bogus=1)
+    with pytest.raises(ConfigError, match="min_instances"):
+        make_policy("checkpointing", start_instances=2, max_instances=1)

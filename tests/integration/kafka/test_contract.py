@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from skewlab.errors import ConfigError
 from skewlab.io.kafka import CLIENTS, KafkaClient, KafkaError, KafkaSettings, Record, connect
 
 pytestmark = pytest.mark.integration
@@ -189,3 +190,36 @@ class TestKafkaClientContract:
     def test_partitions_of_a_missing_topic_fail(self, client: KafkaClient) -> None:
         with pytest.raises(KafkaError, match="does not exist"):
             client.partitions(f"missing-{uuid.uuid4().hex}")
+
+    def test_commit_then_committed_per_group(
+        self, client: KafkaClient, new_topic: NewTopic
+    ) -> None:
+        topic = new_topic(3)
+        group = f"g-{uuid.uuid4().hex}"
+        assert client.committed(group, topic) == {}
+        client.commit(group, topic, {0: 5, 2: 7})
+        assert client.committed(group, topic) == {0: 5, 2: 7}
+        client.commit(group, topic, {0: 9})
+        assert client.committed(group, topic) == {0: 9, 2: 7}
+        assert client.committed(f"other-{uuid.uuid4().hex}", topic) == {}
+
+    def test_commits_are_visible_to_a_new_client_of_the_other_implementation(
+        self, client: KafkaClient, broker, new_topic: NewTopic
+    ) -> None:
+        topic = new_topic(2)
+        group = f"g-{uuid.uuid4().hex}"
+        client.commit(group, topic, {1: 3})
+        for name in sorted(CLIENTS):
+            other = connect(KafkaSettings(broker.bootstrap, client=name))
+            try:
+                assert other.committed(group, topic) == {1: 3}
+            finally:
+                other.close()
+
+    def test_bad_commits_are_config_errors(self, client: KafkaClient, new_topic: NewTopic) -> None:
+        topic = new_topic(1)
+        with pytest.raises(ConfigError):
+            client.commit("", topic, {0: 1})
+        with pytest.raises(ConfigError):
+            client.commit("g", topic, {0: -1})
+        client.commit(f"g-{uuid.uuid4().hex}", topic, {})  # nothing to do

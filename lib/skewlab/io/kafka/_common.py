@@ -2,13 +2,14 @@
 
 :class:`ClientBase` holds the settings, the per-role ``extra`` config and the
 list of failed deliveries, and gives both clients the same ``fetch`` range
-check and the same error messages; each implementation supplies ``_fetch``.
+check and the same error messages; each implementation supplies ``_fetch``
+and ``_commit`` (after :meth:`ClientBase.commit` validated its arguments).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from skewlab.errors import ConfigError
 from skewlab.io.kafka import split_extra
@@ -42,6 +43,21 @@ class ClientBase(ABC):
         self, topic: str, partition: int, start: int, end: int, timeout_s: float
     ) -> Iterator[Record]:
         """:meth:`fetch` after its range check (a generator: nothing runs until iterated)."""
+
+    def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Commit ``{partition: next offset}`` for ``group`` (see the ``KafkaClient`` contract)."""
+        if not group:
+            raise ConfigError("commit needs a consumer group id, got an empty one")
+        clean = {int(p): int(o) for p, o in offsets.items()}
+        bad = {p: o for p, o in clean.items() if p < 0 or o < 0}
+        if bad:
+            raise ConfigError(f"committed partitions and offsets must be >= 0, got {bad}")
+        if clean:
+            self._commit(group, topic, clean)
+
+    @abstractmethod
+    def _commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """:meth:`commit` after its checks (``offsets`` non-empty)."""
 
     def _raise_failures(self) -> None:
         """Raise :class:`KafkaError` for the deliveries that failed since the last call."""

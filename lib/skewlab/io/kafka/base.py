@@ -50,7 +50,7 @@ class KafkaSettings:
 
 @runtime_checkable
 class KafkaClient(Protocol):
-    """Admin, produce to an explicit partition, fetch a range, true end offsets."""
+    """Admin, produce to an explicit partition, fetch a range, true end offsets, commits."""
 
     def create_topic(self, name: str, partitions: int, exist_ok: bool = True) -> None: ...
 
@@ -87,6 +87,22 @@ class KafkaClient(Protocol):
         self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
     ) -> Iterator[Record]:
         """Every record with ``start <= offset < end`` of one partition, in offset order."""
+        ...
+
+    def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Commit ``{partition: next offset to read}`` of ``topic`` for consumer group ``group``.
+
+        Synchronous: when it returns the broker has stored the offsets. No group
+        membership is needed (readers use manual assignment); a later commit of
+        the same partition replaces the earlier one.
+        """
+        ...
+
+    def committed(self, group: str, topic: str) -> dict[int, int]:
+        """The offsets ``group`` committed for ``topic``: ``{partition: offset}``.
+
+        Partitions without a committed offset are left out (empty: nothing committed).
+        """
         ...
 
     def close(self) -> None: ...

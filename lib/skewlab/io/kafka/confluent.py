@@ -61,6 +61,7 @@ class ConfluentClient(ClientBase):
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._admin: AdminClient | None = None
+        self._group_consumers: dict[str, Consumer] = {}
         self._unpolled = 0
 
     # ------------------------------------------------------------ lazy clients
@@ -316,6 +317,43 @@ class ConfluentClient(ClientBase):
             elif time.monotonic() > stall_deadline:
                 raise self._stalled(topic, partition, start, end, nxt, timeout_s)
 
+    # ----------------------------------------------------------------- commits
+
+    def _group_consumer(self, group: str) -> Consumer:
+        """A consumer carrying ``group.id = group`` (never subscribed), one per group."""
+        consumer = self._group_consumers.get(group)
+        if consumer is None:
+            cfg = self._config("consumer", CONSUMER_DEFAULTS)
+            cfg["group.id"] = group
+            consumer = self._group_consumers[group] = Consumer(cfg)
+        return consumer
+
+    def _commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        tps = [TopicPartition(topic, p, o) for p, o in sorted(offsets.items())]
+        try:
+            done = self._group_consumer(group).commit(offsets=tps, asynchronous=False)
+        except KafkaException as exc:
+            raise KafkaError(
+                f"commit {topic} for group {group!r} on {self._where()}: {exc}"
+            ) from exc
+        failed = [tp for tp in done or () if tp.error is not None]
+        if failed:
+            raise KafkaError(
+                f"commit {topic}[{failed[0].partition}] for group {group!r} on {self._where()}: "
+                f"{failed[0].error}"
+            )
+
+    def committed(self, group: str, topic: str) -> dict[int, int]:
+        """Committed offsets of ``group`` for ``topic``; partitions without one are left out."""
+        tps = [TopicPartition(topic, p) for p in range(self.partitions(topic))]
+        try:
+            got = self._group_consumer(group).committed(tps, timeout=ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            raise KafkaError(
+                f"committed offsets of {topic} for group {group!r} on {self._where()}: {exc}"
+            ) from exc
+        return {_int(tp.partition): int(tp.offset) for tp in got if tp.offset >= 0}
+
     # ------------------------------------------------------------------- close
 
     def close(self) -> None:
@@ -328,6 +366,9 @@ class ConfluentClient(ClientBase):
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+        for consumer in self._group_consumers.values():
+            consumer.close()
+        self._group_consumers.clear()
         self._admin = None
 
 

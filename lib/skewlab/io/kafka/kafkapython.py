@@ -21,6 +21,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as kerrors
 from kafka.admin import KafkaAdminClient
+from kafka.structs import OffsetAndMetadata
 
 from skewlab.errors import ConfigError
 from skewlab.io.kafka import resolve_true_ends
@@ -73,6 +74,7 @@ class KafkaPythonClient(ClientBase):
         self._producer: KafkaProducer | None = None
         self._consumer: KafkaConsumer | None = None
         self._admin: KafkaAdminClient | None = None
+        self._group_consumers: dict[str, KafkaConsumer] = {}
 
     # ------------------------------------------------------------ lazy clients
 
@@ -288,6 +290,41 @@ class KafkaPythonClient(ClientBase):
         finally:
             consumer.assign([])
 
+    # ----------------------------------------------------------------- commits
+
+    def _group_consumer(self, group: str) -> KafkaConsumer:
+        """A consumer with ``group_id = group`` that never subscribes, one per group."""
+        consumer = self._group_consumers.get(group)
+        if consumer is None:
+            kwargs = self._kwargs("consumer", KafkaConsumer, CONSUMER_DEFAULTS)
+            kwargs["group_id"] = group
+            consumer = self._group_consumers[group] = KafkaConsumer(**kwargs)
+        return consumer
+
+    def _commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        data = {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
+        try:
+            self._group_consumer(group).commit(data, timeout_ms=ADMIN_TIMEOUT_S * 1e3)
+        except kerrors.KafkaError as exc:
+            raise KafkaError(
+                f"commit {topic} for group {group!r} on {self._where()}: {exc}"
+            ) from exc
+
+    def committed(self, group: str, topic: str) -> dict[int, int]:
+        """Committed offsets of ``group`` for ``topic``; partitions without one are left out."""
+        consumer = self._group_consumer(group)
+        out: dict[int, int] = {}
+        try:
+            for tp in self._tps(topic):
+                off = consumer.committed(tp, timeout_ms=ADMIN_TIMEOUT_S * 1e3)
+                if off is not None and off >= 0:
+                    out[tp.partition] = int(off)
+        except kerrors.KafkaError as exc:
+            raise KafkaError(
+                f"committed offsets of {topic} for group {group!r} on {self._where()}: {exc}"
+            ) from exc
+        return out
+
     # ------------------------------------------------------------------- close
 
     def close(self) -> None:
@@ -298,6 +335,9 @@ class KafkaPythonClient(ClientBase):
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+        for consumer in self._group_consumers.values():
+            consumer.close()
+        self._group_consumers.clear()
         if self._admin is not None:
             self._admin.close()
             self._admin = None

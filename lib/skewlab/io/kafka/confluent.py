@@ -59,7 +59,6 @@ class ConfluentClient(ClientBase):
     def __init__(self, settings: KafkaSettings) -> None:
         super().__init__(settings)
         self._producer: Producer | None = None
-        self._consumer: Consumer | None = None
         self._admin: AdminClient | None = None
         self._group_consumers: dict[str, Consumer] = {}
         self._unpolled = 0
@@ -82,13 +81,6 @@ class ConfluentClient(ClientBase):
             cfg["on_delivery"] = self._on_delivery
             self._producer = Producer(cfg)
         return self._producer
-
-    @property
-    def consumer(self) -> Consumer:
-        """The (group-less, assign-only) consumer, created on first use."""
-        if self._consumer is None:
-            self._consumer = Consumer(self._config("consumer", CONSUMER_DEFAULTS))
-        return self._consumer
 
     @contextmanager
     def _reader(self) -> Iterator[Consumer]:
@@ -363,9 +355,6 @@ class ConfluentClient(ClientBase):
             if left:
                 log.warning("closing producer with %d record(s) undelivered", left)
             self._producer = None
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
         for consumer in self._group_consumers.values():
             consumer.close()
         self._group_consumers.clear()

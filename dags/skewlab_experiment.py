@@ -16,7 +16,12 @@ Delta, checked exact against a plain count of the input, and logged as one MLflo
 1. `validate_params`: params -> `ExperimentSettings`; a bad value fails the run with one
    line saying what is allowed, before anything starts.
 2. `run_experiment`: the live run (no retries: a retry would start a second experiment).
-3. `record_result`: pushes `mlflow_run_id`, `exact` and `summary` to XCom, tags the MLflow
+3. `check_quality`: the Great Expectations suites (`skewlab.quality.check_run`) on the run's
+   Delta tables: `quarantine` (every row has a reason), `key_loads` / `partition_loads`
+   (non-negative, no missing window), `results` (one row per window and key, counts
+   non-negative). The report goes to the MLflow run (`quality/report.md`, `.json`); a failed
+   expectation **fails the task** with one line naming it and up to 5 offending rows.
+4. `record_result`: pushes `mlflow_run_id`, `exact` and `summary` to XCom, tags the MLflow
    run with this DAG run, and **fails if the run was not exact**.
 
 Data directory: `$SKEWLAB_HOME` (set by `skewlab airflow`), else `./.skewlab`.
@@ -48,7 +53,7 @@ log = logging.getLogger(__name__)
     max_active_runs=1,
 )
 def skewlab_experiment() -> None:
-    """Validate params -> run the live experiment -> record and check the result."""
+    """Validate params -> run the live experiment -> check data quality -> record the result."""
 
     @task
     def validate_params() -> dict[str, Any]:
@@ -87,6 +92,34 @@ def skewlab_experiment() -> None:
         return result_for_xcom(summary)
 
     @task
+    def check_quality(settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        """Run the data-quality suites on the run's Delta tables; fail on a broken expectation.
+
+        Exactness against the input is `run_experiment`'s verdict (the input topic is gone
+        by now); the suites here check the tables themselves. Returns `result` with the
+        quality verdict added.
+        """
+        from pathlib import Path
+
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from skewlab.io.delta import DeltaStore
+        from skewlab.io.tracking import Tracker, TrackingSettings
+        from skewlab.quality import check_run, log_quality
+
+        home = Path(settings["home"]).resolve()
+        # the Delta root of a live run (skewlab.live.experiment.run_experiment)
+        store = DeltaStore(home / "delta")
+        report = check_run(store, result["run_id"], window_s=float(settings["window_s"]))
+        rid = result.get("mlflow_run_id")
+        if rid:
+            log_quality(Tracker(TrackingSettings.for_data_dir(home)), rid, report)
+        log.info("%s", report.summary())
+        if not report.ok:
+            raise AirflowFailException(report.summary())
+        return {**result, "quality_ok": True, "quality": report.summary()}
+
+    @task
     def record_result(settings: dict[str, Any], result: dict[str, Any]) -> str | None:
         """Push the MLflow run id, the verdict and the row to XCom; fail if not exact."""
         from airflow.sdk.exceptions import AirflowFailException
@@ -110,7 +143,7 @@ def skewlab_experiment() -> None:
         return rid
 
     settings = validate_params()
-    record_result(settings, run_experiment(settings))
+    record_result(settings, check_quality(settings, run_experiment(settings)))
 
 
 skewlab_experiment()

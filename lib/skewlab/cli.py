@@ -38,6 +38,8 @@ COMMANDS: dict[str, str] = {
     "down": "skewlab.commands.services:down",
     "status": "skewlab.commands.services:status",
     "airflow": "skewlab.commands.airflow",
+    "autoscale": "skewlab.commands.autoscale",
+    "compare": "skewlab.commands.compare",
 }
 """Subcommand name -> module implementing it, ``module:function`` when the run
 function of that command is not called ``run`` (see the module docstring)."""

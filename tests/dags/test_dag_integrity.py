@@ -23,7 +23,7 @@ pytestmark = pytest.mark.unit
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 DAG_FILES = sorted(p.name for p in DAGS_DIR.glob("*.py"))
-EXPERIMENT_TASKS = ["validate_params", "run_experiment", "record_result"]
+EXPERIMENT_TASKS = ["validate_params", "run_experiment", "check_quality", "record_result"]
 HEAVY_MODULES = ("pyspark", "mlflow", "deltalake", "confluent_kafka", "kafka", "matplotlib")
 
 
@@ -62,7 +62,9 @@ def test_experiment_dag_shape(dagbag: Any) -> None:
     assert [t.task_id for t in dag.tasks] == EXPERIMENT_TASKS
     assert dag.get_task("run_experiment").retries == 0
     assert dag.get_task("validate_params").downstream_task_ids == set(EXPERIMENT_TASKS[1:])
-    assert dag.get_task("run_experiment").downstream_task_ids == {"record_result"}
+    assert dag.get_task("run_experiment").downstream_task_ids == {"check_quality"}
+    assert dag.get_task("check_quality").downstream_task_ids == {"record_result"}
+    assert dag.get_task("check_quality").retries == 1  # idempotent: a re-check is harmless
     assert {"skewlab", "experiment"} <= set(dag.tags)
 
 

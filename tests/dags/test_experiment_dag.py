@@ -79,7 +79,7 @@ def test_small_experiment_runs_end_to_end(experiment_dag: Any, skewlab_home: Pat
     dag_run = experiment_dag.test(run_conf=SMALL)
 
     assert _states(dag_run) == dict.fromkeys(
-        ["validate_params", "run_experiment", "record_result"], "success"
+        ["validate_params", "run_experiment", "check_quality", "record_result"], "success"
     )
     assert str(dag_run.state) == "success"
     summary = _xcom(dag_run, "record_result", "summary")
@@ -89,6 +89,7 @@ def test_small_experiment_runs_end_to_end(experiment_dag: Any, skewlab_home: Pat
     assert summary["strategy"] == "key" and summary["workers"] == 2
     assert summary["events"] == 10_000 and summary["quarantined"] == 0
     assert "EXACT" in summary["exactness"]
+    assert summary["quality_ok"] is True and "PASSED" in summary["quality"]
     assert (skewlab_home / "runs" / summary["run_id"]).is_dir()
 
     run = Tracker(TrackingSettings.for_data_dir(skewlab_home)).get_run_summary(rid)
@@ -97,6 +98,7 @@ def test_small_experiment_runs_end_to_end(experiment_dag: Any, skewlab_home: Pat
     assert run.metrics["exact"] == 1.0
     assert run.tags["airflow.dag_id"] == "skewlab_experiment"
     assert run.tags["airflow.run_id"] == dag_run.run_id
+    assert run.tags["quality"] == "passed" and run.metrics["quality_ok"] == 1.0
 
 
 def test_bad_workload_fails_validate_with_one_line(
@@ -107,6 +109,7 @@ def test_bad_workload_fails_validate_with_one_line(
     assert _states(dag_run) == {
         "validate_params": "failed",
         "run_experiment": "upstream_failed",
+        "check_quality": "upstream_failed",
         "record_result": "upstream_failed",
     }
     out, err = capfd.readouterr()

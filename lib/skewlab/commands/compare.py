@@ -1,0 +1,227 @@
+"""``skewlab compare RUN_ID [RUN_ID...]``: MLflow runs side by side, and their plots.
+
+Prints one table with a column per run: identity and status, every param
+(``*`` marks the params that differ between the runs) and every summary
+metric (the per-window series are left out of the table). Then draws, under
+``--out``, the same plots for all runs from their per-window series:
+
+* ``loads.png``: per-worker share of each window's events, one panel per run
+  (series ``load_w<i>``, step = window);
+* ``latency.png``: p50 (dashed) and p99 (solid) latency per window, one colour
+  per run (series ``window_p50_ms`` / ``window_p99_ms``).
+
+Runs come from the MLflow store of ``--home`` (``<home>/mlflow.db``), else of
+``$MLFLOW_TRACKING_URI``, else of ``$SKEWLAB_HOME`` / ``./.skewlab``. An unknown
+run id prints one line and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from skewlab.io.tracking import RunSummary, Tracker, TrackingSettings
+
+HELP = "compare MLflow runs side by side: params, summary metrics, load and latency plots"
+
+LOAD_SERIES = re.compile(r"^load_w(\d+)$")
+LATENCY_SERIES = ("window_p50_ms", "window_p99_ms")
+SERIES = re.compile(r"^(load_w\d+|window_.+)$")
+"""Per-window series: plotted, not tabulated."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="MLflow run ids (1 or more)")
+    parser.add_argument(
+        "--home",
+        help="data dir whose MLflow store holds the runs "
+        "(default: $MLFLOW_TRACKING_URI, else $SKEWLAB_HOME, else ./.skewlab)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="directory for the plots (default <home>/runs/compare-<UTC time>)"
+    )
+
+
+@dataclass(frozen=True)
+class RunSeries:
+    """The per-window series of one run, ready to plot."""
+
+    label: str
+    window_s: float
+    loads: np.ndarray
+    p50: list[tuple[int, float]]
+    p99: list[tuple[int, float]]
+
+
+def _settings(home: str | None) -> TrackingSettings:
+    from skewlab.errors import ConfigError
+    from skewlab.io.tracking import TrackingSettings
+    from skewlab.services.datadir import resolve_home
+
+    settings = (
+        TrackingSettings.for_data_dir(resolve_home(home))
+        if home is not None
+        else TrackingSettings.from_env()
+    )
+    db = settings.sqlite_path
+    if db is not None and not db.is_file():
+        raise ConfigError(f"no MLflow store at {db}; pass --home with the data dir of the runs")
+    return settings
+
+
+def _summary(tracker: Tracker, run_id: str) -> RunSummary:
+    """The run, or a ConfigError (exit 2) if the store does not know the id."""
+    from skewlab.errors import ConfigError
+    from skewlab.io.tracking import TrackingError
+
+    try:
+        return tracker.get_run_summary(run_id)
+    except TrackingError as exc:
+        code = getattr(exc.__cause__, "error_code", "")
+        if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+            raise ConfigError(
+                f"unknown MLflow run id {run_id!r} in {tracker.settings.tracking_uri}"
+            ) from None
+        raise
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return f"{value:.6g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def _label(s: RunSummary) -> str:
+    return s.run_name or s.run_id[:12]
+
+
+def side_by_side(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
+    """The rows of :meth:`Tracker.compare` as one table with a column per run."""
+    from skewlab.report import format_table
+
+    fields = [k for k in rows[0] if k not in ("run_name",)] if rows else []
+    body: list[list[str]] = []
+    for name in fields:
+        if name.startswith("metrics.") and SERIES.match(name[len("metrics.") :]):
+            continue
+        cells = [_fmt(r.get(name)) for r in rows]
+        differs = name.startswith("params.") and len(set(cells)) > 1
+        body.append([name + (" *" if differs else ""), *cells])
+    table = format_table(["", *labels], body)
+    if any(r[0].endswith(" *") for r in body):
+        table += "\n* differs between the runs"
+    return table
+
+
+def _series(tracker: Tracker, s: RunSummary) -> RunSeries | None:
+    import numpy as np
+
+    workers = sorted(int(m.group(1)) for k in s.metrics if (m := LOAD_SERIES.match(k)))
+    if not workers:
+        return None
+    histories = {w: tracker.metric_history(s.run_id, f"load_w{w}") for w in workers}
+    steps = max((step for h in histories.values() for step, _ in h), default=-1) + 1
+    loads = np.zeros((steps, max(workers) + 1), dtype=np.float64)
+    for w, history in histories.items():
+        for step, value in history:
+            loads[step, w] = value
+    try:
+        window_s = float(s.params.get("window_s", "1"))
+    except ValueError:
+        window_s = 1.0
+    p50, p99 = (
+        tracker.metric_history(s.run_id, n) if n in s.metrics else [] for n in LATENCY_SERIES
+    )
+    std = s.metrics.get("std_dev")
+    label = _label(s) + (f": STD_DEV {std:.2f}%" if std is not None else "")
+    return RunSeries(label, window_s if window_s > 0 else 1.0, loads, p50, p99)
+
+
+def plot_latency(runs: Sequence[RunSeries], path: Path) -> Path | None:
+    """p50 (dashed) and p99 (solid) latency per window, one colour per run; None if no data."""
+    runs = [r for r in runs if r.p50 or r.p99]
+    if not runs:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    positive = True
+    for i, r in enumerate(runs):
+        colour = f"C{i % 10}"
+        for points, style, name in ((r.p99, "-", "p99"), (r.p50, "--", "p50")):
+            if points:
+                x = [step * r.window_s for step, _ in points]
+                y = [v for _, v in points]
+                positive = positive and min(y) > 0
+                ax.plot(x, y, style, color=colour, marker=".", label=f"{r.label} {name}")
+    if positive:
+        ax.set_yscale("log")
+    ax.set_xlabel("time since the first window (s)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title("latency per window: p99 solid, p50 dashed")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def draw(runs: Sequence[RunSeries], out: Path) -> list[Path]:
+    """``loads.png`` and ``latency.png`` of ``runs`` under ``out``; the paths drawn."""
+    from skewlab.report.plots import LoadPanel, plot_load_panels
+
+    if not runs:
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    panels = [LoadPanel(r.label, r.window_s, r.loads) for r in runs]
+    paths = [plot_load_panels(panels, out / "loads.png", "time since the first window (s)")]
+    latency = plot_latency(runs, out / "latency.png")
+    return paths + ([latency] if latency is not None else [])
+
+
+def run(args: argparse.Namespace) -> int:
+    from skewlab.errors import ConfigError
+    from skewlab.io.tracking import Tracker
+
+    if not args.run_ids:
+        raise ConfigError("give at least one RUN_ID (the MLflow run ids to compare)")
+    settings = _settings(args.home)
+    tracker = Tracker(settings)
+    run_ids = list(dict.fromkeys(args.run_ids))
+    summaries = [_summary(tracker, rid) for rid in run_ids]
+    labels = [_label(s) for s in summaries]
+    if len(set(labels)) < len(labels):
+        labels = [s.run_id[:12] for s in summaries]
+    print(side_by_side(tracker.compare(run_ids), labels))
+
+    series = []
+    for s in summaries:
+        one = _series(tracker, s)
+        if one is None:
+            print(f"compare: run {s.run_id} has no load_w<i> series; not plotted", file=sys.stderr)
+        else:
+            series.append(one)
+    if series:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        out = args.out or Path(settings.data_dir) / "runs" / f"compare-{stamp}"
+        for path in draw(series, out):
+            print(f"  plot: {path}")
+    return 0

@@ -1,0 +1,93 @@
+"""``skewlab_sweep``: its shape (DagBag, no DB) and a small simulated sweep with ``dag.test()``.
+
+The sweep test runs the real simulator and a real MLflow store on SQLite under
+a tmp ``$SKEWLAB_HOME``: 2 strategies x 1 workload x 1 W x 2 seeds = 4 mapped
+cells of 20,000 events (seconds), then the comparison on the parent run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+SWEEP_TASKS = ["plan", "cells_of", "start_parent", "run_cell", "compare"]
+SMALL = {
+    "strategies": ["key", "dkg"],
+    "workloads": ["country:R80"],
+    "workers": [4],
+    "seeds": [0, 1],
+    "events": 20_000,
+    "window": 1.0,
+}
+
+
+@pytest.mark.unit
+def test_sweep_dag_shape(dagbag: Any) -> None:
+    dag = dagbag.dags["skewlab_sweep"]
+    assert dag.schedule is None and dag.max_active_runs == 1
+    assert sorted(t.task_id for t in dag.tasks) == sorted(SWEEP_TASKS)
+    assert {"skewlab", "sweep"} <= set(dag.tags)
+    run_cell = dag.get_task("run_cell")
+    assert run_cell.max_active_tis_per_dagrun == 1
+    assert dag.get_task("compare").trigger_rule == "all_done"
+    assert "compare" in run_cell.downstream_task_ids
+    assert dag.get_task("start_parent").downstream_task_ids == {"run_cell", "compare"}
+
+
+@pytest.mark.unit
+def test_sweep_dag_params_form(dagbag: Any) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = dagbag.dags["skewlab_sweep"].params
+    assert {"preset", "mode", "strategies", "workloads", "workers", "seeds"} <= set(params.keys())
+    params.validate()
+    assert "dkg-country" in params.get_param("preset").schema["enum"]
+    for name, bad in {"mode": "fast", "strategies": ["nope"], "workers": [0], "seeds": []}.items():
+        with pytest.raises(ParamValidationError):
+            params.get_param(name).resolve(bad)
+
+
+@pytest.mark.integration
+def test_small_sim_sweep_end_to_end(
+    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    from skewlab.io.tracking import Tracker, TrackingSettings
+
+    home = tmp_path / "skewlab"
+    monkeypatch.setenv("SKEWLAB_HOME", str(home))
+    bag = DagBag(dag_folder=str(DAGS_DIR))
+    dag_run = bag.dags["skewlab_sweep"].test(run_conf=SMALL)
+
+    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in dag_run.get_task_instances()}
+    assert set(states.values()) == {"success"}, states
+    assert sorted(i for t, i in states if t == "run_cell") == [0, 1, 2, 3]
+    tracker = Tracker(TrackingSettings.for_data_dir(home))
+    exp = tracker.client.get_experiment_by_name("skewlab-sweep-custom")
+    assert exp is not None
+    parents = [
+        r
+        for r in tracker.client.search_runs([exp.experiment_id])
+        if "mlflow.parentRunId" not in r.data.tags
+    ]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    parent = parents[0].info.run_id
+    assert parents[0].data.tags["airflow.run_id"] == dag_run.run_id
+    children = tracker.child_runs(parent)
+    assert len(children) == 4
+    rows = tracker.compare(children)
+    assert {r["params.strategy"] for r in rows} == {"key", "dkg"}
+    assert all(r["metrics.imb_score"] is not None for r in rows)
+    arts = tracker.list_artifacts(parent, "comparison")
+    assert {Path(a).name for a in arts} >= {
+        "sweep.csv",
+        "sweep.md",
+        "imbalance.png",
+        "p99_latency.png",
+        "throughput.png",
+        "moved_state.png",
+    }

@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.integration.fixtures.store",
     "tests.integration.fixtures.spark",
     "tests.integration.fixtures.live",
+    "tests.integration.fixtures.airflow",
 ]

@@ -12,4 +12,5 @@ echo "== ruff" >&2
 echo "== mypy (lib/)" >&2
 "$bin/mypy"
 echo "== pytest" >&2
+bash "$root/infra/browser.sh" >&2  # chromium for -m browser (apt-get if missing)
 exec "$bin/python" -m pytest "$@"

@@ -10,7 +10,10 @@ run's topics, runs produce + the Spark route job + W workers + aggregate,
 shows progress on stderr, then prints one summary table (throughput, STD_DEV,
 DIST_COST, imbScore, latency percentiles, exactness) and logs one MLflow run.
 ``--compare key,pkg,dkg`` runs the same seeded workload once per strategy and
-prints them side by side. The exit code is 1 when any run is not exact.
+prints them side by side. ``--rebalance smalops|dlb-h|dlb-l|lptf`` (on top of
+``--strategy key``) runs the rebalancer loop: keys move by message sets and the
+summary adds rebalances, keys moved, tuples/bytes migrated, imbalance vs KEY and
+per-key order violations. The exit code is 1 when any run is not exact.
 """
 
 from __future__ import annotations
@@ -53,6 +56,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap", help="use this Kafka instead of the embedded broker")
     parser.add_argument("--trigger", type=positive_float, default=1.0, help="micro-batch s")
     parser.add_argument("--max-events-per-trigger", type=positive_int, help="cap per batch")
+    parser.add_argument(
+        "--rebalance",
+        choices=("smalops", "dlb-h", "dlb-l", "lptf"),
+        help="move hot keys with this policy (needs --strategy key)",
+    )
+    parser.add_argument(
+        "--rebalance-interval", type=positive_float, default=10.0, help="s between decisions"
+    )
+    parser.add_argument(
+        "--rebalance-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="policy parameter, e.g. threshold=0.05 or theta=15 (repeatable)",
+    )
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
@@ -84,9 +102,26 @@ def settings_list(args: argparse.Namespace) -> list[Any]:
             trigger_s=args.trigger,
             max_events_per_trigger=args.max_events_per_trigger,
             mlflow=not args.no_mlflow,
+            rebalance=getattr(args, "rebalance", None),
+            rebalance_interval_s=getattr(args, "rebalance_interval", 10.0),
+            rebalance_params=_params(getattr(args, "rebalance_param", [])),
         )
         for name in strategies
     ]
+
+
+def _params(items: list[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` flags -> a dict; values parsed as JSON when they are JSON (15, 0.1, false)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--rebalance-param must be NAME=VALUE, got {item!r}")
+        try:
+            out[name] = json.loads(raw)
+        except ValueError:
+            out[name] = raw
+    return out
 
 
 def _progress(label: str) -> Any:
@@ -139,8 +174,17 @@ def run(args: argparse.Namespace) -> int:
         )
         for r in summaries:
             print(f"{r.run_id}: {r.exactness}")
+            if r.rebalance:
+                print(
+                    f"  rebalance {r.rebalance}: {r.rebalances} rebalances, {r.keys_moved} keys "
+                    f"moved, {r.handoffs} hand-offs ({r.tuples_migrated:,} tuples, "
+                    f"{r.bytes_migrated:,} bytes); imbScore {r.imb_after:.1f}% after vs KEY "
+                    f"{r.imb_key_after:.1f}% (whole run {r.imb_score:.1f}% vs {r.imb_key:.1f}%); "
+                    f"order violations {r.order_violations}; key state "
+                    f"{'exact' if r.state_exact else 'NOT EXACT'}"
+                )
             for p in r.plots:
                 print(f"  plot: {p}")
             if r.mlflow_run_id:
                 print(f"  mlflow run: {r.mlflow_run_id}")
-    return 0 if all(r.exact for r in summaries) else 1
+    return 0 if all(r.exact and r.state_exact for r in summaries) else 1

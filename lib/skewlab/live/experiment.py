@@ -8,7 +8,9 @@
 2. start the Spark route job and the W worker processes (subprocesses, logs
    under ``<data dir>/runs/<run>/``) and wait until the route query is up;
 3. produce the workload at the target rate, showing progress (produced /
-   routed / processed, current imbalance);
+   routed / processed, current imbalance); with ``rebalance`` set, the
+   rebalancer loop (:mod:`skewlab.live.rebalancer`) runs in a thread meanwhile
+   and the route job and workers move keys by message sets;
 4. stop: the route job drains all input and exits, then the workers drain
    their partitions, flush to Delta and exit;
 5. merge ``partials`` into ``results`` and check them against a plain count of
@@ -77,8 +79,31 @@ class ExperimentSettings:
     mlflow: bool = True
     experiment: str | None = None
     keep_topics: bool = False
+    rebalance: str | None = None
+    rebalance_interval_s: float = 10.0
+    rebalance_lead_s: float = 1.0
+    rebalance_params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.rebalance is not None:
+            from skewlab.live.rebalancer import POLICIES
+
+            if self.rebalance not in POLICIES:
+                raise ConfigError(
+                    f"rebalance must be one of {', '.join(POLICIES)}, got {self.rebalance!r}"
+                )
+            if self.strategy != "key":
+                raise ConfigError(
+                    f"--rebalance runs on top of KEY grouping, got strategy {self.strategy!r}; "
+                    "use --strategy key"
+                )
+            from skewlab.rebalance import make_rebalancer
+
+            make_rebalancer(self.rebalance, workers=self.workers, **self.rebalance_params)
+            if not self.rebalance_interval_s > 0:
+                raise ConfigError(
+                    f"rebalance interval must be > 0 s, got {self.rebalance_interval_s}"
+                )
         if not 1 <= self.workers <= 64:
             raise ConfigError(f"workers must be in 1..64, got {self.workers}")
         if not 1 <= self.partitions <= 64:
@@ -174,6 +199,7 @@ def run_experiment(
         trigger_s=s.trigger_s,
         max_events_per_trigger=s.max_events_per_trigger,
         stop_file=str(stop_route),
+        message_sets=s.rebalance is not None,
     )
     (run_dir / "route.json").write_text(route_settings.to_json())
     worker_files = {}
@@ -188,6 +214,7 @@ def run_experiment(
             service_us=s.service_us,
             flush_interval_s=s.flush_interval_s,
             stop_file=str(stop_workers),
+            splitters=s.partitions if s.rebalance is not None else 0,
         )
         worker_files[i] = run_dir / f"worker-{i}.json"
         worker_files[i].write_text(settings_to_json(ws))
@@ -207,11 +234,26 @@ def run_experiment(
 
     procs.restart_route, procs.restart_worker = start_route, start_worker
     t_start = time.time()
+    rebalancer: Any = None
     try:
         start_route()
         for i in range(s.workers):
             start_worker(i)
         _wait_ready(run_dir / "route.ready", procs, run_dir)
+        if s.rebalance is not None:
+            from skewlab.live.rebalancer import RebalanceSettings, start_loop
+
+            rebalancer = start_loop(
+                RebalanceSettings(
+                    run_id=run_id,
+                    delta_root=delta_root,
+                    policy=s.rebalance,
+                    workers=s.workers,
+                    interval_s=s.rebalance_interval_s,
+                    lead_s=s.rebalance_lead_s,
+                    params=dict(s.rebalance_params),
+                )
+            )
         watch = _Watcher(client, events_topic, routed_topic, delta_root, run_id, progress)
         workload = parse_workload(s.workload, seed=s.seed)
         ps = ProduceSettings(events_topic, s.partitions, s.n_events, s.rate, s.payload_bytes)
@@ -223,6 +265,9 @@ def run_experiment(
 
         t_produce = time.time()
         report = produce(client, workload, ps, progress=on_chunk)
+        if rebalancer is not None:
+            rebalancer[1].set()
+            rebalancer[0].join()
         stop_route.touch()
         _wait_exit("route job", procs, lambda: procs.route, run_dir / "route.log", watch)
         stop_workers.touch()
@@ -241,6 +286,8 @@ def run_experiment(
             summary = log_run(summary, s, home)
         return summary
     finally:
+        if rebalancer is not None:
+            rebalancer[1].set()
         for p in [procs.route, *procs.workers.values()]:
             if p is not None and p.poll() is None:
                 p.kill()

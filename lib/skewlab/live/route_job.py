@@ -38,7 +38,7 @@ from skewlab.errors import ConfigError
 from skewlab.grouping import make_grouping
 from skewlab.io.kafka.base import KafkaSettings
 from skewlab.pipeline import events
-from skewlab.pipeline.route import Splitter, key_loads
+from skewlab.pipeline.route import AssignmentVersion, Splitter, key_loads
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,9 +55,26 @@ DECODED_SCHEMA = (
 
 ROUTED_SCHEMA = (
     "src_partition int, src_offset long, worker long, key string, ts double, seq long, "
-    "size long, raw binary, reason string"
+    "size long, raw binary, reason string, set_id long, source long, kind int"
 )
-"""Rows out of the splitters: ``worker = -1`` and a ``reason`` for quarantined input."""
+"""Rows out of the splitters: ``worker = -1`` and a ``reason`` for quarantined input;
+``kind`` 1 = event (``set_id``, ``source``: its message set), 0 = end-of-set marker
+(``set_id`` ends, ``source`` = the next worker)."""
+
+OUT_COLUMNS = [
+    "src_partition",
+    "src_offset",
+    "worker",
+    "key",
+    "ts",
+    "seq",
+    "size",
+    "raw",
+    "reason",
+    "set_id",
+    "source",
+    "kind",
+]
 
 
 @dataclass(frozen=True)
@@ -79,8 +96,13 @@ class RouteSettings:
     max_events_per_trigger: int | None = None
     max_event_bytes: int = events.DEFAULT_MAX_BYTES
     stop_file: str | None = None
+    message_sets: bool = False
 
     def __post_init__(self) -> None:
+        if self.message_sets and self.strategy != "key":
+            raise ConfigError(
+                f"message sets run on top of KEY grouping only, got strategy {self.strategy!r}"
+            )
         if self.workers < 1:
             raise ConfigError(f"workers must be >= 1, got {self.workers}")
         if self.window_s <= 0 or self.trigger_s <= 0:
@@ -136,25 +158,69 @@ def decode_fn(max_bytes: int) -> Any:
     return run
 
 
+_STORES: dict[str, Any] = {}
+
+
+def assignment_versions(delta_root: str, run_id: str, after: int) -> list[AssignmentVersion]:
+    """The ``assignments`` versions of ``run_id`` above ``after`` (a store per Python worker)."""
+    from skewlab.io.delta import DeltaStore
+
+    store = _STORES.get(delta_root)
+    if store is None:
+        store = _STORES[delta_root] = DeltaStore(delta_root)
+    rows = store.read("assignments", run_id=run_id, filters=[("version", ">", after)])
+    return AssignmentVersion.from_rows(rows.to_pylist())
+
+
 def splitter_fn(s: RouteSettings) -> Any:
     """The per-splitter function run by Spark for one group and micro-batch."""
     cfg = make_grouping(s.strategy, workers=s.workers, **s.strategy_params)
 
     def run(key: tuple[Any, ...], state: Any, rows: pd.DataFrame) -> tuple[Any, pd.DataFrame]:
+        import pandas as pd
+
         t0 = time.perf_counter()
         splitter = Splitter(cfg, state)
         valid = rows["reason"].isna().to_numpy()
-        workers = np.full(len(rows), -1, dtype=np.int64)
+        n = len(rows)
+        workers = np.full(n, -1, dtype=np.int64)
+        set_ids = np.zeros(n, dtype=np.int64)
+        sources = np.full(n, -1, dtype=np.int64)
+        markers: list[dict[str, Any]] = []
         if valid.any():
-            workers[valid] = splitter.route(
-                rows["key"][valid].tolist(), rows["ts"][valid].to_numpy()
-            )
+            keys, ts = rows["key"][valid].tolist(), rows["ts"][valid].to_numpy()
+            if s.message_sets:
+                versions = assignment_versions(s.delta_root, s.run_id, splitter.applied)
+                rs = splitter.route_sets(keys, ts, versions)
+                workers[valid], set_ids[valid], sources[valid] = rs.workers, rs.set_ids, rs.sources
+                offs = rows["offset"][valid].to_numpy()
+                markers = [
+                    {
+                        "src_partition": int(key[0]),
+                        "src_offset": int(offs[m.index]),
+                        "worker": m.worker,
+                        "key": m.key,
+                        "ts": float(ts[m.index]),
+                        "seq": -1,
+                        "size": 0,
+                        "raw": None,
+                        "reason": None,
+                        "set_id": m.set_id,
+                        "source": m.next_worker,
+                        "kind": 0,
+                    }
+                    for m in rs.markers
+                ]
+            else:
+                workers[valid] = splitter.route(keys, ts)
         out = rows.rename(columns={"partition": "src_partition", "offset": "src_offset"})
         out.insert(2, "worker", workers)
+        out["set_id"], out["source"] = set_ids, sources
+        out["kind"] = np.ones(n, dtype=np.int32)
+        if markers:
+            out = pd.concat([out[OUT_COLUMNS], pd.DataFrame(markers)], ignore_index=True)
         log.debug("splitter %s: %d rows in %.2f s", key, len(rows), time.perf_counter() - t0)
-        return splitter.state(), out[
-            ["src_partition", "src_offset", "worker", "key", "ts", "seq", "size", "raw", "reason"]
-        ]
+        return splitter.state(), out[OUT_COLUMNS]
 
     return run
 
@@ -182,7 +248,9 @@ class BatchSink:
         t = batch.toArrow()
         if t.num_rows == 0:
             return
-        t = t.sort_by([("src_partition", "ascending"), ("src_offset", "ascending")])
+        t = t.sort_by(
+            [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
+        )
         t1 = time.perf_counter()
         self.write(t.to_pydict(), int(batch_id))
         log.info(
@@ -197,19 +265,36 @@ class BatchSink:
         t_start = time.perf_counter()
         client, store = self._clients()
         s = self.s
-        good = [i for i, w in enumerate(cols["worker"]) if w >= 0]
+        kinds = cols.get("kind") or [1] * len(cols["worker"])
+        good = [i for i, w in enumerate(cols["worker"]) if w >= 0 and kinds[i] == 1]
         topic = s.routed_topic
         keys, workers, tss, seqs = cols["key"], cols["worker"], cols["ts"], cols["seq"]
         sp, so, sz = cols["src_partition"], cols["src_offset"], cols["size"]
+        sets, sources = cols.get("set_id"), cols.get("source")
         encode, produce, header = self._encoder.encode, client.produce, events.SRC_HEADER
-        for i in good:
+        for i in range(len(workers)):
             k = keys[i]
+            if kinds[i] == 0:
+                eos = f"{sets[i]}:{sources[i]}:{sp[i]}".encode()  # type: ignore[index]
+                produce(
+                    topic,
+                    b"",
+                    key=k.encode(),
+                    partition=workers[i],
+                    headers=[(events.EOS_HEADER, eos)],
+                )
+                continue
+            if workers[i] < 0:
+                continue
+            hdrs = [(header, f"{sp[i]}:{so[i]}".encode())]
+            if sets is not None and sets[i] > 0:
+                hdrs.append((events.SET_HEADER, f"{sets[i]}:{sources[i]}".encode()))  # type: ignore[index]
             produce(
                 topic,
                 encode(k, tss[i], seqs[i], sz[i]),
                 key=k.encode(),
                 partition=workers[i],
-                headers=[(header, f"{sp[i]}:{so[i]}".encode())],
+                headers=hdrs,
             )
         client.flush()
         t_produced = time.perf_counter()
@@ -228,7 +313,7 @@ class BatchSink:
             version=batch_id,
             run_id=run,
         )
-        bad = [i for i, w in enumerate(workers) if w < 0]
+        bad = [i for i, w in enumerate(workers) if w < 0 and kinds[i] == 1]
         now_ms = round(time.time() * 1000)
         store.append(
             "quarantine",
@@ -334,7 +419,22 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         query.stop()
         spark.stop()
+    if s.message_sets:
+        send_end_of_stream(s)
     return 0
+
+
+def send_end_of_stream(s: RouteSettings) -> None:
+    """Tell every worker that no splitter routes any more (their open sets may end)."""
+    from skewlab.io.kafka import connect
+
+    client = connect(KafkaSettings(s.bootstrap, s.client))
+    try:
+        for w in range(s.workers):
+            client.produce(s.routed_topic, b"", partition=w, headers=[(events.END_HEADER, b"1")])
+        client.flush()
+    finally:
+        client.close()
 
 
 if __name__ == "__main__":

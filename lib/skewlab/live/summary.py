@@ -8,6 +8,7 @@ window counts as much as its events do.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,8 @@ import numpy as np
 from skewlab.io.delta import DeltaStore
 from skewlab.metrics import dist_cost, imb_score, std_dev_pct
 from skewlab.pipeline.exactness import ExactnessReport
+from skewlab.pipeline.handoff import META_KEY
+from skewlab.rebalance.base import hash_worker
 
 if TYPE_CHECKING:
     from skewlab.live.experiment import ExperimentSettings
@@ -45,6 +48,19 @@ class RunSummary:
     exactness: str
     wall_s: float
     window_s: float
+    rebalance: str = ""
+    rebalances: int = 0
+    keys_moved: int = 0
+    handoffs: int = 0
+    tuples_migrated: int = 0
+    bytes_migrated: int = 0
+    order_violations: int = 0
+    state_exact: bool = True
+    imb_key: float = float("nan")
+    imb_after: float = float("nan")
+    imb_key_after: float = float("nan")
+    window_imb: list[float] = field(default_factory=list)
+    window_imb_key: list[float] = field(default_factory=list)
     window_starts_ms: list[int] = field(default_factory=list)
     window_loads: list[list[int]] = field(default_factory=list)
     window_latency_ms: list[tuple[float, float]] = field(default_factory=list)
@@ -116,6 +132,8 @@ def summarize(
     windows = sorted(set(kl["window_start"].to_pylist()))
     widx = {w: i for i, w in enumerate(windows)}
     loads = np.zeros((len(windows), s.workers), dtype=np.int64)
+    key_counts: dict[str, int] = {}
+    home = np.zeros((len(windows), s.workers), dtype=np.int64)
     workers_of: dict[str, set[int]] = {}
     for w, k, wk, c in zip(
         kl["window_start"].to_pylist(),
@@ -125,6 +143,9 @@ def summarize(
     ):
         loads[widx[w], wk] += c
         workers_of.setdefault(k, set()).add(wk)
+        if s.rebalance:
+            home[widx[w], hash_worker(k, s.workers)] += c
+            key_counts[k] = key_counts.get(k, 0) + c
     totals = loads.sum(axis=0)
     quarantined = store.read("quarantine", run_id=run_id, columns=["offset"]).num_rows
     lat_series, lat_v, lat_w = _latency(store, run_id)
@@ -156,8 +177,86 @@ def summarize(
         latency_values_ms=lat_v[order].tolist(),
         latency_frac=frac.tolist(),
     )
+    if s.rebalance:
+        add_rebalance(summary, store, run_id, s.rebalance, loads, home, key_counts)
     summary.plots = draw(summary, run_dir)
     return summary
+
+
+def _imb(loads: np.ndarray) -> float:
+    return imb_score(loads) if loads.sum() else 0.0
+
+
+def add_rebalance(
+    summary: RunSummary,
+    store: DeltaStore,
+    run_id: str,
+    policy: str,
+    loads: np.ndarray,
+    home: np.ndarray,
+    key_counts: dict[str, int],
+) -> None:
+    """Rebalancing evidence: decisions, hand-offs, final key state, imbalance vs KEY.
+
+    KEY's imbalance is measured on the same events: each key's load of a window
+    put on its hash worker (what KEY grouping alone would have done).
+    ``state_exact``: at the end every key has one holder whose state counts the
+    key's events exactly (hand-offs neither doubled nor lost state).
+    """
+    summary.rebalance = policy
+    dec = store.read("decisions", run_id=run_id, columns=["detail"])
+    for d in dec["detail"].to_pylist():
+        moved = int(json.loads(d)["keys_moved"])
+        summary.rebalances += int(moved > 0)
+        summary.keys_moved += moved
+    ho = store.read("handoffs", run_id=run_id, columns=["key", "set_id", "tuples", "bytes"])
+    seen = set(zip(ho["key"].to_pylist(), ho["set_id"].to_pylist()))
+    summary.handoffs = len(seen)
+    summary.tuples_migrated = int(sum(ho["tuples"].to_pylist()))
+    summary.bytes_migrated = int(sum(ho["bytes"].to_pylist()))
+    counts, holders, violations = final_key_state(store, run_id)
+    summary.order_violations = violations
+    nonzero = {k: c for k, c in counts.items() if c}
+    summary.state_exact = nonzero == key_counts and all(n == 1 for n in holders.values())
+    summary.window_imb = [_imb(r) for r in loads]
+    summary.window_imb_key = [_imb(r) for r in home]
+    summary.imb_key = _imb(home.sum(axis=0))
+    eff = store.read("assignments", run_id=run_id, columns=["effective_ms"])
+    starts = [e for e in eff["effective_ms"].to_pylist() if e is not None]
+    if starts:
+        ends = np.asarray(summary.window_starts_ms) + round(summary.window_s * 1000)
+        after = ends > min(starts)  # windows holding events routed by a version
+        summary.imb_after = _imb(loads[after].sum(axis=0))
+        summary.imb_key_after = _imb(home[after].sum(axis=0))
+
+
+def final_key_state(store: DeltaStore, run_id: str) -> tuple[dict[str, int], dict[str, int], int]:
+    """Per key: count in its final state, number of holders; total order violations.
+
+    Reads each worker's last ``operator_state`` checkpoint (its final flush).
+    """
+    t = store.read(
+        "operator_state", run_id=run_id, columns=["checkpoint", "instance", "key", "value"]
+    )
+    last: dict[int, int] = {}
+    for c, i in zip(t["checkpoint"].to_pylist(), t["instance"].to_pylist()):
+        last[i] = max(last.get(i, -1), c)
+    counts: dict[str, int] = {}
+    holders: dict[str, int] = {}
+    violations = 0
+    for c, i, k, v in zip(
+        t["checkpoint"].to_pylist(),
+        t["instance"].to_pylist(),
+        t["key"].to_pylist(),
+        t["value"].to_pylist(),
+    ):
+        if c != last[i] or k == META_KEY:
+            continue
+        for e in json.loads(v)["sets"]:
+            counts[k] = counts.get(k, 0) + int(e["state"]["count"])
+            holders[k] = holders.get(k, 0) + 1
+            violations += int(e["state"]["violations"])
+    return counts, holders, violations
 
 
 def draw(summary: RunSummary, out_dir: Path) -> list[str]:

@@ -37,6 +37,19 @@ SUMMARY_METRICS = (
     "wall_s",
 )
 
+REBALANCE_METRICS = (
+    "rebalances",
+    "keys_moved",
+    "handoffs",
+    "tuples_migrated",
+    "bytes_migrated",
+    "order_violations",
+    "imb_key",
+    "imb_after",
+    "imb_key_after",
+)
+"""Added when the run rebalanced (``skewlab run --rebalance``)."""
+
 
 def experiment_name(s: ExperimentSettings) -> str:
     """One MLflow experiment per workload family (``zipf``, ``country``...)."""
@@ -49,10 +62,15 @@ def log_run(summary: RunSummary, s: ExperimentSettings, home: Path) -> RunSummar
     params = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("home", "bootstrap")}
     params["run_id"] = summary.run_id
     tags = {"strategy": s.strategy, "mode": "live", "exact": str(summary.exact).lower()}
+    if s.rebalance:
+        tags["rebalance"] = s.rebalance
     rid = tracker.start_run(experiment_name(s), summary.run_id, params=params, tags=tags)
     try:
         metrics = {k: float(getattr(summary, k)) for k in SUMMARY_METRICS}
         metrics["exact"] = 1.0 if summary.exact else 0.0
+        if s.rebalance:
+            metrics.update({k: float(getattr(summary, k)) for k in REBALANCE_METRICS})
+            metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
         tracker.log_metrics(rid, {k: v for k, v in metrics.items() if math.isfinite(v)})
         loads = np.asarray(summary.window_loads, dtype=np.float64)
         steps = list(range(loads.shape[0]))
@@ -69,6 +87,9 @@ def log_run(summary: RunSummary, s: ExperimentSettings, home: Path) -> RunSummar
             tracker.log_series(
                 rid, "window_p99_ms", [b for _, b in summary.window_latency_ms], steps
             )
+        if summary.window_imb:
+            tracker.log_series(rid, "window_imb", summary.window_imb, steps)
+            tracker.log_series(rid, "window_imb_key", summary.window_imb_key, steps)
         for p in summary.plots:
             tracker.log_artifact(rid, p, "plots")
         tracker.log_dict(rid, summary.row(), "summary.json")

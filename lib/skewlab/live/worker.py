@@ -17,6 +17,25 @@ that is the routed offset to resume from, and ``worker_progress`` at that
 version holds the watermarks that drop replays of already-counted events. A
 crash anywhere in 1-3 therefore loses and doubles nothing: steps after the last
 complete ``partials`` commit are redone from the same offset.
+
+With message sets (``splitters > 0``, a rebalancer moves keys; see
+:mod:`skewlab.pipeline.handoff`), the worker also keeps every key's message
+sets, buffers and state, and a flush at routed offset ``o`` commits, in order:
+
+0. the producer is flushed: every hand-off record of a set completed before
+   ``o`` (sent to the next holder's partition of ``routed``) is in Kafka;
+1. ``operator_state`` gets the whole key state at ``o`` (sets, buffered
+   records, hand-offs received / completed), checkpoint ``o``, same app id;
+2. ``handoffs`` gets the hand-offs applied before ``o`` (evidence), same app id;
+3. ``worker_progress``, 4. ``partials`` (the commit point), 5. ``latency``.
+
+Everything a worker learns about sets (records, end-of-set markers, hand-offs,
+end of stream) is in its own partition, so its state at ``o`` depends only on
+the records before ``o``: a step redone after a crash writes the same content,
+which is why skipping an already committed version is safe. A crash after 0
+and before 4 re-sends the hand-off when the set completes again; the receiver
+applies the first copy of each (key, set) and ignores the others. A hand-off
+is never lost: it is in Kafka before the offset past its completion commits.
 """
 
 from __future__ import annotations
@@ -35,6 +54,7 @@ from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.pipeline import events
+from skewlab.pipeline.handoff import Handoff, KeySets, Rec
 from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_start
 
 log = logging.getLogger(__name__)
@@ -55,8 +75,12 @@ class WorkerSettings:
     poll_interval_s: float = 0.05
     max_fetch: int = 20_000
     stop_file: str | None = None
+    splitters: int = 0
+    """Splitters of the route job when message sets are on (a rebalancer runs); 0 = off."""
 
     def __post_init__(self) -> None:
+        if self.splitters < 0:
+            raise ConfigError(f"splitters must be >= 0, got {self.splitters}")
         if self.worker < 0:
             raise ConfigError(f"worker must be >= 0, got {self.worker}")
         if self.window_s <= 0:
@@ -114,10 +138,28 @@ class Worker:
         self.start_offset = self.offset
         self.agg = WindowedAggregate(settings.window_s, self._watermarks_at(committed))
         self.latency = LatencyWindows(settings.window_s, rng=np.random.default_rng(settings.worker))
+        self.sets: KeySets | None = None
+        if settings.splitters:
+            self.sets = self._key_sets_at(committed)
+        self.handoffs_sent = 0
         self.flushes = 0
         self._last_flush = self.clock.now()
         self._dirty = False
         log.info("worker %d resumes at routed offset %d", settings.worker, self.offset)
+
+    def _key_sets_at(self, version: int | None) -> KeySets:
+        s = self.s
+        if version is None:
+            return KeySets(s.worker, s.splitters)
+        rows = self.store.read(
+            "operator_state",
+            run_id=s.run_id,
+            columns=["key", "value", "buffered"],
+            filters=[("instance", "=", s.worker), ("checkpoint", "=", version)],
+        ).to_pylist()
+        return KeySets.from_rows(
+            s.worker, s.splitters, [(r["key"], r["value"], r["buffered"]) for r in rows]
+        )
 
     def _watermarks_at(self, version: int | None) -> dict[int, int]:
         if version is None:
@@ -132,6 +174,65 @@ class Worker:
                 f"worker {self.s.worker}: partials committed at {version} but no progress row"
             )
         return {int(p): int(o) for p, o in json.loads(rows[-1]["watermarks"]).items()}
+
+    def _apply(self, key: str, recs: list[Rec], now: float) -> None:
+        w = self.s.window_s
+        for r in recs:
+            self.agg.add(key, r.ts, r.size)
+            self.latency.add(window_start(r.ts, w), now - r.ts)
+
+    def _send(self, out: list[Handoff]) -> None:
+        for h in out:
+            self.client.produce(
+                self.s.topic,
+                h.value(),
+                key=h.key.encode(),
+                partition=h.dst,
+                headers=[(events.HANDOFF_HEADER, f"{h.set_id}:{h.src}".encode())],
+            )
+            self.handoffs_sent += 1
+            log.info("worker %d: hand-off of %r set %d -> worker %d", h.src, h.key, h.set_id, h.dst)
+
+    def _process_sets(self, upto: int) -> int:
+        """``_process`` with message sets (module doc): records, markers, hand-offs."""
+        sets = self.sets
+        assert sets is not None
+        n = taken = 0
+        last = self.offset - 1
+        now = self.wall()
+        for rec in self.client.fetch(self.s.topic, self.s.worker, self.offset, upto):
+            last = rec.offset
+            n += 1
+            hdrs = rec.headers
+            if (eos := events.header(hdrs, events.EOS_HEADER)) is not None:
+                sid, nxt, sp = (int(x) for x in eos.split(":"))
+                sets.end_of_set((rec.key or b"").decode(), sid, sp, nxt)
+            elif (ho := events.header(hdrs, events.HANDOFF_HEADER)) is not None:
+                sid, src = (int(x) for x in ho.split(":"))
+                key = (rec.key or b"").decode()
+                state = json.loads(rec.value or b"{}")
+                self._apply(key, sets.receive(Handoff(key, sid, src, self.s.worker, state)), now)
+            elif events.header(hdrs, events.END_HEADER) is not None:
+                sets.end_of_stream()
+            else:
+                dec = events.decode([rec.value], routed=True)
+                if dec.rejects:
+                    log.error("worker %d: invalid routed record at %d", self.s.worker, rec.offset)
+                    continue
+                p, o = events.parse_src(hdrs)
+                if not self.agg.accept(p, o):
+                    continue
+                taken += 1
+                sh = events.header(hdrs, events.SET_HEADER)
+                sid, src = (int(x) for x in sh.split(":")) if sh else (0, -1)
+                key = dec.keys[0]
+                r = Rec(dec.ts[0], dec.seq[0], dec.sizes[0], p)
+                self._apply(key, sets.record(key, sid, src, r), now)
+            self._send(sets.take_handoffs())
+        self.busy(self.s.service_us * 1e-6 * taken)
+        self.offset = last + 1
+        self._dirty = True
+        return n
 
     def end(self) -> int:
         return self.client.end_offsets(self.s.topic).get(self.s.worker, 0)
@@ -148,6 +249,8 @@ class Worker:
         return n
 
     def _process(self, upto: int) -> int:
+        if self.sets is not None:
+            return self._process_sets(upto)
         keys: list[str] = []
         ts: list[float] = []
         sizes: list[int] = []
@@ -181,6 +284,34 @@ class Worker:
         """Commit the increments up to the current offset (steps 1-3 of the module doc)."""
         o, run, wk = self.offset, self.s.run_id, self.s.worker
         app = self.s.app_id
+        if self.sets is not None:
+            self.client.flush()
+            tau = _ms(self.wall())
+            state = [
+                {
+                    "checkpoint": o,
+                    "instance": wk,
+                    "key": key,
+                    "value": value,
+                    "tau": tau,
+                    "buffered": buffered,
+                }
+                for key, value, buffered in self.sets.rows()
+            ]
+            self.store.append("operator_state", state, app_id=app, version=o, run_id=run)
+            applied = [
+                {
+                    "key": h.key,
+                    "set_id": h.set_id,
+                    "from_worker": h.src,
+                    "to_worker": h.dst,
+                    "value": h.value(),
+                    "tuples": h.tuples,
+                    "bytes": len(h.value()),
+                }
+                for h in self.sets.take_applied()
+            ]
+            self.store.append("handoffs", applied, app_id=app, version=o, run_id=run)
         wm = json.dumps({str(p): v for p, v in sorted(self.agg.watermarks.items())})
         self.store.append(
             "worker_progress",
@@ -218,6 +349,14 @@ class Worker:
         self._dirty = False
         self._last_flush = self.clock.now()
 
+    def _sets_done(self) -> bool:
+        """No message set is still open here (always true without message sets)."""
+        if self.sets is None:
+            return True
+        if self._dirty:  # send completed hand-offs and commit before deciding
+            self.flush()
+        return self.sets.stream_ended and self.sets.waiting() == 0
+
     def stop_requested(self) -> bool:
         return self.s.stop_file is not None and Path(self.s.stop_file).exists()
 
@@ -227,7 +366,7 @@ class Worker:
             end = self.end()
             n = self.step(end)
             if n == 0:
-                if self.stop_requested() and self.offset >= self.end():
+                if self.stop_requested() and self.offset >= self.end() and self._sets_done():
                     break
                 sleep(self.s.poll_interval_s)
         if self._dirty:

@@ -149,3 +149,24 @@ def parse_src(headers: Sequence[tuple[str, bytes]]) -> tuple[int, int]:
             p, _, o = value.decode("ascii").partition(":")
             return int(p), int(o)
     raise ValueError(f"routed record has no {SRC_HEADER!r} header")
+
+
+SET_HEADER = "skewlab.set"
+"""Header of a routed record of a moved key: ``"<set id>:<source worker>"``."""
+
+EOS_HEADER = "skewlab.eos"
+"""Header of an end-of-set marker: ``"<set id>:<next worker>:<splitter>"`` (record key = key)."""
+
+HANDOFF_HEADER = "skewlab.handoff"
+"""Header of a hand-off record: ``"<set id>:<from worker>"``; value = the state JSON."""
+
+END_HEADER = "skewlab.end"
+"""Header of the end-of-stream record the route job sends every worker when it stops."""
+
+
+def header(headers: Sequence[tuple[str, bytes]], name: str) -> str | None:
+    """The value of header ``name`` as text, or ``None``."""
+    for n, v in headers:
+        if n == name:
+            return v.decode("ascii")
+    return None

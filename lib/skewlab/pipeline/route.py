@@ -14,10 +14,21 @@ Decisions, in order, for each batch (sorted by source offset):
 2. the grouping decides every event of the block (its own state advances);
 3. keys named by the explicit ``assignments`` map (a rebalancer's decision)
    go to the worker it names instead, whatever the grouping said.
+
+With a live rebalancer, :meth:`Splitter.route_sets` replaces step 3 by versions
+of the map, each with an ``effective`` event time (set by the rebalancer at or
+after the wall time it wrote the version, so no event already routed can fall
+under it). Per event, the newest version whose effective time is <= the event's
+ts applies; the splitter keeps the last version it applied (and its map) in its
+state, so a replayed batch routes exactly as the first attempt, however many
+versions were written meanwhile. When a version starts applying, the splitter
+emits one end-of-set :class:`Marker` per moved key, placed before the first
+event under the new version, to the key's old worker.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +37,7 @@ import numpy as np
 
 from skewlab.clock import ManualClock
 from skewlab.grouping.base import Grouping, GroupingConfig, Snapshot
+from skewlab.hashing import DKG_SEED, bucket
 from skewlab.keys import KeyBatch, KeyVocab
 
 SNAPSHOT_VERSION = 1
@@ -39,6 +51,57 @@ class SplitterState:
     grouping: Snapshot
     clock: float
     routed: int
+    applied: int = 0
+    sets: tuple[tuple[str, int, int, int], ...] = ()
+    """The applied assignments version and its map: (key, worker, set id, source)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentVersion:
+    """One version of the rebalancer's map: key -> (worker, set id), from ``effective`` s."""
+
+    version: int
+    effective: float
+    sets: tuple[tuple[str, int, int], ...]
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping[str, Any]]) -> list[AssignmentVersion]:
+        """Versions (oldest first) from ``assignments`` rows of one run."""
+        by: dict[int, list[Mapping[str, Any]]] = {}
+        for r in rows:
+            by.setdefault(int(r["version"]), []).append(r)
+        out = []
+        for v, rs in sorted(by.items()):
+            eff = max(int(r["effective_ms"] or 0) for r in rs) / 1000.0
+            sets = tuple(
+                sorted((str(r["key"]), int(r["worker"]), int(r["set_id"] or 0)) for r in rs)
+            )
+            out.append(cls(v, eff, sets))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """End of ``set_id`` of ``key`` on ``worker``; the next set goes to ``next_worker``.
+
+    ``index``: the marker goes right before event ``index`` of the batch.
+    """
+
+    index: int
+    key: str
+    worker: int
+    set_id: int
+    next_worker: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedSets:
+    """Per event: worker, set id and source (holder of the previous set, -1: none)."""
+
+    workers: np.ndarray
+    set_ids: np.ndarray
+    sources: np.ndarray
+    markers: list[Marker]
 
 
 class Splitter:
@@ -53,6 +116,10 @@ class Splitter:
         self._state = state
         self._grouping: Grouping | None = None
         self.routed = state.routed if state is not None else 0
+        self.applied = state.applied if state is not None else 0
+        self._sets: dict[str, tuple[int, int, int]] = {
+            k: (w, sid, src) for k, w, sid, src in (state.sets if state is not None else ())
+        }
         self._vocab = KeyVocab()
 
     def _built(self, first_ts: float) -> Grouping:
@@ -99,12 +166,68 @@ class Splitter:
             self._vocab = KeyVocab()
         return out
 
+    def route_sets(
+        self,
+        keys: Sequence[str],
+        ts: Sequence[float] | np.ndarray,
+        versions: Sequence[AssignmentVersion],
+    ) -> RoutedSets:
+        """Route by the grouping, then by the assignments version in force at each event.
+
+        Versions at or below the applied one are ignored; the others apply in
+        order from their effective time (see the module doc). Keys a version
+        does not name keep the grouping's worker and set 0.
+        """
+        workers = self.route(keys, ts)
+        n = len(keys)
+        set_ids = np.zeros(n, dtype=np.int64)
+        sources = np.full(n, -1, dtype=np.int64)
+        markers: list[Marker] = []
+        if n == 0:
+            return RoutedSets(workers, set_ids, sources, markers)
+        tmax = np.maximum.accumulate(np.asarray(ts, dtype=np.float64))
+        starts = [0]
+        pending = sorted((v for v in versions if v.version > self.applied), key=lambda v: v.version)
+        maps = [dict(self._sets)]
+        for v in pending:
+            j = int(np.searchsorted(tmax, v.effective, side="left"))
+            if j >= n:
+                break
+            cur = dict(maps[-1])
+            for k, w, sid in v.sets:
+                old_w, old_sid, _ = cur.get(k, (self._hash(k), 0, -1))
+                if sid > old_sid and w != old_w:
+                    markers.append(Marker(j, k, old_w, old_sid, w))
+                    cur[k] = (w, sid, old_w)
+            maps.append(cur)
+            starts.append(j)
+            self.applied = v.version
+        starts.append(n)
+        for m, (a, b) in zip(maps, itertools.pairwise(starts)):
+            if b <= a or not m:
+                continue
+            for i in range(a, b):
+                hit = m.get(keys[i])
+                if hit is not None:
+                    workers[i], set_ids[i], sources[i] = hit
+        self._sets = maps[-1]
+        return RoutedSets(workers, set_ids, sources, markers)
+
+    def _hash(self, key: str) -> int:
+        return bucket(key, int(self.cfg.workers), DKG_SEED)
+
     def state(self) -> SplitterState | None:
         """The state to carry to the next batch (``None`` until the first event)."""
         if self._grouping is None:
             return self._state
+        sets = tuple(sorted((k, w, sid, src) for k, (w, sid, src) in self._sets.items()))
         return SplitterState(
-            SNAPSHOT_VERSION, self._grouping.snapshot(), self.clock.now(), self.routed
+            SNAPSHOT_VERSION,
+            self._grouping.snapshot(),
+            self.clock.now(),
+            self.routed,
+            self.applied,
+            sets,
         )
 
 

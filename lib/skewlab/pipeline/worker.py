@@ -94,6 +94,29 @@ class WindowedAggregate:
         self.dropped += n - k
         return taken
 
+    def accept(self, src_partition: int, src_offset: int) -> bool:
+        """Take a record into the operator (``False``: a replay, dropped); see :meth:`add`.
+
+        Split from :meth:`add` for message sets: a record buffered until its
+        key's hand-off is taken now (its watermark moves) and added later.
+        """
+        if src_offset <= self._watermarks.get(src_partition, -1):
+            self.dropped += 1
+            return False
+        self._watermarks[src_partition] = src_offset
+        self.accepted += 1
+        return True
+
+    def add(self, key: str, ts: float, value: int) -> None:
+        """Count one accepted record into its (window, key) increment."""
+        slot = (float(np.floor(ts / self.window_s) * self.window_s), key)
+        acc = self._pending.get(slot)
+        if acc is None:
+            self._pending[slot] = [1, int(value)]
+        else:
+            acc[0] += 1
+            acc[1] += int(value)
+
     def drain(self) -> list[Partial]:
         """The increments since the last drain, sorted by (window, key); resets them."""
         out = [Partial(ws, key, c, s) for (ws, key), (c, s) in sorted(self._pending.items())]

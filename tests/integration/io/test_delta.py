@@ -47,7 +47,16 @@ def test_every_architecture_table_has_a_schema_with_run_id_partitioning() -> Non
             "records",
             "bytes_per_s",
         },
-        "assignments": {"version", "key", "worker", "set_id", "reason"},
+        "assignments": {"version", "key", "worker", "set_id", "reason", "effective_ms"},
+        "handoffs": {
+            "key",
+            "set_id",
+            "from_worker",
+            "to_worker",
+            "value",
+            "tuples",
+            "bytes",
+        },
         "consumer_assignments": {"iteration", "consumer", "topic", "partition", "action"},
         "operator_state": {"checkpoint", "instance", "key", "value", "tau", "buffered"},
         "partials": {"window_start", "key", "worker", "count", "sum"},
@@ -200,8 +209,24 @@ def test_latest_assignments_returns_newest_version_of_the_run(delta_store: Delta
     delta_store.append("assignments", version(9, "other", {"a": 5}), app_id="rb:o", version=9)
     first = delta_store.latest_assignments("r")
     assert first.to_pylist() == [
-        {"run_id": "r", "version": 1, "key": "a", "worker": 0, "set_id": None, "reason": "hot"},
-        {"run_id": "r", "version": 1, "key": "b", "worker": 1, "set_id": None, "reason": "hot"},
+        {
+            "run_id": "r",
+            "version": 1,
+            "key": "a",
+            "worker": 0,
+            "set_id": None,
+            "reason": "hot",
+            "effective_ms": None,
+        },
+        {
+            "run_id": "r",
+            "version": 1,
+            "key": "b",
+            "worker": 1,
+            "set_id": None,
+            "reason": "hot",
+            "effective_ms": None,
+        },
     ]
     assert delta_store.latest_assignments("r") is first  # unchanged table: cached
     delta_store.append("assignments", version(2, "r", {"c": 3}), app_id="rb:r", version=2)

@@ -112,6 +112,20 @@ ASSIGNMENTS = _spec(
     _req("worker", I64),
     _opt("set_id", I64),
     _req("reason", STR),
+    _opt("effective_ms", I64),
+)
+"""``effective_ms``: event time (ms) from which the version routes; null = from the start."""
+
+HANDOFFS = _spec(
+    "handoffs",
+    "one key's state handed from the holder of message set s-1 to the holder of set s",
+    _req("key", STR),
+    _req("set_id", I64),
+    _req("from_worker", I64),
+    _req("to_worker", I64),
+    _req("value", BIN),
+    _req("tuples", I64),
+    _req("bytes", I64),
 )
 
 CONSUMER_ASSIGNMENTS = _spec(
@@ -202,6 +216,7 @@ TABLES: dict[str, TableSpec] = {
         LATENCY,
         WORKER_PROGRESS,
         DECISIONS,
+        HANDOFFS,
     )
 }
 """Every table by name (the literal registry of STYLE.md rule 2)."""

@@ -1,0 +1,300 @@
+"""Message sets at a worker: which key records to apply now, buffer, or hand off (SMALOPS Fig. 5).
+
+A rebalancer moving key ``k`` from worker A to worker B starts message set
+``s + 1`` of ``k`` (set 0 is the key's life on its hash worker). Everything a
+worker learns about sets arrives *in its own partition of routed*, so its state
+at a routed offset is a function of the records before that offset (which is
+what lets the worker commit it per offset, like its partials):
+
+* data records carry ``(set, source)``: ``source`` held set ``set - 1``;
+* an end-of-set marker ``(key, set, splitter, next)`` from each splitter says
+  that splitter routed its last record of ``set`` (the next set goes to ``next``);
+* a hand-off record ``(key, set, state)`` brings the state of set ``set - 1``;
+* an end-of-stream record says no splitter will route anything any more.
+
+The lifecycle of one set ``s`` of key ``k`` at one worker (:class:`KeySets`):
+
+1. the set's entry is created by its first record, marker or hand-off: set 0
+   starts ``ACTIVE`` with empty state, a later set starts ``WAITING``;
+2. while ``WAITING``, the key's records of the set are buffered, in order;
+3. the hand-off of set ``s - 1`` arrives: its state (count, sum, last seq per
+   splitter, violations) becomes the entry's, the buffer is applied in order,
+   the entry is ``ACTIVE``; a second copy of a hand-off (a producer redone after
+   a crash) is ignored, because ``received[k]`` already covers it;
+4. ``ACTIVE`` records are applied at once; a record whose seq is not above the
+   key's last seq from its splitter counts as an order violation;
+5. once every splitter ended the set (or the stream ended) and the entry is
+   ``ACTIVE``, the set is complete: its state leaves as a :class:`Handoff` to
+   the next holder and the entry is removed (``completed[k] = s``).
+
+A key's count in its state is the number of its events applied along its chain
+of sets, so at the end exactly one entry per key remains and its count must be
+the key's count in the input: a hand-off that doubled or lost state shows there.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from skewlab.errors import ConfigError
+
+META_KEY = ""
+"""Checkpoint row of the worker itself (input keys are never empty)."""
+
+
+class Status(enum.Enum):
+    """Where one message set stands at one worker."""
+
+    WAITING = "waiting"
+    ACTIVE = "active"
+
+
+@dataclass(frozen=True, slots=True)
+class Rec:
+    """One event of a key as the operator applies it (ts s, seq, size, splitter)."""
+
+    ts: float
+    seq: int
+    size: int
+    splitter: int
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """The state of set ``set_id - 1`` of ``key``, from ``src`` to ``dst``."""
+
+    key: str
+    set_id: int
+    src: int
+    dst: int
+    state: dict[str, Any]
+
+    def value(self) -> bytes:
+        return json.dumps(self.state, sort_keys=True, separators=(",", ":")).encode()
+
+    @property
+    def tuples(self) -> int:
+        return int(self.state["count"])
+
+
+def empty_state() -> dict[str, Any]:
+    return {"count": 0, "sum": 0, "last": {}, "violations": 0}
+
+
+@dataclass
+class SetEntry:
+    """One message set of one key held (or awaited) by this worker."""
+
+    set_id: int
+    source: int
+    status: Status
+    state: dict[str, Any] = field(default_factory=empty_state)
+    ended: set[int] = field(default_factory=set)
+    next_worker: int | None = None
+    buffer: list[Rec] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "set": self.set_id,
+            "source": self.source,
+            "status": self.status.value,
+            "state": self.state,
+            "ended": sorted(self.ended),
+            "next": self.next_worker,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], buffer: list[Rec]) -> SetEntry:
+        return cls(
+            int(d["set"]),
+            int(d["source"]),
+            Status(d["status"]),
+            d["state"],
+            {int(p) for p in d["ended"]},
+            d["next"],
+            buffer,
+        )
+
+
+def _apply(state: dict[str, Any], r: Rec) -> None:
+    last = state["last"]
+    p = str(r.splitter)
+    if r.seq <= last.get(p, -1):
+        state["violations"] += 1
+    else:
+        last[p] = r.seq
+    state["count"] += 1
+    state["sum"] += r.size
+
+
+class KeySets:
+    """The message sets of every key at one worker (steps 1-5 of the module doc).
+
+    ``record`` / ``receive`` return the records to apply now (the caller adds
+    them to its partials); ``take_handoffs`` returns completed sets to send.
+    """
+
+    def __init__(self, worker: int, splitters: int) -> None:
+        if splitters < 1:
+            raise ConfigError(f"splitters must be >= 1, got {splitters}")
+        self.worker = worker
+        self.splitters = splitters
+        self.sets: dict[str, dict[int, SetEntry]] = {}
+        self.received: dict[str, int] = {}
+        self.completed: dict[str, int] = {}
+        self.stream_ended = False
+        self.applied_handoffs: list[Handoff] = []
+        self._out: list[Handoff] = []
+
+    # ---------------------------------------------------------------- input
+
+    def _entry(self, key: str, set_id: int, source: int) -> SetEntry | None:
+        if set_id <= self.completed.get(key, -1):
+            return None
+        sets = self.sets.setdefault(key, {})
+        e = sets.get(set_id)
+        if e is None:
+            status = Status.ACTIVE if set_id == 0 else Status.WAITING
+            e = sets[set_id] = SetEntry(set_id, source, status)
+        return e
+
+    def record(self, key: str, set_id: int, source: int, r: Rec) -> list[Rec]:
+        """A data record of ``key`` in ``set_id`` (step 2 or 4)."""
+        e = self._entry(key, set_id, source)
+        if e is None:  # a set already handed on: should never happen, keep the count anyway
+            sets = self.sets.get(key)
+            e = min(sets.values(), key=lambda x: x.set_id) if sets else None
+            if e is None:
+                e = self.sets.setdefault(key, {})[set_id] = SetEntry(set_id, source, Status.ACTIVE)
+            e.state["violations"] += 1
+        if e.status is Status.WAITING:
+            e.buffer.append(r)
+            return []
+        _apply(e.state, r)
+        self._check_complete(key, e)
+        return [r]
+
+    def end_of_set(self, key: str, set_id: int, splitter: int, next_worker: int) -> None:
+        """Splitter ``splitter`` routed its last record of ``set_id`` of ``key``."""
+        e = self._entry(key, set_id, -1)
+        if e is None:
+            return
+        e.ended.add(splitter)
+        e.next_worker = next_worker
+        self._check_complete(key, e)
+
+    def end_of_stream(self) -> None:
+        """No splitter routes any more: every set whose next holder is known ends."""
+        self.stream_ended = True
+        for key, sets in list(self.sets.items()):
+            for e in sorted(sets.values(), key=lambda x: x.set_id):
+                self._check_complete(key, e)
+
+    def receive(self, h: Handoff) -> list[Rec]:
+        """The hand-off of ``h.set_id - 1`` arrived (step 3); returns the buffer to apply."""
+        if h.set_id <= self.received.get(h.key, 0):
+            return []
+        e = self._entry(h.key, h.set_id, h.src)
+        if e is None:
+            return []
+        self.received[h.key] = h.set_id
+        self.applied_handoffs.append(h)
+        state = {
+            "count": int(h.state["count"]),
+            "sum": int(h.state["sum"]),
+            "last": dict(h.state["last"]),
+            "violations": int(h.state["violations"]),
+        }
+        buffered, e.buffer = e.buffer, []
+        for r in buffered:
+            _apply(state, r)
+        e.state, e.status = state, Status.ACTIVE
+        self._check_complete(h.key, e)
+        return buffered
+
+    def _check_complete(self, key: str, e: SetEntry) -> None:
+        """Step 5: hand the set on when all splitters ended it and it holds its state."""
+        if e.status is not Status.ACTIVE or e.next_worker is None:
+            return
+        if len(e.ended) < self.splitters and not self.stream_ended:
+            return
+        self._out.append(Handoff(key, e.set_id + 1, self.worker, e.next_worker, e.state))
+        del self.sets[key][e.set_id]
+        if not self.sets[key]:
+            del self.sets[key]
+        self.completed[key] = max(self.completed.get(key, -1), e.set_id)
+
+    # ---------------------------------------------------------------- output
+
+    def take_handoffs(self) -> list[Handoff]:
+        out, self._out = self._out, []
+        return out
+
+    def take_applied(self) -> list[Handoff]:
+        out, self.applied_handoffs = self.applied_handoffs, []
+        return out
+
+    def waiting(self) -> int:
+        """Sets still waiting for their hand-off."""
+        return sum(
+            1 for sets in self.sets.values() for e in sets.values() if e.status is Status.WAITING
+        )
+
+    def buffered(self) -> int:
+        return sum(len(e.buffer) for sets in self.sets.values() for e in sets.values())
+
+    # ---------------------------------------------------------------- checkpoint
+
+    def rows(self) -> list[tuple[str, bytes, bytes | None]]:
+        """``(key, value, buffered)`` per key: the whole state, for one checkpoint."""
+        meta = json.dumps({"stream_ended": self.stream_ended}).encode()
+        out: list[tuple[str, bytes, bytes | None]] = [(META_KEY, meta, None)]
+        keys = set(self.sets) | set(self.received) | set(self.completed)
+        for key in sorted(keys):
+            sets = self.sets.get(key, {})
+            value = {
+                "received": self.received.get(key, 0),
+                "completed": self.completed.get(key, -1),
+                "sets": [e.to_json() for _, e in sorted(sets.items())],
+            }
+            buf = {
+                str(s): [[r.ts, r.seq, r.size, r.splitter] for r in e.buffer]
+                for s, e in sets.items()
+            }
+            has_buf = any(buf.values())
+            out.append(
+                (
+                    key,
+                    json.dumps(value, sort_keys=True).encode(),
+                    json.dumps(buf).encode() if has_buf else None,
+                )
+            )
+        return out
+
+    @classmethod
+    def from_rows(
+        cls,
+        worker: int,
+        splitters: int,
+        rows: list[tuple[str, bytes, bytes | None]],
+    ) -> KeySets:
+        ks = cls(worker, splitters)
+        for key, value, buffered in rows:
+            d = json.loads(value)
+            if key == META_KEY:
+                ks.stream_ended = bool(d["stream_ended"])
+                continue
+            buf = json.loads(buffered) if buffered else {}
+            ks.received[key] = int(d["received"])
+            if int(d["completed"]) >= 0:
+                ks.completed[key] = int(d["completed"])
+            for ed in d["sets"]:
+                recs = [
+                    Rec(float(t), int(q), int(z), int(p))
+                    for t, q, z, p in buf.get(str(ed["set"]), [])
+                ]
+                ks.sets.setdefault(key, {})[int(ed["set"])] = SetEntry.from_json(ed, recs)
+        return ks

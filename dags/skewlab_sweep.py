@@ -124,13 +124,13 @@ def skewlab_sweep() -> None:
         from airflow.sdk.exceptions import AirflowFailException
 
         from skewlab.io.tracking import Tracker, TrackingSettings
-        from skewlab.orchestration import sweep
+        from skewlab.orchestration import sweep, sweep_compare
 
         settings = sweep.SweepSettings.from_dict(planned["settings"])
         tracker = Tracker(TrackingSettings.for_data_dir(settings.home))
         ti = get_current_context()["ti"]
         out = Path(settings.home) / "sweeps" / ti.run_id.replace(":", "_").replace("+", "_")
-        result = sweep.compare(settings, parent, tracker, out)
+        result = sweep_compare.compare(settings, parent, tracker, out)
         ti.xcom_push(key="parent_run_id", value=parent)
         log.info("%s", result["markdown"])
         if result["missing"]:

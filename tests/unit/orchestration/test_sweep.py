@@ -13,17 +13,17 @@ import pytest
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES
 from skewlab.io.tracking import Tracker
-from skewlab.orchestration import sweep
+from skewlab.orchestration import sweep, sweep_compare
 from skewlab.orchestration.sweep import (
     MAX_CELLS,
     PRESETS,
     SweepCell,
     SweepSettings,
     grid_cells,
-    markdown_table,
     param_schemas,
     settings_from_params,
 )
+from skewlab.orchestration.sweep_compare import markdown_table
 
 
 def _schema(name: str) -> dict[str, Any]:
@@ -149,7 +149,7 @@ def test_compare_writes_table_and_plots_and_flags_missing_cells(
 ) -> None:
     parent = sweep.start_parent(tracking, small, key="dag/run-2")
     sweep.run_cell(small, grid_cells(small)[0], parent, tracking)  # the second cell never ran
-    result = sweep.compare(small, parent, tracking, tmp_path / "out")
+    result = sweep_compare.compare(small, parent, tracking, tmp_path / "out")
     assert result["cells"] == 2 and result["finished"] == 1
     assert result["missing"] == [grid_cells(small)[1].name]
     with (tmp_path / "out" / "sweep.csv").open() as fh:

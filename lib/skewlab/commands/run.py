@@ -72,6 +72,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="policy parameter, e.g. threshold=0.05 or theta=15 (repeatable)",
     )
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    parser.add_argument(
+        "--no-quality", action="store_true", help="skip the Great Expectations suites"
+    )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
 
@@ -102,6 +105,7 @@ def settings_list(args: argparse.Namespace) -> list[Any]:
             trigger_s=args.trigger,
             max_events_per_trigger=args.max_events_per_trigger,
             mlflow=not args.no_mlflow,
+            quality=not args.no_quality,
             rebalance=getattr(args, "rebalance", None),
             rebalance_interval_s=getattr(args, "rebalance_interval", 10.0),
             rebalance_params=_params(getattr(args, "rebalance_param", [])),
@@ -174,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
         )
         for r in summaries:
             print(f"{r.run_id}: {r.exactness}")
+            print(f"  data quality: {r.quality}")
+            for line in r.quality_failures:
+                print(f"    {line}")
             if r.rebalance:
                 print(
                     f"  rebalance {r.rebalance}: {r.rebalances} rebalances, {r.keys_moved} keys "

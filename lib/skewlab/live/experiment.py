@@ -39,12 +39,13 @@ from skewlab.errors import ConfigError, SkewlabError
 from skewlab.grouping import make_grouping
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
-from skewlab.live.aggregate import merge, verify
+from skewlab.live.aggregate import merge, plain_count, results_counts
 from skewlab.live.producer import ProduceSettings, produce
 from skewlab.live.route_job import RouteSettings
 from skewlab.live.summary import RunSummary, summarize
 from skewlab.live.worker import WorkerSettings, settings_to_json
 from skewlab.metrics import imb_score
+from skewlab.pipeline.exactness import check
 from skewlab.workload import parse_workload
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ class ExperimentSettings:
     mlflow: bool = True
     experiment: str | None = None
     keep_topics: bool = False
+    quality: bool = True
+    """Run the Great Expectations suites on the run's tables (skewlab.quality)."""
     rebalance: str | None = None
     rebalance_interval_s: float = 10.0
     rebalance_lead_s: float = 1.0
@@ -276,14 +279,23 @@ def run_experiment(
         t_done = time.time()
         store = DeltaStore(delta_root)
         merge(store, run_id)
-        exactness = verify(store, client, run_id, events_topic, s.window_s)
+        expected, _ = plain_count(client, events_topic, s.window_s)
+        exactness = check(expected, results_counts(store, run_id))
+        log.info("exactness of %s: %s", run_id, exactness.summary())
         summary = summarize(
             store, run_id, s, report, exactness, t_produce, t_done, run_dir, time.time() - t_start
         )
+        quality = None
+        if s.quality:
+            from skewlab.quality import check_run
+
+            quality = check_run(store, run_id, events_counts=expected, window_s=s.window_s)
+            summary.quality = "passed" if quality.ok else "failed"
+            summary.quality_failures = list(quality.failures)
         if s.mlflow:
             from skewlab.live.tracking import log_run
 
-            summary = log_run(summary, s, home)
+            summary = log_run(summary, s, home, quality)
         return summary
     finally:
         if rebalancer is not None:

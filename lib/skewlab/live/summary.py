@@ -68,6 +68,9 @@ class RunSummary:
     latency_frac: list[float] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
     mlflow_run_id: str | None = None
+    quality: str = "skipped"
+    """``passed`` / ``failed`` (the data-quality suites) or ``skipped``."""
+    quality_failures: list[str] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
         """The scalar metrics (table / JSON / MLflow summary)."""

@@ -21,6 +21,7 @@ from skewlab.metrics import std_dev_pct
 if TYPE_CHECKING:
     from skewlab.live.experiment import ExperimentSettings
     from skewlab.live.summary import RunSummary
+    from skewlab.quality import QualityReport
 
 SUMMARY_METRICS = (
     "events",
@@ -56,8 +57,10 @@ def experiment_name(s: ExperimentSettings) -> str:
     return s.experiment or f"skewlab-live-{s.workload.split(':', 1)[0]}"
 
 
-def log_run(summary: RunSummary, s: ExperimentSettings, home: Path) -> RunSummary:
-    """Record ``summary`` as one MLflow run; returns it with ``mlflow_run_id`` set."""
+def log_run(
+    summary: RunSummary, s: ExperimentSettings, home: Path, quality: QualityReport | None = None
+) -> RunSummary:
+    """Record ``summary`` and its data-quality report as one MLflow run (sets its run id)."""
     tracker = Tracker(TrackingSettings.for_data_dir(home))
     params = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("home", "bootstrap")}
     params["run_id"] = summary.run_id
@@ -93,6 +96,10 @@ def log_run(summary: RunSummary, s: ExperimentSettings, home: Path) -> RunSummar
         for p in summary.plots:
             tracker.log_artifact(rid, p, "plots")
         tracker.log_dict(rid, summary.row(), "summary.json")
+        if quality is not None:
+            from skewlab.quality import log_quality
+
+            log_quality(tracker, rid, quality)
         tracker.end_run(rid, "FINISHED" if summary.exact else "FAILED")
     except BaseException:
         tracker.end_run(rid, "FAILED")

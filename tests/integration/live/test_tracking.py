@@ -79,3 +79,11 @@ def test_live_run_is_logged_to_mlflow(run_live, tmp_path):
     for name in names:
         local = client.download_artifacts(s.mlflow_run_id, name, str(tmp_path))
         assert Path(local).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # The data-quality suites ran inside the experiment and their report is in the run.
+    assert s.quality == "passed", s.quality_failures
+    assert {"quality/report.json", "quality/report.md"} <= {
+        a.path for a in client.list_artifacts(s.mlflow_run_id, "quality")
+    }
+    mr = client.get_run(s.mlflow_run_id)
+    assert mr.data.metrics["quality_ok"] == 1.0 and mr.data.tags["quality"] == "passed"

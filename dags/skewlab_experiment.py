@@ -105,11 +105,11 @@ def skewlab_experiment() -> None:
 
         from skewlab.io.delta import DeltaStore
         from skewlab.io.tracking import Tracker, TrackingSettings
+        from skewlab.live.experiment import delta_root_of
         from skewlab.quality import check_run, log_quality
 
         home = Path(settings["home"]).resolve()
-        # the Delta root of a live run (skewlab.live.experiment.run_experiment)
-        store = DeltaStore(home / "delta")
+        store = DeltaStore(delta_root_of(home))
         report = check_run(store, result["run_id"], window_s=float(settings["window_s"]))
         rid = result.get("mlflow_run_id")
         if rid:

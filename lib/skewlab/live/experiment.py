@@ -147,6 +147,19 @@ Hook = Callable[[int, Procs], None]
 ProgressFn = Callable[[dict[str, float]], None]
 
 
+BOOTSTRAP_ENV = "SKEWLAB_KAFKA_BOOTSTRAP"
+"""A Kafka to use instead of the embedded broker (``--bootstrap`` wins)."""
+DELTA_ROOT_ENV = "SKEWLAB_DELTA_ROOT"
+"""Where the Delta tables live (a path or ``s3://...``); default ``<data dir>/delta``."""
+SPARK_MASTER_ENV = "SKEWLAB_SPARK_MASTER"
+"""The route job's Spark master; default ``local[2]``."""
+
+
+def delta_root_of(home: Path) -> str:
+    """The Delta root of runs under data dir ``home`` (``$SKEWLAB_DELTA_ROOT`` wins)."""
+    return os.environ.get(DELTA_ROOT_ENV) or str(home / "delta")
+
+
 def new_run_id(strategy: str) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     return f"{strategy}-{stamp}-{uuid.uuid4().hex[:6]}"
@@ -179,8 +192,8 @@ def run_experiment(
     home = Path(s.home).resolve()
     run_dir = home / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    delta_root = str(home / "delta")
-    bootstrap = s.bootstrap or _ensure_broker(home)
+    delta_root = delta_root_of(home)
+    bootstrap = s.bootstrap or os.environ.get(BOOTSTRAP_ENV) or _ensure_broker(home)
     kafka = KafkaSettings(bootstrap, s.client)
     client = connect(kafka)
     events_topic, routed_topic = f"events-{run_id}", f"routed-{run_id}"
@@ -203,6 +216,7 @@ def run_experiment(
         max_events_per_trigger=s.max_events_per_trigger,
         stop_file=str(stop_route),
         message_sets=s.rebalance is not None,
+        spark_master=os.environ.get(SPARK_MASTER_ENV) or "local[2]",
     )
     (run_dir / "route.json").write_text(route_settings.to_json())
     worker_files = {}

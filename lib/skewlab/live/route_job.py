@@ -96,6 +96,7 @@ class RouteSettings:
     max_events_per_trigger: int | None = None
     max_event_bytes: int = events.DEFAULT_MAX_BYTES
     stop_file: str | None = None
+    spark_master: str = "local[2]"
     message_sets: bool = False
 
     def __post_init__(self) -> None:
@@ -402,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     s = RouteSettings.from_json(Path(args[0]).read_text() if Path(args[0]).exists() else args[0])
     data_dir = args[1] if len(args) > 1 else str(Path(s.checkpoint).parent / "spark")
-    spark = spark_session(f"skewlab-route-{s.run_id}", data_dir, master="local[2]")
+    spark = spark_session(f"skewlab-route-{s.run_id}", data_dir, master=s.spark_master)
     ready = Path(s.checkpoint).parent / "route.ready"
     query = start_query(spark, s)
     ready.write_text(str(time.time()))

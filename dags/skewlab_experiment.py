@@ -113,7 +113,7 @@ def skewlab_experiment() -> None:
         report = check_run(store, result["run_id"], window_s=float(settings["window_s"]))
         rid = result.get("mlflow_run_id")
         if rid:
-            log_quality(Tracker(TrackingSettings.for_data_dir(home)), rid, report)
+            log_quality(Tracker(TrackingSettings.for_runs(home)), rid, report)
         log.info("%s", report.summary())
         if not report.ok:
             raise AirflowFailException(report.summary())
@@ -134,7 +134,7 @@ def skewlab_experiment() -> None:
         ti.xcom_push(key="exact", value=bool(result.get("exact")))
         ti.xcom_push(key="summary", value=result)
         if rid:
-            tracker = Tracker(TrackingSettings.for_data_dir(settings["home"]))
+            tracker = Tracker(TrackingSettings.for_runs(settings["home"]))
             tracker.set_tags(rid, {"airflow.dag_id": ti.dag_id, "airflow.run_id": ti.run_id})
         log.info("run %s: %s (mlflow run %s)", result["run_id"], result["exactness"], rid)
         problem = verdict(result)

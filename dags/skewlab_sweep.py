@@ -94,7 +94,7 @@ def skewlab_sweep() -> None:
 
         settings = sweep.SweepSettings.from_dict(planned["settings"])
         ti = get_current_context()["ti"]
-        tracker = Tracker(TrackingSettings.for_data_dir(settings.home))
+        tracker = Tracker(TrackingSettings.for_runs(settings.home))
         rid = sweep.start_parent(tracker, settings, key=f"{ti.dag_id}/{ti.run_id}")
         tracker.set_tags(rid, {"airflow.dag_id": ti.dag_id, "airflow.run_id": ti.run_id})
         return rid
@@ -110,7 +110,7 @@ def skewlab_sweep() -> None:
         from skewlab.orchestration.params import one_line
 
         settings = sweep.SweepSettings.from_dict(planned["settings"])
-        tracker = Tracker(TrackingSettings.for_data_dir(settings.home))
+        tracker = Tracker(TrackingSettings.for_runs(settings.home))
         try:
             return sweep.run_cell(settings, sweep.SweepCell.from_dict(cell), parent, tracker)
         except SkewlabError as exc:
@@ -127,7 +127,7 @@ def skewlab_sweep() -> None:
         from skewlab.orchestration import sweep, sweep_compare
 
         settings = sweep.SweepSettings.from_dict(planned["settings"])
-        tracker = Tracker(TrackingSettings.for_data_dir(settings.home))
+        tracker = Tracker(TrackingSettings.for_runs(settings.home))
         ti = get_current_context()["ti"]
         out = Path(settings.home) / "sweeps" / ti.run_id.replace(":", "_").replace("+", "_")
         result = sweep_compare.compare(settings, parent, tracker, out)

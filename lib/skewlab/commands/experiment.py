@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_mlflow:
         from skewlab.io.tracking import Tracker, TrackingSettings
 
-        tracker = Tracker(TrackingSettings.for_data_dir(Path(args.home).resolve()))
+        tracker = Tracker(TrackingSettings.for_runs(Path(args.home).resolve()))
         params = {"experiment": args.name, "scale": args.scale, "seed": args.seed, **report.params}
         rid = tracker.start_run(
             "skewlab-experiments",

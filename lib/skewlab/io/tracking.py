@@ -97,6 +97,14 @@ class TrackingSettings:
         return cls(data_dir=str(data_dir))
 
     @classmethod
+    def for_runs(cls, data_dir: str | Path) -> TrackingSettings:
+        """Where runs are logged: a configured server (``MLFLOW_TRACKING_URI``, see
+        :meth:`from_env`) when there is one, else the defaults under ``data_dir``."""
+        return (
+            cls.from_env() if os.environ.get("MLFLOW_TRACKING_URI") else cls.for_data_dir(data_dir)
+        )
+
+    @classmethod
     def from_env(cls) -> TrackingSettings:
         """``MLFLOW_TRACKING_URI`` / ``SKEWLAB_ARTIFACT_LOCATION`` if set, else the defaults."""
         return cls(

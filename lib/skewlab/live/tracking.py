@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,11 +61,7 @@ def log_run(
     summary: RunSummary, s: ExperimentSettings, home: Path, quality: QualityReport | None = None
 ) -> RunSummary:
     """Record ``summary`` and its data-quality report as one MLflow run (sets its run id)."""
-    tracker = Tracker(
-        TrackingSettings.from_env()
-        if os.environ.get("MLFLOW_TRACKING_URI")
-        else TrackingSettings.for_data_dir(home)
-    )
+    tracker = Tracker(TrackingSettings.for_runs(home))
     params = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("home", "bootstrap")}
     params["run_id"] = summary.run_id
     tags = {"strategy": s.strategy, "mode": "live", "exact": str(summary.exact).lower()}

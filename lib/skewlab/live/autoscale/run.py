@@ -421,7 +421,7 @@ def _log_mlflow(summary: AutoscaleSummary, s: AutoscaleSettings, home: Path) -> 
     from skewlab.io.tracking import Tracker, TrackingSettings
 
     summary.plots.append(str(plot_run(summary, Path(summary.run_dir) / "autoscale.png")))
-    tracker = Tracker(TrackingSettings.for_data_dir(home))
+    tracker = Tracker(TrackingSettings.for_runs(home))
     params = {k: v for k, v in asdict(s).items() if k not in ("home", "bootstrap")}
     tags = {"algorithm": s.algorithm, "mode": "live-autoscale", "exact": str(summary.exact)}
     rid = tracker.start_run(s.experiment, summary.run_id, params=params, tags=tags)

@@ -11,39 +11,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from skewlab.errors import ConfigError, StateError
+from skewlab.frozen import FrozenMapping
 from skewlab.keys import KeyVocab
 
 SNAPSHOT_VERSION = 1
 
 
-class FrozenState(Mapping[str, Any]):
-    """A read-only ``str -> value`` mapping that pickles (values should be immutable)."""
+class FrozenState(FrozenMapping):
+    """A grouping snapshot: a read-only mapping that pickles (values should be immutable)."""
 
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return f"FrozenState({self._data!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenState, (self._data,))
 
 
 def make_state(name: str, workers: int, **fields: Any) -> FrozenState:

@@ -19,10 +19,11 @@ the router sends the key's tuples to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from skewlab.errors import ConfigError, StateError
+from skewlab.frozen import FrozenMapping
 from skewlab.hashing import bucket
 
 __all__ = [
@@ -44,7 +45,7 @@ def default_hash(key: str, eta: int) -> int:
     return bucket(key, eta)
 
 
-class OperatorState(Mapping[str, Any]):
+class OperatorState(FrozenMapping):
     """An immutable key -> value map: the seed's theta.
 
     Values are whatever the operator keeps per key (JSON-encodable when the
@@ -53,29 +54,17 @@ class OperatorState(Mapping[str, Any]):
     content only through equality (they are not meant as dict keys).
     """
 
-    __slots__ = ("_data",)
+    __slots__ = ()
 
     def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
         data = dict(items)
         for key in data:
             if not isinstance(key, str):
                 raise ConfigError(f"state keys must be str, got {type(key).__name__} {key!r}")
-        self._data: dict[str, Any] = data
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
+        super().__init__(data)
 
     def __repr__(self) -> str:
         return f"OperatorState({len(self._data)} keys)"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (OperatorState, (self._data,))
 
     def read(self, key: str) -> Any:
         """The seed's read: the value of ``key``, ``None`` if the state has no such key."""

@@ -17,13 +17,16 @@ from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka.base import KafkaClient
 from skewlab.pipeline import events
 from skewlab.pipeline.exactness import Counts, ExactnessReport, check
+from skewlab.pipeline.worker import window_start
 
 log = logging.getLogger(__name__)
 
 
 def _window_ms(ts_s: float, window_s: float) -> int:
-    w_ms = round(window_s * 1000)
-    return (round(ts_s * 1000) // w_ms) * w_ms
+    """The window of ``ts_s`` in ms, decided exactly as the workers and the route job do
+    (on seconds, not on ``ts`` rounded to ms first, which moves events within 0.5 ms
+    of a boundary into the next window)."""
+    return round(window_start(ts_s, window_s) * 1000)
 
 
 def merge(store: DeltaStore, run_id: str) -> pa.Table:

@@ -1,4 +1,7 @@
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from skewlab.pipeline.exactness import check
 
@@ -23,3 +26,25 @@ def test_lost_doubled_and_sum_mismatch_are_told_apart():
     assert report.sum_mismatches == 1
     assert "NOT EXACT" in report.summary()
     assert len(report.examples) == 5
+
+
+@given(
+    st.floats(min_value=1.7e9, max_value=1.8e9, allow_nan=False),
+    st.sampled_from([0.5, 1.0, 5.0, 15.0]),
+)
+def test_plain_count_windows_agree_with_route_and_workers(ts: float, window_s: float) -> None:
+    """The checker, the route job's key_loads and the workers put an event in one window
+    (a checker rounding ts to ms first moved events within 0.5 ms of a boundary)."""
+    from skewlab.live.aggregate import _window_ms
+    from skewlab.pipeline.route import key_loads
+    from skewlab.pipeline.worker import window_start
+
+    route = key_loads(window_s, np.asarray([ts]), ["k"], np.asarray([0]), np.asarray([1]))
+    assert _window_ms(ts, window_s) == round(route[0]["window_start"] * 1000)
+    assert _window_ms(ts, window_s) == round(window_start(ts, window_s) * 1000)
+
+
+def test_event_just_before_a_boundary_stays_in_its_window() -> None:
+    from skewlab.live.aggregate import _window_ms
+
+    assert _window_ms(1795314181.9996, 1.0) == 1795314181000

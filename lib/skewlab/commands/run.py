@@ -13,7 +13,12 @@ DIST_COST, imbScore, latency percentiles, exactness) and logs one MLflow run.
 prints them side by side. ``--rebalance smalops|dlb-h|dlb-l|lptf`` (on top of
 ``--strategy key``) runs the rebalancer loop: keys move by message sets and the
 summary adds rebalances, keys moved, tuples/bytes migrated, imbalance vs KEY and
-per-key order violations. The exit code is 1 when any run is not exact.
+per-key order violations. ``--scale-out checkpoint|active-backup|restart`` (on top
+of ``--strategy key``, with ``--service-us`` as the per-event cost) runs the state
+manager: overloaded workers are split by hash onto new instances; with
+``--load-ramp 2x/500s`` the input rate doubles every 500 s. The summary adds
+instances over time, scale events, pause, extra latency, instance-seconds and
+the fairness degree. The exit code is 1 when any run is not exact.
 """
 
 from __future__ import annotations
@@ -71,6 +76,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="policy parameter, e.g. threshold=0.05 or theta=15 (repeatable)",
     )
+    parser.add_argument(
+        "--scale-out",
+        choices=("checkpoint", "active-backup", "restart"),
+        help="scale overloaded workers out with this policy (needs --strategy key, --service-us)",
+    )
+    parser.add_argument(
+        "--load-ramp", metavar="FACTORx/INTERVALs", help="rate ramp, e.g. 2x/500s (from --rate)"
+    )
+    parser.add_argument(
+        "--max-instances", type=positive_int, default=2, help="instances per worker at most"
+    )
+    parser.add_argument(
+        "--scale-out-interval", type=positive_float, default=1.0, help="s between scores"
+    )
+    parser.add_argument(
+        "--scale-out-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="threshold / policy parameter, e.g. alarming=40 or cooldown_s=20 (repeatable)",
+    )
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     parser.add_argument(
         "--no-quality", action="store_true", help="skip the Great Expectations suites"
@@ -109,6 +135,11 @@ def settings_list(args: argparse.Namespace) -> list[Any]:
             rebalance=getattr(args, "rebalance", None),
             rebalance_interval_s=getattr(args, "rebalance_interval", 10.0),
             rebalance_params=_params(getattr(args, "rebalance_param", [])),
+            scale_out=getattr(args, "scale_out", None),
+            load_ramp=getattr(args, "load_ramp", None),
+            max_instances=getattr(args, "max_instances", 2),
+            scale_out_interval_s=getattr(args, "scale_out_interval", 1.0),
+            scale_out_params=_params(getattr(args, "scale_out_param", [])),
         )
         for name in strategies
     ]
@@ -120,7 +151,7 @@ def _params(items: list[str]) -> dict[str, Any]:
     for item in items:
         name, sep, raw = item.partition("=")
         if not sep or not name:
-            raise ConfigError(f"--rebalance-param must be NAME=VALUE, got {item!r}")
+            raise ConfigError(f"a -param flag must be NAME=VALUE, got {item!r}")
         try:
             out[name] = json.loads(raw)
         except ValueError:
@@ -190,6 +221,19 @@ def run(args: argparse.Namespace) -> int:
                     f"order violations {r.order_violations}; key state "
                     f"{'exact' if r.state_exact else 'NOT EXACT'}"
                 )
+            if r.scale_out:
+                print(
+                    f"  scale-out {r.scale_out}: {r.scale_events} events, up to {r.max_running} "
+                    f"instances, {r.instance_seconds:.0f} instance-s, fairness {r.fairness:.2f}, "
+                    f"pause {r.pause_s:.2f} s, extra p99 {r.extra_p99_ms:.0f} ms, "
+                    f"{r.checkpoints} checkpoints, {r.keys_moved} keys moved; key state "
+                    f"{'exact' if r.state_exact else 'NOT EXACT'}"
+                )
+                for e in r.scale_log:
+                    print(
+                        f"    t+{e.get('t_rel', 0):.0f}s worker {e['group']}: {e['from']} -> "
+                        f"{e['to']}, pause {e.get('pause_s', float('nan')):.2f} s"
+                    )
             for p in r.plots:
                 print(f"  plot: {p}")
             if r.mlflow_run_id:

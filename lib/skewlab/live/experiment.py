@@ -10,9 +10,13 @@
 3. produce the workload at the target rate, showing progress (produced /
    routed / processed, current imbalance); with ``rebalance`` set, the
    rebalancer loop (:mod:`skewlab.live.rebalancer`) runs in a thread meanwhile
-   and the route job and workers move keys by message sets;
-4. stop: the route job drains all input and exits, then the workers drain
-   their partitions, flush to Delta and exit;
+   and the route job and workers move keys by message sets; with ``scale_out``
+   set, the state manager (:mod:`skewlab.live.state_manager`) does instead: it
+   scores the workers, starts / stops instances on the spare partitions of
+   ``routed`` (created up front) and moves keys by the same message sets;
+4. stop: the control loop stops, the route job drains all input and exits
+   (end-of-stream goes to the spare partitions too), then the running workers
+   drain their partitions, flush to Delta and exit;
 5. merge ``partials`` into ``results`` and check them against a plain count of
    ``events`` (the verdict), compute the summary, log the MLflow run;
 6. delete the run's topics (the broker keeps topics in memory).
@@ -40,7 +44,7 @@ from skewlab.grouping import make_grouping
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.aggregate import merge, plain_count, results_counts
-from skewlab.live.producer import ProduceSettings, produce
+from skewlab.live.producer import ProduceSettings, produce, ramp_events
 from skewlab.live.route_job import RouteSettings
 from skewlab.live.summary import RunSummary, summarize
 from skewlab.live.worker import WorkerSettings, settings_to_json
@@ -86,8 +90,30 @@ class ExperimentSettings:
     rebalance_interval_s: float = 10.0
     rebalance_lead_s: float = 1.0
     rebalance_params: dict[str, Any] = field(default_factory=dict)
+    scale_out: str | None = None
+    """Scale-out policy of the state manager: checkpoint | active-backup | restart."""
+    scale_out_interval_s: float = 1.0
+    scale_out_lead_s: float = 0.5
+    max_instances: int = 2
+    """Instances per scaled worker at most (spare partitions of routed: W x (this - 1))."""
+    scale_out_params: dict[str, Any] = field(default_factory=dict)
+    load_ramp: str | None = None
+    """``FACTORx/INTERVALs``: the rate multiplies by FACTOR every INTERVAL seconds."""
 
     def __post_init__(self) -> None:
+        if self.load_ramp is not None:
+            from skewlab.live.state_manager import parse_ramp
+
+            parse_ramp(self.load_ramp)
+        if self.scale_out is not None:
+            if self.rebalance is not None:
+                raise ConfigError("--scale-out and --rebalance both write assignments; pick one")
+            if self.strategy != "key":
+                raise ConfigError(
+                    f"--scale-out runs on top of KEY grouping, got strategy {self.strategy!r}; "
+                    "use --strategy key"
+                )
+            self.state_manager_settings("check", "")
         if self.rebalance is not None:
             from skewlab.live.rebalancer import POLICIES
 
@@ -126,8 +152,32 @@ class ExperimentSettings:
 
     @property
     def n_events(self) -> int:
-        return (
-            self.events if self.events is not None else max(1, round(self.rate * self.duration_s))
+        if self.events is not None:
+            return self.events
+        if self.load_ramp is not None:
+            from skewlab.live.state_manager import parse_ramp
+
+            return ramp_events(self.rate, self.duration_s, *parse_ramp(self.load_ramp))
+        return max(1, round(self.rate * self.duration_s))
+
+    @property
+    def message_sets(self) -> bool:
+        return self.rebalance is not None or self.scale_out is not None
+
+    def state_manager_settings(self, run_id: str, delta_root: str) -> Any:
+        from skewlab.live.state_manager import StateManagerSettings
+
+        assert self.scale_out is not None
+        return StateManagerSettings(
+            run_id=run_id,
+            delta_root=delta_root,
+            policy=self.scale_out,
+            workers=self.workers,
+            service_us=self.service_us,
+            max_instances=self.max_instances,
+            interval_s=self.scale_out_interval_s,
+            lead_s=self.scale_out_lead_s,
+            params=dict(self.scale_out_params),
         )
 
 
@@ -198,7 +248,9 @@ def run_experiment(
     client = connect(kafka)
     events_topic, routed_topic = f"events-{run_id}", f"routed-{run_id}"
     client.create_topic(events_topic, s.partitions)
-    client.create_topic(routed_topic, s.workers)
+    sm_settings = s.state_manager_settings(run_id, delta_root) if s.scale_out is not None else None
+    n_routed = sm_settings.partitions if sm_settings is not None else s.workers
+    client.create_topic(routed_topic, n_routed)
     stop_route, stop_workers = run_dir / "route.stop", run_dir / "workers.stop"
     route_settings = RouteSettings(
         run_id=run_id,
@@ -215,12 +267,13 @@ def run_experiment(
         trigger_s=s.trigger_s,
         max_events_per_trigger=s.max_events_per_trigger,
         stop_file=str(stop_route),
-        message_sets=s.rebalance is not None,
+        message_sets=s.message_sets,
         spark_master=os.environ.get(SPARK_MASTER_ENV) or "local[2]",
     )
     (run_dir / "route.json").write_text(route_settings.to_json())
-    worker_files = {}
-    for i in range(s.workers):
+    worker_files: dict[int, Path] = {}
+
+    def worker_file(i: int) -> Path:
         ws = WorkerSettings(
             run_id=run_id,
             worker=i,
@@ -231,10 +284,16 @@ def run_experiment(
             service_us=s.service_us,
             flush_interval_s=s.flush_interval_s,
             stop_file=str(stop_workers),
-            splitters=s.partitions if s.rebalance is not None else 0,
+            splitters=s.partitions if s.message_sets else 0,
+            cost="sleep" if s.scale_out is not None else "spin",
+            ready_file=str(run_dir / f"worker-{i}.ready"),
         )
         worker_files[i] = run_dir / f"worker-{i}.json"
         worker_files[i].write_text(settings_to_json(ws))
+        return worker_files[i]
+
+    for i in range(s.workers):
+        worker_file(i)
     (run_dir / "settings.json").write_text(json.dumps(asdict(s), indent=2))
 
     procs = Procs()
@@ -245,13 +304,14 @@ def run_experiment(
         )
 
     def start_worker(i: int) -> None:
-        procs.workers[i] = _spawn(
-            "skewlab.live.worker", str(worker_files[i]), run_dir / f"worker-{i}.log"
-        )
+        (run_dir / f"worker-{i}.ready").unlink(missing_ok=True)
+        path = worker_files.get(i) or worker_file(i)
+        procs.workers[i] = _spawn("skewlab.live.worker", str(path), run_dir / f"worker-{i}.log")
 
     procs.restart_route, procs.restart_worker = start_route, start_worker
     t_start = time.time()
     rebalancer: Any = None
+    manager: Any = None
     try:
         start_route()
         for i in range(s.workers):
@@ -271,9 +331,11 @@ def run_experiment(
                     params=dict(s.rebalance_params),
                 )
             )
+        if sm_settings is not None:
+            manager = _start_manager(sm_settings, client, routed_topic, procs, run_dir)
         watch = _Watcher(client, events_topic, routed_topic, delta_root, run_id, progress)
         workload = parse_workload(s.workload, seed=s.seed)
-        ps = ProduceSettings(events_topic, s.partitions, s.n_events, s.rate, s.payload_bytes)
+        ps = _produce_settings(s, events_topic)
 
         def on_chunk(sent: int, total: int) -> None:
             watch.tick(sent, total)
@@ -282,22 +344,39 @@ def run_experiment(
 
         t_produce = time.time()
         report = produce(client, workload, ps, progress=on_chunk)
-        if rebalancer is not None:
-            rebalancer[1].set()
-            rebalancer[0].join()
+        for loop in (rebalancer, manager):
+            if loop is not None:
+                loop[1].set()
+                loop[0].join()
+        if manager is not None:
+            manager[2].kafka.close()
         stop_route.touch()
         _wait_exit("route job", procs, lambda: procs.route, run_dir / "route.log", watch)
+        if manager is not None:
+            _end_spares(client, routed_topic, s.workers, n_routed)
         stop_workers.touch()
-        for i in range(s.workers):
+        live = sorted(manager[2].running) if manager is not None else range(s.workers)
+        for i in live:
             _wait_exit(f"worker {i}", procs, _getter(procs, i), run_dir / f"worker-{i}.log", watch)
         t_done = time.time()
+        if manager is not None:
+            manager[2].track_events()
         store = DeltaStore(delta_root)
         merge(store, run_id)
         expected, _ = plain_count(client, events_topic, s.window_s)
         exactness = check(expected, results_counts(store, run_id))
         log.info("exactness of %s: %s", run_id, exactness.summary())
         summary = summarize(
-            store, run_id, s, report, exactness, t_produce, t_done, run_dir, time.time() - t_start
+            store,
+            run_id,
+            s,
+            report,
+            exactness,
+            t_produce,
+            t_done,
+            run_dir,
+            time.time() - t_start,
+            scale=manager[2].report() if manager is not None else None,
         )
         quality = None
         if s.quality:
@@ -312,9 +391,10 @@ def run_experiment(
             summary = log_run(summary, s, home, quality)
         return summary
     finally:
-        if rebalancer is not None:
-            rebalancer[1].set()
-        for p in [procs.route, *procs.workers.values()]:
+        for loop in (rebalancer, manager):
+            if loop is not None:
+                loop[1].set()
+        for p in [procs.route, *list(procs.workers.values())]:
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
@@ -325,6 +405,53 @@ def run_experiment(
                 except SkewlabError as exc:
                     log.warning("could not delete topic %s: %s", t, exc)
         client.close()
+
+
+def _produce_settings(s: ExperimentSettings, topic: str) -> ProduceSettings:
+    if s.load_ramp is None:
+        return ProduceSettings(topic, s.partitions, s.n_events, s.rate, s.payload_bytes)
+    from skewlab.live.state_manager import parse_ramp
+
+    factor, interval = parse_ramp(s.load_ramp)
+    return ProduceSettings(
+        topic,
+        s.partitions,
+        s.n_events,
+        s.rate,
+        s.payload_bytes,
+        chunk=int(min(2048, max(32, s.rate / 10))),  # 0.1 s of the first step
+        ramp_factor=factor,
+        ramp_interval_s=interval,
+    )
+
+
+def _start_manager(
+    sm: Any, client: Any, routed_topic: str, procs: Procs, run_dir: Path
+) -> tuple[Any, Any, Any]:
+    """Start the state manager thread with start / stop / readiness of worker processes."""
+    from skewlab.live.state_manager import Processes, start_loop
+
+    def stop(i: int) -> None:
+        p = procs.workers.get(i)
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+
+    def ready(i: int) -> bool:
+        p = procs.workers.get(i)
+        return p is not None and p.poll() is None and (run_dir / f"worker-{i}.ready").exists()
+
+    own = connect(KafkaSettings(client.settings.bootstrap, client.settings.client))
+    return start_loop(sm, own, routed_topic, Processes(procs.restart_worker, stop, ready))
+
+
+def _end_spares(client: Any, topic: str, first: int, n: int) -> None:
+    """End of stream on the spare partitions (the route job ends its W own ones)."""
+    from skewlab.pipeline import events
+
+    for w in range(first, n):
+        client.produce(topic, b"", partition=w, headers=[(events.END_HEADER, b"1")])
+    client.flush()
 
 
 def _getter(procs: Procs, i: int) -> Callable[[], subprocess.Popen[bytes] | None]:

@@ -31,6 +31,9 @@ class ProduceSettings:
     rate: float
     payload_bytes: int = 100
     chunk: int = 2048
+    ramp_factor: float = 1.0
+    """Load ramp: the rate multiplies by this every ``ramp_interval_s`` (1 = constant)."""
+    ramp_interval_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
@@ -41,6 +44,34 @@ class ProduceSettings:
             raise ConfigError(f"rate must be > 0 events/s, got {self.rate}")
         if not 0 <= self.payload_bytes <= 1_000_000:
             raise ConfigError(f"payload_bytes must be in 0..1000000, got {self.payload_bytes}")
+        if self.ramp_factor < 1 or (self.ramp_factor > 1 and not self.ramp_interval_s > 0):
+            raise ConfigError(
+                f"load ramp needs factor >= 1 and interval > 0 s, got "
+                f"{self.ramp_factor}x/{self.ramp_interval_s}s"
+            )
+
+    def due(self, sent: int) -> float:
+        """Seconds after the start when event ``sent`` is due (step-wise ramp, seed Fig. 9)."""
+        f, step = self.ramp_factor, self.ramp_interval_s
+        if f == 1:
+            return sent / self.rate
+        t, left, rate = 0.0, float(sent), self.rate
+        while left > rate * step:
+            left -= rate * step
+            t += step
+            rate *= f
+        return t + left / rate
+
+
+def ramp_events(rate: float, duration_s: float, factor: float, interval_s: float) -> int:
+    """Events of a run of ``duration_s`` whose rate starts at ``rate`` and ramps by ``factor``."""
+    n, t = 0.0, 0.0
+    while t < duration_s:
+        dt = min(interval_s, duration_s - t)
+        n += rate * dt
+        t += dt
+        rate *= factor
+    return max(1, round(n))
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +116,7 @@ def produce(
                 s.topic, value.encode("utf-8"), key=key.encode("utf-8"), partition=sent % p
             )
             sent += 1
-        ahead = start + sent / s.rate - wall()
+        ahead = start + s.due(sent) - wall()
         if ahead > 0:
             sleep(ahead)
         if progress is not None:

@@ -66,6 +66,20 @@ class RunSummary:
     window_latency_ms: list[tuple[float, float]] = field(default_factory=list)
     latency_values_ms: list[float] = field(default_factory=list)
     latency_frac: list[float] = field(default_factory=list)
+    scale_out: str = ""
+    scale_events: int = 0
+    max_running: int = 0
+    instance_seconds: float = float("nan")
+    fairness: float = float("nan")
+    checkpoints: int = 0
+    pause_s: float = float("nan")
+    """Longest time the moved keys made no progress in a scale event (switch -> hand-off)."""
+    extra_p99_ms: float = float("nan")
+    """p99 latency of the scaled workers' windows during scale events minus before alarming."""
+    scale_log: list[dict[str, Any]] = field(default_factory=list)
+    instances_t: list[float] = field(default_factory=list)
+    instances_running: list[int] = field(default_factory=list)
+    instances_active: list[int] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
     mlflow_run_id: str | None = None
     quality: str = "skipped"
@@ -81,6 +95,9 @@ class RunSummary:
             "window_latency_ms",
             "latency_values_ms",
             "latency_frac",
+            "instances_t",
+            "instances_running",
+            "instances_active",
         ):
             d.pop(k)
         return d
@@ -129,14 +146,16 @@ def summarize(
     t_done: float,
     run_dir: Path,
     wall_s: float,
+    scale: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Compute the run's summary from Delta (and draw its plots into ``run_dir``)."""
     kl = store.read("key_loads", run_id=run_id, columns=["window_start", "key", "worker", "count"])
     windows = sorted(set(kl["window_start"].to_pylist()))
     widx = {w: i for i, w in enumerate(windows)}
-    loads = np.zeros((len(windows), s.workers), dtype=np.int64)
+    n_workers = max([s.workers - 1, *kl["worker"].to_pylist()]) + 1  # spare instances too
+    loads = np.zeros((len(windows), n_workers), dtype=np.int64)
     key_counts: dict[str, int] = {}
-    home = np.zeros((len(windows), s.workers), dtype=np.int64)
+    home = np.zeros((len(windows), n_workers), dtype=np.int64)
     workers_of: dict[str, set[int]] = {}
     for w, k, wk, c in zip(
         kl["window_start"].to_pylist(),
@@ -146,7 +165,7 @@ def summarize(
     ):
         loads[widx[w], wk] += c
         workers_of.setdefault(k, set()).add(wk)
-        if s.rebalance:
+        if s.rebalance or scale is not None:
             home[widx[w], hash_worker(k, s.workers)] += c
             key_counts[k] = key_counts.get(k, 0) + c
     totals = loads.sum(axis=0)
@@ -182,6 +201,8 @@ def summarize(
     )
     if s.rebalance:
         add_rebalance(summary, store, run_id, s.rebalance, loads, home, key_counts)
+    if scale is not None and s.scale_out:
+        add_scale_out(summary, store, run_id, s.scale_out, scale, key_counts)
     summary.plots = draw(summary, run_dir)
     return summary
 
@@ -231,6 +252,59 @@ def add_rebalance(
         after = ends > min(starts)  # windows holding events routed by a version
         summary.imb_after = _imb(loads[after].sum(axis=0))
         summary.imb_key_after = _imb(home[after].sum(axis=0))
+
+
+def add_scale_out(
+    summary: RunSummary,
+    store: DeltaStore,
+    run_id: str,
+    policy: str,
+    scale: dict[str, Any],
+    key_counts: dict[str, int],
+) -> None:
+    """Scale-out evidence: instances over time, events, pause, extra latency, exact key state.
+
+    ``extra_p99_ms``: over the scale events, the highest p99 of a window of an
+    involved worker between the switch and the end of the hand-offs, minus the
+    median p99 of that worker's windows before the alarm.
+    """
+    summary.scale_out = policy
+    events = scale["events"]
+    summary.scale_log = events
+    summary.scale_events = len(events)
+    summary.instance_seconds = float(scale["instance_seconds"])
+    summary.fairness = float(scale["fairness"])
+    summary.checkpoints = int(scale["checkpoints"])
+    tl = scale["timeline"]
+    summary.instances_t = [float(t) for t, _, _ in tl]
+    summary.instances_running = [int(r) for _, r, _ in tl]
+    summary.instances_active = [int(a) for _, _, a in tl]
+    summary.max_running = max(summary.instances_running, default=summary.workers)
+    pauses = [float(e["pause_s"]) for e in events if "pause_s" in e]
+    summary.pause_s = max(pauses) if pauses else float("nan")
+    lat = store.read("latency", run_id=run_id, columns=["window_start", "worker", "p99"])
+    rows = list(
+        zip(lat["window_start"].to_pylist(), lat["worker"].to_pylist(), lat["p99"].to_pylist())
+    )
+    extras = []
+    w_ms = summary.window_s * 1000
+    for e in events:
+        involved = set(e["from"]) | set(e["to"])
+        t0, t1 = e["t_switch"] * 1000, e.get("t_done", e["t_switch"]) * 1000
+        before = [p for ws, wk, p in rows if wk in involved and ws + w_ms <= e["t_alarm"] * 1000]
+        during = [p for ws, wk, p in rows if wk in involved and t0 - w_ms < ws <= t1]
+        if before and during:
+            extras.append(max(during) - float(np.median(before)))
+    summary.extra_p99_ms = max(extras) if extras else float("nan")
+    ho = store.read("handoffs", run_id=run_id, columns=["key", "set_id", "tuples", "bytes"])
+    summary.handoffs = len(set(zip(ho["key"].to_pylist(), ho["set_id"].to_pylist())))
+    summary.tuples_migrated = int(sum(ho["tuples"].to_pylist()))
+    summary.bytes_migrated = int(sum(ho["bytes"].to_pylist()))
+    summary.keys_moved = sum(int(e.get("keys_moved", 0)) for e in events)
+    counts, holders, violations = final_key_state(store, run_id)
+    summary.order_violations = violations
+    nonzero = {k: c for k, c in counts.items() if c}
+    summary.state_exact = nonzero == key_counts and all(n == 1 for n in holders.values())
 
 
 def final_key_state(store: DeltaStore, run_id: str) -> tuple[dict[str, int], dict[str, int], int]:
@@ -283,6 +357,8 @@ def draw(summary: RunSummary, out_dir: Path) -> list[str]:
                 f"time since the first window (s), windows of {summary.window_s:g} s",
             )
         )
+    if summary.instances_t:
+        paths.append(_plot_instances(summary, out_dir / "instances.png"))
     if summary.latency_values_ms:
         paths.append(
             plot_cdf_curves(
@@ -299,3 +375,26 @@ def draw(summary: RunSummary, out_dir: Path) -> list[str]:
             )
         )
     return [str(p) for p in paths]
+
+
+def _plot_instances(summary: RunSummary, path: Path) -> Path:
+    """Instances running / holding keys over time, scale events marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.step(summary.instances_t, summary.instances_running, where="post", label="running")
+    ax.step(summary.instances_t, summary.instances_active, where="post", label="holding keys")
+    t0 = summary.instances_t[0] if summary.instances_t else 0.0
+    for e in summary.scale_log:
+        ax.axvline(e.get("t_rel", t0), color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("time since the state manager started (s)")
+    ax.set_ylabel("instances")
+    ax.set_title(f"scale-out {summary.scale_out}: {summary.scale_events} events")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -52,6 +52,21 @@ REBALANCE_METRICS = (
 """Added when the run rebalanced (``skewlab run --rebalance``)."""
 
 
+SCALE_OUT_METRICS = (
+    "scale_events",
+    "max_running",
+    "instance_seconds",
+    "fairness",
+    "checkpoints",
+    "pause_s",
+    "extra_p99_ms",
+    "handoffs",
+    "keys_moved",
+    "order_violations",
+)
+"""Added when the run scaled out (``skewlab run --scale-out``)."""
+
+
 def experiment_name(s: ExperimentSettings) -> str:
     """One MLflow experiment per workload family (``zipf``, ``country``...)."""
     return s.experiment or f"skewlab-live-{s.workload.split(':', 1)[0]}"
@@ -67,12 +82,17 @@ def log_run(
     tags = {"strategy": s.strategy, "mode": "live", "exact": str(summary.exact).lower()}
     if s.rebalance:
         tags["rebalance"] = s.rebalance
+    if s.scale_out:
+        tags["scale_out"] = s.scale_out
     rid = tracker.start_run(experiment_name(s), summary.run_id, params=params, tags=tags)
     try:
         metrics = {k: float(getattr(summary, k)) for k in SUMMARY_METRICS}
         metrics["exact"] = 1.0 if summary.exact else 0.0
         if s.rebalance:
             metrics.update({k: float(getattr(summary, k)) for k in REBALANCE_METRICS})
+            metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
+        if s.scale_out:
+            metrics.update({k: float(getattr(summary, k)) for k in SCALE_OUT_METRICS})
             metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
         tracker.log_metrics(rid, {k: v for k, v in metrics.items() if math.isfinite(v)})
         loads = np.asarray(summary.window_loads, dtype=np.float64)
@@ -93,6 +113,11 @@ def log_run(
         if summary.window_imb:
             tracker.log_series(rid, "window_imb", summary.window_imb, steps)
             tracker.log_series(rid, "window_imb_key", summary.window_imb_key, steps)
+        if summary.instances_t:
+            ticks = list(range(len(summary.instances_t)))
+            tracker.log_series(rid, "instances_running", summary.instances_running, ticks)
+            tracker.log_series(rid, "instances_active", summary.instances_active, ticks)
+            tracker.log_dict(rid, {"events": summary.scale_log}, "scale_events.json")
         for p in summary.plots:
             tracker.log_artifact(rid, p, "plots")
         tracker.log_dict(rid, summary.row(), "summary.json")

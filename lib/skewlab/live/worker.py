@@ -77,8 +77,15 @@ class WorkerSettings:
     stop_file: str | None = None
     splitters: int = 0
     """Splitters of the route job when message sets are on (a rebalancer runs); 0 = off."""
+    cost: str = "spin"
+    """How the per-event cost is paid: ``spin`` (busy CPU) or ``sleep`` (an instance that
+    stands for its own node: scale-out runs on 2 cores would otherwise starve Spark)."""
+    ready_file: str | None = None
+    """Written once the worker has restored its state and is about to read (scale-out)."""
 
     def __post_init__(self) -> None:
+        if self.cost not in ("spin", "sleep"):
+            raise ConfigError(f"cost must be spin or sleep, got {self.cost!r}")
         if self.splitters < 0:
             raise ConfigError(f"splitters must be >= 0, got {self.splitters}")
         if self.worker < 0:
@@ -130,7 +137,7 @@ class Worker:
         self.s = settings
         self.clock = clock or SystemClock()
         self.wall = wall
-        self.busy = busy
+        self.busy = busy if settings.cost == "spin" else time.sleep
         self.store = DeltaStore(settings.delta_root)
         self.client = connect(settings.kafka)
         committed = self.store.committed_version("partials", settings.app_id)
@@ -240,7 +247,10 @@ class Worker:
     def step(self, end: int | None = None) -> int:
         """Fetch and process up to ``max_fetch`` records; flush when due. Returns records read."""
         end = self.end() if end is None else end
-        upto = min(end, self.offset + self.s.max_fetch)
+        cap = self.s.max_fetch
+        if self.s.service_us > 0:  # keep a flush due every flush interval under backlog
+            cap = max(1, min(cap, int(self.s.flush_interval_s * 1e6 / self.s.service_us)))
+        upto = min(end, self.offset + cap)
         n = 0
         if upto > self.offset:
             n = self._process(upto)
@@ -362,6 +372,8 @@ class Worker:
 
     def run(self, sleep: Callable[[float], None] = time.sleep) -> WorkerReport:
         """Work until the stop file exists and the partition is drained; flush last."""
+        if self.s.ready_file:
+            Path(self.s.ready_file).write_text(str(self.wall()))
         while True:
             end = self.end()
             n = self.step(end)

@@ -1,0 +1,495 @@
+"""The live state manager: worker scores -> scale-out policy -> processes, checkpoints, routing.
+
+A thread of the experiment process (:func:`skewlab.live.experiment.run_experiment`
+starts it when ``scale_out`` is set). The stateful operator is the worker pool
+on top of KEY grouping; each of the ``W`` initial workers is one *group* (the
+operator instance the seed scales) with its own policy from
+:mod:`skewlab.state.policies` (``start_instances = 1``). Every ``interval_s`` of
+the injected clock, one :meth:`StateManager.step`:
+
+1. reads the signals of every running instance ``j`` (a partition of ``routed``):
+   input rate = growth of the routed end offset, lag = routed end offset -
+   the offset of its last committed flush (``worker_progress``), busy =
+   processed rate x per-event cost; scores it with :func:`bottleneck_score`
+   (capacity = ``1 / service_us``); a group's score is the max of its instances;
+2. feeds the group's policy (``observe``) and, when its pending instances
+   wrote their ready file, ``on_ready`` (and ``on_caught_up``: state moves with
+   the key by hand-off, so a started instance agrees with the old one at once);
+3. executes the actions (:meth:`StateManager.execute`): start / stop worker
+   processes, checkpoint through :class:`~skewlab.io.state_store.CheckpointStore`,
+   switch routing; split / replay / feed are carried out by the switch (below);
+4. sweeps keys seen since the last switch onto their instance (a key not yet
+   named in ``assignments`` goes to its group's first instance);
+5. logs every action as a ``decisions`` row and samples instances, fairness
+   (seed Eq. 5) and instance-seconds.
+
+Routing a scaled group to ``eta`` instances reuses the rebalancer's path: a new
+``assignments`` version names every seen key of the group with its instance
+``phys[m(k)]`` (``m`` = murmur3 with seed 29, independent of KEY's hash that
+formed the group) and a new message set for each moved key; the route job's
+splitters send end-of-set markers, the old holder hands the key's state to the
+new one (:mod:`skewlab.pipeline.handoff`), which buffers the key's records until
+it arrives. So ``SplitState`` / ``Replay`` / ``FeedInput`` are logged, not run
+separately: an extra copy of live state would count events twice.
+
+Instance ids: the policy's logical ids map to partitions of ``routed``. A
+replacement set of ``eta`` instances reuses the group's current partitions
+first (the scaled instance keeps hash part 0 in place) and takes the rest from
+the group's spare partitions ``W + g (M - 1) ...`` (``M`` = max instances), which
+the experiment creates up front. Policy semantics per action:
+
+* checkpoint: ``TakeCheckpoint`` writes the group's committed worker state
+  (``operator_state`` rows at its last ``partials`` version) as one checkpoint
+  ``(theta, tau = routed offset, beta = ())`` under run id ``<run>#g<g>``; records
+  waiting for a hand-off stay inside theta with their message set;
+* active-backup: secondaries start at alarming (warm, idle) and take the keys
+  at scale_out; they are stopped if the score falls back;
+* restart (baseline): ``StopInstances`` kills the group's worker first; it is
+  restarted from its own committed checkpoint together with the new instance.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from skewlab.clock import Clock
+from skewlab.errors import ConfigError
+from skewlab.hashing import bucket
+from skewlab.io.delta import DeltaStore
+from skewlab.io.state_store import CheckpointStore
+from skewlab.rebalance.base import hash_worker
+from skewlab.state import (
+    Checkpoint,
+    FairnessTracker,
+    Level,
+    OperatorState,
+    Phase,
+    Signals,
+    StartInstances,
+    StopInstances,
+    SwitchRouting,
+    TakeCheckpoint,
+    ThresholdConfig,
+    bottleneck_score,
+    make_policy,
+    owner,
+)
+from skewlab.state.base import Action
+
+log = logging.getLogger(__name__)
+
+POLICIES = {"checkpoint": "checkpointing", "active-backup": "active-backup", "restart": "restart"}
+"""``skewlab run --scale-out`` names -> library policy names."""
+
+SPLIT_SEED = 29
+"""Seed of the hash that splits a group's keys (KEY's seed 13 formed the groups)."""
+
+
+def split_hash(key: str, eta: int) -> int:
+    return bucket(key, eta, SPLIT_SEED)
+
+
+def parse_ramp(text: str) -> tuple[float, float]:
+    """``"2x/500s"`` -> (factor 2.0, interval 500.0 s)."""
+    try:
+        f, _, i = text.lower().partition("x/")
+        factor, interval = float(f), float(i.rstrip("s"))
+    except ValueError:
+        factor = interval = float("nan")
+    if not (factor >= 1 and interval > 0):
+        raise ConfigError(
+            f"load ramp must look like 2x/500s (factor >= 1, interval > 0), got {text!r}"
+        )
+    return factor, interval
+
+
+@dataclass(frozen=True)
+class StateManagerSettings:
+    """The loop's configuration (validated at the edge)."""
+
+    run_id: str
+    delta_root: str
+    policy: str
+    workers: int
+    service_us: float
+    max_instances: int = 2
+    interval_s: float = 1.0
+    lead_s: float = 0.5
+    signal_window_s: float = 5.0
+    """Input / processed rates are measured over this much time (step 1)."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Threshold fields (alarming=45...), cooldown_s, and checkpoint interval_s."""
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ConfigError(
+                f"scale-out must be one of {', '.join(POLICIES)}, got {self.policy!r}"
+            )
+        if not self.service_us > 0:
+            raise ConfigError(
+                f"--scale-out needs --service-us > 0 (capacity), got {self.service_us}"
+            )
+        if not 2 <= self.max_instances <= 16:
+            raise ConfigError(
+                f"max instances per operator must be in 2..16, got {self.max_instances}"
+            )
+        if not self.interval_s > 0 or self.lead_s < 0:
+            raise ConfigError(f"interval must be > 0 s and lead >= 0 s, got {self.interval_s}")
+        self.policy_config()
+
+    @property
+    def partitions(self) -> int:
+        """Partitions of ``routed``: the W groups plus their spare instances."""
+        return self.workers * self.max_instances
+
+    def spares(self, group: int) -> list[int]:
+        m = self.max_instances - 1
+        return list(range(self.workers + group * m, self.workers + (group + 1) * m))
+
+    def policy_config(self) -> Any:
+        th_names = set(ThresholdConfig.__dataclass_fields__)
+        th = {k: v for k, v in self.params.items() if k in th_names}
+        rest = {k: v for k, v in self.params.items() if k not in th_names}
+        kw: dict[str, Any] = {"cooldown_s": 10.0, **rest}
+        if self.policy == "active-backup":
+            kw.pop("interval_s", None)
+        return make_policy(
+            POLICIES[self.policy],
+            thresholds=ThresholdConfig(**th),
+            start_instances=1,
+            max_instances=self.max_instances,
+            scale_in=False,
+            **kw,
+        )
+
+
+@dataclass(frozen=True)
+class Processes:
+    """What the experiment lends the manager: start / stop / readiness of instance ``j``."""
+
+    start: Callable[[int], None]
+    stop: Callable[[int], None]
+    ready: Callable[[int], bool]
+
+
+@dataclass
+class Group:
+    """One scaled operator: the policy and its logical -> physical instance map."""
+
+    g: int
+    policy: Any
+    phys: dict[int, int]
+    active: list[int]
+    """Partitions holding the group's keys, in hash-part order."""
+    spare: list[int]
+    fair: FairnessTracker = field(default_factory=FairnessTracker)
+    bottlenecked: bool = False
+    event: dict[str, Any] | None = None
+
+
+class StateManager:
+    """Steps 1-5 of the module doc; ``run(stop)`` repeats them until ``stop`` is set."""
+
+    def __init__(
+        self,
+        s: StateManagerSettings,
+        kafka: Any,
+        routed_topic: str,
+        procs: Processes,
+        clock: Clock | None = None,
+        store: DeltaStore | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        from skewlab.live.rebalancer import EpochClock
+
+        self.s, self.kafka, self.topic, self.procs = s, kafka, routed_topic, procs
+        self.clock = clock or EpochClock()
+        self.wall = wall
+        self.store = store or DeltaStore(s.delta_root)
+        cfg = s.policy_config()
+        self.groups = [
+            Group(g, cfg.build(clock=self.clock), {0: g}, [g], s.spares(g))
+            for g in range(s.workers)
+        ]
+        self.running: set[int] = set(range(s.workers))
+        self.map: dict[str, tuple[int, int]] = {}
+        self.version, self.effective_ms, self.n_decisions = 0, 0, 0
+        self.t0 = self.clock.now()
+        self._prev: dict[int, list[tuple[float, int, int]]] = {}
+        self.timeline: list[tuple[float, int, int]] = []
+        self.instance_s = 0.0
+        self.events: list[dict[str, Any]] = []
+        self.checkpoints = 0
+
+    # ------------------------------------------------------------ step 1: signals
+
+    def _done(self) -> dict[int, int]:
+        t = self.store.read(
+            "worker_progress", run_id=self.s.run_id, columns=["worker", "routed_offset"]
+        )
+        done: dict[int, int] = {}
+        for w, o in zip(t["worker"].to_pylist(), t["routed_offset"].to_pylist()):
+            done[w] = max(done.get(w, 0), o)
+        return done
+
+    def scores(self, now: float) -> dict[int, tuple[float, float]]:
+        """Per running instance: (score, input rate)."""
+        ends, done = self.kafka.end_offsets(self.topic), self._done()
+        svc = self.s.service_us * 1e-6
+        out = {}
+        for j in sorted(self.running):
+            end, fin = ends.get(j, 0), done.get(j, 0)
+            hist = self._prev.setdefault(j, [])
+            hist.append((now, end, fin))
+            while len(hist) > 2 and now - hist[1][0] >= self.s.signal_window_s:
+                hist.pop(0)  # rates over the last signal window: micro-batches come in bursts
+            t_prev, e_prev, d_prev = hist[0]
+            dt = now - t_prev
+            rate = (end - e_prev) / dt if dt > 0 else 0.0
+            proc = (fin - d_prev) / dt if dt > 0 else 0.0
+            sig = Signals(rate, 1.0 / svc, max(end - fin, 0), min(max(proc * svc, 0.0), 1.0))
+            out[j] = (bottleneck_score(sig), rate)
+        return out
+
+    # ------------------------------------------------------------ steps 1-5
+
+    def step(self) -> None:
+        now = self.clock.now()
+        scores = self.scores(now)
+        dt = now - self.timeline[-1][0] - self.t0 if self.timeline else 0.0
+        self.instance_s += dt * len(self.running)
+        cap = 1e6 / self.s.service_us
+        for grp in self.groups:
+            mine = [scores[j] for j in grp.active if j in scores]
+            score = max((sc for sc, _ in mine), default=0.0)
+            need = sum(r for _, r in mine) / cap
+            grp.fair.add(dt, float(len(grp.active)), need)
+            grp.bottlenecked |= need > len(grp.active)
+            pol = grp.policy
+            actions = pol.observe(score)
+            log.debug("group %d: score %.1f need %.2f level %s", grp.g, score, need, pol.phase)
+            if pol.detector.level >= Level.ALARMING and grp.event is None:
+                grp.event = {"group": grp.g, "t_alarm": self.wall(), "score": score}
+            elif pol.detector.level < Level.ALARMING and pol.phase is Phase.NORMAL:
+                grp.event = None  # back to normal without a scale event
+            if pol.pending and all(
+                p in grp.phys and self.procs.ready(grp.phys[p]) for p in pol.pending
+            ):
+                actions += pol.on_ready(pol.pending)
+                if self.s.policy == "checkpoint":
+                    actions += pol.on_caught_up(pol.pending)
+            self.execute(grp, actions, score)
+        self._sweep()
+        self.track_events()
+        self.timeline.append(
+            (now - self.t0, len(self.running), sum(len(g.active) for g in self.groups))
+        )
+
+    # ------------------------------------------------------------ step 3: actions
+
+    def execute(self, grp: Group, actions: list[Action], score: float) -> None:
+        for a in actions:
+            detail: dict[str, Any] = {"group": grp.g, "action": type(a).__name__}
+            if isinstance(a, TakeCheckpoint):
+                detail |= self._checkpoint(grp, a.checkpoint)
+            elif isinstance(a, StartInstances):
+                detail |= self._start(grp, a.instances, a.role.value)
+            elif isinstance(a, StopInstances):
+                detail |= self._stop(grp, a.instances)
+            elif isinstance(a, SwitchRouting):
+                detail |= self._switch(grp, a.new)
+            else:
+                detail["note"] = "carried out by the routing switch (hand-off path)"
+            self._decide(detail, score)
+
+    def _start(self, grp: Group, logical: tuple[int, ...], role: str) -> dict[str, Any]:
+        reuse = list(grp.active)
+        started = []
+        for lid in logical:
+            j = reuse.pop(0) if reuse else grp.spare.pop(0) if grp.spare else None
+            if j is None:
+                raise ConfigError(f"group {grp.g}: no spare partition left for instance {lid}")
+            grp.phys[lid] = j
+            if j not in self.running:
+                self.procs.start(j)
+                self.running.add(j)
+                started.append(j)
+        if grp.event is not None and role != "secondary":
+            grp.event.setdefault("t_start", self.wall())
+        return {"instances": [grp.phys[lid] for lid in logical], "started": started, "role": role}
+
+    def _stop(self, grp: Group, logical: tuple[int, ...]) -> dict[str, Any]:
+        phys = [grp.phys.pop(lid) for lid in logical if lid in grp.phys]
+        keep = {grp.phys[lid] for lid in grp.policy.active if lid in grp.phys}
+        stopped = []
+        for j in phys:
+            if j in self.running and (j not in keep or self.s.policy == "restart"):
+                self.procs.stop(j)
+                self.running.discard(j)
+                stopped.append(j)
+                if grp.event is not None:
+                    grp.event.setdefault("t_kill", self.wall())
+            if j not in keep and j not in grp.active and j != grp.g:
+                grp.spare.insert(0, j)
+        return {"stopped": stopped}
+
+    def _checkpoint(self, grp: Group, cp_id: int) -> dict[str, Any]:
+        parts = {}
+        for j in grp.active:
+            version = self.store.committed_version("partials", f"work-{j}:{self.s.run_id}")
+            rows = (
+                []
+                if version is None
+                else self.store.read(
+                    "operator_state",
+                    run_id=self.s.run_id,
+                    columns=["key", "value", "buffered"],
+                    filters=[("instance", "=", j), ("checkpoint", "=", version)],
+                ).to_pylist()
+            )
+            theta = {}
+            for r in rows:
+                v = json.loads(r["value"])
+                if r["buffered"]:
+                    v["buffered"] = json.loads(r["buffered"])
+                theta[r["key"]] = v
+            parts[j] = Checkpoint(cp_id, OperatorState(theta), version or 0)
+        new = CheckpointStore(self.store, f"{self.s.run_id}#g{grp.g}", f"g{grp.g}").write(
+            cp_id, parts
+        )
+        self.checkpoints += int(new)
+        return {"checkpoint": cp_id, "tau": {j: p.tau for j, p in parts.items()}, "new": new}
+
+    def _switch(self, grp: Group, logical: tuple[int, ...]) -> dict[str, Any]:
+        old = list(grp.active)
+        grp.active = [grp.phys[lid] for lid in logical]
+        moved = self._sweep()
+        if old != grp.active:
+            ev = grp.event or {"group": grp.g, "t_alarm": self.wall()}
+            grp.event = None
+            ev |= {
+                "policy": self.s.policy,
+                "from": old,
+                "to": list(grp.active),
+                "t_switch": self.effective_ms / 1000,
+                "t_rel": self.clock.now() - self.t0,
+                "keys_moved": len(moved),
+                "pending": sorted(moved),
+            }
+            self.events.append(ev)
+        return {"from": old, "to": grp.active, "keys_moved": len(moved), "version": self.version}
+
+    # ------------------------------------------------------------ step 4: routing
+
+    def _sweep(self) -> list[tuple[str, int]]:
+        """Write a version moving every seen key whose instance changed; returns (key, set)."""
+        keys = self.store.read("key_loads", run_id=self.s.run_id, columns=["key"])["key"]
+        W = self.s.workers
+        rows: list[dict[str, Any]] = []
+        moved: list[tuple[str, int]] = []
+        for k in sorted(set(keys.to_pylist()) | set(self.map)):
+            grp = self.groups[hash_worker(k, W)]
+            want = grp.active[owner(k, len(grp.active), split_hash)]
+            cur, sid = self.map.get(k, (grp.g, 0))
+            if want != cur:
+                moved.append((k, sid + 1))
+            if k in self.map or want != cur:
+                rows.append({"key": k, "worker": want, "set_id": sid + int(want != cur)})
+                rows[-1]["reason"] = "scale-out" if want != cur else "kept"
+        if not moved:
+            return []
+        self.version += 1
+        self.effective_ms = max(self.effective_ms, round((self.wall() + self.s.lead_s) * 1000))
+        for r in rows:
+            r["version"], r["effective_ms"] = self.version, self.effective_ms
+        self.store.append(
+            "assignments",
+            rows,
+            app_id=f"scaleout:{self.s.run_id}",
+            version=self.version,
+            run_id=self.s.run_id,
+        )
+        self.map = {r["key"]: (r["worker"], r["set_id"]) for r in rows}
+        log.info("assignments v%d: %d keys moved", self.version, len(moved))
+        return moved
+
+    def track_events(self) -> None:
+        """Close a scale event once every moved key's hand-off is applied (its pause ends).
+
+        Called each step and once more after the workers exited (then the pause is
+        an upper bound: it ends at the run's end)."""
+        open_ = [e for e in self.events if "t_done" not in e]
+        if not open_:
+            return
+        ho = self.store.read("handoffs", run_id=self.s.run_id, columns=["key", "set_id"])
+        seen = set(zip(ho["key"].to_pylist(), ho["set_id"].to_pylist()))
+        now = self.wall()
+        for e in open_:
+            if all((k, s) in seen for k, s in e["pending"]):
+                e["t_done"] = now
+                t0 = min(e["t_switch"], e.get("t_kill", e["t_switch"]))
+                e["pause_s"] = max(now - t0, 0.0)
+                e.pop("pending")
+
+    # ------------------------------------------------------------ step 5: log
+
+    def _decide(self, detail: dict[str, Any], score: float) -> None:
+        self.n_decisions += 1
+        self.store.append(
+            "decisions",
+            [
+                {
+                    "ts": round(self.wall() * 1000),
+                    "loop": "scale-out",
+                    "policy": self.s.policy,
+                    "detail": json.dumps(detail, sort_keys=True, default=str),
+                    "cost": 0.0,
+                    "imbalance_before": None,
+                    "imbalance_after": None,
+                    "reason": f"score {score:.1f}",
+                }
+            ],
+            app_id=f"scaleout-decisions:{self.s.run_id}",
+            version=self.n_decisions,
+            run_id=self.s.run_id,
+        )
+        log.info("scale-out decision: %s", detail)
+
+    def report(self) -> dict[str, Any]:
+        """What the summary shows: instances over time, events, resources, fairness."""
+        from skewlab.state import app_fairness
+
+        fds = [g.fair.fd for g in self.groups]
+        return {
+            "timeline": self.timeline,
+            "events": self.events,
+            "instance_seconds": self.instance_s,
+            "fairness": app_fairness(fds, [g.bottlenecked for g in self.groups]),
+            "checkpoints": self.checkpoints,
+            "running": sorted(self.running),
+        }
+
+    def run(self, stop: threading.Event) -> None:
+        """Step every ``interval_s`` until ``stop`` is set (errors are logged, not raised)."""
+        while not stop.wait(self.s.interval_s):
+            try:
+                self.step()
+            except Exception:  # the loop must outlive one bad round; the log says why
+                log.exception("state manager step failed")
+
+
+def start_loop(
+    s: StateManagerSettings, kafka: Any, routed_topic: str, procs: Processes
+) -> tuple[threading.Thread, threading.Event, StateManager]:
+    """Start :meth:`StateManager.run` in a daemon thread; set the event to stop it."""
+    mgr = StateManager(s, kafka, routed_topic, procs)
+    stop = threading.Event()
+    thread = threading.Thread(target=mgr.run, args=(stop,), name="state-manager", daemon=True)
+    thread.start()
+    return thread, stop, mgr

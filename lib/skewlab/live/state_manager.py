@@ -55,6 +55,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -225,7 +226,10 @@ class StateManager:
         self.timeline: list[tuple[float, int, int]] = []
         self.instance_s = 0.0
         self.events: list[dict[str, Any]] = []
-        self.checkpoints = 0
+        self.checkpoints = self.checkpoints_skipped = 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
+        self._cp_store = DeltaStore(s.delta_root)  # the checkpoint thread's own handles
+        self._writing: dict[int, Future[dict[str, Any]]] = {}
 
     # ------------------------------------------------------------ step 1: signals
 
@@ -297,7 +301,7 @@ class StateManager:
         for a in actions:
             detail: dict[str, Any] = {"group": grp.g, "action": type(a).__name__}
             if isinstance(a, TakeCheckpoint):
-                detail |= self._checkpoint(grp, a.checkpoint)
+                detail |= self._request_checkpoint(grp, a.checkpoint)
             elif isinstance(a, StartInstances):
                 detail |= self._start(grp, a.instances, a.role.value)
             elif isinstance(a, StopInstances):
@@ -339,14 +343,31 @@ class StateManager:
                 grp.spare.insert(0, j)
         return {"stopped": stopped}
 
+    def _request_checkpoint(self, grp: Group, cp_id: int) -> dict[str, Any]:
+        """Write checkpoint ``cp_id`` in the background (one at a time per group).
+
+        Copying the state takes longer than a step on a big state; the loop must
+        keep scoring meanwhile. A request while the group's previous checkpoint
+        is still being written is skipped (the next one is at most one interval
+        later); a take-over uses the last checkpoint that completed."""
+        busy = self._writing.get(grp.g)
+        if busy is not None and not busy.done():
+            self.checkpoints_skipped += 1
+            return {"checkpoint": cp_id, "skipped": "previous checkpoint still writing"}
+        self._writing[grp.g] = self._pool.submit(self._checkpoint, grp, cp_id)
+        return {"checkpoint": cp_id, "async": True}
+
     def _checkpoint(self, grp: Group, cp_id: int) -> dict[str, Any]:
+        """Copy the group's committed worker state (theta, tau = its routed offset, beta =
+        the records waiting for a hand-off) into checkpoint ``cp_id`` (checkpoint thread)."""
+        store = self._cp_store
         parts = {}
-        for j in grp.active:
-            version = self.store.committed_version("partials", f"work-{j}:{self.s.run_id}")
+        for j in list(grp.active):
+            version = store.committed_version("partials", f"work-{j}:{self.s.run_id}")
             rows = (
                 []
                 if version is None
-                else self.store.read(
+                else store.read(
                     "operator_state",
                     run_id=self.s.run_id,
                     columns=["key", "value", "buffered"],
@@ -360,10 +381,14 @@ class StateManager:
                     v["buffered"] = json.loads(r["buffered"])
                 theta[r["key"]] = v
             parts[j] = Checkpoint(cp_id, OperatorState(theta), version or 0)
-        new = CheckpointStore(self.store, f"{self.s.run_id}#g{grp.g}", f"g{grp.g}").write(
-            cp_id, parts
-        )
+        new = CheckpointStore(store, f"{self.s.run_id}#g{grp.g}", f"g{grp.g}").write(cp_id, parts)
         self.checkpoints += int(new)
+        log.info(
+            "group %d: checkpoint %d written (tau %s)",
+            grp.g,
+            cp_id,
+            {j: p.tau for j, p in parts.items()},
+        )
         return {"checkpoint": cp_id, "tau": {j: p.tau for j, p in parts.items()}, "new": new}
 
     def _switch(self, grp: Group, logical: tuple[int, ...]) -> dict[str, Any]:
@@ -422,19 +447,30 @@ class StateManager:
     def track_events(self) -> None:
         """Close a scale event once every moved key's hand-off is applied (its pause ends).
 
-        Called each step and once more after the workers exited (then the pause is
-        an upper bound: it ends at the run's end)."""
+        The pause of an event runs from the switch (or the old instance's stop,
+        whichever is first) to the last ``applied_ms`` of its keys' hand-offs, the
+        wall time the new holders applied them. Called each step and once more
+        after the workers exited."""
         open_ = [e for e in self.events if "t_done" not in e]
         if not open_:
             return
-        ho = self.store.read("handoffs", run_id=self.s.run_id, columns=["key", "set_id"])
-        seen = set(zip(ho["key"].to_pylist(), ho["set_id"].to_pylist()))
+        ho = self.store.read(
+            "handoffs", run_id=self.s.run_id, columns=["key", "set_id", "applied_ms"]
+        )
+        applied = dict(
+            zip(
+                zip(ho["key"].to_pylist(), ho["set_id"].to_pylist()),
+                ho["applied_ms"].to_pylist(),
+            )
+        )
         now = self.wall()
         for e in open_:
-            if all((k, s) in seen for k, s in e["pending"]):
-                e["t_done"] = now
+            if all((k, s) in applied for k, s in e["pending"]):
+                at = [applied[(k, s)] for k, s in e["pending"]]
+                known = [a / 1000 for a in at if a is not None]
+                e["t_done"] = max(known) if len(known) == len(at) and known else now
                 t0 = min(e["t_switch"], e.get("t_kill", e["t_switch"]))
-                e["pause_s"] = max(now - t0, 0.0)
+                e["pause_s"] = max(e["t_done"] - t0, 0.0)
                 e.pop("pending")
 
     # ------------------------------------------------------------ step 5: log
@@ -482,6 +518,7 @@ class StateManager:
                 self.step()
             except Exception:  # the loop must outlive one bad round; the log says why
                 log.exception("state manager step failed")
+        self._pool.shutdown(wait=True)
 
 
 def start_loop(

@@ -149,6 +149,8 @@ class Worker:
         if settings.splitters:
             self.sets = self._key_sets_at(committed)
         self.handoffs_sent = 0
+        self._applied_ms: dict[tuple[str, int], int] = {}
+        """When each received hand-off was applied (wall ms), until it is committed."""
         self.flushes = 0
         self._last_flush = self.clock.now()
         self._dirty = False
@@ -219,6 +221,7 @@ class Worker:
                 key = (rec.key or b"").decode()
                 state = json.loads(rec.value or b"{}")
                 self._apply(key, sets.receive(Handoff(key, sid, src, self.s.worker, state)), now)
+                self._applied_ms.setdefault((key, sid), _ms(self.wall()))
             elif events.header(hdrs, events.END_HEADER) is not None:
                 sets.end_of_stream()
             else:
@@ -318,6 +321,7 @@ class Worker:
                     "value": h.value(),
                     "tuples": h.tuples,
                     "bytes": len(h.value()),
+                    "applied_ms": self._applied_ms.pop((h.key, h.set_id), None),
                 }
                 for h in self.sets.take_applied()
             ]

@@ -358,3 +358,36 @@ def test_fresh_interpreter_reading_a_table_exits_cleanly(delta_store: DeltaStore
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert proc.stdout.strip() == "75"
+
+
+def test_a_table_created_before_an_optional_column_existed_gains_it(tmp_path: Path) -> None:
+    """handoffs got ``applied_ms`` later: an older table is evolved, its rows read it as null."""
+    from deltalake import write_deltalake
+
+    spec = table_spec("handoffs")
+    old_schema = pa.schema([f for f in spec.schema if f.name != "applied_ms"])
+    old_row = {
+        "run_id": "r0",
+        "key": "k",
+        "set_id": 1,
+        "from_worker": 0,
+        "to_worker": 1,
+        "value": b"{}",
+        "tuples": 3,
+        "bytes": 2,
+    }
+    path = tmp_path / "delta" / "handoffs"
+    write_deltalake(str(path), pa.Table.from_pylist([old_row], schema=old_schema))
+    store = DeltaStore(tmp_path / "delta")
+    new_row = {**old_row, "run_id": "r1", "applied_ms": 1234}
+    assert store.append("handoffs", [new_row], app_id="w", version=0)
+    got = {r["run_id"]: r["applied_ms"] for r in store.read("handoffs").to_pylist()}
+    assert got == {"r0": None, "r1": 1234}
+
+
+def test_a_table_with_foreign_columns_is_refused(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    write_deltalake(str(tmp_path / "delta" / "handoffs"), pa.table({"run_id": ["r"], "x": [1]}))
+    with pytest.raises(ConfigError, match="skewlab expects"):
+        DeltaStore(tmp_path / "delta").append("handoffs", [], app_id="w", version=0)

@@ -34,7 +34,7 @@ BASE: dict[str, Any] = {
     "service_us": 2_500.0,  # 400 events/s per instance: the third ramp step (600/s) overloads one
     "max_events_per_trigger": None,
     "scale_out_interval_s": 1.0,
-    "scale_out_params": {"alarming": 35.0, "scale_out": 60.0, "cooldown_s": 60.0},
+    "scale_out_params": {"alarming": 35.0, "scale_out": 55.0, "cooldown_s": 60.0},
 }
 
 
@@ -57,7 +57,7 @@ def scaled_and_exact(run: LiveRun, start_action: str) -> dict[str, Any]:
     return ev
 
 
-@pytest.mark.parametrize("policy", ["checkpoint", "active-backup"])
+@pytest.mark.parametrize("policy", ["checkpoint", "active-backup", "restart"])
 def test_scale_out_exact(run_live: Any, policy: str) -> None:
     run = run_live("key", scale_out=policy, **{k: v for k, v in BASE.items() if k != "strategy"})
     ev = scaled_and_exact(run, "TakeCheckpoint" if policy == "checkpoint" else "StartInstances")

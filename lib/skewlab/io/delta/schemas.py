@@ -126,7 +126,9 @@ HANDOFFS = _spec(
     _req("value", BIN),
     _req("tuples", I64),
     _req("bytes", I64),
+    _opt("applied_ms", I64),
 )
+"""``applied_ms``: wall time (ms) the new holder applied the state (null: after a restart)."""
 
 CONSUMER_ASSIGNMENTS = _spec(
     "consumer_assignments",

@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.schema import Field as DeltaField
 
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.io.delta.convert import to_arrow
@@ -165,7 +166,14 @@ class DeltaStore:
 
     @staticmethod
     def _check_schema(spec: TableSpec, dt: DeltaTable) -> None:
+        """The table has the spec's columns; optional columns added to a spec since the
+        table was created are added to it (older rows read them as null)."""
         found = pa.schema(dt.schema().to_arrow()).names
+        missing = [f for f in spec.schema if f.name not in found]
+        if missing and set(found) <= set(spec.schema.names) and all(f.nullable for f in missing):
+            dt.alter.add_columns([DeltaField.from_arrow(f) for f in missing])
+            log.info("delta table %s: added columns %s", spec.name, [f.name for f in missing])
+            return
         if sorted(found) != sorted(spec.schema.names):
             raise ConfigError(
                 f"delta table {spec.name!r} at {dt.table_uri} has columns {found}, "

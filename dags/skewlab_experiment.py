@@ -1,31 +1,51 @@
 """
 ### skewlab_experiment: one live experiment, triggered from the UI
 
-Runs the same library function as `skewlab run` (`skewlab.live.experiment.run_experiment`):
-events produced into the embedded Kafka broker at the chosen rate, routed by the Spark
-route job with the chosen **grouping**, processed by W worker processes, written to
-Delta, checked exact against a plain count of the input, and logged as one MLflow run.
+Runs the same library functions as the CLI. By default (`autoscale` = `none`) the grouping
+experiment of `skewlab run` (`skewlab.live.experiment.run_experiment`): events produced into
+the embedded Kafka broker at the chosen rate, routed by the Spark route job with the chosen
+**grouping**, processed by W worker processes, written to Delta, checked exact against a
+plain count of the input, and logged as one MLflow run. On top of KEY grouping it can run a
+**rebalance** policy (hot keys move by message sets) *or* a **scale-out** policy
+(overloaded workers are split onto new instances by bottleneck-score thresholds). With
+`autoscale` set to an algorithm it runs the consumer-group autoscaling experiment of
+`skewlab autoscale` (`skewlab.live.autoscale.run.run_autoscale`) instead.
 
-**Params** (validated by the trigger form, then again by `validate_params`):
-`strategy` (grouping), `workers`, `partitions`, `workload` (spec such as
-`zipf:s=1.1,v=2.72` or `country:R80`), `rate` (events/s), `duration` (s),
-`service_us` (per-event busy work), `window` (s), `seed`.
+**Params** (validated by the trigger form, then again by `validate_params`; a param the
+chosen experiment or policy would ignore is refused unless it keeps its default):
+
+- grouping experiment: `strategy` (grouping), `workers`, `partitions`, `workload` (spec such
+  as `zipf:s=1.1,v=2.72` or `country:R80`), `rate` (events/s), `duration` (s), `load_ramp`
+  (e.g. `2x/500s`, empty: constant), `service_us` (per-event busy work), `window` (s), `seed`;
+- rebalance (needs `strategy` = `key`): `rebalance` (`none`, `smalops`, `dlb-h`, `dlb-l`,
+  `lptf`), `rebalance_interval` (s), `rebalance_params` (JSON, e.g. `{"theta": 15}`);
+- scale-out (needs `strategy` = `key`, `service_us` > 0, no rebalance): `scale_out` (`none`,
+  `checkpoint`, `active-backup`, `restart`), `max_instances` (2..16), `scale_out_interval`
+  (s), `scale_out_params` (JSON thresholds 0..100 and policy keys, e.g.
+  `{"alarming": 40, "scale_out": 70, "scale_in": 20, "cooldown_s": 10}`);
+- autoscale (instead of the grouping experiment): `autoscale` (`none`, `mwf`, `bfd`, ...,
+  `kafka:N`), `autoscale_workload` (`stream:delta=5`, `step:...`, `const:...`),
+  `autoscale_capacity` (C_bar, bytes/s), `autoscale_iteration` (s), with `partitions` and
+  `duration`.
 
 **Tasks**
 
-1. `validate_params`: params -> `ExperimentSettings`; a bad value fails the run with one
-   line saying what is allowed, before anything starts.
+1. `validate_params`: params -> `ExperimentSettings` or `AutoscaleSettings`; a bad value or
+   combination fails the run with one line saying what is allowed, before anything starts.
 2. `run_experiment`: the live run (no retries: a retry would start a second experiment).
 3. `check_quality`: the Great Expectations suites (`skewlab.quality.check_run`) on the run's
    Delta tables: `quarantine` (every row has a reason), `key_loads` / `partition_loads`
    (non-negative, no missing window), `results` (one row per window and key, counts
    non-negative). The report goes to the MLflow run (`quality/report.md`, `.json`); a failed
-   expectation **fails the task** with one line naming it and up to 5 offending rows.
+   expectation **fails the task** with one line naming it and up to 5 offending rows. An
+   autoscale run writes none of these tables: the task records why it skipped them.
 4. `record_result`: pushes `mlflow_run_id`, `exact` and `summary` to XCom, tags the MLflow
-   run with this DAG run, and **fails if the run was not exact**.
+   run with this DAG run and with the strategy and policies (`strategy`, `rebalance`,
+   `scale_out`, `autoscale`; `none` when off), and **fails if the run was not exact** (or
+   its key state was not, after a rebalance or scale-out).
 
 Data directory: `$SKEWLAB_HOME` (set by `skewlab airflow`), else `./.skewlab`.
-Compare runs in MLflow (`skewlab-live-<workload family>` experiments).
+Compare runs in MLflow (`skewlab-live-<workload family>` and `skewlab-autoscale-live`).
 """
 
 from __future__ import annotations
@@ -61,7 +81,8 @@ def skewlab_experiment() -> None:
         from airflow.sdk.exceptions import AirflowFailException
 
         from skewlab.errors import ConfigError
-        from skewlab.orchestration.params import settings_from_params, settings_to_xcom
+        from skewlab.orchestration.params import settings_from_params
+        from skewlab.orchestration.runs import settings_to_xcom
 
         params = dict(get_current_context()["params"])
         try:
@@ -73,23 +94,17 @@ def skewlab_experiment() -> None:
 
     @task(retries=0, execution_timeout=timedelta(hours=2))
     def run_experiment(settings: dict[str, Any]) -> dict[str, Any]:
-        """Run the live experiment (the `skewlab run` library function); return its summary row."""
+        """Run the experiment the settings select (`skewlab run` or `skewlab autoscale`)."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from skewlab.errors import SkewlabError
-        from skewlab.live.experiment import run_experiment as run
-        from skewlab.orchestration.params import (
-            one_line,
-            progress_logger,
-            result_for_xcom,
-            settings_from_xcom,
-        )
+        from skewlab.orchestration.paramspec import one_line
+        from skewlab.orchestration.runs import progress_logger, run_for_xcom, settings_from_xcom
 
         try:
-            summary = run(settings_from_xcom(settings), progress=progress_logger(log))
+            return run_for_xcom(settings_from_xcom(settings), progress=progress_logger(log))
         except SkewlabError as exc:
             raise AirflowFailException(one_line(exc)) from None
-        return result_for_xcom(summary)
 
     @task
     def check_quality(settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +117,13 @@ def skewlab_experiment() -> None:
         from pathlib import Path
 
         from airflow.sdk.exceptions import AirflowFailException
+
+        from skewlab.orchestration.runs import quality_skip_reason
+
+        skipped = quality_skip_reason(settings)
+        if skipped is not None:
+            log.info("data quality of %s: %s", result["run_id"], skipped)
+            return {**result, "quality_ok": None, "quality": skipped}
 
         from skewlab.io.delta import DeltaStore
         from skewlab.io.tracking import Tracker, TrackingSettings
@@ -121,11 +143,11 @@ def skewlab_experiment() -> None:
 
     @task
     def record_result(settings: dict[str, Any], result: dict[str, Any]) -> str | None:
-        """Push the MLflow run id, the verdict and the row to XCom; fail if not exact."""
+        """Push the MLflow run id, verdict and row to XCom; tag the run; fail if not exact."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from skewlab.io.tracking import Tracker, TrackingSettings
-        from skewlab.orchestration.params import verdict
+        from skewlab.orchestration.runs import run_tags, verdict
 
         context = get_current_context()
         ti = context["ti"]
@@ -135,7 +157,8 @@ def skewlab_experiment() -> None:
         ti.xcom_push(key="summary", value=result)
         if rid:
             tracker = Tracker(TrackingSettings.for_runs(settings["home"]))
-            tracker.set_tags(rid, {"airflow.dag_id": ti.dag_id, "airflow.run_id": ti.run_id})
+            tags = {**run_tags(settings), "airflow.dag_id": ti.dag_id, "airflow.run_id": ti.run_id}
+            tracker.set_tags(rid, tags)
         log.info("run %s: %s (mlflow run %s)", result["run_id"], result["exactness"], rid)
         problem = verdict(result)
         if problem is not None:

@@ -1,5 +1,8 @@
 """``skewlab_experiment`` run end to end with ``dag.test()`` against the real stack.
 
+Three real runs: KEY grouping, KEY + SMALOPS rebalancing, and the autoscale
+experiment selected by the ``autoscale`` param (each small: about a minute).
+
 ``dag.test()`` (Airflow 3) creates a DAG run in the migrated SQLite DB of the
 ``airflow_db`` fixture and runs each task in this process; the experiment task
 starts the embedded broker under a tmp ``$SKEWLAB_HOME`` (stopped at the end),
@@ -33,6 +36,25 @@ SMALL = {
 }
 """~10,000 events in 5 s: the whole run takes about a minute on 2 cores."""
 
+REBALANCE = {
+    **SMALL,
+    "workload": "zipf:s=1.1,v=2.72,keys=50",
+    "rebalance": "smalops",
+    "rebalance_interval": 2.0,
+    "rebalance_params": {"threshold": 0.05, "gate": False},
+}
+"""SMALL with SMALOPS moving hot keys (of 50) every 2 s: message sets, hand-offs, key state."""
+
+AUTOSCALE = {
+    "autoscale": "mwf",
+    "partitions": 4,
+    "duration": 8.0,
+    "autoscale_iteration": 2.0,
+    "autoscale_capacity": 6000.0,
+    "autoscale_workload": "step:lo=0.1,hi=0.45,up=1,down=3",
+}
+"""Four 2 s iterations of a load step on 4 partitions (C_bar = 6 kB/s): ~500 records."""
+
 
 @pytest.fixture
 def skewlab_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -64,8 +86,15 @@ def _xcom(dag_run: Any, task_id: str, key: str) -> Any:
         return XComModel.deserialize_value(row)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def experiment_dag(airflow_db: Path) -> Any:
+    """A freshly parsed DAG per test.
+
+    In-process, ``dag.test(run_conf=...)`` writes the conf into the DAG's own
+    ``Param`` objects (``process_params`` copies the objects, then sets their
+    values), so a DAG object reused across tests would carry one run's conf into
+    the next. A deployed task parses the DAG file anew, so only tests see this.
+    """
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(DAGS_DIR))
@@ -126,4 +155,68 @@ def test_out_of_range_param_is_refused_by_the_form(experiment_dag: Any, skewlab_
 
     with pytest.raises(ParamValidationError, match="workers"):
         experiment_dag.test(run_conf={**SMALL, "workers": 0})
+    assert not (skewlab_home / "runs").exists()
+
+
+def test_rebalance_policy_runs_end_to_end(experiment_dag: Any, skewlab_home: Path) -> None:
+    from skewlab.io.tracking import Tracker, TrackingSettings
+
+    dag_run = experiment_dag.test(run_conf=REBALANCE)
+
+    assert set(_states(dag_run).values()) == {"success"}, _states(dag_run)
+    summary = _xcom(dag_run, "record_result", "summary")
+    assert summary["exact"] is True and summary["state_exact"] is True
+    assert summary["rebalance"] == "smalops" and summary["order_violations"] == 0
+    assert summary["events"] == 10_000 and summary["quality_ok"] is True
+    run = Tracker(TrackingSettings.for_data_dir(skewlab_home)).get_run_summary(
+        summary["mlflow_run_id"]
+    )
+    assert {k: run.tags[k] for k in ("strategy", "rebalance", "scale_out", "autoscale")} == {
+        "strategy": "key",
+        "rebalance": "smalops",
+        "scale_out": "none",
+        "autoscale": "none",
+    }
+    assert run.params["rebalance"] == "smalops" and run.params["rebalance_interval_s"] == "2.0"
+    assert "threshold" in run.params["rebalance_params"]
+    assert run.metrics["state_exact"] == 1.0
+
+
+def test_autoscale_param_runs_the_autoscale_experiment(
+    experiment_dag: Any, skewlab_home: Path
+) -> None:
+    from skewlab.io.tracking import Tracker, TrackingSettings
+
+    dag_run = experiment_dag.test(run_conf=AUTOSCALE)
+
+    assert set(_states(dag_run).values()) == {"success"}, _states(dag_run)
+    summary = _xcom(dag_run, "record_result", "summary")
+    assert summary["mode"] == "autoscale" and summary["algorithm"] == "mwf"
+    assert summary["exact"] is True and summary["overlaps"] == 0 and summary["records"] > 0
+    assert summary["quality_ok"] is None and summary["quality"].startswith("skipped: ")
+    assert (skewlab_home / "runs" / summary["run_id"] / "settings.json").is_file()
+    run = Tracker(TrackingSettings.for_data_dir(skewlab_home)).get_run_summary(
+        summary["mlflow_run_id"]
+    )
+    assert run.status == "FINISHED"
+    assert run.tags["autoscale"] == "mwf" and run.tags["airflow.run_id"] == dag_run.run_id
+    assert run.params["algorithm"] == "mwf" and run.params["iteration_s"] == "2.0"
+
+
+def test_conflicting_params_fail_validate_with_one_line(
+    experiment_dag: Any, skewlab_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag_run = experiment_dag.test(run_conf={**SMALL, "autoscale": "mwf"})
+
+    assert _states(dag_run)["validate_params"] == "failed"
+    out, err = capfd.readouterr()
+    lines = [ln for ln in (out + err).splitlines() if "AirflowFailException:" in ln]
+    assert (
+        lines[-1]
+        .split("AirflowFailException: ", 1)[1]
+        .startswith(
+            "bad params: params strategy, workers, rate, window, seed apply to the grouping "
+            "experiment only, not to autoscale=mwf"
+        )
+    )
     assert not (skewlab_home / "runs").exists()

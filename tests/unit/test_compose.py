@@ -8,7 +8,11 @@ running this repository's code mounts it and receives the settings (bootstrap
 servers, Spark master, Delta root, MLflow URI), and the file's own integrity
 (dependencies, volumes, ports, mounted files). ``${VAR:-default}`` values are
 resolved the way compose resolves them, so overriding a setting from the host
-environment is tested too.
+environment is tested too. The Airflow services' image is built from
+``infra/docker/airflow.Dockerfile``, which is checked instruction by instruction:
+Java 17 installed as root with ``JAVA_HOME`` set, the Airflow tag equal to the
+``apache-airflow`` pin of ``requirements.txt``, the pinned stack and the package
+installed as the airflow user. Nothing is built (no engine here).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
+AIRFLOW_DOCKERFILE = "infra/docker/airflow.Dockerfile"
 
 AIRFLOW_COMPONENTS = {
     "airflow-apiserver": "api-server",
@@ -32,7 +37,9 @@ AIRFLOW_COMPONENTS = {
     "airflow-dag-processor": "dag-processor",
     "airflow-triggerer": "triggerer",
 }
-CODE_SERVICES = ("spark-master", "spark-worker", "airflow-init", *AIRFLOW_COMPONENTS)
+AIRFLOW_SERVICES = ("airflow-init", *AIRFLOW_COMPONENTS)
+SPARK_SERVICES = ("spark-master", "spark-worker")
+CODE_SERVICES = (*SPARK_SERVICES, *AIRFLOW_SERVICES)
 """Services that run this repository's code (jobs, DAGs, library)."""
 
 SETTINGS = {
@@ -132,8 +139,8 @@ def test_airflow_runs_its_four_components_on_postgres(services: dict[str, Any]) 
     for name, component in AIRFLOW_COMPONENTS.items():
         svc = services[name]
         env = _env(svc)
-        assert svc["image"].startswith("apache/airflow:3.")
-        assert _command(svc).endswith(f"exec airflow {component}"), name
+        assert svc["build"]["dockerfile"] == AIRFLOW_DOCKERFILE
+        assert _command(svc) == component, name  # the image's entrypoint runs `airflow ...`
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres/airflow")
         assert env["AIRFLOW__CORE__EXECUTOR"] in ("LocalExecutor", "CeleryExecutor")
@@ -146,7 +153,7 @@ def test_airflow_runs_its_four_components_on_postgres(services: dict[str, Any]) 
         assert deps["postgres"] == "service_healthy"
         assert deps["airflow-init"] == "service_completed_successfully"
     assert len(secrets) == 1 and "" not in secrets, "components must share one JWT secret"
-    assert "airflow db migrate" in _command(services["airflow-init"])
+    assert _command(services["airflow-init"]) == "db migrate"
     assert not any("standalone" in _command(s) for s in services.values())
     assert services["airflow-apiserver"]["ports"] == ["8081:8080"]
 
@@ -174,10 +181,11 @@ def test_code_services_mount_the_repo_and_get_the_settings(
     svc = services[name]
     mounts = _mounts(svc)
     assert mounts["/opt/skewlab"] == ".", f"{name} does not mount the repository"
-    cmd = _command(svc)
-    assert "pip install --quiet -r /opt/skewlab/requirements.txt" in cmd
-    assert "-c /opt/skewlab/constraints.txt" in cmd
-    assert "-e /opt/skewlab" in cmd
+    if name in SPARK_SERVICES:  # the Airflow image has them installed at build time
+        cmd = _command(svc)
+        assert "pip install --quiet -r /opt/skewlab/requirements.txt" in cmd
+        assert "-c /opt/skewlab/constraints.txt" in cmd
+        assert "-e /opt/skewlab" in cmd
     env = _env(svc)
     assert {k: env.get(k) for k in SETTINGS} == SETTINGS
     assert env["SKEWLAB_HOME"].startswith(mounts_root(mounts, "data"))
@@ -211,6 +219,9 @@ def test_references_resolve(compose: dict[str, Any], services: dict[str, Any]) -
         for dep in _depends(svc):
             assert dep in services, f"{name} depends on unknown service {dep}"
             assert dep != name
+        if "build" in svc:
+            context = REPO / svc["build"]["context"]
+            assert (context / svc["build"]["dockerfile"]).is_file(), f"{name}: no Dockerfile"
         for target, source in _mounts(svc).items():
             if source.startswith("."):
                 assert (REPO / source).exists(), f"{name}: {source} does not exist"
@@ -227,3 +238,107 @@ def test_interpolate() -> None:
     assert interpolate("${A:-x}/${B}", {"B": "b"}) == "x/b"
     assert interpolate("${A:-x}", {"A": ""}) == "x"
     assert interpolate("plain", {}) == "plain"
+
+
+# --------------------------------------------------------------------------- the Airflow image
+
+
+def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """``(INSTRUCTION, arguments)`` per instruction: comments dropped, continuations joined."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        instruction, _, args = (pending + line).partition(" ")
+        out.append((instruction.upper(), " ".join(args.split())))
+        pending = ""
+    return out
+
+
+def pinned(requirement: str) -> str:
+    """The ``==`` version of ``requirement`` in requirements.txt."""
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        name, sep, version = line.split("#", 1)[0].strip().partition("==")
+        if sep and name.strip().lower() == requirement:
+            return version.strip()
+    raise AssertionError(f"{requirement} is not pinned in requirements.txt")
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> list[tuple[str, str]]:
+    return dockerfile_instructions((REPO / AIRFLOW_DOCKERFILE).read_text())
+
+
+def test_dockerfile_instructions() -> None:
+    text = "# c\nFROM a:1\n\nRUN x \\\n    && y\nUSER airflow\n"
+    assert dockerfile_instructions(text) == [
+        ("FROM", "a:1"),
+        ("RUN", "x && y"),
+        ("USER", "airflow"),
+    ]
+
+
+@pytest.mark.parametrize("name", AIRFLOW_SERVICES)
+def test_airflow_services_build_the_java_image(services: dict[str, Any], name: str) -> None:
+    svc = services[name]
+    assert svc["build"] == {"context": ".", "dockerfile": AIRFLOW_DOCKERFILE}
+    assert svc["image"] == services["airflow-init"]["image"], "one image for every component"
+    assert svc["image"].startswith("skewlab-airflow:"), "never overwrite apache/airflow's tag"
+    assert "pip install" not in _command(svc), "the stack is installed at build time"
+
+
+def test_airflow_image_pins_the_airflow_of_requirements(
+    services: dict[str, Any], dockerfile: list[tuple[str, str]]
+) -> None:
+    airflow = pinned("apache-airflow")
+    python = re.search(r'requires-python = ">=(3\.\d+)', (REPO / "pyproject.toml").read_text())
+    assert python is not None
+    bases = [args for ins, args in dockerfile if ins == "FROM"]
+    assert bases == [f"apache/airflow:{airflow}-python{python.group(1)}"]
+    assert services["airflow-init"]["image"] == f"skewlab-airflow:{airflow}-python{python.group(1)}"
+
+
+def test_airflow_image_installs_java_17_as_root_and_sets_java_home(
+    services: dict[str, Any], dockerfile: list[tuple[str, str]]
+) -> None:
+    user, java_run = None, None
+    for ins, args in dockerfile:
+        if ins == "USER":
+            user = args
+        elif ins == "RUN" and "apt-get install" in args:
+            assert re.search(r"\bopenjdk-17-(jre|jdk)-headless\b", args), args
+            assert user == "root", "apt-get needs root"
+            assert "apt-get update" in args and "rm -rf /var/lib/apt/lists/*" in args
+            java_run = args
+    assert java_run is not None, "the Dockerfile installs no Java"
+    env = dict(args.split("=", 1) for ins, args in dockerfile if ins == "ENV")
+    java_home = env["JAVA_HOME"]
+    assert f" {java_home} " in java_run + " ", "JAVA_HOME must be the path the RUN creates"
+    assert user == "airflow", "the image must end as the airflow user"
+    for name in AIRFLOW_SERVICES:
+        assert _env(services[name])["JAVA_HOME"] == java_home, name
+
+
+def test_airflow_image_installs_the_pinned_stack_and_the_package(
+    dockerfile: list[tuple[str, str]],
+) -> None:
+    runs = [args for ins, args in dockerfile if ins == "RUN"]
+    assert any(
+        "pip install" in r
+        and "-r /opt/skewlab/requirements.txt" in r
+        and "-c /opt/skewlab/constraints.txt" in r
+        for r in runs
+    ), runs
+    assert any("pip install" in r and "--no-deps -e /opt/skewlab" in r for r in runs), runs
+    copied = [args.split() for ins, args in dockerfile if ins == "COPY"]
+    sources = {src for parts in copied for src in parts[:-1] if not src.startswith("--")}
+    assert {"requirements.txt", "constraints.txt", "pyproject.toml", "lib"} <= sources
+    for src in sources:
+        assert (REPO / src).exists(), src
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".venv", ".skewlab", ".git"} <= set(ignored), "the build context must stay small"

@@ -1,205 +1,272 @@
-"""DAG params <-> :class:`~skewlab.live.experiment.ExperimentSettings`, and the XCom summary.
+"""DAG params -> experiment settings: the trigger form of ``skewlab_experiment``.
 
 The Airflow DAG ``skewlab_experiment`` stays thin (ARCHITECTURE.md, Orchestration):
 everything it decides lives here, as pure functions tested without Airflow.
 
-* :data:`PARAMS` describes each DAG param once: its default, JSON-schema type
-  and bounds (what the trigger form enforces) and the settings field it fills.
-  :func:`param_schemas` turns them into ``Param(**kwargs)`` arguments.
+* :data:`PARAMS` describes each DAG param once (a :class:`ParamSpec`): its
+  default, JSON-schema type and bounds (what the trigger form enforces), the
+  settings field it fills, the experiment it belongs to and the switch it
+  needs. :func:`param_schemas` turns them into ``Param(**kwargs)`` arguments.
+* One form drives two experiments. With ``autoscale`` at ``none`` (the
+  default) it is the grouping experiment (:class:`~skewlab.live.experiment.ExperimentSettings`,
+  what ``skewlab run`` runs), optionally with a ``rebalance`` policy *or* a
+  ``scale_out`` policy on top of KEY grouping; with ``autoscale`` set to an
+  algorithm it is the live consumer-group autoscaling experiment
+  (:class:`~skewlab.live.autoscale.run.AutoscaleSettings`, what
+  ``skewlab autoscale`` runs), fed by ``partitions``, ``duration`` and the
+  ``autoscale_*`` params.
 * :func:`settings_from_params` validates a params mapping a second time (a run
   triggered through the REST API or ``dag.test(run_conf=...)`` may skip the
-  form, and a workload spec cannot be checked by JSON schema) and builds the
-  frozen settings; every error is a :class:`~skewlab.errors.ConfigError` whose
-  message is ONE line saying what is wrong and what is allowed.
-* :func:`settings_to_xcom` / :func:`settings_from_xcom` carry the validated
-  settings from the first task to the experiment task as a JSON-safe dict.
-* :func:`result_for_xcom` shrinks a :class:`~skewlab.live.summary.RunSummary`
-  to its scalar row (no per-window series), with non-finite numbers as ``None``.
+  form, and neither a workload spec nor a combination of params can be checked
+  by JSON schema) and builds the frozen settings; every error is a
+  :class:`~skewlab.errors.ConfigError` whose message is ONE line saying what
+  is wrong and what is allowed.
+* What the later tasks do with the settings (XCom round trip, running them,
+  the verdict, MLflow tags) lives in :mod:`skewlab.orchestration.runs`; its
+  names are re-exported here.
 
 This module imports nothing heavy at import time (the DAG file imports it at
-parse time); :class:`ExperimentSettings` is imported inside the functions.
+parse time); the settings classes are imported inside the functions.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
-import math
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+from skewlab.autoscale import ALGORITHM_NAMES
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES
+from skewlab.orchestration.paramspec import OFF, Kind, ParamSpec, one_line
+from skewlab.orchestration.runs import (
+    progress_logger,
+    quality_skip_reason,
+    result_for_xcom,
+    run_for_xcom,
+    run_tags,
+    settings_from_xcom,
+    settings_to_xcom,
+    verdict,
+)
+from skewlab.rebalance import REBALANCER_NAMES
 
 if TYPE_CHECKING:
+    from skewlab.live.autoscale.run import AutoscaleSettings
     from skewlab.live.experiment import ExperimentSettings
-    from skewlab.live.summary import RunSummary
+
+    Settings: TypeAlias = ExperimentSettings | AutoscaleSettings
 
 __all__ = [
+    "OFF",
     "PARAMS",
+    "REBALANCE_KEYS",
+    "SCALE_OUT_KEYS",
+    "SCALE_OUT_POLICIES",
     "ParamSpec",
+    "autoscale_timing",
     "one_line",
     "param_schemas",
     "progress_logger",
+    "quality_skip_reason",
+    "rebalance_keys",
     "result_for_xcom",
+    "run_for_xcom",
+    "run_tags",
+    "scale_out_keys",
     "settings_from_params",
     "settings_from_xcom",
     "settings_to_xcom",
     "verdict",
 ]
 
-Kind = Literal["string", "integer", "number"]
+SCALE_OUT_POLICIES: dict[str, str] = {
+    "checkpoint": "checkpointing",
+    "active-backup": "active-backup",
+    "restart": "restart",
+}
+"""``scale_out`` param values -> library policy names (as ``skewlab run --scale-out``)."""
+
+MAX_KAFKA_CONSUMERS = 64
+"""``kafka:N`` / ``kafka-rr:N`` start N consumer processes: at most this many from a form."""
+
+_KAFKA_N = "([1-9]|[1-5][0-9]|6[0-4])"
+AUTOSCALE_PATTERN = f"^({OFF}|{'|'.join(ALGORITHM_NAMES)}|kafka(-rr)?:{_KAFKA_N})$"
 
 
-@dataclass(frozen=True)
-class ParamSpec:
-    """One DAG param: name, settings field, default and JSON-schema constraints.
+def _key(name: str, kind: Kind, description: str, **bounds: Any) -> ParamSpec:
+    """A key of an object param (its default only documents the library's)."""
+    return ParamSpec(name, name, None, kind, name, description, **bounds)
 
-    Invariant: ``default`` satisfies the constraints (checked by the unit tests
-    through ``jsonschema`` and through :func:`settings_from_params`).
-    """
 
-    name: str
-    field: str
-    default: Any
-    kind: Kind
-    title: str
-    description: str
-    minimum: float | None = None
-    maximum: float | None = None
-    exclusive_minimum: float | None = None
-    enum: tuple[str, ...] | None = None
+REBALANCE_KEYS: tuple[ParamSpec, ...] = (
+    _key("threshold", "number", "smalops: heavy above this share (<= 1) or count (an integer)",
+         exclusive_minimum=0),
+    _key("epsilon", "number", "smalops: the lossy counter's error", exclusive_minimum=0),
+    _key("t_msg", "number", "smalops Eq. 4: seconds per message", exclusive_minimum=0),
+    _key("t_sm", "number", "smalops Eq. 4: fixed seconds per state migration", minimum=0),
+    _key("t_sm_per_tuple", "number", "smalops Eq. 4: seconds per migrated tuple", minimum=0),
+    _key("unit_rate", "number", "smalops Eq. 4: messages/s of one load unit",
+         exclusive_minimum=0),
+    _key("gate", "boolean", "smalops: move only when Eq. 4 holds (false: whenever it helps)"),
+    _key("seed", "integer", "smalops: seed of the two random choices", minimum=0),
+    _key("theta", "number", "dlb-h, dlb-l, lptf: imbScore threshold in % (15)", minimum=0),
+    _key("tuple_bytes", "integer", "bytes of a moved tuple when loads carry no bytes", minimum=0),
+)  # fmt: skip
+"""Every key some rebalance policy takes; :func:`rebalance_keys` says which ones each takes."""
 
-    def schema(self) -> dict[str, Any]:
-        """The JSON-schema keywords of this param (what Airflow's form validates)."""
-        out: dict[str, Any] = {"type": self.kind, "title": self.title}
-        if self.enum is not None:
-            out["enum"] = list(self.enum)
-        if self.minimum is not None:
-            out["minimum"] = self.minimum
-        if self.maximum is not None:
-            out["maximum"] = self.maximum
-        if self.exclusive_minimum is not None:
-            out["exclusiveMinimum"] = self.exclusive_minimum
-        if self.kind == "string" and self.enum is None:
-            out["minLength"] = 1
-        return out
+SCALE_OUT_KEYS: tuple[ParamSpec, ...] = (
+    _key("scale_in", "number", "score at or below which a worker is idle (25)",
+         minimum=0, maximum=100),
+    _key("alarming", "number", "score at which checkpoints start / backups warm up (45)",
+         minimum=0, maximum=100),
+    _key("scale_out", "number", "score at which a worker is split onto more instances (70)",
+         minimum=0, maximum=100),
+    _key("hysteresis", "number", "points a score falls back to leave a level (5)", minimum=0),
+    _key("dwell", "integer", "consecutive scores that agree before a level changes (2)",
+         minimum=1),
+    _key("cooldown_s", "number", "seconds after a scale event before the next (10)", minimum=0),
+    _key("factor", "integer", "instances multiply by this on scale-out (2)", minimum=2),
+    _key("interval_s", "number", "checkpoint, restart: seconds between checkpoints",
+         exclusive_minimum=0),
+    _key("change_fraction", "number", "checkpoint: also when this share of state changed",
+         exclusive_minimum=0, maximum=1),
+)  # fmt: skip
+"""The bottleneck-score thresholds and policy keys; :func:`scale_out_keys` per policy."""
 
-    def allowed(self) -> str:
-        """What values are allowed, in words (for error messages)."""
-        if self.enum is not None:
-            return "one of " + ", ".join(self.enum)
-        what = {"string": "a non-empty string", "integer": "an integer", "number": "a number"}
-        parts = [what[self.kind]]
-        if self.exclusive_minimum is not None:
-            parts.append(f"> {self.exclusive_minimum:g}")
-        if self.minimum is not None and self.maximum is not None:
-            parts.append(f"in {self.minimum:g}..{self.maximum:g}")
-        elif self.minimum is not None:
-            parts.append(f">= {self.minimum:g}")
-        elif self.maximum is not None:
-            parts.append(f"<= {self.maximum:g}")
-        return " ".join(parts)
+_SCALE_OUT_FIXED = frozenset(
+    {"thresholds", "start_instances", "min_instances", "max_instances", "scale_in"}
+)
+"""Policy fields the state manager sets itself (``scale_in`` here is the policy's bool)."""
 
-    def check(self, value: Any) -> Any:
-        """``value`` if it satisfies this spec (ints accepted for numbers), else ConfigError."""
-        ok = self._type_ok(value)
-        if ok and self.kind != "string":
-            v = float(value)
-            ok = (
-                math.isfinite(v)
-                and (self.minimum is None or v >= self.minimum)
-                and (self.maximum is None or v <= self.maximum)
-                and (self.exclusive_minimum is None or v > self.exclusive_minimum)
-            )
-        if ok and self.enum is not None:
-            ok = value in self.enum
-        if not ok:
-            raise ConfigError(f"param {self.name} must be {self.allowed()}, got {value!r}")
-        return float(value) if self.kind == "number" else value
-
-    def _type_ok(self, value: Any) -> bool:
-        if self.kind == "string":
-            return isinstance(value, str) and bool(value.strip())
-        if isinstance(value, bool):
-            return False
-        if self.kind == "integer":
-            return isinstance(value, int)
-        return isinstance(value, int | float)
-
+_GROUPING = "Grouping experiment"
+_REBALANCE = "Rebalance hot keys (on KEY grouping)"
+_SCALE_OUT = "Scale out overloaded workers (on KEY grouping)"
+_AUTOSCALE = "Autoscale a consumer group (instead of the grouping experiment)"
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
-        "strategy",
-        "strategy",
-        "dkg",
-        "string",
-        "Grouping",
+        "strategy", "strategy", "dkg", "string", "Grouping",
         "Which worker processes each event: key (hash), shuffle, pkg (partial key), "
-        "dkg (dynamic key), d-choices, w-choices.",
-        enum=GROUPING_NAMES,
+        "dkg (dynamic key), d-choices, w-choices. rebalance and scale_out need key.",
+        enum=GROUPING_NAMES, section=_GROUPING,
     ),
     ParamSpec(
-        "workers", "workers", 4, "integer", "Workers (W)", "Parallel worker processes.", 1, 64
+        "workers", "workers", 4, "integer", "Workers (W)", "Parallel worker processes.", 1, 64,
+        section=_GROUPING,
     ),
     ParamSpec(
-        "partitions",
-        "partitions",
-        4,
-        "integer",
-        "Input partitions",
-        "Partitions of the events topic (= splitters of the route job).",
-        1,
-        64,
+        "partitions", "partitions", 4, "integer", "Input partitions",
+        "Partitions of the input topic (grouping: splitters of the route job; autoscale: "
+        "the partitions bin-packed onto consumers).",
+        1, 64, section=_GROUPING, scope="both",
     ),
     ParamSpec(
-        "workload",
-        "workload",
-        "zipf:s=1.1,v=2.72",
-        "string",
-        "Workload",
-        "Workload spec, e.g. zipf:s=1.1,v=2.72 or country:R80 (see skewlab simulate --help).",
+        "workload", "workload", "zipf:s=1.1,v=2.72", "string", "Workload",
+        "Workload spec, e.g. zipf:s=1.1,v=2.72, country:R80, eps-switch (see skewlab simulate "
+        "--help). The autoscale experiment uses autoscale_workload instead.",
+        section=_GROUPING,
     ),
     ParamSpec(
-        "rate",
-        "rate",
-        5000.0,
-        "number",
-        "Rate (events/s)",
-        "Target produce rate.",
-        exclusive_minimum=0,
+        "rate", "rate", 5000.0, "number", "Rate (events/s)", "Target produce rate.",
+        exclusive_minimum=0, section=_GROUPING,
     ),
     ParamSpec(
-        "duration",
-        "duration_s",
-        20.0,
-        "number",
-        "Duration (s)",
-        "How long to produce; events = rate x duration.",
-        exclusive_minimum=0,
+        "duration", "duration_s", 20.0, "number", "Duration (s)",
+        "How long to produce (grouping: events = rate x duration; autoscale: iterations = "
+        "duration / autoscale_iteration).",
+        exclusive_minimum=0, section=_GROUPING, scope="both",
     ),
     ParamSpec(
-        "service_us",
-        "service_us",
-        0.0,
-        "number",
-        "Service time (us/event)",
-        "Busy-work per event in each worker (0: none).",
-        minimum=0,
+        "load_ramp", "load_ramp", None, "string", "Load ramp",
+        "Empty: constant rate. FACTORx/INTERVALs, e.g. 2x/500s: the rate multiplies by FACTOR "
+        "every INTERVAL seconds (the scale-out seed's doubling load).",
+        nullable=True, pattern=r"^[0-9]+(\.[0-9]+)?x/[0-9]+(\.[0-9]+)?s?$",
+        allowed_text="null (constant rate) or FACTORx/INTERVALs like 2x/500s",
+        section=_GROUPING,
     ),
     ParamSpec(
-        "window",
-        "window_s",
-        15.0,
-        "number",
-        "Window (s)",
+        "service_us", "service_us", 0.0, "number", "Service time (us/event)",
+        "Busy-work per event in each worker (0: none; scale_out needs > 0).",
+        minimum=0, section=_GROUPING,
+    ),
+    ParamSpec(
+        "window", "window_s", 15.0, "number", "Window (s)",
         "Tumbling window of the per-worker results and metrics.",
-        exclusive_minimum=0,
+        exclusive_minimum=0, section=_GROUPING,
     ),
-    ParamSpec("seed", "seed", 1, "integer", "Seed", "Workload seed (same seed: same stream).", 0),
-)
+    ParamSpec(
+        "seed", "seed", 1, "integer", "Seed", "Workload seed (same seed: same stream).", 0,
+        section=_GROUPING,
+    ),
+    ParamSpec(
+        "rebalance", "rebalance", OFF, "string", "Rebalance policy",
+        "Move hot keys live: smalops (heavy hitters, best fit, Eq. 4), dlb-h / dlb-l (DLB's "
+        "heaviest / lightest key), lptf (re-pack all keys). none: off.",
+        enum=REBALANCER_NAMES, section=_REBALANCE,
+    ),
+    ParamSpec(
+        "rebalance_interval", "rebalance_interval_s", 10.0, "number", "Rebalance interval (s)",
+        "Seconds between rebalance decisions.",
+        exclusive_minimum=0, section=_REBALANCE, needs="rebalance",
+    ),
+    ParamSpec(
+        "rebalance_params", "rebalance_params", {}, "object", "Rebalance policy params",
+        'The policy\'s parameters, e.g. {"threshold": 0.05, "gate": false} (smalops) or '
+        '{"theta": 15} (dlb-h, dlb-l, lptf).',
+        properties=REBALANCE_KEYS, section=_REBALANCE, needs="rebalance",
+    ),
+    ParamSpec(
+        "scale_out", "scale_out", OFF, "string", "Scale-out policy",
+        "Split an overloaded worker's keys onto new instances: checkpoint (state saved from "
+        "alarming), active-backup (secondaries warm from alarming), restart (baseline). "
+        "none: off. Needs service_us > 0.",
+        enum=(OFF, *SCALE_OUT_POLICIES), section=_SCALE_OUT,
+    ),
+    ParamSpec(
+        "max_instances", "max_instances", 2, "integer", "Max instances per worker",
+        "Instances one worker may be split onto.",
+        2, 16, section=_SCALE_OUT, needs="scale_out",
+    ),
+    ParamSpec(
+        "scale_out_interval", "scale_out_interval_s", 1.0, "number", "Score interval (s)",
+        "Seconds between bottleneck scores.",
+        exclusive_minimum=0, section=_SCALE_OUT, needs="scale_out",
+    ),
+    ParamSpec(
+        "scale_out_params", "scale_out_params", {}, "object", "Thresholds and policy params",
+        'Bottleneck-score thresholds (0..100) and policy keys, e.g. {"alarming": 40, '
+        '"scale_out": 70, "scale_in": 20, "cooldown_s": 10}.',
+        properties=SCALE_OUT_KEYS, section=_SCALE_OUT, needs="scale_out",
+    ),
+    ParamSpec(
+        "autoscale", "algorithm", OFF, "string", "Autoscale algorithm",
+        "none: the grouping experiment. Else run the live consumer-group autoscaler with this "
+        "bin-packing algorithm (Landau et al.; mwf, bfd, ...) or Kafka's assignor over N "
+        "consumers (kafka:N, kafka-rr:N).",
+        pattern=AUTOSCALE_PATTERN, examples=(OFF, *ALGORITHM_NAMES, "kafka:4", "kafka-rr:4"),
+        allowed_text=f"{OFF}, one of {', '.join(ALGORITHM_NAMES)}, or kafka:N / kafka-rr:N "
+        f"(N in 1..{MAX_KAFKA_CONSUMERS})",
+        section=_AUTOSCALE, scope="both",
+    ),
+    ParamSpec(
+        "autoscale_workload", "workload", "stream:delta=5", "string", "Autoscale workload",
+        "Write speeds in units of the bin capacity C: stream:delta=D[,start,seed] (the seed's "
+        "measurement streams), step:lo,hi,up,down, const:level.",
+        section=_AUTOSCALE, scope="autoscale", needs="autoscale",
+    ),
+    ParamSpec(
+        "autoscale_capacity", "capacity", 120_000.0, "number", "Consumer capacity (bytes/s)",
+        "C_bar, bytes/s one consumer reads at most; the bin capacity C is 5/6 of it.",
+        exclusive_minimum=0, section=_AUTOSCALE, scope="autoscale", needs="autoscale",
+    ),
+    ParamSpec(
+        "autoscale_iteration", "iteration_s", 5.0, "number", "Autoscale iteration (s)",
+        "Seconds per iteration: the speeds change and the controller decides once each.",
+        exclusive_minimum=0, section=_AUTOSCALE, scope="autoscale", needs="autoscale",
+    ),
+)  # fmt: skip
 """The DAG params, in form order."""
 
 _BY_NAME = {p.name: p for p in PARAMS}
@@ -212,25 +279,143 @@ def param_schemas() -> dict[str, dict[str, Any]]:
     }
 
 
-def one_line(text: object) -> str:
-    """``text`` with all whitespace runs (newlines included) collapsed to one space."""
-    return " ".join(str(text).split())
+def rebalance_keys(policy: str) -> tuple[str, ...]:
+    """The ``rebalance_params`` keys rebalance ``policy`` takes (its config's fields)."""
+    from skewlab.rebalance import REBALANCERS
+
+    cls, fixed = REBALANCERS[policy]
+    return tuple(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init and f.name != "workers" and f.name not in fixed
+    )
+
+
+def scale_out_keys(policy: str) -> tuple[str, ...]:
+    """The ``scale_out_params`` keys scale-out ``policy`` takes: thresholds + its config."""
+    from skewlab.state import ThresholdConfig
+    from skewlab.state.policies import POLICIES
+
+    cls = POLICIES[SCALE_OUT_POLICIES[policy]]
+    names = [f.name for f in dataclasses.fields(ThresholdConfig)]
+    names += [f.name for f in dataclasses.fields(cls) if f.init and f.name not in _SCALE_OUT_FIXED]
+    return tuple(dict.fromkeys(names))
+
+
+def _params(names: list[str]) -> str:
+    return ("param " if len(names) == 1 else "params ") + ", ".join(names)
+
+
+def _verb(names: list[str]) -> str:
+    return "applies" if len(names) == 1 else "apply"
+
+
+def _leave(names: list[str]) -> str:
+    """``leave it at its default (x=1)`` / ``leave them at their defaults (x=1, y={})``."""
+    shown = ", ".join(f"{n}={json.dumps(_BY_NAME[n].default)}" for n in names)
+    if len(names) == 1:
+        return f"leave it at its default ({shown})"
+    return f"leave them at their defaults ({shown})"
+
+
+def _check_scopes(values: Mapping[str, Any]) -> None:
+    """Refuse a param that the chosen experiment or policy would silently ignore."""
+    algorithm = values["autoscale"]
+    changed = [s for s in PARAMS if s.differs(values[s.name])]
+    if algorithm != OFF:
+        extra = [s.name for s in changed if s.scope == "grouping"]
+        if extra:
+            own = ", ".join(s.name for s in PARAMS if s.scope != "grouping")
+            raise ConfigError(
+                f"{_params(extra)} {_verb(extra)} to the grouping experiment only, not to "
+                f"autoscale={algorithm} (its params: {own}); {_leave(extra)} or set "
+                f"autoscale to {OFF}"
+            )
+    for switch in ("rebalance", "scale_out", "autoscale"):
+        if values[switch] != OFF:
+            continue
+        extra = [s.name for s in changed if s.needs == switch]
+        if extra:
+            choices = _BY_NAME[switch].enum or ("an algorithm such as mwf",)
+            raise ConfigError(
+                f"{_params(extra)} {_verb(extra)} only when {switch} is set (to "
+                f"{', '.join(c for c in choices if c != OFF)}); set {switch} or {_leave(extra)}"
+            )
+
+
+def _check_policy_keys(
+    param: str, policy: str, given: Mapping[str, Any], valid: tuple[str, ...]
+) -> None:
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"param {param}: {policy} takes {', '.join(valid)}; got {', '.join(unknown)}"
+        )
+
+
+def _check_grouping(values: Mapping[str, Any]) -> None:
+    """The combinations of the grouping experiment that JSON schema cannot express."""
+    rebalance, scale_out, strategy = values["rebalance"], values["scale_out"], values["strategy"]
+    if rebalance != OFF and scale_out != OFF:
+        raise ConfigError(
+            f"rebalance={rebalance} and scale_out={scale_out} both move keys (both write the "
+            f"assignments); set one of them to {OFF}"
+        )
+    for switch, policy in (("rebalance", rebalance), ("scale_out", scale_out)):
+        if policy != OFF and strategy != "key":
+            raise ConfigError(
+                f"{switch}={policy} runs on top of KEY grouping: set strategy to key, "
+                f"got {strategy}"
+            )
+    if load_ramp := values["load_ramp"]:
+        from skewlab.live.state_manager import parse_ramp
+
+        try:
+            parse_ramp(load_ramp)
+        except ConfigError as exc:
+            raise ConfigError(f"param load_ramp: {one_line(exc)}") from None
+    if rebalance != OFF:
+        from skewlab.rebalance import make_rebalancer
+
+        given = values["rebalance_params"]
+        _check_policy_keys("rebalance_params", rebalance, given, rebalance_keys(rebalance))
+        try:
+            make_rebalancer(rebalance, workers=values["workers"], **given)
+        except ConfigError as exc:
+            raise ConfigError(f"param rebalance_params: {one_line(exc)}") from None
+    if scale_out != OFF:
+        if not values["service_us"] > 0:
+            raise ConfigError(
+                f"scale_out={scale_out} needs service_us > 0 (the per-event cost is what "
+                f"overloads a worker), got {values['service_us']:g}"
+            )
+        from skewlab.state import ThresholdConfig
+
+        given = values["scale_out_params"]
+        _check_policy_keys("scale_out_params", scale_out, given, scale_out_keys(scale_out))
+        names = {f.name for f in dataclasses.fields(ThresholdConfig)}
+        try:
+            ThresholdConfig(**{k: v for k, v in given.items() if k in names})
+        except ConfigError as exc:
+            raise ConfigError(f"param scale_out_params: {one_line(exc)}") from None
 
 
 def settings_from_params(
     params: Mapping[str, Any], home: str | None = None, **overrides: Any
-) -> ExperimentSettings:
-    """Validate DAG ``params`` and build the experiment settings.
+) -> Settings:
+    """Validate DAG ``params`` and build the settings of the experiment they select.
 
     Missing params take their defaults; unknown names are refused (a typo in a
-    run conf must not be silently ignored). ``home`` is the data directory
-    (default ``$SKEWLAB_HOME``, else ``./.skewlab``, made absolute: a task's
-    working directory is not the user's). ``overrides`` are further
-    :class:`ExperimentSettings` fields (``mlflow=False``...).
+    run conf must not be silently ignored), and so is a param the selected
+    experiment or policy would ignore (changed from its default while its
+    switch is ``none``, or a grouping param with ``autoscale`` set). ``home`` is
+    the data directory (default ``$SKEWLAB_HOME``, else ``./.skewlab``, made
+    absolute: a task's working directory is not the user's). ``overrides`` are
+    further settings fields (``mlflow=False``...).
 
-    Raises :class:`ConfigError` with a one-line message.
+    Returns :class:`ExperimentSettings` when ``autoscale`` is ``none``, else
+    :class:`AutoscaleSettings`. Raises :class:`ConfigError` with a one-line message.
     """
-    from skewlab.live.experiment import ExperimentSettings
     from skewlab.services.datadir import resolve_home
 
     unknown = sorted(set(params) - set(_BY_NAME))
@@ -238,73 +423,59 @@ def settings_from_params(
         raise ConfigError(
             f"unknown param(s) {', '.join(unknown)}; valid: {', '.join(sorted(_BY_NAME))}"
         )
-    fields = {spec.field: spec.check(params.get(spec.name, spec.default)) for spec in PARAMS}
-    try:
-        return ExperimentSettings(**{**fields, "home": str(resolve_home(home)), **overrides})
-    except ConfigError as exc:
-        raise ConfigError(one_line(exc)) from None
-
-
-def settings_to_xcom(settings: ExperimentSettings) -> dict[str, Any]:
-    """The settings as a JSON-safe dict (round-trips through :func:`settings_from_xcom`)."""
-    return dataclasses.asdict(settings)
-
-
-def settings_from_xcom(data: Mapping[str, Any]) -> ExperimentSettings:
-    """Rebuild (and re-validate) settings from :func:`settings_to_xcom`'s dict."""
+    values = {s.name: s.check(params.get(s.name, s.default)) for s in PARAMS}
+    _check_scopes(values)
+    base = {"home": str(resolve_home(home))}
+    if values["autoscale"] != OFF:
+        return _autoscale_settings(values, base, overrides)
+    _check_grouping(values)
     from skewlab.live.experiment import ExperimentSettings
 
-    names = {f.name for f in dataclasses.fields(ExperimentSettings)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ConfigError(f"unknown settings field(s) {', '.join(unknown)} in the XCom")
-    return ExperimentSettings(**data)
+    fields = {s.field: values[s.name] for s in PARAMS if s.scope != "autoscale"}
+    fields.pop("algorithm")
+    for switch in ("rebalance", "scale_out"):
+        fields[switch] = None if fields[switch] == OFF else fields[switch]
+    return _build(ExperimentSettings, {**fields, **base}, overrides)
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
+def autoscale_timing(iteration_s: float, window_s: float = 30.0) -> dict[str, float]:
+    """The monitor's timing for ``iteration_s``, derived as ``skewlab autoscale`` derives it."""
+    window = min(window_s, iteration_s * 2)
+    return {
+        "window_s": window,
+        "min_span_s": min(3.0, window / 4),
+        "sample_s": min(1.0, iteration_s / 8),
+        "publish_s": min(5.0, iteration_s / 3),
+    }
 
 
-def result_for_xcom(summary: RunSummary) -> dict[str, Any]:
-    """The run's scalar summary row (run id, MLflow run id, verdict, metrics, plot paths).
+def _autoscale_settings(
+    values: Mapping[str, Any], base: dict[str, Any], overrides: Mapping[str, Any]
+) -> AutoscaleSettings:
+    from skewlab.live.autoscale.run import AutoscaleSettings
 
-    Per-window series stay in Delta and MLflow; NaN / inf (e.g. latency of a
-    run without samples) become ``None`` so the dict is strict JSON.
-    """
-    return {k: _json_safe(v) for k, v in summary.row().items()}
-
-
-def verdict(result: Mapping[str, Any]) -> str | None:
-    """``None`` if the run was exact, else one line saying why the run is not trusted."""
-    if result.get("exact") is True:
-        return None
-    return one_line(
-        f"run {result.get('run_id')} is not exact: {result.get('exactness') or 'no verdict'}"
-    )
-
-
-def progress_logger(
-    logger: logging.Logger, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic
-) -> Callable[[dict[str, float]], None]:
-    """A ``run_experiment`` progress callback that logs one line at most every ``every_s``."""
-    last = [-math.inf]
-
-    def show(p: dict[str, float]) -> None:
-        now = clock()
-        if now - last[0] < every_s:
-            return
-        last[0] = now
-        logger.info(
-            "produced %d/%d routed %d processed %d imbScore %.1f%%",
-            p.get("produced", 0),
-            p.get("total", 0),
-            p.get("routed", 0),
-            p.get("processed", 0),
-            p.get("imbalance", 0.0),
+    iteration, duration = values["autoscale_iteration"], values["duration"]
+    if duration < iteration:
+        raise ConfigError(
+            f"param duration ({duration:g} s) must be >= autoscale_iteration ({iteration:g} s): "
+            "the autoscaler decides once per iteration"
         )
+    from skewlab.live.autoscale.protocol import speed_plan
 
-    return show
+    try:
+        speed_plan(values["autoscale_workload"], values["partitions"], 1, 1.0)
+    except ConfigError as exc:
+        raise ConfigError(f"param autoscale_workload: {one_line(exc)}") from None
+    fields = {s.field: values[s.name] for s in PARAMS if s.scope != "grouping"}
+    return _build(AutoscaleSettings, {**fields, **autoscale_timing(iteration), **base}, overrides)
+
+
+def _build(cls: Any, fields: dict[str, Any], overrides: Mapping[str, Any]) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ConfigError(f"{cls.__name__} has no field {', '.join(unknown)}")
+    try:
+        return cls(**{**fields, **overrides})
+    except ConfigError as exc:
+        raise ConfigError(one_line(exc)) from None

@@ -1,7 +1,8 @@
 """Injected time (STYLE.md rule 5).
 
 Library code never reads the wall clock itself: it takes a :class:`Clock`. This
-module holds the only real clock; :mod:`skewlab.testing` holds the fake one and
+module holds the only real clocks (:class:`SystemClock`, monotonic, and
+:class:`EpochClock`, wall time); :mod:`skewlab.testing` holds the fake one and
 the simulator drives a :class:`ManualClock` with simulated time.
 """
 
@@ -23,6 +24,14 @@ class SystemClock:
 
     def now(self) -> float:
         return time.monotonic()
+
+
+class EpochClock:
+    """Seconds since the Unix epoch: the time base of event ``ts``, ``effective_ms`` and
+    of Airflow's data intervals (the control loops stamp their decisions with it)."""
+
+    def now(self) -> float:
+        return time.time()
 
 
 class ManualClock:

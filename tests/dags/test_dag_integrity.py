@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from skewlab.grouping import GROUPING_NAMES
+from skewlab.rebalance import REBALANCER_NAMES
 
 pytestmark = pytest.mark.unit
 
@@ -72,18 +73,37 @@ def test_experiment_dag_params_form(dagbag: Any) -> None:
     from airflow.sdk.exceptions import ParamValidationError
 
     params = dagbag.dags["skewlab_experiment"].params
-    assert set(params.keys()) == {
+    assert list(params.keys()) == [
         "strategy",
         "workers",
         "partitions",
         "workload",
         "rate",
         "duration",
+        "load_ramp",
         "service_us",
         "window",
         "seed",
-    }
+        "rebalance",
+        "rebalance_interval",
+        "rebalance_params",
+        "scale_out",
+        "max_instances",
+        "scale_out_interval",
+        "scale_out_params",
+        "autoscale",
+        "autoscale_workload",
+        "autoscale_capacity",
+        "autoscale_iteration",
+    ]
     assert params.get_param("strategy").schema["enum"] == list(GROUPING_NAMES)
+    assert params.get_param("rebalance").schema["enum"] == list(REBALANCER_NAMES)
+    assert params.get_param("scale_out").schema["enum"] == [
+        "none",
+        "checkpoint",
+        "active-backup",
+        "restart",
+    ]
     params.validate()  # the defaults pass the form
     bad = {
         "strategy": "nope",
@@ -92,14 +112,40 @@ def test_experiment_dag_params_form(dagbag: Any) -> None:
         "workload": "",
         "rate": 0,
         "duration": -1,
+        "load_ramp": "double",
         "service_us": -0.5,
         "window": 0,
         "seed": -1,
+        "rebalance": "kg",
+        "rebalance_interval": 0,
+        "rebalance_params": {"theta": -1},
+        "scale_out": "checkpointing",
+        "max_instances": 17,
+        "scale_out_interval": 0,
+        "scale_out_params": {"alarming": 120},
+        "autoscale": "kafka:0",
+        "autoscale_workload": "",
+        "autoscale_capacity": 0,
+        "autoscale_iteration": 0,
     }
+    assert set(bad) == set(params.keys())
     for name, value in bad.items():
         with pytest.raises(ParamValidationError):
             params.get_param(name).resolve(value)
-    assert params.get_param("workers").resolve(64) == 64
+    with pytest.raises(ParamValidationError):
+        params.get_param("scale_out_params").resolve({"bogus": 1})
+    good = {
+        "workers": 64,
+        "load_ramp": "2x/500s",
+        "rebalance": "smalops",
+        "rebalance_params": {"threshold": 0.05, "gate": False},
+        "scale_out_params": {"alarming": 40, "scale_out": 70, "scale_in": 20, "cooldown_s": 10},
+        "max_instances": 16,
+        "autoscale": "kafka-rr:8",
+    }
+    for name, value in good.items():
+        assert params.get_param(name).resolve(value) == value
+    assert params.get_param("load_ramp").resolve(None) is None
 
 
 def test_parsing_the_dags_imports_nothing_heavy(airflow_env: Path) -> None:

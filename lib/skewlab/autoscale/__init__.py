@@ -40,6 +40,8 @@ from skewlab.autoscale.controller import (
     StartPartition,
     StopConsumer,
     StopPartition,
+    reassign,
+    sentinel_reason,
 )
 from skewlab.autoscale.kafka_assignor import KafkaAssignor
 from skewlab.autoscale.latency import LatencyModel, LatencySegments, LatencyStats
@@ -89,6 +91,8 @@ __all__ = [
     "make_algorithm",
     "moved_partitions",
     "pareto_front",
+    "reassign",
     "rscore",
     "run_stream",
+    "sentinel_reason",
 ]

@@ -52,6 +52,10 @@ __all__ = [
     "StartPartition",
     "StopConsumer",
     "StopPartition",
+    "overloaded_consumers",
+    "reassign",
+    "sentinel_reason",
+    "sized",
 ]
 
 log = logging.getLogger(__name__)
@@ -92,6 +96,56 @@ class QueryAssignment:
 
 
 Action = StartConsumer | StopConsumer | StartPartition | StopPartition | QueryAssignment
+
+
+def sized(current: Assignment | None, partitions: int) -> Assignment:
+    """``current`` cut or padded (unassigned) to ``partitions``; nothing: all unassigned."""
+    if current is None:
+        return Assignment.empty(partitions)
+    if current.partitions == partitions:
+        return current
+    owner = current.owner[:partitions] + (-1,) * max(0, partitions - current.partitions)
+    return Assignment(owner, current.members)
+
+
+def overloaded_consumers(current: Assignment, speeds: ArrayLike, capacity: float) -> list[int]:
+    """Consumers above ``C`` that reassigning can fix (holding two or more partitions).
+
+    A single partition faster than ``C`` overloads whatever consumer holds it;
+    counting it would make the Sentinel reassign at every measurement.
+    """
+    lim = capacity * (1 + 1e-9)
+    groups = current.groups()
+    loads = current.loads(speeds)
+    return [c for c, load in loads.items() if load > lim and len(groups[c]) > 1]
+
+
+def sentinel_reason(
+    current: Assignment, speeds: ArrayLike, capacity: float, timed_out: bool
+) -> str | None:
+    """Step 2's exit conditions, in order: ``unassigned``, ``over-capacity``, ``timeout``.
+
+    ``current`` is sized to the speeds; ``timed_out`` says whether the timeout
+    since the last reassignment has passed. ``None``: stay in SENTINEL.
+    """
+    if current.unassigned():
+        return "unassigned"
+    if overloaded_consumers(current, speeds, capacity):
+        return "over-capacity"
+    return "timeout" if timed_out else None
+
+
+def reassign(
+    config: AutoscalerConfig, iteration: int, current: Assignment, speeds: ArrayLike
+) -> Reassignment:
+    """Step 3 (REASSIGN): one run of the algorithm from ``X(t_k) = current`` (sized).
+
+    The one decision function of every autoscaling path: the live controller's
+    state machine and the scheduled control step
+    (:func:`skewlab.orchestration.control.autoscale_step`) both call it.
+    """
+    scaler = config.build(AutoscalerSnapshot(iteration, Assignment(current.owner)))
+    return scaler.step(speeds)
 
 
 @dataclass(frozen=True)
@@ -210,41 +264,21 @@ class Controller:
         """Why SENTINEL should leave now: ``unassigned``, ``over-capacity``, ``timeout`` or None."""
         if self.speeds is None:
             return None
-        cur = self._current_sized()
-        if cur.unassigned():
-            return "unassigned"
-        if self.overloaded():
-            return "over-capacity"
-        if (
+        timed_out = (
             self.last_reassign is None
             or self.clock.now() - self.last_reassign >= self.config.timeout_s
-        ):
-            return "timeout"
-        return None
+        )
+        return sentinel_reason(self._current_sized(), self.speeds, self.capacity, timed_out)
 
     def overloaded(self) -> list[int]:
-        """Consumers above ``C`` that reassigning can fix (holding two or more partitions).
-
-        A single partition faster than ``C`` overloads whatever consumer holds it;
-        counting it would make the Sentinel reassign at every measurement.
-        """
+        """Consumers above ``C`` that reassigning can fix (see :func:`overloaded_consumers`)."""
         if self.speeds is None:
             return []
-        cur = self._current_sized()
-        lim = self.capacity * (1 + 1e-9)
-        groups = cur.groups()
-        loads = cur.loads(self.speeds)
-        return [c for c, load in loads.items() if load > lim and len(groups[c]) > 1]
+        return overloaded_consumers(self._current_sized(), self.speeds, self.capacity)
 
     def _current_sized(self) -> Assignment:
         assert self.speeds is not None
-        p = len(self.speeds)
-        if self.current is None:
-            return Assignment.empty(p)
-        if self.current.partitions == p:
-            return self.current
-        owner = self.current.owner[:p] + (-1,) * max(0, p - self.current.partitions)
-        return Assignment(owner, self.current.members)
+        return sized(self.current, len(self.speeds))
 
     def _sentinel(self) -> list[Action]:
         reason = self.exit_reason()
@@ -258,10 +292,7 @@ class Controller:
         self.phase = Phase.REASSIGN
         assert self.speeds is not None
         cur = self._current_sized()
-        scaler = self.config.autoscaler.build(
-            AutoscalerSnapshot(self.iteration, Assignment(cur.owner))
-        )
-        decision = scaler.step(self.speeds)
+        decision = reassign(self.config.autoscaler, self.iteration, cur, self.speeds)
         self.iteration = decision.iteration
         self.decisions.append((reason, decision))
         log.info(

@@ -4,51 +4,45 @@ A thread of the experiment process (:func:`skewlab.live.experiment.run_experimen
 starts it when ``rebalance`` is set). Every ``interval_s`` of its injected clock,
 one :meth:`RebalanceLoop.step`:
 
-1. reads the run's ``key_loads`` of the last ``interval_s`` of event time
-   (ending at the newest window written) and sums them per key;
-2. builds the :class:`~skewlab.rebalance.LoadSnapshot`: a key's placement is
-   where the newest assignments version puts it (its hash worker when the map
-   does not name it: rebalancing runs on top of KEY grouping);
-3. runs the policy: ``decision = rebalancer.decide(now, snapshot)``;
-4. if a key changes worker, writes assignments version ``v + 1``: every key the
-   map ever named (a key sent home gets an explicit row on its hash worker, so
-   set ids only grow), its worker, its set id (incremented for each moved key)
-   and ``effective_ms = max(previous, now + lead_s)``: at or after the wall time
-   of the write, so no event the route job has already routed falls under it
-   (events carry the wall time they were produced at);
-5. appends the decision's ``decisions`` row.
+1. finds the newest window of the run's ``key_loads`` (the route job may lag the
+   wall clock by a few micro-batches, so the interval ends there, not at now);
+   no load yet: nothing to do;
+2. runs the shared control step
+   :func:`~skewlab.orchestration.control.rebalance_step` over the windows of the
+   last ``interval_s`` up to it, with the loop's :class:`RebalanceState` (the
+   working policy, the key map in force, the assignments version) kept in
+   memory. The step builds the interval's loads, runs the policy, writes a new
+   ``assignments`` version when a key changes worker (effective from the wall
+   time of the write + ``lead_s``) and the ``decisions`` row: the same function
+   the scheduled ``skewlab_control`` DAG runs once per data interval.
 
-Both writes are idempotent: app id ``rebalance:<run>``, version = the
-assignments version (4) and the step number (5).
+Both writes are idempotent: app id ``rebalance:<run>``, version = the wall time
+of the round in ms (two rounds over the same newest window are two decisions).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from skewlab.clock import Clock
+from skewlab.clock import Clock, EpochClock
 from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
-from skewlab.rebalance import Decision, LoadSnapshot, make_rebalancer
-from skewlab.rebalance.base import hash_worker
+from skewlab.orchestration.control import RebalanceParams, RebalanceState, rebalance_step
+from skewlab.orchestration.control.rebalance import POLICIES
+from skewlab.rebalance import Decision
+
+__all__ = [
+    "POLICIES",
+    "EpochClock",
+    "RebalanceLoop",
+    "RebalanceSettings",
+    "start_loop",
+]
 
 log = logging.getLogger(__name__)
-
-POLICIES = ("smalops", "dlb-h", "dlb-l", "lptf")
-"""The policies ``skewlab run --rebalance`` accepts."""
-
-
-class EpochClock:
-    """Seconds since the Unix epoch: the time base of event ``ts`` and ``effective_ms``."""
-
-    def now(self) -> float:
-        return time.time()
 
 
 @dataclass(frozen=True)
@@ -73,15 +67,20 @@ class RebalanceSettings:
                 f"rebalance interval must be > 0 s and lead >= 0 s, got "
                 f"{self.interval_s} / {self.lead_s}"
             )
-        make_rebalancer(self.policy, workers=self.workers, **self.params)
+        RebalanceParams.of(self.policy, self.step_params)
 
     @property
     def app_id(self) -> str:
         return f"rebalance:{self.run_id}"
 
+    @property
+    def step_params(self) -> dict[str, Any]:
+        """The ``params`` of :func:`rebalance_step`: workers, lead and the policy's."""
+        return {**self.params, "workers": self.workers, "lead_s": self.lead_s}
+
 
 class RebalanceLoop:
-    """Steps 1-5 of the module doc; ``run(stop)`` repeats them until ``stop`` is set."""
+    """Steps 1-2 of the module doc; ``run(stop)`` repeats them until ``stop`` is set."""
 
     def __init__(
         self, s: RebalanceSettings, clock: Clock | None = None, store: DeltaStore | None = None
@@ -89,115 +88,59 @@ class RebalanceLoop:
         self.s = s
         self.clock = clock or EpochClock()
         self.store = store or DeltaStore(s.delta_root)
-        self.policy = make_rebalancer(s.policy, workers=s.workers, **s.params).build()
-        self.version, self.effective_ms, self.map = self._latest()
-        self.steps = 0
+        self.state = RebalanceState.start(
+            self.store, s.run_id, RebalanceParams.of(s.policy, s.step_params)
+        )
         self.decisions: list[Decision] = []
 
-    def _latest(self) -> tuple[int, int, dict[str, tuple[int, int]]]:
-        t = self.store.latest_assignments(self.s.run_id).to_pylist()
-        if not t:
-            return 0, 0, {}
-        return (
-            int(t[0]["version"]),
-            max(int(r["effective_ms"] or 0) for r in t),
-            {r["key"]: (int(r["worker"]), int(r["set_id"] or 0)) for r in t},
-        )
+    @property
+    def version(self) -> int:
+        """The newest assignments version in force."""
+        return self.state.version
 
-    def snapshot(self, now: float) -> LoadSnapshot:
-        """Steps 1-2: the interval's per-key loads and current placement.
+    @property
+    def steps(self) -> int:
+        """Decisions taken so far."""
+        return self.state.steps
 
-        The interval ends at the newest window the route job has written (it
-        may lag the wall clock by a few micro-batches), not at ``now``.
+    def interval(self, now: float) -> tuple[int, int] | None:
+        """Step 1: ``[start, end)`` in ms of event time, ending after the newest window.
+
+        Windows older than ``max(60 s, 10 intervals)`` before ``now`` are not read.
         """
         horizon = round((now - max(60.0, 10 * self.s.interval_s)) * 1000)
         t = self.store.read(
             "key_loads",
             run_id=self.s.run_id,
-            columns=["window_start", "key", "count", "bytes"],
+            columns=["window_start"],
             filters=[("window_start", ">=", horizon)],
         )
-        starts = t["window_start"].to_pylist()
-        since = (max(starts) if starts else 0) - round(self.s.interval_s * 1000) + 1
-        loads: dict[str, int] = {}
-        sizes: dict[str, int] = {}
-        for w, k, c, b in zip(
-            starts, t["key"].to_pylist(), t["count"].to_pylist(), t["bytes"].to_pylist()
-        ):
-            if w < since:
-                continue
-            loads[k] = loads.get(k, 0) + int(c)
-            sizes[k] = sizes.get(k, 0) + int(b)
-        keys = tuple(sorted(loads))
-        W = self.s.workers
-        return LoadSnapshot(
-            now=now,
-            interval_s=self.s.interval_s,
-            workers=W,
-            keys=keys,
-            loads=np.asarray([loads[k] for k in keys], dtype=np.int64),
-            placement=np.asarray(
-                [self.map[k][0] if k in self.map else hash_worker(k, W) for k in keys],
-                dtype=np.int64,
-            ),
-            bytes=np.asarray([sizes[k] for k in keys], dtype=np.int64),
-        )
+        if t.num_rows == 0:
+            return None
+        newest = max(t["window_start"].to_pylist())
+        return newest + 1 - round(self.s.interval_s * 1000), newest + 1
 
     def step(self) -> Decision | None:
-        """One round (steps 1-5); ``None`` when the interval had no load."""
+        """One round (steps 1-2); ``None`` when the interval had no load."""
         now = self.clock.now()
-        snap = self.snapshot(now)
-        if not snap.keys:
+        interval = self.interval(now)
+        if interval is None:
             return None
-        decision = self.policy.decide(now, snap)
-        self.steps += 1
-        rows = self._next_version(decision.assignment_map())
-        if rows:
-            self.version += 1
-            self.effective_ms = max(self.effective_ms, round((now + self.s.lead_s) * 1000))
-            for r in rows:
-                r["version"], r["effective_ms"] = self.version, self.effective_ms
-            self.store.append(
-                "assignments",
-                rows,
-                app_id=self.s.app_id,
-                version=self.version,
-                run_id=self.s.run_id,
-            )
-            self.map = {r["key"]: (r["worker"], r["set_id"]) for r in rows}
-            log.info(
-                "assignments v%d from %d ms: %d keys moved (imbScore %.1f -> %.1f)",
-                self.version,
-                self.effective_ms,
-                decision.keys_moved,
-                decision.imbalance_before,
-                decision.imbalance_after,
-            )
-        self.store.append(
-            "decisions",
-            [decision.to_row()],
-            app_id=self.s.app_id,
-            version=self.steps,
-            run_id=self.s.run_id,
+        result = rebalance_step(
+            self.store,
+            self.s.run_id,
+            self.s.policy,
+            self.s.step_params,
+            max(0, interval[0]),
+            interval[1],
+            state=self.state,
+            clock=self.clock,
+            version=round(now * 1000),
         )
-        self.decisions.append(decision)
+        decision: Decision | None = result.decision
+        if decision is not None:
+            self.decisions.append(decision)
         return decision
-
-    def _next_version(self, assignment: dict[str, int]) -> list[dict[str, Any]]:
-        """Step 4's rows, or ``[]`` when no key changes worker."""
-        W = self.s.workers
-        rows, changed = [], False
-        for k in sorted(set(self.map) | set(assignment)):
-            home = hash_worker(k, W)
-            old_w, old_set = self.map.get(k, (home, 0))
-            new_w = assignment.get(k, home)
-            moved = new_w != old_w
-            changed |= moved
-            reason = ("moved" if k in assignment else "home") if moved else "kept"
-            rows.append(
-                {"key": k, "worker": new_w, "set_id": old_set + int(moved), "reason": reason}
-            )
-        return rows if changed else []
 
     def run(self, stop: threading.Event) -> None:
         """Step every ``interval_s`` until ``stop`` is set (errors are logged, not raised)."""

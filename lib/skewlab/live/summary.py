@@ -73,7 +73,10 @@ class RunSummary:
     fairness: float = float("nan")
     checkpoints: int = 0
     pause_s: float = float("nan")
-    """Longest time the moved keys made no progress in a scale event (switch -> hand-off)."""
+    """Longest time moved keys made no progress in a scale event: their state leaving the
+    old instance -> applied by the new one (restart: also old instance stopped -> up again)."""
+    drain_s: float = float("nan")
+    """Longest time an old instance kept working off its backlog after a switch."""
     extra_p99_ms: float = float("nan")
     """p99 latency of the scaled workers' windows during scale events minus before alarming."""
     scale_log: list[dict[str, Any]] = field(default_factory=list)
@@ -228,9 +231,11 @@ def add_rebalance(
     key's events exactly (hand-offs neither doubled nor lost state).
     """
     summary.rebalance = policy
-    dec = store.read("decisions", run_id=run_id, columns=["detail"])
-    for d in dec["detail"].to_pylist():
-        moved = int(json.loads(d)["keys_moved"])
+    dec = store.read("decisions", run_id=run_id, columns=["loop", "detail"])
+    for loop, d in zip(dec["loop"].to_pylist(), dec["detail"].to_pylist()):
+        if loop != "rebalance":  # autoscale / scale-out rows of the same run
+            continue
+        moved = int(json.loads(d).get("keys_moved", 0))
         summary.rebalances += int(moved > 0)
         summary.keys_moved += moved
     ho = store.read("handoffs", run_id=run_id, columns=["key", "set_id", "tuples", "bytes"])
@@ -282,6 +287,8 @@ def add_scale_out(
     summary.max_running = max(summary.instances_running, default=summary.workers)
     pauses = [float(e["pause_s"]) for e in events if "pause_s" in e]
     summary.pause_s = max(pauses) if pauses else float("nan")
+    drains = [float(e["drain_s"]) for e in events if "drain_s" in e]
+    summary.drain_s = max(drains) if drains else float("nan")
     lat = store.read("latency", run_id=run_id, columns=["window_start", "worker", "p99"])
     rows = list(
         zip(lat["window_start"].to_pylist(), lat["worker"].to_pylist(), lat["p99"].to_pylist())

@@ -19,8 +19,11 @@ I/O the actions ask for. Lifecycle:
 4. **Record**: when a reassignment's group management finishes, write the
    ``decisions`` row (algorithm, bins, Rscore, decision time, the timeline of
    every hand-off) and the ``consumer_assignments`` rows of the iteration to
-   Delta (app transaction ``controller:<run>``, version = iteration); persist
-   the group state after every step that changed it.
+   Delta (app transaction ``controller:<run>``, version = iteration) with
+   :func:`~skewlab.orchestration.control.record_reassignment`, the record the
+   scheduled ``skewlab_control`` DAG writes too (the decision itself is the
+   pure controller's :func:`~skewlab.autoscale.controller.reassign`, shared the
+   same way); persist the group state after every step that changed it.
 5. **Stop** (the run's stop file): ``exit`` to every consumer, wait, kill
    stragglers, exit.
 """
@@ -65,6 +68,7 @@ from skewlab.live.autoscale.protocol import (
     inbox,
     read_new,
 )
+from skewlab.orchestration.control.autoscale import record_reassignment
 
 __all__ = ["ConsumerProc", "LiveController", "load_state", "main"]
 
@@ -261,48 +265,21 @@ class LiveController:
     # -- 4. record ---------------------------------------------------------------------
 
     def _record(self, p: _Pending) -> None:
+        """Step 4 through the shared record of every autoscale path."""
         d = p.decision
-        run = self.s.run_id
-        detail = {
-            "iteration": d.iteration,
-            "consumers": d.consumers,
-            "moved": list(d.moved),
-            "rscore": d.rscore,
+        extra = {
             "decide_ms": p.decide_ms,
             "manage_s": self.wall() - p.began,
             "handoffs": [h for h in p.handoffs.values() if "to" in h],
-            "overloaded": list(d.overloaded),
         }
-        row = {
-            "ts": round(p.began * 1000),
-            "loop": "autoscale",
-            "policy": self.s.algorithm,
-            "detail": json.dumps(detail),
-            "cost": d.rscore,
-            "imbalance_before": None,
-            "imbalance_after": None,
-            "reason": p.reason,
-        }
-        app = f"controller:{run}"
-        self.store.append("decisions", [row], app_id=app, version=d.iteration, run_id=run)
-        prev = d.previous.owner if d.previous is not None else ()
-        rows = []
-        for j, c in enumerate(d.assignment.owner):
-            before = prev[j] if j < len(prev) else -1
-            action = "keep" if before == c else ("assign" if before < 0 else "move")
-            rows.append(
-                {
-                    "iteration": d.iteration,
-                    "consumer": str(c),
-                    "topic": self.s.topics.data,
-                    "partition": j,
-                    "action": action,
-                }
-            )
-        self.store.append("consumer_assignments", rows, app_id=app, version=d.iteration, run_id=run)
+        record_reassignment(
+            self.store, self.s.run_id, self.s.topics.data, d, policy=self.s.algorithm,
+            reason=p.reason, ts_ms=round(p.began * 1000), app=f"controller:{self.s.run_id}",
+            version=d.iteration, extra=extra,
+        )  # fmt: skip
         log.info(
             "iteration %d done (%s): %d consumers, %d moved, Rscore %.3f in %.2f s",
-            d.iteration, p.reason, d.consumers, len(d.moved), d.rscore, detail["manage_s"],
+            d.iteration, p.reason, d.consumers, len(d.moved), d.rscore, extra["manage_s"],
         )  # fmt: skip
 
     def _persist(self) -> None:

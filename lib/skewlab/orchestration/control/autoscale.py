@@ -1,0 +1,378 @@
+"""The autoscale step: Delta ``partition_loads`` -> bin packing -> ``consumer_assignments``.
+
+The decision is :func:`skewlab.autoscale.controller.reassign` (Landau et al.
+Sec. V-C step 3), the function the live controller's state machine calls, and
+the record is :func:`record_reassignment`, which the live controller process
+(:mod:`skewlab.live.autoscale.controller`) calls once a reassignment's
+stop -> ack -> start hand-off is done. :func:`autoscale_step` runs both for
+one data interval (the scheduled ``skewlab_control`` DAG), in order:
+
+1. ``v`` = the app-transaction version (``interval_end_ms`` unless given). If
+   ``consumer_assignments`` already holds ``v`` (or later) for app
+   ``autoscale:<run>``, stop: :attr:`StepStatus.ALREADY_DONE`.
+2. The interval's speeds: ``partition_loads`` rows of one topic with
+   ``window_start`` in ``[start, end)``; per partition, the mean over the
+   interval's windows of the window's summed ``bytes_per_s`` (the route job
+   writes one row per micro-batch and window, the autoscale monitor one per
+   publication; a partition without a row in a window counts 0). No rows:
+   :attr:`StepStatus.NO_LOAD`.
+3. ``X(t_{k-1})``: the newest iteration of the run's ``consumer_assignments``
+   for the topic (none: every partition unassigned, iteration 0), sized to the
+   partitions seen.
+4. The Sentinel's reason (:func:`~skewlab.autoscale.controller.sentinel_reason`:
+   ``unassigned``, ``over-capacity``, else ``timeout``: one DAG run is one
+   iteration) and the decision ``reassign(config, k - 1, X, speeds)``.
+5. :func:`record_reassignment`: the ``decisions`` row, then the iteration's
+   ``consumer_assignments`` rows (one per partition: ``keep`` / ``assign`` /
+   ``move``), both version ``v``. The assignment rows go last: they are both
+   the marker of step 1 and the input of step 3, so a retry after a crash
+   between the two writes makes the same decision and completes it.
+
+The step writes what the group *should* be; executing it (stopping and starting
+partitions on consumers) is a controller's job, as in the live autoscaler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from skewlab.autoscale import ALGORITHM_NAMES, Assignment, AutoscalerConfig, Reassignment
+from skewlab.autoscale.controller import reassign, sentinel_reason, sized
+from skewlab.clock import Clock, EpochClock
+from skewlab.errors import ConfigError
+from skewlab.orchestration.control.base import StepResult, StepStatus, app_id, check_interval
+
+if TYPE_CHECKING:
+    from skewlab.io.delta import DeltaStore
+    from skewlab.orchestration.paramspec import ParamSpec
+
+__all__ = [
+    "POLICIES",
+    "STEP",
+    "AutoscaleParams",
+    "autoscale_step",
+    "check_autoscale",
+    "consumer_assignment_rows",
+    "form",
+    "interval_speeds",
+    "params_of",
+    "previous_assignment",
+    "reassignment_row",
+    "record_reassignment",
+]
+
+log = logging.getLogger(__name__)
+
+STEP = "autoscale"
+POLICIES = ALGORITHM_NAMES
+"""The bin-packing heuristics (Kafka's assignors need a live group; not scheduled)."""
+KEYS = ("capacity", "bin_capacity", "topic", "partitions")
+_SECTION = "Autoscale"
+
+
+def form() -> tuple[ParamSpec, ...]:
+    """The ``skewlab_control`` params of this step (``autoscale`` is the switch)."""
+    from skewlab.orchestration.paramspec import OFF, ParamSpec
+
+    def key(name: str, kind: Any, description: str, **bounds: Any) -> ParamSpec:
+        return ParamSpec(name, name, None, kind, name, description, **bounds)
+
+    return (
+        ParamSpec(
+            "autoscale", "algorithm", OFF, "string", "Autoscale algorithm",
+            "Bin-pack the partitions of partition_loads onto consumers with this heuristic "
+            "(Landau et al.; mwf, bfd, ...). none: off.",
+            enum=(OFF, *POLICIES), section=_SECTION,
+        ),
+        ParamSpec(
+            "autoscale_capacity", "capacity", 120_000.0, "number", "Consumer capacity (bytes/s)",
+            "C_bar, bytes/s one consumer reads at most; the bin capacity C is 5/6 of it.",
+            exclusive_minimum=0, section=_SECTION,
+        ),
+        ParamSpec(
+            "autoscale_params", "params", {}, "object", "Autoscale params",
+            'Optional: {"bin_capacity": C, "topic": "routed-...", "partitions": P}; default '
+            "C = 5/6 C_bar, the only topic of the interval, the highest partition seen + 1.",
+            properties=(
+                key("bin_capacity", "number", "bin capacity C (bytes/s), at most C_bar",
+                    exclusive_minimum=0),
+                key("topic", "string", "the partition_loads topic to scale"),
+                key("partitions", "integer", "partitions of the topic", minimum=1,
+                    maximum=4096),
+            ),
+            section=_SECTION,
+        ),
+    )  # fmt: skip
+
+
+def params_of(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The step's ``params`` from validated DAG values."""
+    return {"capacity": values["autoscale_capacity"], **values["autoscale_params"]}
+
+
+def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"autoscale {name} must be a number > 0 (bytes/s), got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class AutoscaleParams:
+    """``capacity`` (``C_bar``, bytes/s), optional ``bin_capacity`` (``C``, default 5/6
+    ``C_bar``), ``topic`` (default: the only topic in the interval) and ``partitions``
+    (default: the highest partition seen + 1)."""
+
+    algorithm: str
+    capacity: float
+    bin_capacity: float | None = None
+    topic: str | None = None
+    partitions: int | None = None
+
+    @classmethod
+    def of(cls, algorithm: str, params: Mapping[str, Any]) -> AutoscaleParams:
+        """Validate; one-line ConfigError naming what is allowed."""
+        if algorithm not in POLICIES:
+            raise ConfigError(f"autoscale must be one of {', '.join(POLICIES)}, got {algorithm!r}")
+        unknown = sorted(set(params) - set(KEYS))
+        if unknown:
+            raise ConfigError(
+                f"autoscale has no parameter {', '.join(unknown)}; valid: {', '.join(KEYS)}"
+            )
+        if "capacity" not in params:
+            raise ConfigError("autoscale needs capacity (C_bar, bytes/s a consumer reads)")
+        bin_c = params.get("bin_capacity")
+        topic, parts = params.get("topic"), params.get("partitions")
+        if topic is not None and not (isinstance(topic, str) and topic.strip()):
+            raise ConfigError(f"autoscale topic must be a non-empty string, got {topic!r}")
+        if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int)
+                                  or not 1 <= parts <= 4096):  # fmt: skip
+            raise ConfigError(f"autoscale partitions must be an integer in 1..4096, got {parts!r}")
+        out = cls(
+            algorithm,
+            _positive("capacity", params["capacity"]),
+            None if bin_c is None else _positive("bin_capacity", bin_c),
+            topic,
+            parts,
+        )
+        out.config()
+        return out
+
+    def config(self) -> AutoscalerConfig:
+        return AutoscalerConfig(self.algorithm, self.capacity, self.bin_capacity)
+
+
+def check_autoscale(algorithm: str, params: Mapping[str, Any]) -> None:
+    """Validate an autoscale ``algorithm`` and its ``params`` (no I/O)."""
+    AutoscaleParams.of(algorithm, params)
+
+
+def interval_speeds(
+    store: DeltaStore, run_id: str, start_ms: int, end_ms: int, topic: str | None
+) -> tuple[str | None, np.ndarray]:
+    """Step 2: the topic and its per-partition speeds (bytes/s); ``(topic, [])`` if no rows.
+
+    ``topic=None`` takes the only topic of the interval; several: ConfigError naming them.
+    """
+    filters: list[Any] = [("window_start", ">=", start_ms), ("window_start", "<", end_ms)]
+    if topic is not None:
+        filters.append(("topic", "=", topic))
+    t = store.read(
+        "partition_loads",
+        run_id=run_id,
+        columns=["window_start", "topic", "partition", "bytes_per_s"],
+        filters=filters,
+    )
+    topics = sorted(set(t["topic"].to_pylist()))
+    if len(topics) > 1:
+        raise ConfigError(
+            f"partition_loads of run {run_id} has several topics in the interval "
+            f"({', '.join(topics)}); set the autoscale topic param"
+        )
+    if not topics:
+        return topic, np.zeros(0)
+    windows = t["window_start"].to_pylist()
+    parts = t["partition"].to_pylist()
+    sums = np.zeros(max(parts) + 1)
+    for p, s in zip(parts, t["bytes_per_s"].to_pylist()):
+        sums[p] += float(s)
+    return topics[0], sums / len(set(windows))
+
+
+def previous_assignment(
+    store: DeltaStore, run_id: str, topic: str
+) -> tuple[int, Assignment | None]:
+    """Step 3: ``(iteration, X)`` of the newest ``consumer_assignments`` iteration (or 0, None)."""
+    t = store.read(
+        "consumer_assignments",
+        run_id=run_id,
+        columns=["iteration", "consumer", "partition"],
+        filters=[("topic", "=", topic)],
+    )
+    if t.num_rows == 0:
+        return 0, None
+    its = t["iteration"].to_pylist()
+    last = max(its)
+    owner: dict[int, int] = {}
+    for it, c, p in zip(its, t["consumer"].to_pylist(), t["partition"].to_pylist()):
+        if it == last:
+            try:
+                owner[int(p)] = int(c)
+            except ValueError:
+                raise ConfigError(
+                    f"consumer_assignments of run {run_id} name consumer {c!r}; "
+                    "the autoscaler needs integer consumer ids"
+                ) from None
+    size = max(owner) + 1
+    return int(last), Assignment(tuple(owner.get(j, -1) for j in range(size)))
+
+
+def consumer_assignment_rows(decision: Reassignment, topic: str) -> list[dict[str, Any]]:
+    """One row per partition of ``decision.assignment``: its consumer and ``keep`` /
+    ``assign`` (no previous owner) / ``move``."""
+    prev = decision.previous.owner if decision.previous is not None else ()
+    rows = []
+    for j, c in enumerate(decision.assignment.owner):
+        before = prev[j] if j < len(prev) else -1
+        action = "keep" if before == c else ("assign" if before < 0 else "move")
+        rows.append(
+            {
+                "iteration": decision.iteration,
+                "consumer": str(c),
+                "topic": topic,
+                "partition": j,
+                "action": action,
+            }
+        )
+    return rows
+
+
+def reassignment_row(
+    decision: Reassignment,
+    *,
+    policy: str,
+    reason: str,
+    ts_ms: int,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``decisions`` row: detail = iteration, consumers, moved, Rscore, overloaded + extra."""
+    detail = {
+        "iteration": decision.iteration,
+        "consumers": decision.consumers,
+        "moved": list(decision.moved),
+        "rscore": decision.rscore,
+        "overloaded": list(decision.overloaded),
+        **(extra or {}),
+    }
+    return {
+        "ts": int(ts_ms),
+        "loop": STEP,
+        "policy": policy,
+        "detail": json.dumps(detail),
+        "cost": float(decision.rscore),
+        "imbalance_before": None,
+        "imbalance_after": None,
+        "reason": reason,
+    }
+
+
+def record_reassignment(
+    store: DeltaStore,
+    run_id: str,
+    topic: str,
+    decision: Reassignment,
+    *,
+    policy: str,
+    reason: str,
+    ts_ms: int,
+    app: str,
+    version: int,
+    extra: Mapping[str, Any] | None = None,
+) -> tuple[str, ...]:
+    """Write a reassignment: ``decisions`` row, then ``consumer_assignments`` rows.
+
+    Both under app transaction ``(app, version)``; returns the tables committed
+    now (a replay commits neither).
+    """
+    row = reassignment_row(decision, policy=policy, reason=reason, ts_ms=ts_ms, extra=extra)
+    written = []
+    if store.append("decisions", [row], app_id=app, version=version, run_id=run_id):
+        written.append("decisions")
+    rows = consumer_assignment_rows(decision, topic)
+    if store.append("consumer_assignments", rows, app_id=app, version=version, run_id=run_id):
+        written.append("consumer_assignments")
+    return tuple(written)
+
+
+def autoscale_step(
+    store: DeltaStore,
+    run_id: str,
+    policy: str,
+    params: Mapping[str, Any],
+    interval_start_ms: int,
+    interval_end_ms: int,
+    *,
+    clock: Clock | None = None,
+    version: int | None = None,
+) -> StepResult:
+    """Steps 1-5 of the module docstring for one interval.
+
+    Args:
+        policy: the bin-packing algorithm (``mwf``, ``bfd``...).
+        params: ``capacity`` (required), ``bin_capacity``, ``topic``, ``partitions``.
+        clock: wall time in epoch seconds for the decision's ``ts``.
+        version: the app-transaction version (default ``interval_end_ms``).
+    """
+    start, end = check_interval(interval_start_ms, interval_end_ms)
+    p = AutoscaleParams.of(policy, params)
+    v = end if version is None else int(version)
+    app = app_id(STEP, run_id)
+
+    def result(status: StepStatus, reason: str, **kw: Any) -> StepResult:
+        return StepResult(STEP, policy, run_id, start, end, v, status, reason, **kw)
+
+    done = store.committed_version("consumer_assignments", app)  # 1.
+    if done is not None and v <= done:
+        return result(StepStatus.ALREADY_DONE, f"decided up to version {done}")
+    topic, speeds = interval_speeds(store, run_id, start, end, p.topic)  # 2.
+    if topic is None or not speeds.size:
+        return result(StepStatus.NO_LOAD, "no partition_loads rows in the interval")
+    iteration, prev = previous_assignment(store, run_id, topic)  # 3.
+    size = max(len(speeds), prev.partitions if prev is not None else 0, p.partitions or 0)
+    speeds = np.pad(speeds, (0, size - len(speeds)))
+    current = sized(prev, size)
+    cfg = p.config()
+    reason = sentinel_reason(current, speeds, cfg.capacities.c, timed_out=True) or "timeout"  # 4.
+    decision = reassign(cfg, iteration, current, speeds)
+    now = (clock or EpochClock()).now()
+    extra = {
+        "interval_ms": [start, end],
+        "topic": topic,
+        "speeds": [round(float(s), 3) for s in speeds],
+    }
+    written = record_reassignment(  # 5.
+        store, run_id, topic, decision, policy=policy, reason=reason,
+        ts_ms=round(now * 1000), app=app, version=v, extra=extra,
+    )  # fmt: skip
+    log.info(
+        "autoscale %s iteration %d (%s): %d consumers, %d moved, Rscore %.3f",
+        policy, decision.iteration, reason, decision.consumers, len(decision.moved),
+        decision.rscore,
+    )  # fmt: skip
+    numbers = {
+        "iteration": decision.iteration,
+        "partitions": size,
+        "consumers": decision.consumers,
+        "moved": len(decision.moved),
+        "rscore": float(decision.rscore),
+        "load_bytes_per_s": float(speeds.sum()),
+    }
+    return result(
+        StepStatus.DECIDED, reason, written=written, numbers=numbers,
+        decision=decision,
+    )  # fmt: skip

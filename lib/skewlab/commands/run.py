@@ -225,7 +225,8 @@ def run(args: argparse.Namespace) -> int:
                 print(
                     f"  scale-out {r.scale_out}: {r.scale_events} events, up to {r.max_running} "
                     f"instances, {r.instance_seconds:.0f} instance-s, fairness {r.fairness:.2f}, "
-                    f"pause {r.pause_s:.2f} s, extra p99 {r.extra_p99_ms:.0f} ms, "
+                    f"pause {r.pause_s:.2f} s (old instance drained {r.drain_s:.1f} s), "
+                    f"extra p99 {r.extra_p99_ms:.0f} ms, "
                     f"{r.checkpoints} checkpoints, {r.keys_moved} keys moved; key state "
                     f"{'exact' if r.state_exact else 'NOT EXACT'}"
                 )

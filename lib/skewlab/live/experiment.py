@@ -437,9 +437,15 @@ def _start_manager(
             p.kill()
             p.wait()
 
-    def ready(i: int) -> bool:
+    def ready(i: int) -> float | None:
         p = procs.workers.get(i)
-        return p is not None and p.poll() is None and (run_dir / f"worker-{i}.ready").exists()
+        f = run_dir / f"worker-{i}.ready"
+        if p is None or p.poll() is not None or not f.exists():
+            return None
+        try:
+            return float(f.read_text())
+        except ValueError:  # caught mid-write: ready at the next look
+            return None
 
     own = connect(KafkaSettings(client.settings.bootstrap, client.settings.client))
     return start_loop(sm, own, routed_topic, Processes(procs.restart_worker, stop, ready))

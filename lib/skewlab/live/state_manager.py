@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -176,7 +177,8 @@ class Processes:
 
     start: Callable[[int], None]
     stop: Callable[[int], None]
-    ready: Callable[[int], bool]
+    ready: Callable[[int], float | None]
+    """Wall time instance ``j`` became ready to read (restored its state), or None."""
 
 
 @dataclass
@@ -227,6 +229,8 @@ class StateManager:
         self.instance_s = 0.0
         self.events: list[dict[str, Any]] = []
         self.checkpoints = self.checkpoints_skipped = 0
+        self.group_keys = [0] * s.workers
+        """Keys seen per group at the last sweep (the scaled operator's state size)."""
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self._cp_store = DeltaStore(s.delta_root)  # the checkpoint thread's own handles
         self._writing: dict[int, Future[dict[str, Any]]] = {}
@@ -282,9 +286,10 @@ class StateManager:
                 grp.event = {"group": grp.g, "t_alarm": self.wall(), "score": score}
             elif pol.detector.level < Level.ALARMING and pol.phase is Phase.NORMAL:
                 grp.event = None  # back to normal without a scale event
-            if pol.pending and all(
-                p in grp.phys and self.procs.ready(grp.phys[p]) for p in pol.pending
-            ):
+            ready = [self.procs.ready(grp.phys[p]) if p in grp.phys else None for p in pol.pending]
+            if pol.pending and all(t is not None for t in ready):
+                if grp.event is not None:
+                    grp.event.setdefault("t_ready", max(t for t in ready if t is not None))
                 actions += pol.on_ready(pol.pending)
                 if self.s.policy == "checkpoint":
                     actions += pol.on_caught_up(pol.pending)
@@ -358,38 +363,9 @@ class StateManager:
         return {"checkpoint": cp_id, "async": True}
 
     def _checkpoint(self, grp: Group, cp_id: int) -> dict[str, Any]:
-        """Copy the group's committed worker state (theta, tau = its routed offset, beta =
-        the records waiting for a hand-off) into checkpoint ``cp_id`` (checkpoint thread)."""
-        store = self._cp_store
-        parts = {}
-        for j in list(grp.active):
-            version = store.committed_version("partials", f"work-{j}:{self.s.run_id}")
-            rows = (
-                []
-                if version is None
-                else store.read(
-                    "operator_state",
-                    run_id=self.s.run_id,
-                    columns=["key", "value", "buffered"],
-                    filters=[("instance", "=", j), ("checkpoint", "=", version)],
-                ).to_pylist()
-            )
-            theta = {}
-            for r in rows:
-                v = json.loads(r["value"])
-                if r["buffered"]:
-                    v["buffered"] = json.loads(r["buffered"])
-                theta[r["key"]] = v
-            parts[j] = Checkpoint(cp_id, OperatorState(theta), version or 0)
-        new = CheckpointStore(store, f"{self.s.run_id}#g{grp.g}", f"g{grp.g}").write(cp_id, parts)
-        self.checkpoints += int(new)
-        log.info(
-            "group %d: checkpoint %d written (tau %s)",
-            grp.g,
-            cp_id,
-            {j: p.tau for j, p in parts.items()},
-        )
-        return {"checkpoint": cp_id, "tau": {j: p.tau for j, p in parts.items()}, "new": new}
+        out = write_checkpoint(self._cp_store, self.s.run_id, grp.g, list(grp.active), cp_id)
+        self.checkpoints += int(out["new"])
+        return out
 
     def _switch(self, grp: Group, logical: tuple[int, ...]) -> dict[str, Any]:
         old = list(grp.active)
@@ -405,6 +381,7 @@ class StateManager:
                 "t_switch": self.effective_ms / 1000,
                 "t_rel": self.clock.now() - self.t0,
                 "keys_moved": len(moved),
+                "state_keys": self.group_keys[grp.g],
                 "pending": sorted(moved),
             }
             self.events.append(ev)
@@ -418,8 +395,10 @@ class StateManager:
         W = self.s.workers
         rows: list[dict[str, Any]] = []
         moved: list[tuple[str, int]] = []
+        self.group_keys = [0] * W
         for k in sorted(set(keys.to_pylist()) | set(self.map)):
             grp = self.groups[hash_worker(k, W)]
+            self.group_keys[grp.g] += 1
             want = grp.active[owner(k, len(grp.active), split_hash)]
             cur, sid = self.map.get(k, (grp.g, 0))
             if want != cur:
@@ -455,22 +434,32 @@ class StateManager:
         if not open_:
             return
         ho = self.store.read(
-            "handoffs", run_id=self.s.run_id, columns=["key", "set_id", "applied_ms"]
+            "handoffs",
+            run_id=self.s.run_id,
+            columns=["key", "set_id", "sent_ms", "applied_ms"],
         )
-        applied = dict(
+        times = dict(
             zip(
                 zip(ho["key"].to_pylist(), ho["set_id"].to_pylist()),
-                ho["applied_ms"].to_pylist(),
+                zip(ho["sent_ms"].to_pylist(), ho["applied_ms"].to_pylist()),
             )
         )
         now = self.wall()
         for e in open_:
-            if all((k, s) in applied for k, s in e["pending"]):
-                at = [applied[(k, s)] for k, s in e["pending"]]
-                known = [a / 1000 for a in at if a is not None]
-                e["t_done"] = max(known) if len(known) == len(at) and known else now
-                t0 = min(e["t_switch"], e.get("t_kill", e["t_switch"]))
-                e["pause_s"] = max(e["t_done"] - t0, 0.0)
+            if all((k, s) in times for k, s in e["pending"]):
+                ts = [times[(k, s)] for k, s in e["pending"]]
+                known = [(a / 1000, b / 1000) for a, b in ts if a is not None and b is not None]
+                complete = len(known) == len(ts) and bool(known)
+                e["t_done"] = max(b for _, b in known) if complete else now
+                # moved keys stand still from their state leaving to it being applied
+                e["pause_s"] = max(b - a for a, b in known) if complete else math.nan
+                # an operator stopped for a restart stands still until it is up again
+                if "t_kill" in e:
+                    e["pause_s"] = max(e["pause_s"], e.get("t_ready", now) - e["t_kill"])
+                # the old instance working off its backlog up to the switch (it progresses)
+                e["drain_s"] = (
+                    max(max(a for a, _ in known) - e["t_switch"], 0.0) if complete else math.nan
+                )
                 e.pop("pending")
 
     # ------------------------------------------------------------ step 5: log
@@ -519,6 +508,49 @@ class StateManager:
             except Exception:  # the loop must outlive one bad round; the log says why
                 log.exception("state manager step failed")
         self._pool.shutdown(wait=True)
+
+
+def write_checkpoint(
+    store: DeltaStore, run_id: str, group: int, instances: list[int], cp_id: int
+) -> dict[str, Any]:
+    """Checkpoint ``cp_id`` of operator ``group``: the committed state of its ``instances``.
+
+    Per instance: theta = its ``operator_state`` rows at its last committed
+    flush, tau = that flush's routed offset, beta = the records waiting for a
+    hand-off (kept inside theta with their message set). Written through
+    :class:`~skewlab.io.state_store.CheckpointStore` under run id
+    ``<run>#g<group>`` (idempotent: a second write of ``cp_id`` changes nothing).
+    The in-process state manager and the ``skewlab_control`` DAG both call this.
+    """
+    parts = {}
+    for j in instances:
+        version = store.committed_version("partials", f"work-{j}:{run_id}")
+        rows = (
+            []
+            if version is None
+            else store.read(
+                "operator_state",
+                run_id=run_id,
+                columns=["key", "value", "buffered"],
+                filters=[("instance", "=", j), ("checkpoint", "=", version)],
+            ).to_pylist()
+        )
+        theta = {}
+        for r in rows:
+            v = json.loads(r["value"])
+            if r["buffered"]:
+                v["buffered"] = json.loads(r["buffered"])
+            theta[r["key"]] = v
+        parts[j] = Checkpoint(cp_id, OperatorState(theta), version or 0)
+    new = CheckpointStore(store, f"{run_id}#g{group}", f"g{group}").write(cp_id, parts)
+    taus = {j: p.tau for j, p in parts.items()}
+    log.info("operator %d: checkpoint %d written=%s (tau %s)", group, cp_id, new, taus)
+    return {
+        "checkpoint": cp_id,
+        "tau": taus,
+        "keys": sum(len(p.theta) for p in parts.values()),
+        "new": new,
+    }
 
 
 def start_loop(

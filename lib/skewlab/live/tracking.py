@@ -59,6 +59,7 @@ SCALE_OUT_METRICS = (
     "fairness",
     "checkpoints",
     "pause_s",
+    "drain_s",
     "extra_p99_ms",
     "handoffs",
     "keys_moved",

@@ -149,8 +149,8 @@ class Worker:
         if settings.splitters:
             self.sets = self._key_sets_at(committed)
         self.handoffs_sent = 0
-        self._applied_ms: dict[tuple[str, int], int] = {}
-        """When each received hand-off was applied (wall ms), until it is committed."""
+        self._applied_ms: dict[tuple[str, int], tuple[int, int]] = {}
+        """(sent, applied) wall ms of each received hand-off, until it is committed."""
         self.flushes = 0
         self._last_flush = self.clock.now()
         self._dirty = False
@@ -221,7 +221,7 @@ class Worker:
                 key = (rec.key or b"").decode()
                 state = json.loads(rec.value or b"{}")
                 self._apply(key, sets.receive(Handoff(key, sid, src, self.s.worker, state)), now)
-                self._applied_ms.setdefault((key, sid), _ms(self.wall()))
+                self._applied_ms.setdefault((key, sid), (rec.timestamp_ms, _ms(self.wall())))
             elif events.header(hdrs, events.END_HEADER) is not None:
                 sets.end_of_stream()
             else:
@@ -321,9 +321,11 @@ class Worker:
                     "value": h.value(),
                     "tuples": h.tuples,
                     "bytes": len(h.value()),
-                    "applied_ms": self._applied_ms.pop((h.key, h.set_id), None),
+                    "sent_ms": times[0] if times else None,
+                    "applied_ms": times[1] if times else None,
                 }
                 for h in self.sets.take_applied()
+                for times in [self._applied_ms.pop((h.key, h.set_id), None)]
             ]
             self.store.append("handoffs", applied, app_id=app, version=o, run_id=run)
         wm = json.dumps({str(p): v for p, v in sorted(self.agg.watermarks.items())})

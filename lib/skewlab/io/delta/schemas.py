@@ -126,9 +126,11 @@ HANDOFFS = _spec(
     _req("value", BIN),
     _req("tuples", I64),
     _req("bytes", I64),
+    _opt("sent_ms", I64),
     _opt("applied_ms", I64),
 )
-"""``applied_ms``: wall time (ms) the new holder applied the state (null: after a restart)."""
+"""``sent_ms``: when the old holder sent the state (the hand-off record's Kafka timestamp);
+``applied_ms``: wall time (ms) the new holder applied it (null: from before a restart)."""
 
 CONSUMER_ASSIGNMENTS = _spec(
     "consumer_assignments",

@@ -136,3 +136,26 @@ def test_every_registered_command_parses_to_its_run_function() -> None:
     for name in cli.COMMANDS:
         ns = parser.parse_args([name])
         assert callable(ns._run) and ns.command == name
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--strategy", "dkg", "--service-us", "100"], "runs on top of KEY grouping"),
+        (["--service-us", "100", "--load-ramp", "0.5x/3s"], "load ramp must look like 2x/500s"),
+        ([], "needs --service-us > 0"),
+        (["--service-us", "100", "--scale-out-param", "alarming=90"], "0 <= scale_in <= alarming"),
+        (["--service-us", "100", "--rebalance", "smalops"], "pick one"),
+        (["--service-us", "100", "--max-instances", "40"], "max instances per operator"),
+    ],
+)
+def test_bad_scale_out_flags_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], flags: list[str], says: str
+) -> None:
+    code = cli.main(
+        ["run", "--no-mlflow", "--strategy", "key", "--scale-out", "checkpoint", *flags]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert says in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

@@ -1,5 +1,5 @@
 """
-### skewlab_control: the rebalance and autoscale loops of a live run, one data interval per run
+### skewlab_control: a live run's rebalance, autoscale and scale-out loops, one interval per run
 
 Scheduled (every minute by default), this DAG makes **one decision per control loop and
 data interval** on a live run's Delta tables, through the same library functions the
@@ -11,7 +11,14 @@ in-process loops call (`skewlab.orchestration.control`):
   `operator_state` (run `<run>#control-rebalance`) between intervals;
 - **autoscale**: `partition_loads` of the interval -> the bin-packing heuristic (mwf, bfd...)
   -> the iteration's `consumer_assignments` + a `decisions` row (what the consumer group
-  should be; a controller executes it).
+  should be; a controller executes it);
+- **scale-out**: per worker, signals of the interval from `key_loads` and `partials` (input
+  rate, lag, busy; capacity `1e6 / service_us`) -> bottleneck score -> the scale-out policy
+  of each operator (checkpoint, active-backup, restart; its state in `operator_state`, run
+  `<run>#control-scale-out`) -> checkpoints of the worker state (`operator_state`, run
+  `<run>#g<g>`) + one `decisions` row per action. Starting / stopping instances and the
+  routing switch are only *recorded*: the in-process state manager
+  (`skewlab run --scale-out`) owns the worker processes and carries them out.
 
 Every write is a Delta app transaction keyed by the data interval: a retried or cleared
 run writes nothing twice, and an interval older than the last decided one is not decided
@@ -20,14 +27,15 @@ again. Sub-minute loops (SMALOPS' 10 s) stay in process (`skewlab run --rebalanc
 **Params** (a manual run: the trigger form; a scheduled run: the JSON object in the Airflow
 Variable `skewlab_control`, laid over the defaults): `run_id` (the live run), `delta_root`
 (empty: `$SKEWLAB_DELTA_ROOT`, else `<data dir>/delta`), `rebalance` + `workers` +
-`rebalance_lead` + `rebalance_params`, `autoscale` + `autoscale_capacity` + `autoscale_params`.
+`rebalance_lead` + `rebalance_params`, `autoscale` + `autoscale_capacity` + `autoscale_params`,
+`scale_out` + `scale_out_params` (`service_us` required; `workers` is shared with rebalance).
 A loop set to `none` is skipped. Bad params fail `plan` with one line naming what is allowed.
 
 **Schedule**: `$SKEWLAB_CONTROL_SCHEDULE` when the DAG is parsed: a cron expression
 (default `* * * * *`), or `off` for manual runs only. Catchup is off; one run at a time.
 
-**Tasks**: `plan` (validate) -> one task per registered loop (`rebalance`, `autoscale`; a
-scale-out loop registers the same way), each reading its data interval from the context.
+**Tasks**: `plan` (validate) -> one task per registered loop (`rebalance`, `autoscale`,
+`scale-out`), each reading its data interval from the context.
 XCom of each loop task: the step's result (status, reason, tables written, numbers).
 """
 
@@ -53,7 +61,7 @@ SCHEDULE = control_schedule()
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     doc_md=__doc__,
-    tags=["skewlab", "control", "rebalance", "autoscale"],
+    tags=["skewlab", "control", "rebalance", "autoscale", "scale-out"],
     params={name: Param(**kwargs) for name, kwargs in param_schemas().items()},
     default_args={"owner": "skewlab", "retries": 2, "retry_delay": timedelta(seconds=5)},
     max_active_runs=1,

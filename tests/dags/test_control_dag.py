@@ -24,7 +24,7 @@ from skewlab.rebalance.base import hash_worker
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 DAG_FILE = DAGS_DIR / "skewlab_control.py"
-TASKS = ["plan", "rebalance", "autoscale"]
+TASKS = ["plan", "rebalance", "autoscale", "scale-out"]
 RUN = "key-20260301T120000-dagtst"
 W = 4
 LOGICAL = datetime(2026, 3, 1, 12, 5, tzinfo=UTC)
@@ -42,7 +42,7 @@ def test_control_dag_shape(dagbag: Any) -> None:
     assert dag.timetable.expression == "* * * * *"
     assert dag.catchup is False and dag.max_active_runs == 1
     assert [t.task_id for t in dag.tasks] == TASKS
-    assert dag.get_task("plan").downstream_task_ids == {"rebalance", "autoscale"}
+    assert dag.get_task("plan").downstream_task_ids == {"rebalance", "autoscale", "scale-out"}
     assert all(dag.get_task(t).retries == 2 for t in TASKS)  # idempotent: retries are safe
     assert {"skewlab", "control"} <= set(dag.tags)
     assert "skewlab_control" in dag.doc_md
@@ -55,7 +55,7 @@ def test_control_dag_params_form(dagbag: Any) -> None:
     params = dagbag.dags["skewlab_control"].params
     assert set(params.keys()) == {
         "run_id", "delta_root", "rebalance", "workers", "rebalance_lead", "rebalance_params",
-        "autoscale", "autoscale_capacity", "autoscale_params",
+        "autoscale", "autoscale_capacity", "autoscale_params", "scale_out", "scale_out_params",
     }  # fmt: skip
     params.validate()  # the defaults pass the form
     bad = {
@@ -66,6 +66,8 @@ def test_control_dag_params_form(dagbag: Any) -> None:
         "rebalance_params": {"alpha": 1},
         "autoscale_capacity": 0,
         "run_id": "two words",
+        "scale_out": "checkpointing",
+        "scale_out_params": {"service_us": 0},
     }
     for name, value in bad.items():
         with pytest.raises(ParamValidationError):
@@ -187,7 +189,7 @@ def test_control_dag_decides_once_per_interval(airflow_db: Path, tmp_path: Path)
     _prepare(root)
 
     first = _control_dag().test(logical_date=LOGICAL, run_conf=_conf(root))
-    assert _states(first) == dict.fromkeys(TASKS, "success")
+    assert _states(first) == {**dict.fromkeys(TASKS, "success"), "scale-out": "skipped"}
     reb, auto = _result(first, "rebalance"), _result(first, "autoscale")
     assert (reb["status"], reb["interval_start_ms"], reb["interval_end_ms"]) == (
         "decided", T0, T0 + 60_000,
@@ -202,7 +204,7 @@ def test_control_dag_decides_once_per_interval(airflow_db: Path, tmp_path: Path)
     assert detail["interval_ms"] == [T0, T0 + 60_000]
 
     again = _control_dag().test(logical_date=LOGICAL, run_conf=_conf(root))
-    assert _states(again) == dict.fromkeys(TASKS, "success")
+    assert _states(again) == {**dict.fromkeys(TASKS, "success"), "scale-out": "skipped"}
     assert _result(again, "rebalance")["status"] == "already-done"
     assert _result(again, "autoscale")["written"] == []
     assert {t: len(rows) for t, rows in _tables(root).items()} == {
@@ -210,7 +212,7 @@ def test_control_dag_decides_once_per_interval(airflow_db: Path, tmp_path: Path)
     }
 
     nxt = _control_dag().test(logical_date=LOGICAL_NEXT, run_conf=_conf(root))
-    assert _states(nxt) == dict.fromkeys(TASKS, "success")
+    assert _states(nxt) == {**dict.fromkeys(TASKS, "success"), "scale-out": "skipped"}
     assert _result(nxt, "rebalance")["status"] == "decided"
     auto2 = _result(nxt, "autoscale")
     assert (auto2["status"], auto2["iteration"], auto2["reason"]) == (
@@ -226,7 +228,9 @@ def test_control_dag_skips_a_loop_set_to_none(airflow_db: Path, tmp_path: Path) 
     root = tmp_path / "delta"
     _prepare(root)
     run = _control_dag().test(logical_date=LOGICAL, run_conf=_conf(root, rebalance="none"))
-    assert _states(run) == {"plan": "success", "rebalance": "skipped", "autoscale": "success"}
+    assert _states(run) == {
+        "plan": "success", "rebalance": "skipped", "autoscale": "success", "scale-out": "skipped",
+    }  # fmt: skip
     tables = _tables(root)
     assert tables["assignments"] == [] and [r["loop"] for r in tables["decisions"]] == ["autoscale"]
 
@@ -243,6 +247,7 @@ def test_control_dag_bad_params_fail_plan_and_write_nothing(
         "plan": "failed",
         "rebalance": "upstream_failed",
         "autoscale": "upstream_failed",
+        "scale-out": "upstream_failed",
     }
     out, err = capfd.readouterr()
     lines = [ln for ln in (out + err).splitlines() if "AirflowFailException:" in ln]
@@ -252,3 +257,70 @@ def test_control_dag_bad_params_fail_plan_and_write_nothing(
         "valid: workers, theta, tuple_bytes"
     )
     assert all(rows == [] for rows in _tables(root).values())
+
+
+def _prepare_flushes(delta_root: Path) -> None:
+    """Worker 0 overloaded in [12:04, 12:05): 3x its capacity offered, a third processed.
+
+    Each worker flushes once the way ``skewlab.live.worker`` does (``operator_state`` at
+    its offset, ``worker_progress``, ``partials``, app id ``work-<j>:<run>``).
+    """
+    from skewlab.io.delta import DeltaStore
+
+    store = DeltaStore(delta_root)
+    offered = {0: 180_000, 1: 6_000, 2: 6_000, 3: 6_000}
+    done = {**offered, 0: 60_000}
+    keys = {j: _keys_on(j, 1, "k")[0] for j in range(W)}
+    loads = [{"window_start": T0 + dt, "key": keys[j], "worker": j, "count": n // 2, "bytes": n}
+             for dt in (0, 30_000) for j, n in offered.items()]  # fmt: skip
+    store.append("key_loads", loads, app_id=f"route:{RUN}", version=0, run_id=RUN)
+    for j, n in done.items():
+        app = f"work-{j}:{RUN}"
+        state = [
+            {
+                "checkpoint": n,
+                "instance": j,
+                "key": keys[j],
+                "tau": n,
+                "buffered": None,
+                "value": json.dumps({"received": n, "completed": -1, "sets": []}).encode(),
+            }
+        ]
+        store.append("operator_state", state, app_id=app, version=n, run_id=RUN)
+        progress = [{"worker": j, "routed_offset": n, "watermarks": "{}"}]
+        store.append("worker_progress", progress, app_id=app, version=n, run_id=RUN)
+        partials = [{"window_start": T0, "key": keys[j], "worker": j, "count": n, "sum": 1.0}]
+        store.append("partials", partials, app_id=app, version=n, run_id=RUN)
+
+
+@pytest.mark.integration
+def test_control_dag_scale_out_step(airflow_db: Path, tmp_path: Path) -> None:
+    from skewlab.io.delta import DeltaStore
+    from skewlab.io.state_store import CheckpointStore
+
+    root = tmp_path / "delta"
+    _prepare_flushes(root)
+    conf = _conf(
+        root, rebalance="none", autoscale="none", scale_out="checkpoint",
+        scale_out_params={"service_us": 1000, "dwell": 1},
+    )  # fmt: skip
+    run = _control_dag().test(logical_date=LOGICAL, run_conf=conf)
+    assert _states(run) == {
+        "plan": "success", "rebalance": "skipped", "autoscale": "skipped", "scale-out": "success",
+    }  # fmt: skip
+    res = _result(run, "scale-out")
+    assert (res["status"], res["interval_end_ms"], res["checkpoints"], res["scaling"]) == (
+        "decided", T0 + 60_000, 1, 1,
+    )  # fmt: skip
+    assert res["reason"] == "g0: TakeCheckpoint, StartInstances, SplitState, Replay, FeedInput"
+    decisions = _tables(root)["decisions"]
+    assert {r["loop"] for r in decisions} == {"scale-out"} and len(decisions) == 5
+    start = next(json.loads(r["detail"]) for r in decisions
+                 if json.loads(r["detail"])["action"] == "StartInstances")  # fmt: skip
+    assert (start["group"], start["instances"], start["carried_out"]) == (0, [1, 2], False)
+    (part,) = CheckpointStore(DeltaStore(root), f"{RUN}#g0", "g0").read(0).values()
+    assert part.tau == 60_000 and part.theta[_keys_on(0, 1, "k")[0]]["received"] == 60_000
+
+    again = _control_dag().test(logical_date=LOGICAL, run_conf=conf)
+    assert _result(again, "scale-out")["status"] == "already-done"
+    assert len(_tables(root)["decisions"]) == 5

@@ -38,8 +38,10 @@ def test_params_are_common_plus_each_step_form_and_defaults_pass_the_form() -> N
         "run_id", "delta_root",
         "rebalance", "workers", "rebalance_lead", "rebalance_params",
         "autoscale", "autoscale_capacity", "autoscale_params",
+        "scale_out", "scale_out_params",
     ]  # fmt: skip
-    assert list(STEPS) == ["rebalance", "autoscale"]
+    assert list(STEPS) == ["rebalance", "autoscale", "scale-out"]
+    assert schemas["scale_out"]["enum"] == ["none", "checkpoint", "active-backup", "restart"]
     assert schemas["rebalance"]["enum"] == ["none", "smalops", "dlb-h", "dlb-l", "lptf"]
     assert schemas["autoscale"]["enum"][:3] == ["none", "nf", "nfd"]
     form = {
@@ -64,6 +66,19 @@ def test_settings_from_good_params() -> None:
     assert (reb.policy, dict(reb.params)) == ("dlb-h", {"workers": 8, "lead_s": 1.0, "theta": 20})
     assert (auto.policy, dict(auto.params)) == ("mwf", {"capacity": 5000.0, "topic": "routed-x"})
     assert ControlSettings.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+def test_scale_out_params_take_the_shared_workers() -> None:
+    s = settings_from_params(
+        {**GOOD, "rebalance": "none", "workers": 6, "scale_out": "checkpoint",
+         "scale_out_params": {"service_us": 500, "alarming": 40, "dwell": 1, "interval_s": 60}}
+    )  # fmt: skip
+    plan = s.step("scale-out")
+    assert plan is not None and [p.name for p in s.steps] == ["scale-out"]
+    assert (plan.policy, dict(plan.params)) == (
+        "checkpoint",
+        {"workers": 6, "service_us": 500, "alarming": 40, "dwell": 1, "interval_s": 60},
+    )
 
 
 def test_a_step_set_to_none_is_not_planned() -> None:
@@ -101,6 +116,13 @@ def test_empty_delta_root_takes_the_data_dirs(
         ({"run_id": "a b"}, "param run_id must be a run id without spaces"),
         ({"rebalance": "none"}, "nothing to control: every step is none; set rebalance (one of"),
         ({"rebalanse": "dlb-h"}, "unknown param(s) rebalanse; valid: autoscale"),
+        ({"scale_out": "checkpointing"},
+         "param scale_out must be one of none, checkpoint, active-backup, restart"),
+        ({"scale_out": "restart"}, "scale-out: scale-out needs service_us (microseconds"),
+        ({"scale_out": "checkpoint", "scale_out_params": {"service_us": 1, "workers": 4}},
+         "scale_out_params has no key workers; valid: service_us"),
+        ({"scale_out": "checkpoint", "scale_out_params": {"service_us": 1, "alarming": 75}},
+         "scale-out: scale-out params: thresholds must satisfy 0 <= scale_in <= alarming"),
     ],
 )  # fmt: skip
 def test_bad_params_fail_with_one_line_naming_what_is_allowed(

@@ -1,4 +1,4 @@
-"""Control steps: one rebalance / autoscale (/ scale-out) decision per data interval.
+"""Control steps: one rebalance / autoscale / scale-out decision per data interval.
 
 The control loops of a live run decide from Delta tables and write their
 decisions back to Delta. Each loop's decision is **one step function**, shared
@@ -9,7 +9,10 @@ by the two ways a loop runs:
   :func:`rebalance_step` every interval with its policy held in memory; the
   live autoscale controller (:mod:`skewlab.live.autoscale.controller`) decides
   with :func:`~skewlab.autoscale.controller.reassign` and records with
-  :func:`record_reassignment`, as :func:`autoscale_step` does;
+  :func:`record_reassignment`, as :func:`autoscale_step` does; the live state
+  manager (:mod:`skewlab.live.state_manager`) builds the same scale-out
+  policies as :func:`scaleout_step` and writes the same checkpoints, and it
+  alone starts / stops instances and switches routing;
 * scheduled, one Airflow run per data interval (the ``skewlab_control`` DAG,
   default every minute): the same functions, with the policy's state restored
   from Delta and every write keyed by the interval (see
@@ -19,7 +22,7 @@ by the two ways a loop runs:
 task and one group of params per entry. To add a loop, write its module in this
 package (``form()``: its DAG params, the switch first; ``params_of``; a
 ``check``; the step function of :class:`StepFunction`'s signature) and add one
-entry here. The scale-out loop plugs in exactly so::
+entry here. The scale-out loop is plugged in so::
 
     "scale-out": ControlStep(
         name="scale-out", switch="scale_out", policies=scaleout.POLICIES,
@@ -39,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from skewlab.orchestration.control import autoscale, rebalance
+from skewlab.orchestration.control import autoscale, rebalance, scaleout
 from skewlab.orchestration.control.autoscale import (
     AutoscaleParams,
     autoscale_step,
@@ -60,6 +63,7 @@ from skewlab.orchestration.control.rebalance import (
     RebalanceState,
     rebalance_step,
 )
+from skewlab.orchestration.control.scaleout import ScaleOutParams, scaleout_step
 from skewlab.registry import resolve
 
 if TYPE_CHECKING:
@@ -71,6 +75,7 @@ __all__ = [
     "ControlStep",
     "RebalanceParams",
     "RebalanceState",
+    "ScaleOutParams",
     "StepFunction",
     "StepResult",
     "StepStatus",
@@ -83,6 +88,7 @@ __all__ = [
     "record_reassignment",
     "resolve_step",
     "run_step",
+    "scaleout_step",
 ]
 
 STEPS: dict[str, ControlStep] = {
@@ -106,7 +112,16 @@ STEPS: dict[str, ControlStep] = {
         run=autoscale_step,
         description="partition_loads -> bin packing -> consumer_assignments + decisions",
     ),
-    # "scale-out": the stateful scale-out loop registers here (see the module docstring).
+    "scale-out": ControlStep(
+        name="scale-out",
+        switch="scale_out",
+        policies=scaleout.POLICIES,
+        form=scaleout.form,
+        params_of=scaleout.params_of,
+        check=scaleout.check_scaleout,
+        run=scaleout_step,
+        description="worker scores -> scale-out policy -> operator_state + decisions",
+    ),
 }
 """The control loops by name, in the order the DAG lists them (STYLE.md rule 2)."""
 

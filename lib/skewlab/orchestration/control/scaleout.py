@@ -1,0 +1,520 @@
+"""The scale-out step: worker signals from Delta -> policy -> ``operator_state`` + ``decisions``.
+
+The stateful operator is the worker pool on top of KEY grouping: operator ``g``
+is worker ``g``'s key group, its *instances* are the workers the run's newest
+``assignments`` version puts its keys on, plus ``g`` itself (without a
+scale-out so far: just ``g``). :func:`scaleout_step` makes the scheduled
+``skewlab_control`` DAG's decision for one data interval ``[start, end)``, with
+the policies of the in-process state manager
+(:class:`~skewlab.live.state_manager.StateManagerSettings` builds their config,
+:func:`~skewlab.live.state_manager.write_checkpoint` writes their checkpoints).
+One call, in order:
+
+1. ``v`` = the app-transaction version (``interval_end_ms`` unless given). If the
+   loop's state (below) already holds ``v`` (or a later version), stop:
+   :attr:`StepStatus.ALREADY_DONE`.
+2. Restore each operator's :class:`~skewlab.state.PolicySnapshot` from the newest
+   state checkpoint before ``v``: ``operator_state`` of run ``<run>#control-scale-out``,
+   one part per operator (``instance = g``, theta = the policy name, the worker
+   count, the snapshot as JSON). None yet, or another policy than the
+   configured one: the policy starts fresh (NORMAL, one instance).
+3. Signals per worker ``j``, from Delta only (``L`` = interval length in s,
+   capacity ``mu = 1e6 / service_us`` events/s):
+
+   * input rate = sum of ``key_loads.count`` of ``j`` with ``window_start`` in
+     ``[start, end)``, divided by ``L``;
+   * lag = all ``key_loads.count`` of ``j`` with ``window_start < end`` minus all
+     ``partials.count`` of ``j`` with ``window_start < end``, at least 0;
+   * busy = ``min(1, partials count of j in the interval * service_us * 1e-6 / L)``;
+
+   scored by :func:`~skewlab.state.bottleneck_score` (latency 0, as in process);
+   an operator scores the max of its instances. No ``key_loads`` and no
+   ``partials`` rows in the interval: :attr:`StepStatus.NO_LOAD`, nothing written.
+4. Per operator: the policy is built on data time (a clock standing at
+   ``end``, so a retry decides the same) and observes the score. An executor's
+   acknowledgement is read from Delta: when the operator's keys sit on at
+   least as many workers as the policy's pending instances, ``on_ready`` (and,
+   for checkpoint, ``on_caught_up``) follow, as the state manager calls them.
+5. Carry out what a scheduled step can: ``TakeCheckpoint`` ->
+   :func:`~skewlab.live.state_manager.write_checkpoint` (the operator's committed
+   worker state at its last ``partials`` version, under run id ``<run>#g<g>``;
+   idempotent per checkpoint id).
+6. One ``decisions`` row per action (loop ``scale-out``, reason ``score X``,
+   detail: action, group, instances, checkpoint id, score, signals, level),
+   all in one commit under app transaction ``(scale-out:<run>, v)``.
+7. The state after the decision, as state checkpoint ``v``. Written last, it
+   marks the interval decided; a retry after a crash at 5, 6 or 7 restores the
+   state before ``v`` and makes the same decision, so what was written is
+   skipped and the rest completes.
+
+**What the scheduled path does not do.** It cannot own worker processes on the
+experiment host: ``StartInstances``, ``StopInstances``, ``SwitchRouting`` (and
+the hand-off actions ``SplitState`` / ``Replay`` / ``FeedInput``) are recorded as
+``decisions`` rows for the run's executor, not carried out. Starting and
+stopping instances and switching routing (a new ``assignments`` version) stay
+with the in-process state manager, ``skewlab run --scale-out``
+(:mod:`skewlab.live.state_manager`). Do not run both on one run: they share the
+checkpoint ids of ``<run>#g<g>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from skewlab.clock import Clock, EpochClock, ManualClock
+from skewlab.errors import ConfigError
+from skewlab.orchestration.control.base import StepResult, StepStatus, app_id, check_interval
+from skewlab.rebalance.base import hash_worker
+from skewlab.state import (
+    Level,
+    Phase,
+    PolicySnapshot,
+    Signals,
+    TakeCheckpoint,
+    ThresholdConfig,
+    bottleneck_score,
+)
+
+if TYPE_CHECKING:
+    from skewlab.io.delta import DeltaStore
+    from skewlab.live.state_manager import StateManagerSettings
+    from skewlab.orchestration.paramspec import ParamSpec
+    from skewlab.state.base import Action
+
+__all__ = [
+    "KEYS",
+    "POLICIES",
+    "STEP",
+    "OperatorDecision",
+    "ScaleOutParams",
+    "check_scaleout",
+    "form",
+    "operator_instances",
+    "params_of",
+    "scaleout_step",
+    "snapshot_from_dict",
+    "snapshot_to_dict",
+    "state_run_id",
+    "worker_signals",
+]
+
+log = logging.getLogger(__name__)
+
+STEP = "scale-out"
+POLICIES = ("checkpoint", "active-backup", "restart")
+"""The ``scale_out`` values, as ``skewlab run --scale-out`` names them
+(:data:`skewlab.live.state_manager.POLICIES` maps them to library policies)."""
+THRESHOLD_KEYS = tuple(f.name for f in dataclasses.fields(ThresholdConfig))
+POLICY_KEYS = (*THRESHOLD_KEYS, "cooldown_s", "interval_s")
+"""Keys passed to the policy config (thresholds, cool-down, checkpoint interval)."""
+KEYS = ("workers", "service_us", "max_instances", *POLICY_KEYS)
+"""Every key of the step's ``params``."""
+_SECTION = "Scale out"
+
+
+def form() -> tuple[ParamSpec, ...]:
+    """The ``skewlab_control`` params of this step (``scale_out`` is the switch).
+
+    ``workers`` is the rebalance step's param (one per DAG); the rest sits in
+    the JSON object ``scale_out_params``.
+    """
+    from skewlab.orchestration.control import rebalance
+    from skewlab.orchestration.params import SCALE_OUT_KEYS
+    from skewlab.orchestration.paramspec import OFF, ParamSpec
+
+    workers = next(p for p in rebalance.form() if p.name == "workers")
+    policy_keys = tuple(p for p in SCALE_OUT_KEYS if p.name in POLICY_KEYS)
+    return (
+        ParamSpec(
+            "scale_out", "scale_out", OFF, "string", "Scale-out policy",
+            "Score each worker from key_loads / partials and run a scale-out policy per "
+            "operator: checkpoint (state saved from alarming), active-backup, restart "
+            "(baseline). Checkpoints are written; starting / stopping instances and the "
+            "routing switch are recorded for skewlab run --scale-out. none: off.",
+            enum=(OFF, *POLICIES), section=_SECTION,
+        ),
+        workers,
+        ParamSpec(
+            "scale_out_params", "scale_out_params", {}, "object", "Scale-out params",
+            'service_us (required: capacity = 1e6 / service_us events/s per instance), '
+            'max_instances (2), thresholds and policy keys, e.g. {"service_us": 500, '
+            '"alarming": 40, "scale_out": 70, "dwell": 2, "interval_s": 60}.',
+            properties=(
+                ParamSpec("service_us", "service_us", None, "number", "service_us",
+                          "microseconds one event costs a worker (required)",
+                          exclusive_minimum=0),
+                ParamSpec("max_instances", "max_instances", None, "integer", "max_instances",
+                          "instances one operator may be split onto (2)", 2, 16),
+                *policy_keys,
+            ),
+            section=_SECTION,
+        ),
+    )  # fmt: skip
+
+
+def params_of(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The step's ``params`` from validated DAG values."""
+    return {"workers": values["workers"], **values["scale_out_params"]}
+
+
+def state_run_id(run_id: str) -> str:
+    """The ``operator_state`` run id holding the scheduled loop's policy states."""
+    return f"{run_id}#control-{STEP}"
+
+
+def _number(name: str, value: Any, *, integer: bool = False) -> None:
+    kinds = int if integer else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        what = "an integer" if integer else "a number"
+        raise ConfigError(f"scale-out {name} must be {what}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ScaleOutParams:
+    """``workers`` (the run's W), ``service_us`` (> 0), ``max_instances`` (2..16) and the
+    policy's keys (thresholds, ``cooldown_s``, checkpoint ``interval_s``)."""
+
+    policy: str
+    workers: int
+    service_us: float
+    max_instances: int = 2
+    policy_params: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, policy: str, params: Mapping[str, Any]) -> ScaleOutParams:
+        """Validate; one-line ConfigError naming what is allowed."""
+        if policy not in POLICIES:
+            raise ConfigError(f"scale_out must be one of {', '.join(POLICIES)}, got {policy!r}")
+        unknown = sorted(set(params) - set(KEYS))
+        if unknown:
+            raise ConfigError(
+                f"scale-out has no parameter {', '.join(unknown)}; valid: {', '.join(KEYS)}"
+            )
+        if "workers" not in params:
+            raise ConfigError("scale-out needs workers (the run's worker count, an integer >= 1)")
+        if "service_us" not in params:
+            raise ConfigError(
+                "scale-out needs service_us (microseconds per event; capacity = 1e6 / service_us)"
+            )
+        workers, service_us = params["workers"], params["service_us"]
+        max_instances = params.get("max_instances", 2)
+        _number("workers", workers, integer=True)
+        if workers < 1:
+            raise ConfigError(f"scale-out workers must be an integer >= 1, got {workers!r}")
+        _number("service_us", service_us)
+        if not service_us > 0:
+            raise ConfigError(f"scale-out service_us must be a number > 0, got {service_us!r}")
+        _number("max_instances", max_instances, integer=True)
+        if not 2 <= max_instances <= 16:
+            raise ConfigError(f"scale-out max_instances must be in 2..16, got {max_instances!r}")
+        rest = {k: v for k, v in params.items() if k in POLICY_KEYS}
+        for k, v in rest.items():
+            _number(k, v, integer=k == "dwell")
+        out = cls(policy, workers, float(service_us), max_instances, rest)
+        try:
+            out.settings()
+        except ConfigError as exc:
+            raise ConfigError(f"scale-out params: {exc}") from None
+        return out
+
+    @property
+    def capacity(self) -> float:
+        """Events per second one instance processes: ``1e6 / service_us``."""
+        return 1e6 / self.service_us
+
+    def settings(
+        self, run_id: str = "", delta_root: str = "", interval_s: float = 1.0
+    ) -> StateManagerSettings:
+        """The in-process loop's settings (its ``policy_config()`` builds the policy)."""
+        from skewlab.live.state_manager import StateManagerSettings
+
+        return StateManagerSettings(
+            run_id=run_id,
+            delta_root=delta_root,
+            policy=self.policy,
+            workers=self.workers,
+            service_us=self.service_us,
+            max_instances=self.max_instances,
+            interval_s=interval_s,
+            params=dict(self.policy_params),
+        )
+
+
+def check_scaleout(policy: str, params: Mapping[str, Any]) -> None:
+    """Validate a scale-out ``policy`` and its ``params`` (no I/O)."""
+    ScaleOutParams.of(policy, params)
+
+
+# ---------------------------------------------------------------- the policy's state as JSON
+
+
+def snapshot_to_dict(s: PolicySnapshot) -> dict[str, Any]:
+    """A JSON-safe dict of ``s`` (enums by value, tuples as lists)."""
+    return {f.name: _plain(getattr(s, f.name)) for f in dataclasses.fields(s)}
+
+
+def snapshot_from_dict(d: Mapping[str, Any]) -> PolicySnapshot:
+    """Inverse of :func:`snapshot_to_dict`."""
+    names = {f.name for f in dataclasses.fields(PolicySnapshot)}
+    kw = {k: v for k, v in d.items() if k in names}
+    kw["phase"] = Phase(d["phase"])
+    for k in ("active", "pending", "detector"):
+        kw[k] = tuple(int(x) for x in d[k])
+    return PolicySnapshot(**kw)
+
+
+# ---------------------------------------------------------------- step 3: signals
+
+
+def worker_signals(
+    store: DeltaStore, run_id: str, start_ms: int, end_ms: int, service_us: float
+) -> dict[int, Signals]:
+    """Step 3: the signals of every worker with rows up to ``end_ms`` (empty: no rows in the
+    interval)."""
+    cols = ["window_start", "worker", "count"]
+    before = [("window_start", "<", end_ms)]
+    loads = store.read("key_loads", run_id=run_id, columns=cols, filters=before)
+    done = store.read("partials", run_id=run_id, columns=cols, filters=before)
+    length_s = (end_ms - start_ms) / 1000.0
+    offered: dict[int, int] = {}
+    taken: dict[int, int] = {}
+    backlog: dict[int, int] = {}
+    for table, inside, sign in ((loads, offered, 1), (done, taken, -1)):
+        for ws, w, c in zip(*(table[k].to_pylist() for k in cols)):
+            backlog[w] = backlog.get(w, 0) + sign * int(c)
+            if ws >= start_ms:
+                inside[w] = inside.get(w, 0) + int(c)
+    if not offered and not taken:
+        return {}
+    svc = service_us * 1e-6
+    return {
+        j: Signals(
+            input_rate=offered.get(j, 0) / length_s,
+            service_rate=1.0 / svc,
+            queue_len=float(max(backlog[j], 0)),
+            busy=min(1.0, taken.get(j, 0) * svc / length_s),
+        )
+        for j in sorted(backlog)
+    }
+
+
+def operator_instances(store: DeltaStore, run_id: str, workers: int) -> dict[int, list[int]]:
+    """Per operator ``g``: ``g`` and the workers the newest ``assignments`` put its keys on."""
+    rows = store.latest_assignments(run_id)
+    out = {g: {g} for g in range(workers)}
+    for k, w in zip(rows["key"].to_pylist(), rows["worker"].to_pylist()):
+        out[hash_worker(k, workers)].add(int(w))
+    return {g: sorted(ws) for g, ws in out.items()}
+
+
+# ---------------------------------------------------------------- steps 2, 4-7
+
+
+@dataclass(frozen=True)
+class OperatorDecision:
+    """One operator's outcome of one interval: its score, level, phase and actions."""
+
+    group: int
+    instances: tuple[int, ...]
+    score: float
+    level: Level
+    phase: Phase
+    actions: tuple[Action, ...]
+    snapshot: PolicySnapshot
+
+
+def _restore(
+    store: DeltaStore, run_id: str, p: ScaleOutParams, version: int
+) -> dict[int, PolicySnapshot | None]:
+    """Step 2: each operator's snapshot from the newest state checkpoint before ``version``."""
+    from skewlab.io.state_store import CheckpointStore
+
+    cps = CheckpointStore(store, state_run_id(run_id), f"control-{STEP}")
+    before = [c for c in cps.checkpoints() if c < version]
+    out: dict[int, PolicySnapshot | None] = dict.fromkeys(range(p.workers))
+    if not before:
+        return out
+    for g, part in cps.read(before[-1]).items():
+        theta = part.theta
+        if int(theta["workers"]) != p.workers:
+            raise ConfigError(
+                f"the run was scaled out over {theta['workers']} workers, params say "
+                f"workers={p.workers}; set workers to the run's worker count"
+            )
+        if theta["policy"] != p.policy:
+            log.warning("scale-out policy changed from %s to %s", theta["policy"], p.policy)
+            continue
+        out[g] = snapshot_from_dict(theta["snapshot"])
+    return out
+
+
+def _save(
+    store: DeltaStore, run_id: str, p: ScaleOutParams, version: int, tau: int,
+    decided: list[OperatorDecision],
+) -> bool:  # fmt: skip
+    """Step 7: the state after the decision, as state checkpoint ``version``."""
+    from skewlab.io.state_store import CheckpointStore
+    from skewlab.state import Checkpoint, OperatorState
+
+    parts = {
+        d.group: Checkpoint(
+            version,
+            OperatorState(
+                {
+                    "policy": p.policy,
+                    "workers": p.workers,
+                    "snapshot": snapshot_to_dict(d.snapshot),
+                    "instances": list(d.instances),
+                    "score": round(d.score, 3),
+                }
+            ),
+            tau,
+        )
+        for d in decided
+    }
+    return CheckpointStore(store, state_run_id(run_id), f"control-{STEP}").write(version, parts)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _signals_dict(sig: Signals) -> dict[str, float]:
+    out = {f.name: round(float(getattr(sig, f.name)), 3) for f in dataclasses.fields(sig)}
+    out["score"] = round(bottleneck_score(sig), 3)
+    return out
+
+
+def scaleout_step(
+    store: DeltaStore,
+    run_id: str,
+    policy: str,
+    params: Mapping[str, Any],
+    interval_start_ms: int,
+    interval_end_ms: int,
+    *,
+    clock: Clock | None = None,
+    version: int | None = None,
+) -> StepResult:
+    """Steps 1-7 of the module docstring for one interval.
+
+    Args:
+        policy: ``checkpoint``, ``active-backup`` or ``restart``.
+        params: ``workers`` and ``service_us`` (required), ``max_instances`` (2), the
+            thresholds ``scale_in`` / ``alarming`` / ``scale_out`` / ``hysteresis`` /
+            ``dwell``, ``cooldown_s`` and ``interval_s`` (checkpoint interval).
+        clock: wall time in epoch seconds for the decisions' ``ts`` (the policies run
+            on data time: the interval's end).
+        version: the app-transaction version (default ``interval_end_ms``).
+    """
+    from skewlab.io.state_store import CheckpointStore
+    from skewlab.live.state_manager import write_checkpoint
+
+    start, end = check_interval(interval_start_ms, interval_end_ms)
+    p = ScaleOutParams.of(policy, params)
+    v = end if version is None else int(version)
+    app = app_id(STEP, run_id)
+
+    def result(status: StepStatus, reason: str, **kw: Any) -> StepResult:
+        return StepResult(STEP, policy, run_id, start, end, v, status, reason, **kw)
+
+    marker = CheckpointStore(store, state_run_id(run_id), f"control-{STEP}").app_id
+    done = store.committed_version("operator_state", marker)  # 1.
+    if done is not None and v <= done:
+        return result(StepStatus.ALREADY_DONE, f"decided up to version {done}")
+    snapshots = _restore(store, run_id, p, v)  # 2.
+    signals = worker_signals(store, run_id, start, end, p.service_us)  # 3.
+    if not signals:
+        return result(StepStatus.NO_LOAD, "no key_loads or partials rows in the interval")
+    idle = Signals(0.0, p.capacity)
+    scores = {j: bottleneck_score(s) for j, s in signals.items()}
+    instances = operator_instances(store, run_id, p.workers)
+    cfg = p.settings(run_id, store.root, (end - start) / 1000.0).policy_config()
+    data_time = ManualClock(end / 1000.0)
+    now_ms = round((clock or EpochClock()).now() * 1000)
+    decided: list[OperatorDecision] = []
+    rows: list[dict[str, Any]] = []
+    written: list[str] = []
+    checkpoints = 0
+    for g in range(p.workers):
+        mine = instances[g]
+        score = max(scores.get(j, 0.0) for j in mine)
+        pol = cfg.build(state=snapshots[g], clock=data_time)  # 4.
+        actions: list[Action] = list(pol.observe(score))
+        if pol.pending and len(mine) >= len(pol.pending):
+            actions += pol.on_ready(pol.pending)
+            if p.policy == "checkpoint":
+                actions += pol.on_caught_up(pol.pending)
+        sigs = {str(j): _signals_dict(signals.get(j, idle)) for j in mine}
+        for a in actions:
+            detail: dict[str, Any] = {
+                "action": type(a).__name__,
+                "group": g,
+                "workers": mine,
+                **{f.name: _plain(getattr(a, f.name)) for f in dataclasses.fields(a)},
+                "score": round(score, 3),
+                "signals": sigs,
+                "level": pol.detector.level.name,
+                "interval_ms": [start, end],
+            }
+            if isinstance(a, TakeCheckpoint):  # 5.
+                out = write_checkpoint(store, run_id, g, mine, a.checkpoint)
+                detail |= {"tau": out["tau"], "keys": out["keys"], "carried_out": True}
+                checkpoints += 1
+                if out["new"] and "operator_state" not in written:
+                    written.append("operator_state")
+            else:
+                detail["carried_out"] = False  # for the run's executor (skewlab run --scale-out)
+            rows.append(
+                {
+                    "ts": now_ms,
+                    "loop": STEP,
+                    "policy": policy,
+                    "detail": json.dumps(detail, sort_keys=True, default=str),
+                    "cost": 0.0,
+                    "imbalance_before": None,
+                    "imbalance_after": None,
+                    "reason": f"score {score:.1f}",
+                }
+            )
+        decided.append(
+            OperatorDecision(
+                g, tuple(mine), score, pol.detector.level, pol.phase, tuple(actions), pol.snapshot()
+            )
+        )
+        if actions:
+            log.info("operator %d (score %.1f): %s", g, score, [type(a).__name__ for a in actions])
+    if rows and store.append("decisions", rows, app_id=app, version=v, run_id=run_id):  # 6.
+        written.append("decisions")
+    if _save(store, run_id, p, v, end, decided) and "operator_state" not in written:  # 7.
+        written.append("operator_state")
+    top = max(decided, key=lambda d: d.score)
+    if rows:
+        reason = "; ".join(
+            f"g{d.group}: {', '.join(type(a).__name__ for a in d.actions)}"
+            for d in decided
+            if d.actions
+        )
+    else:
+        reason = f"no action; top score {top.score:.1f} (g{top.group} {top.level.name})"
+    numbers = {
+        "operators": p.workers,
+        "actions": len(rows),
+        "checkpoints": checkpoints,
+        "max_score": float(top.score),
+        "alarmed": sum(d.level >= Level.ALARMING for d in decided),
+        "scaling": sum(d.phase is Phase.SCALING for d in decided),
+    }
+    return result(
+        StepStatus.DECIDED, reason, written=tuple(written), numbers=numbers, decision=decided
+    )

@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=1_000.0, help="events/s of the first step")
     ap.add_argument("--ramp", default="2x/10s")
     ap.add_argument("--duration", type=float, default=30.0)
-    ap.add_argument("--service-us", type=float, default=1_000.0)
+    ap.add_argument("--service-us", type=float, default=1_500.0)
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="skewlab-bench-scaleout-")
     bootstrap = get_service("broker", home).start().url

@@ -360,7 +360,7 @@ def run_experiment(
             _wait_exit(f"worker {i}", procs, _getter(procs, i), run_dir / f"worker-{i}.log", watch)
         t_done = time.time()
         if manager is not None:
-            manager[2].track_events()
+            manager[2].track_events(final=True)
         store = DeltaStore(delta_root)
         merge(store, run_id)
         expected, _ = plain_count(client, events_topic, s.window_s)

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -288,8 +287,12 @@ class StateManager:
                 grp.event = None  # back to normal without a scale event
             ready = [self.procs.ready(grp.phys[p]) if p in grp.phys else None for p in pol.pending]
             if pol.pending and all(t is not None for t in ready):
+                t_ready = max(t for t in ready if t is not None)
                 if grp.event is not None:
-                    grp.event.setdefault("t_ready", max(t for t in ready if t is not None))
+                    grp.event.setdefault("t_ready", t_ready)
+                for ev in self.events:  # a restart switched before its instances were up
+                    if ev["group"] == grp.g and "t_kill" in ev:
+                        ev.setdefault("t_ready", t_ready)
                 actions += pol.on_ready(pol.pending)
                 if self.s.policy == "checkpoint":
                     actions += pol.on_caught_up(pol.pending)
@@ -423,13 +426,17 @@ class StateManager:
         log.info("assignments v%d: %d keys moved", self.version, len(moved))
         return moved
 
-    def track_events(self) -> None:
-        """Close a scale event once every moved key's hand-off is applied (its pause ends).
+    def track_events(self, final: bool = False) -> None:
+        """Close a scale event once its moved keys' hand-offs are applied.
 
-        The pause of an event runs from the switch (or the old instance's stop,
-        whichever is first) to the last ``applied_ms`` of its keys' hand-offs, the
-        wall time the new holders applied them. Called each step and once more
-        after the workers exited."""
+        ``pause_s``: the longest time a moved key stood still, from its state
+        leaving the old instance (``handoffs.sent_ms``) to a new instance applying
+        it (``applied_ms``); for restart also from stopping the operator to its
+        restarted instance being ready. ``drain_s``: how long the old instance
+        worked off its backlog after the switch (the keys progress there). Called
+        each step and once more, ``final``, after the workers exited: then an event
+        closes with what is known (a switch at the very end of the input moves no
+        record, and no hand-off follows)."""
         open_ = [e for e in self.events if "t_done" not in e]
         if not open_:
             return
@@ -446,21 +453,20 @@ class StateManager:
         )
         now = self.wall()
         for e in open_:
-            if all((k, s) in times for k, s in e["pending"]):
-                ts = [times[(k, s)] for k, s in e["pending"]]
-                known = [(a / 1000, b / 1000) for a, b in ts if a is not None and b is not None]
-                complete = len(known) == len(ts) and bool(known)
-                e["t_done"] = max(b for _, b in known) if complete else now
-                # moved keys stand still from their state leaving to it being applied
-                e["pause_s"] = max(b - a for a, b in known) if complete else math.nan
-                # an operator stopped for a restart stands still until it is up again
-                if "t_kill" in e:
-                    e["pause_s"] = max(e["pause_s"], e.get("t_ready", now) - e["t_kill"])
-                # the old instance working off its backlog up to the switch (it progresses)
-                e["drain_s"] = (
-                    max(max(a for a, _ in known) - e["t_switch"], 0.0) if complete else math.nan
-                )
-                e.pop("pending")
+            keys = e["pending"]
+            have = [times[(k, sid)] for k, sid in keys if (k, sid) in times]
+            waiting = len(have) < len(keys) or ("t_kill" in e and "t_ready" not in e)
+            if waiting and not final:
+                continue
+            known = [(a / 1000, b / 1000) for a, b in have if a is not None and b is not None]
+            e["t_done"] = max((b for _, b in known), default=now)
+            pause = max((b - a for a, b in known), default=0.0)
+            if "t_kill" in e:
+                pause = max(pause, e.get("t_ready", now) - e["t_kill"])
+            e["pause_s"] = pause
+            e["drain_s"] = max(max((a for a, _ in known), default=0.0) - e["t_switch"], 0.0)
+            e["handoffs_missing"] = len(keys) - len(have)
+            e.pop("pending")
 
     # ------------------------------------------------------------ step 5: log
 

@@ -46,7 +46,7 @@ from skewlab.autoscale import ALGORITHM_NAMES, Assignment, AutoscalerConfig, Rea
 from skewlab.autoscale.controller import reassign, sentinel_reason, sized
 from skewlab.clock import Clock, EpochClock
 from skewlab.errors import ConfigError
-from skewlab.orchestration.control.base import StepResult, StepStatus, app_id, check_interval
+from skewlab.orchestration.control.base import StepCall, StepResult, StepStatus, app_id
 
 if TYPE_CHECKING:
     from skewlab.io.delta import DeltaStore
@@ -328,17 +328,13 @@ def autoscale_step(
         clock: wall time in epoch seconds for the decision's ``ts``.
         version: the app-transaction version (default ``interval_end_ms``).
     """
-    start, end = check_interval(interval_start_ms, interval_end_ms)
+    call = StepCall.begin(STEP, run_id, policy, interval_start_ms, interval_end_ms, version)
+    start, end, v, result = call.start, call.end, call.version, call.result
     p = AutoscaleParams.of(policy, params)
-    v = end if version is None else int(version)
     app = app_id(STEP, run_id)
 
-    def result(status: StepStatus, reason: str, **kw: Any) -> StepResult:
-        return StepResult(STEP, policy, run_id, start, end, v, status, reason, **kw)
-
-    done = store.committed_version("consumer_assignments", app)  # 1.
-    if done is not None and v <= done:
-        return result(StepStatus.ALREADY_DONE, f"decided up to version {done}")
+    if (done := call.already_done(store, "consumer_assignments", app)) is not None:  # 1.
+        return done
     topic, speeds = interval_speeds(store, run_id, start, end, p.topic)  # 2.
     if topic is None or not speeds.size:
         return result(StepStatus.NO_LOAD, "no partition_loads rows in the interval")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ControlStep",
+    "StepCall",
     "StepFunction",
     "StepResult",
     "StepStatus",
@@ -161,3 +162,49 @@ class ControlStep:
     check: Callable[[str, Mapping[str, Any]], None]
     run: StepFunction
     description: str = ""
+
+
+@dataclass(frozen=True)
+class StepCall:
+    """One call of a step over one interval: what every step checks and reports the same way."""
+
+    step: str
+    policy: str
+    run_id: str
+    start: int
+    end: int
+    version: int
+
+    @classmethod
+    def begin(
+        cls,
+        step: str,
+        run_id: str,
+        policy: str,
+        interval_start_ms: object,
+        interval_end_ms: object,
+        version: int | None,
+    ) -> StepCall:
+        """Check the interval; the app-transaction version defaults to its end (ms)."""
+        start, end = check_interval(interval_start_ms, interval_end_ms)
+        return cls(step, policy, run_id, start, end, end if version is None else int(version))
+
+    def result(self, status: StepStatus, reason: str, **kw: Any) -> StepResult:
+        return StepResult(
+            self.step,
+            self.policy,
+            self.run_id,
+            self.start,
+            self.end,
+            self.version,
+            status,
+            reason,
+            **kw,
+        )
+
+    def already_done(self, store: DeltaStore, table: str, app: str) -> StepResult | None:
+        """``ALREADY_DONE`` if ``app`` committed this version (or a later one) to ``table``."""
+        done = store.committed_version(table, app)
+        if done is not None and self.version <= done:
+            return self.result(StepStatus.ALREADY_DONE, f"decided up to version {done}")
+        return None

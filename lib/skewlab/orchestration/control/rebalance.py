@@ -50,7 +50,7 @@ import numpy as np
 
 from skewlab.clock import Clock, EpochClock
 from skewlab.errors import ConfigError
-from skewlab.orchestration.control.base import StepResult, StepStatus, app_id, check_interval
+from skewlab.orchestration.control.base import StepCall, StepResult, StepStatus, app_id
 from skewlab.rebalance import Decision, LoadSnapshot, Rebalancer, RebalancerConfig, make_rebalancer
 from skewlab.rebalance.base import hash_worker
 from skewlab.rebalance.codec import seeded, snapshot_from_dict, snapshot_to_dict
@@ -361,17 +361,13 @@ def rebalance_step(
         clock: wall time in epoch seconds (default :class:`~skewlab.clock.EpochClock`).
         version: the app-transaction version (default ``interval_end_ms``).
     """
-    start, end = check_interval(interval_start_ms, interval_end_ms)
+    call = StepCall.begin(STEP, run_id, policy, interval_start_ms, interval_end_ms, version)
+    start, end, v, result = call.start, call.end, call.version, call.result
     p = RebalanceParams.of(policy, params)
-    v = end if version is None else int(version)
     app = app_id(STEP, run_id)
 
-    def result(status: StepStatus, reason: str, **kw: Any) -> StepResult:
-        return StepResult(STEP, policy, run_id, start, end, v, status, reason, **kw)
-
-    done = store.committed_version("decisions", app)  # 1.
-    if done is not None and v <= done:
-        return result(StepStatus.ALREADY_DONE, f"decided up to version {done}")
+    if (done := call.already_done(store, "decisions", app)) is not None:  # 1.
+        return done
     restored = state is None  # 2.
     newest = 0
     if state is None:

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 from skewlab.clock import Clock, EpochClock, ManualClock
 from skewlab.errors import ConfigError
-from skewlab.orchestration.control.base import StepResult, StepStatus, app_id, check_interval
+from skewlab.orchestration.control.base import StepCall, StepResult, StepStatus, app_id
 from skewlab.rebalance.base import hash_worker
 from skewlab.state import (
     Level,
@@ -420,18 +420,14 @@ def scaleout_step(
     from skewlab.io.state_store import CheckpointStore
     from skewlab.live.state_manager import write_checkpoint
 
-    start, end = check_interval(interval_start_ms, interval_end_ms)
+    call = StepCall.begin(STEP, run_id, policy, interval_start_ms, interval_end_ms, version)
+    start, end, v, result = call.start, call.end, call.version, call.result
     p = ScaleOutParams.of(policy, params)
-    v = end if version is None else int(version)
     app = app_id(STEP, run_id)
 
-    def result(status: StepStatus, reason: str, **kw: Any) -> StepResult:
-        return StepResult(STEP, policy, run_id, start, end, v, status, reason, **kw)
-
     marker = CheckpointStore(store, state_run_id(run_id), f"control-{STEP}").app_id
-    done = store.committed_version("operator_state", marker)  # 1.
-    if done is not None and v <= done:
-        return result(StepStatus.ALREADY_DONE, f"decided up to version {done}")
+    if (done := call.already_done(store, "operator_state", marker)) is not None:  # 1.
+        return done
     snapshots = _restore(store, run_id, p, v)  # 2.
     signals = worker_signals(store, run_id, start, end, p.service_us)  # 3.
     if not signals:

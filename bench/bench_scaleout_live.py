@@ -98,6 +98,18 @@ def main() -> None:
                     widths=(14, 22, 24, 40),
                 )
             )
+        say("seed's claims, in this run:")
+        ab, cp = results["active-backup"], results["checkpoint"]
+        lowest = min(results, key=lambda k: results[k].pause_s)
+        say(
+            f"  active backup lowest pause: {'yes' if lowest == 'active-backup' else 'no'} "
+            f"(lowest: {lowest})"
+        )
+        say(
+            f"  checkpointing fewer resources than active backup: "
+            f"{'yes' if cp.instance_seconds < ab.instance_seconds else 'no'} "
+            f"({cp.instance_seconds:.0f} vs {ab.instance_seconds:.0f} instance-s)"
+        )
     finally:
         get_service("broker", home).stop()
 

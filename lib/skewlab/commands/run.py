@@ -233,7 +233,9 @@ def run(args: argparse.Namespace) -> int:
                 for e in r.scale_log:
                     print(
                         f"    t+{e.get('t_rel', 0):.0f}s worker {e['group']}: {e['from']} -> "
-                        f"{e['to']}, pause {e.get('pause_s', float('nan')):.2f} s"
+                        f"{e['to']}, pause {e.get('pause_s', float('nan')):.2f} s, processed "
+                        f"{e.get('throughput_before', float('nan')):.0f}/s before the alarm, "
+                        f"{e.get('throughput_during', float('nan')):.0f}/s during"
                     )
             for p in r.plots:
                 print(f"  plot: {p}")

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -224,7 +225,9 @@ class StateManager:
         self.version, self.effective_ms, self.n_decisions = 0, 0, 0
         self.t0 = self.clock.now()
         self._prev: dict[int, list[tuple[float, int, int]]] = {}
-        self.timeline: list[tuple[float, int, int]] = []
+        self.timeline: list[tuple[float, int, int, float, float]] = []
+        """Per step: (s since start, instances running, holding keys, input /s, processed /s)."""
+        self._walls: list[float] = []
         self.instance_s = 0.0
         self.events: list[dict[str, Any]] = []
         self.checkpoints = self.checkpoints_skipped = 0
@@ -245,8 +248,8 @@ class StateManager:
             done[w] = max(done.get(w, 0), o)
         return done
 
-    def scores(self, now: float) -> dict[int, tuple[float, float]]:
-        """Per running instance: (score, input rate)."""
+    def scores(self, now: float) -> dict[int, tuple[float, float, float]]:
+        """Per running instance: (score, input rate, processed rate) in records/s."""
         ends, done = self.kafka.end_offsets(self.topic), self._done()
         svc = self.s.service_us * 1e-6
         out = {}
@@ -261,7 +264,7 @@ class StateManager:
             rate = (end - e_prev) / dt if dt > 0 else 0.0
             proc = (fin - d_prev) / dt if dt > 0 else 0.0
             sig = Signals(rate, 1.0 / svc, max(end - fin, 0), min(max(proc * svc, 0.0), 1.0))
-            out[j] = (bottleneck_score(sig), rate)
+            out[j] = (bottleneck_score(sig), rate, proc)
         return out
 
     # ------------------------------------------------------------ steps 1-5
@@ -274,8 +277,8 @@ class StateManager:
         cap = 1e6 / self.s.service_us
         for grp in self.groups:
             mine = [scores[j] for j in grp.active if j in scores]
-            score = max((sc for sc, _ in mine), default=0.0)
-            need = sum(r for _, r in mine) / cap
+            score = max((sc for sc, _, _ in mine), default=0.0)
+            need = sum(r for _, r, _ in mine) / cap
             grp.fair.add(dt, float(len(grp.active)), need)
             grp.bottlenecked |= need > len(grp.active)
             pol = grp.policy
@@ -300,8 +303,15 @@ class StateManager:
         self._sweep()
         self.track_events()
         self.timeline.append(
-            (now - self.t0, len(self.running), sum(len(g.active) for g in self.groups))
+            (
+                now - self.t0,
+                len(self.running),
+                sum(len(g.active) for g in self.groups),
+                sum(r for _, r, _ in scores.values()),
+                sum(p for _, _, p in scores.values()),
+            )
         )
+        self._walls.append(self.wall())
 
     # ------------------------------------------------------------ step 3: actions
 
@@ -466,7 +476,18 @@ class StateManager:
             e["pause_s"] = pause
             e["drain_s"] = max(max((a for a, _ in known), default=0.0) - e["t_switch"], 0.0)
             e["handoffs_missing"] = len(keys) - len(have)
+            e["throughput_before"] = self._processed(e["t_alarm"] - 10.0, e["t_alarm"])
+            e["throughput_during"] = self._processed(
+                min(e["t_switch"], e.get("t_kill", e["t_switch"])), e["t_done"]
+            )
             e.pop("pending")
+
+    def _processed(self, t0: float, t1: float) -> float:
+        """Mean processed records/s of all instances over the steps in wall time [t0, t1]."""
+        rates = [tl[4] for w, tl in zip(self._walls, self.timeline) if t0 <= w <= t1]
+        if not rates:  # shorter than a step: the first step after t0
+            rates = [tl[4] for w, tl in zip(self._walls, self.timeline) if w >= t0][:1]
+        return sum(rates) / len(rates) if rates else math.nan
 
     # ------------------------------------------------------------ step 5: log
 

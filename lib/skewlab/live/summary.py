@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -83,25 +83,33 @@ class RunSummary:
     instances_t: list[float] = field(default_factory=list)
     instances_running: list[int] = field(default_factory=list)
     instances_active: list[int] = field(default_factory=list)
+    input_rate: list[float] = field(default_factory=list)
+    """Records/s routed to all instances, per state-manager step (scale-out runs)."""
+    processed_rate: list[float] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
     mlflow_run_id: str | None = None
     quality: str = "skipped"
     """``passed`` / ``failed`` (the data-quality suites) or ``skipped``."""
     quality_failures: list[str] = field(default_factory=list)
 
+    SERIES: ClassVar[tuple[str, ...]] = (
+        "window_starts_ms",
+        "window_loads",
+        "window_latency_ms",
+        "latency_values_ms",
+        "latency_frac",
+        "instances_t",
+        "instances_running",
+        "instances_active",
+        "input_rate",
+        "processed_rate",
+    )
+    """The per-window / per-step series: plotted and logged as series, not in :meth:`row`."""
+
     def row(self) -> dict[str, Any]:
         """The scalar metrics (table / JSON / MLflow summary)."""
         d = asdict(self)
-        for k in (
-            "window_starts_ms",
-            "window_loads",
-            "window_latency_ms",
-            "latency_values_ms",
-            "latency_frac",
-            "instances_t",
-            "instances_running",
-            "instances_active",
-        ):
+        for k in self.SERIES:
             d.pop(k)
         return d
 
@@ -281,9 +289,11 @@ def add_scale_out(
     summary.fairness = float(scale["fairness"])
     summary.checkpoints = int(scale["checkpoints"])
     tl = scale["timeline"]
-    summary.instances_t = [float(t) for t, _, _ in tl]
-    summary.instances_running = [int(r) for _, r, _ in tl]
-    summary.instances_active = [int(a) for _, _, a in tl]
+    summary.instances_t = [float(x[0]) for x in tl]
+    summary.instances_running = [int(x[1]) for x in tl]
+    summary.instances_active = [int(x[2]) for x in tl]
+    summary.input_rate = [float(x[3]) for x in tl]
+    summary.processed_rate = [float(x[4]) for x in tl]
     summary.max_running = max(summary.instances_running, default=summary.workers)
     pauses = [float(e["pause_s"]) for e in events if "pause_s" in e]
     summary.pause_s = max(pauses) if pauses else float("nan")
@@ -391,7 +401,7 @@ def _plot_instances(summary: RunSummary, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3))
+    fig, ax = plt.subplots(figsize=(8, 3.5))
     ax.step(summary.instances_t, summary.instances_running, where="post", label="running")
     ax.step(summary.instances_t, summary.instances_active, where="post", label="holding keys")
     t0 = summary.instances_t[0] if summary.instances_t else 0.0
@@ -400,7 +410,12 @@ def _plot_instances(summary: RunSummary, path: Path) -> Path:
     ax.set_xlabel("time since the state manager started (s)")
     ax.set_ylabel("instances")
     ax.set_title(f"scale-out {summary.scale_out}: {summary.scale_events} events")
-    ax.legend()
+    ax.legend(loc="upper left")
+    if summary.processed_rate:
+        rates = ax.twinx()
+        rates.plot(summary.instances_t, summary.input_rate, color="tab:green", lw=0.8)
+        rates.plot(summary.instances_t, summary.processed_rate, color="tab:red", lw=0.8)
+        rates.set_ylabel("records/s: routed (green), processed (red)")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

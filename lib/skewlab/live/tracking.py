@@ -118,6 +118,8 @@ def log_run(
             ticks = list(range(len(summary.instances_t)))
             tracker.log_series(rid, "instances_running", summary.instances_running, ticks)
             tracker.log_series(rid, "instances_active", summary.instances_active, ticks)
+            tracker.log_series(rid, "input_rate", summary.input_rate, ticks)
+            tracker.log_series(rid, "processed_rate", summary.processed_rate, ticks)
             tracker.log_dict(rid, {"events": summary.scale_log}, "scale_events.json")
         for p in summary.plots:
             tracker.log_artifact(rid, p, "plots")

@@ -54,6 +54,9 @@ def scaled_and_exact(run: LiveRun, start_action: str) -> dict[str, Any]:
     assert len(ev["to"]) == 2 and ev["to"][1] >= run.settings.workers  # a spare partition
     assert s.max_running > run.settings.workers
     assert 0 < s.fairness <= 1 and s.instance_seconds > 0
+    assert len(s.processed_rate) == len(s.instances_t) > 0 and max(s.processed_rate) > 0
+    assert ev["throughput_during"] >= 0 and ev["pause_s"] >= 0
+    assert any(p.endswith("instances.png") for p in s.plots)
     return ev
 
 

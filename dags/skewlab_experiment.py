@@ -28,21 +28,46 @@ chosen experiment or policy would ignore is refused unless it keeps its default)
   `autoscale_capacity` (C_bar, bytes/s), `autoscale_iteration` (s), with `partitions` and
   `duration`.
 
-**Tasks**
+**Tasks** (one phase of the live run each, `skewlab.live.phases` through
+`skewlab.orchestration.live_tasks`; the run's state is `<data dir>/runs/<run>/handle.json`,
+so each task may run in its own process):
 
 1. `validate_params`: params -> `ExperimentSettings` or `AutoscaleSettings`; a bad value or
    combination fails the run with one line saying what is allowed, before anything starts.
-2. `run_experiment`: the live run (no retries: a retry would start a second experiment).
-3. `check_quality`: the Great Expectations suites (`skewlab.quality.check_run`) on the run's
+2. `ensure_services`: a new run id and run dir; the embedded broker started if no bootstrap
+   is configured.
+3. `create_topics`: `events-<run>` and `routed-<run>`.
+4. `start_route_job`: the Spark route job (`spark-submit jobs/route.py` with
+   `SKEWLAB_SPARK_SUBMIT=1` or a cluster `SKEWLAB_SPARK_MASTER`, else `python -m
+   skewlab.live.route_job`) and the W workers, detached in the background (pids and command
+   in the handle); waits until the route query runs.
+5. `produce`: the workload at the target rate; a `rebalance` or `scale_out` loop runs in
+   this task meanwhile. The scale-out state manager starts and stops worker instances, so a
+   scale-out run also drains here (the next task then has nothing left to do).
+6. `wait_for_completion`: the route job drains all input and exits, then the workers.
+7. `aggregate`: partials merged into results; exactness against a plain count of the input.
+8. `check_quality`: the Great Expectations suites (`skewlab.quality.check_run`) on the run's
    Delta tables: `quarantine` (every row has a reason), `key_loads` / `partition_loads`
    (non-negative, no missing window), `results` (one row per window and key, counts
-   non-negative). The report goes to the MLflow run (`quality/report.md`, `.json`); a failed
-   expectation **fails the task** with one line naming it and up to 5 offending rows. An
-   autoscale run writes none of these tables: the task records why it skipped them.
-4. `record_result`: pushes `mlflow_run_id`, `exact` and `summary` to XCom, tags the MLflow
-   run with this DAG run and with the strategy and policies (`strategy`, `rebalance`,
-   `scale_out`, `autoscale`; `none` when off), and **fails if the run was not exact** (or
-   its key state was not, after a rebalance or scale-out).
+   non-negative, equal to the input counts). A failed expectation **fails the task** with
+   one line naming it and up to 5 offending rows. An autoscale run writes none of these
+   tables: the task records why it skipped them.
+9. `summarize`: summary, plots and one MLflow run with the quality report.
+10. `stop_jobs` (trigger rule `all_done`: runs whatever failed before it): kills every
+    process of the run still running (the route job's Spark JVM too) and deletes the
+    run's topics. It sits before `record_result`, not after: Airflow decides a run's state
+    by its last tasks, and an always-succeeding last task would hide a failure.
+11. `record_result`: pushes `mlflow_run_id`, `exact` and `summary` to XCom, tags the MLflow
+    run with this DAG run and with the strategy and policies (`strategy`, `rebalance`,
+    `scale_out`, `autoscale`; `none` when off), and **fails if the run was not exact** (or
+    its key state was not, after a rebalance or scale-out).
+
+The tasks that start or feed the run do not retry (a retry would start a second route job
+or produce the workload twice); a failed task fails with one line (the error and, for a
+process, the tail of its log). **Autoscale runs** (`autoscale` != `none`) run whole inside
+`produce` (`run_autoscale`: monitor, controller and consumers are threads of one process
+around one metadata topic); the other phase tasks pass through, and validation, the
+quality skip and `record_result` are the same.
 
 Data directory: `$SKEWLAB_HOME` (set by `skewlab airflow`), else `./.skewlab`.
 Compare runs in MLflow (`skewlab-live-<workload family>` and `skewlab-autoscale-live`).
@@ -52,9 +77,9 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import Param, TriggerRule, dag, get_current_context, task
 
 from skewlab.orchestration.params import param_schemas
 
@@ -92,26 +117,88 @@ def skewlab_experiment() -> None:
         log.info("settings: %s", settings)
         return settings_to_xcom(settings)
 
-    @task(retries=0, execution_timeout=timedelta(hours=2))
-    def run_experiment(settings: dict[str, Any]) -> dict[str, Any]:
-        """Run the experiment the settings select (`skewlab run` or `skewlab autoscale`)."""
+    def fail(exc: Exception) -> NoReturn:
+        """Fail the task with the error's one-line message (no retry)."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        from skewlab.errors import SkewlabError
         from skewlab.orchestration.paramspec import one_line
-        from skewlab.orchestration.runs import progress_logger, run_for_xcom, settings_from_xcom
+
+        raise AirflowFailException(one_line(exc)) from None
+
+    @task(retries=0)
+    def ensure_services(settings: dict[str, Any]) -> dict[str, Any]:
+        """A new run (id, run dir, handle) and a running broker."""
+        from skewlab.errors import SkewlabError
+        from skewlab.orchestration import live_tasks
 
         try:
-            return run_for_xcom(settings_from_xcom(settings), progress=progress_logger(log))
+            return live_tasks.ensure_services(settings)
         except SkewlabError as exc:
-            raise AirflowFailException(one_line(exc)) from None
+            fail(exc)
+
+    @task(retries=0)
+    def create_topics(ref: dict[str, Any]) -> dict[str, Any]:
+        """The run's `events` and `routed` topics."""
+        from skewlab.errors import SkewlabError
+        from skewlab.orchestration import live_tasks
+
+        try:
+            return live_tasks.create_topics(ref)
+        except SkewlabError as exc:
+            fail(exc)
+
+    @task(retries=0, execution_timeout=timedelta(minutes=10))
+    def start_route_job(ref: dict[str, Any]) -> dict[str, Any]:
+        """The Spark route job and the workers in the background; waits until routing."""
+        from skewlab.errors import SkewlabError
+        from skewlab.orchestration import live_tasks
+
+        try:
+            return live_tasks.start_route_job(ref)
+        except SkewlabError as exc:
+            fail(exc)
+
+    @task(retries=0, execution_timeout=timedelta(hours=2))
+    def produce(ref: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+        """The workload at the target rate, with the control loop (autoscale: the whole run)."""
+        from skewlab.errors import SkewlabError
+        from skewlab.orchestration import live_tasks
+        from skewlab.orchestration.runs import progress_logger
+
+        try:
+            return live_tasks.produce(ref, settings, progress=progress_logger(log))
+        except SkewlabError as exc:
+            fail(exc)
+
+    @task(retries=0, execution_timeout=timedelta(hours=1))
+    def wait_for_completion(ref: dict[str, Any]) -> dict[str, Any]:
+        """Stop the route job once it has routed everything; wait for the workers."""
+        from skewlab.errors import SkewlabError
+        from skewlab.orchestration import live_tasks
+        from skewlab.orchestration.runs import progress_logger
+
+        try:
+            return live_tasks.wait_for_completion(ref, progress=progress_logger(log))
+        except SkewlabError as exc:
+            fail(exc)
+
+    @task(retries=0)
+    def aggregate(ref: dict[str, Any]) -> dict[str, Any]:
+        """Merge the partials into results; the exactness verdict against the input."""
+        from skewlab.errors import SkewlabError
+        from skewlab.orchestration import live_tasks
+
+        try:
+            return live_tasks.aggregate(ref)
+        except SkewlabError as exc:
+            fail(exc)
 
     @task
     def check_quality(settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         """Run the data-quality suites on the run's Delta tables; fail on a broken expectation.
 
-        Exactness against the input is `run_experiment`'s verdict (the input topic is gone
-        by now); the suites here check the tables themselves. Returns `result` with the
+        With the run's handle, the input counts `aggregate` saved are checked too, and the
+        report is kept for `summarize` (which logs it to MLflow). Returns `result` with the
         quality verdict added.
         """
         from pathlib import Path
@@ -125,14 +212,12 @@ def skewlab_experiment() -> None:
             log.info("data quality of %s: %s", result["run_id"], skipped)
             return {**result, "quality_ok": None, "quality": skipped}
 
-        from skewlab.io.delta import DeltaStore
         from skewlab.io.tracking import Tracker, TrackingSettings
-        from skewlab.live.experiment import delta_root_of
-        from skewlab.quality import check_run, log_quality
+        from skewlab.orchestration.live_tasks import quality_report
+        from skewlab.quality import log_quality
 
         home = Path(settings["home"]).resolve()
-        store = DeltaStore(delta_root_of(home))
-        report = check_run(store, result["run_id"], window_s=float(settings["window_s"]))
+        report = quality_report(home, result["run_id"], float(settings["window_s"]))
         rid = result.get("mlflow_run_id")
         if rid:
             log_quality(Tracker(TrackingSettings.for_runs(home)), rid, report)
@@ -140,6 +225,28 @@ def skewlab_experiment() -> None:
         if not report.ok:
             raise AirflowFailException(report.summary())
         return {**result, "quality_ok": True, "quality": report.summary()}
+
+    @task(retries=0)
+    def summarize(settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        """Summary, plots and the MLflow run (with the quality report); the full row."""
+        from skewlab.errors import SkewlabError
+        from skewlab.orchestration import live_tasks
+
+        try:
+            return live_tasks.summarize(settings, result)
+        except SkewlabError as exc:
+            fail(exc)
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)
+    def stop_jobs() -> list[str]:
+        """Kill the run's processes still running, delete its topics; runs whatever failed."""
+        from skewlab.orchestration import live_tasks
+
+        ref = get_current_context()["ti"].xcom_pull(task_ids="ensure_services")
+        killed = live_tasks.stop_run(ref)
+        if killed:
+            log.warning("killed leftover processes of the run: %s", ", ".join(killed))
+        return killed
 
     @task
     def record_result(settings: dict[str, Any], result: dict[str, Any]) -> str | None:
@@ -166,7 +273,13 @@ def skewlab_experiment() -> None:
         return rid
 
     settings = validate_params()
-    record_result(settings, check_quality(settings, run_experiment(settings)))
+    ref = wait_for_completion(
+        produce(start_route_job(create_topics(ensure_services(settings))), settings)
+    )
+    row = summarize(settings, check_quality(settings, aggregate(ref)))
+    stopped = stop_jobs()
+    row >> stopped
+    stopped >> record_result(settings, row)
 
 
 skewlab_experiment()

@@ -9,6 +9,7 @@ none of the heavy libraries (they belong inside tasks).
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -24,7 +25,30 @@ pytestmark = pytest.mark.unit
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 DAG_FILES = sorted(p.name for p in DAGS_DIR.glob("*.py"))
-EXPERIMENT_TASKS = ["validate_params", "run_experiment", "check_quality", "record_result"]
+EXPERIMENT_TASKS = [
+    "validate_params",
+    "ensure_services",
+    "create_topics",
+    "start_route_job",
+    "produce",
+    "wait_for_completion",
+    "aggregate",
+    "check_quality",
+    "summarize",
+    "stop_jobs",
+    "record_result",
+]
+"""In dependency order: each task is downstream of the one before it."""
+NO_RETRY = [
+    "ensure_services",
+    "create_topics",
+    "start_route_job",
+    "produce",
+    "wait_for_completion",
+    "aggregate",
+    "summarize",
+]
+"""Tasks that start, feed or record the run: a retry would do it twice."""
 HEAVY_MODULES = ("pyspark", "mlflow", "deltalake", "confluent_kafka", "kafka", "matplotlib")
 
 
@@ -60,13 +84,26 @@ def test_experiment_dag_shape(dagbag: Any) -> None:
     dag = dagbag.dags["skewlab_experiment"]
     assert dag.schedule is None
     assert dag.max_active_runs == 1
-    assert [t.task_id for t in dag.tasks] == EXPERIMENT_TASKS
-    assert dag.get_task("run_experiment").retries == 0
-    assert dag.get_task("validate_params").downstream_task_ids == set(EXPERIMENT_TASKS[1:])
-    assert dag.get_task("run_experiment").downstream_task_ids == {"check_quality"}
-    assert dag.get_task("check_quality").downstream_task_ids == {"record_result"}
+    assert {t.task_id for t in dag.tasks} == set(EXPERIMENT_TASKS)
+    assert [t.task_id for t in dag.topological_sort()] == EXPERIMENT_TASKS
+    for before, after in itertools.pairwise(EXPERIMENT_TASKS):
+        assert after in dag.get_task(before).downstream_task_ids, f"{before} -> {after}"
+    assert dag.get_task("record_result").downstream_task_ids == set()
+    for task_id in NO_RETRY:
+        assert dag.get_task(task_id).retries == 0, task_id
     assert dag.get_task("check_quality").retries == 1  # idempotent: a re-check is harmless
     assert {"skewlab", "experiment"} <= set(dag.tags)
+
+
+def test_stop_jobs_runs_whatever_failed_and_is_not_the_last_task(dagbag: Any) -> None:
+    from airflow.sdk import TriggerRule
+
+    dag = dagbag.dags["skewlab_experiment"]
+    stop = dag.get_task("stop_jobs")
+    assert stop.trigger_rule == TriggerRule.ALL_DONE
+    assert stop.upstream_task_ids == {"summarize"}
+    # the run's state follows its leaves: an always-succeeding leaf would hide failures
+    assert [t.task_id for t in dag.leaves] == ["record_result"]
 
 
 def test_experiment_dag_params_form(dagbag: Any) -> None:

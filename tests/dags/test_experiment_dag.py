@@ -1,7 +1,9 @@
 """``skewlab_experiment`` run end to end with ``dag.test()`` against the real stack.
 
 Three real runs: KEY grouping, KEY + SMALOPS rebalancing, and the autoscale
-experiment selected by the ``autoscale`` param (each small: about a minute).
+experiment selected by the ``autoscale`` param (each small: about a minute);
+and one that fails in ``produce`` after the route job started, to show that
+``stop_jobs`` (trigger rule ``all_done``) leaves no process of the run behind.
 
 ``dag.test()`` (Airflow 3) creates a DAG run in the migrated SQLite DB of the
 ``airflow_db`` fixture and runs each task in this process; the experiment task
@@ -23,6 +25,19 @@ import pytest
 pytestmark = pytest.mark.integration
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+TASKS = [
+    "validate_params",
+    "ensure_services",
+    "create_topics",
+    "start_route_job",
+    "produce",
+    "wait_for_completion",
+    "aggregate",
+    "check_quality",
+    "summarize",
+    "stop_jobs",
+    "record_result",
+]
 
 SMALL = {
     "strategy": "key",
@@ -107,9 +122,7 @@ def test_small_experiment_runs_end_to_end(experiment_dag: Any, skewlab_home: Pat
 
     dag_run = experiment_dag.test(run_conf=SMALL)
 
-    assert _states(dag_run) == dict.fromkeys(
-        ["validate_params", "run_experiment", "check_quality", "record_result"], "success"
-    )
+    assert _states(dag_run) == dict.fromkeys(TASKS, "success")
     assert str(dag_run.state) == "success"
     summary = _xcom(dag_run, "record_result", "summary")
     rid = _xcom(dag_run, "record_result", "mlflow_run_id")
@@ -136,10 +149,9 @@ def test_bad_workload_fails_validate_with_one_line(
     dag_run = experiment_dag.test(run_conf={**SMALL, "workload": "zipf:s=abc"})
 
     assert _states(dag_run) == {
+        **dict.fromkeys(TASKS, "upstream_failed"),
         "validate_params": "failed",
-        "run_experiment": "upstream_failed",
-        "check_quality": "upstream_failed",
-        "record_result": "upstream_failed",
+        "stop_jobs": "success",  # all_done: it runs, finds no run and stops nothing
     }
     out, err = capfd.readouterr()
     lines = [ln for ln in (out + err).splitlines() if "AirflowFailException:" in ln]
@@ -220,3 +232,82 @@ def test_conflicting_params_fail_validate_with_one_line(
         )
     )
     assert not (skewlab_home / "runs").exists()
+
+
+def test_a_failed_task_leaves_no_process_of_the_run(
+    experiment_dag: Any,
+    skewlab_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import psutil
+
+    from skewlab.io.kafka import KafkaSettings, connect
+    from skewlab.live.experiment import ExperimentError
+    from skewlab.live.handle import RunHandle
+    from skewlab.live.launch import Detached
+    from skewlab.orchestration import live_tasks
+
+    def broken_produce(ref: Any, settings: Any, progress: Any = None) -> Any:
+        raise ExperimentError("injected: the producer\nbroke")
+
+    monkeypatch.setattr(live_tasks, "produce", broken_produce)
+    dag_run = experiment_dag.test(run_conf=SMALL)
+
+    assert str(dag_run.state) == "failed"
+    states = _states(dag_run)
+    assert {k: states[k] for k in TASKS[:5]} == {
+        **dict.fromkeys(TASKS[:4], "success"),
+        "produce": "failed",
+    }
+    assert states["stop_jobs"] == "success" and states["record_result"] == "upstream_failed"
+    out, err = capfd.readouterr()
+    lines = [ln for ln in (out + err).splitlines() if "AirflowFailException:" in ln]
+    assert lines[-1].split("AirflowFailException: ", 1)[1] == "injected: the producer broke"
+
+    (run_dir,) = (skewlab_home / "runs").iterdir()
+    handle = RunHandle.load(run_dir)
+    assert (run_dir / "route.ready").exists(), "the route job had started"
+    assert set(handle.procs) == {"route", "worker-0", "worker-1"}
+    assert handle.phases[-1] == "stopped"
+    for rec in handle.procs.values():
+        assert not Detached(rec).alive(), f"{rec.name} still runs"
+    leftovers = [
+        p.info["cmdline"]
+        for p in psutil.process_iter(["cmdline"])
+        if any(handle.run_id in part for part in p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
+    groups = {rec.pid for rec in handle.procs.values()}  # each ran in its own session
+    assert _group_members(groups) == [], "the Spark JVM (or another child) outlived the run"
+    client = connect(KafkaSettings(handle.bootstrap or ""))
+    try:
+        assert not {handle.events_topic, handle.routed_topic} & set(client.list_topics())
+    finally:
+        client.close()
+
+
+def _pgid(pid: int) -> int | None:
+    import os
+
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _group_members(groups: set[int], settle_s: float = 10.0) -> list[int]:
+    """Running (not zombie) processes in ``groups``, after ``settle_s`` for the killed to die."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + settle_s
+    while True:
+        members = []
+        for p in psutil.process_iter(["status"]):
+            if _pgid(p.pid) in groups and p.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(p.pid)
+        if not members or time.monotonic() > deadline:
+            return members
+        time.sleep(0.2)

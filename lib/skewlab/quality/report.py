@@ -111,6 +111,20 @@ class Failure:
             "message": self.line(),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Failure:
+        """The inverse of :meth:`to_dict` (``message`` is derived, not read)."""
+        return cls(
+            suite=data["suite"],
+            frame=data["frame"],
+            expectation=data["expectation"],
+            check=data["check"],
+            unexpected=data.get("unexpected"),
+            total=data.get("total"),
+            rows=tuple(data.get("rows", ())),
+            detail=data.get("detail", ""),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class SuiteResult:
@@ -133,6 +147,16 @@ class SuiteResult:
             "evaluated": self.evaluated,
             "failures": [f.to_dict() for f in self.failures],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SuiteResult:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            suite=data["suite"],
+            rows=data["rows"],
+            evaluated=data["evaluated"],
+            failures=tuple(Failure.from_dict(f) for f in data.get("failures", ())),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +206,15 @@ class QualityReport:
             "skipped": dict(self.skipped),
             "failures": self.failures,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QualityReport:
+        """The inverse of :meth:`to_dict` (a report saved by one task, read by the next)."""
+        return cls(
+            run_id=data["run_id"],
+            suites=tuple(SuiteResult.from_dict(s) for s in data.get("suites", ())),
+            skipped=dict(data.get("skipped", {})),
+        )
 
     def to_markdown(self) -> str:
         """A heading, one table row per suite, then each failure with its rows."""

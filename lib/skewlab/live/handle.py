@@ -1,0 +1,152 @@
+"""The state of one live run between its phases: a small JSON file in the run directory.
+
+:func:`skewlab.live.experiment.run_experiment` runs every phase in one process;
+the ``skewlab_experiment`` DAG runs each phase as its own task, so each phase
+reads the run's :class:`RunHandle` from ``<run dir>/handle.json``, does its
+part and saves the handle again. The handle holds only what the next phase
+needs and what the clean-up needs when a phase fails: where the run lives,
+the broker and topics, the settings, the command and pid of every background
+process, the phases done, timestamps, and the small results (produce report,
+exactness verdict, scale-out report) that later phases turn into the summary.
+
+Saving is atomic (a temp file renamed over the old one), so a task that dies
+mid-save leaves the previous handle intact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from skewlab.errors import SkewlabError
+
+HANDLE_FILE = "handle.json"
+
+_SAVE_LOCK = threading.Lock()
+
+
+class Phase(StrEnum):
+    """The phases of a live run, in order (``RunHandle.phases`` lists those done)."""
+
+    SERVICES = "services"
+    TOPICS = "topics"
+    STARTED = "started"
+    PRODUCED = "produced"
+    DRAINED = "drained"
+    AGGREGATED = "aggregated"
+    SUMMARIZED = "summarized"
+    STOPPED = "stopped"
+
+
+class HandleError(SkewlabError):
+    """The run's handle is missing or unreadable, or a phase came out of order."""
+
+
+@dataclass
+class ProcRecord:
+    """One background process of the run, enough to find, poll and kill it later.
+
+    ``create_time`` (psutil's, seconds since the epoch) tells the process from a
+    later one that reused its pid; ``rc_file`` is where a detached process's
+    wrapper writes its exit code (``None``: a child of the process that started it).
+    """
+
+    name: str
+    pid: int
+    create_time: float
+    cmd: list[str]
+    log: str
+    rc_file: str | None = None
+
+
+@dataclass
+class RunHandle:
+    """Everything a phase of run ``run_id`` needs from the phases before it (JSON-safe)."""
+
+    run_id: str
+    home: str
+    run_dir: str
+    delta_root: str
+    settings: dict[str, Any]
+    """``dataclasses.asdict`` of the run's :class:`~skewlab.live.experiment.ExperimentSettings`."""
+    bootstrap: str | None = None
+    events_topic: str = ""
+    routed_topic: str = ""
+    n_routed: int = 0
+    """Partitions of ``routed``: W, plus the spare instances of a scale-out run."""
+    route_cmd: list[str] = field(default_factory=list)
+    procs: dict[str, ProcRecord] = field(default_factory=dict)
+    """``route`` and ``worker-<i>`` (the newest process of each name)."""
+    running: list[int] | None = None
+    """Workers to drain (None: ``0 .. W-1``); a scale-out run's state manager sets it."""
+    phases: list[str] = field(default_factory=list)
+    t_start: float | None = None
+    t_produce: float | None = None
+    t_done: float | None = None
+    produced: dict[str, Any] | None = None
+    """The :class:`~skewlab.live.producer.ProduceReport` as a dict."""
+    exactness: dict[str, Any] | None = None
+    """The :class:`~skewlab.pipeline.exactness.ExactnessReport` as a dict."""
+    scale: dict[str, Any] | None = None
+    """The state manager's report (scale-out runs)."""
+    mlflow_run_id: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return Path(self.run_dir) / HANDLE_FILE
+
+    def done(self, phase: Phase) -> bool:
+        return phase.value in self.phases
+
+    def mark(self, phase: Phase) -> None:
+        """Record ``phase`` as done and save."""
+        if phase.value not in self.phases:
+            self.phases.append(phase.value)
+        self.save()
+
+    def require(self, phase: Phase, what: str) -> None:
+        """Raise a one-line :class:`HandleError` unless ``phase`` is done."""
+        if not self.done(phase):
+            raise HandleError(
+                f"cannot {what} run {self.run_id}: phase {phase.value!r} not done "
+                f"(done: {', '.join(self.phases) or 'none'})"
+            )
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunHandle:
+        data = json.loads(text)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise HandleError(f"unknown handle field(s): {', '.join(unknown)}")
+        data["procs"] = {k: ProcRecord(**v) for k, v in data.get("procs", {}).items()}
+        return cls(**data)
+
+    def save(self) -> Path:
+        """Write ``<run dir>/handle.json`` atomically (thread-safe: the state manager spawns)."""
+        with _SAVE_LOCK:
+            text = self.to_json()
+            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(text)
+            os.replace(tmp, self.path)
+        return self.path
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> RunHandle:
+        """Read the handle of the run in ``run_dir``; one-line :class:`HandleError` if absent."""
+        path = Path(run_dir) / HANDLE_FILE
+        try:
+            return cls.from_json(path.read_text())
+        except FileNotFoundError:
+            raise HandleError(f"no run handle at {path}") from None
+        except (ValueError, TypeError) as exc:
+            raise HandleError(f"unreadable run handle {path}: {exc}") from None

@@ -1,0 +1,608 @@
+"""The phases of one live run, each a function over a :class:`RunContext`.
+
+:func:`skewlab.live.experiment.run_experiment` calls them in order in one
+process; the ``skewlab_experiment`` DAG calls each in its own task, through
+:func:`resume`, which rebuilds the context from ``<run dir>/handle.json``
+(:class:`~skewlab.live.handle.RunHandle`). The order:
+
+1. :func:`new_run` (run id, run dir, handle) and :func:`ensure_services`: the
+   broker (embedded tansu under the data dir unless a bootstrap is given);
+2. :func:`create_topics`: ``events-<run>`` (P partitions), ``routed-<run>`` (W,
+   plus the spare instances of a scale-out run);
+3. :func:`start_jobs`: the Spark route job and the W workers in the background
+   (attached children in-process, detached sessions from the DAG), then wait
+   until the route query is up;
+4. :func:`produce`: the workload at the target rate, with the in-process
+   control loop (rebalancer thread, or scale-out state manager thread) running
+   meanwhile and stopped at its end;
+5. :func:`drain`: the route job drains all input and exits (end-of-stream to
+   the spare partitions too), then the running workers flush and exit;
+6. :func:`aggregate`: ``partials`` merged into ``results``, checked against a
+   plain count of ``events`` (the verdict);
+7. :func:`check_quality` (if asked) and :func:`summarize`: the summary, plots
+   and the MLflow run;
+8. :func:`stop`: stop the loops, kill whatever still runs, delete the topics
+   (unless ``keep_topics``), close the client. Safe after any phase.
+
+**Who owns the worker processes.** The scale-out state manager starts and
+stops instances while the workload is produced, so the process that runs
+:func:`produce` owns it. From a separate task, :func:`resume` rebuilds the
+route job and workers as :class:`~skewlab.live.launch.Detached` handles from
+their pids; instances the manager starts are spawned detached and recorded in
+the handle at once. Its final bookkeeping (instances still running, the
+closing of scale events) needs the manager itself, so a scale-out run drains
+in the produce task (:func:`produce_and_drain`); the drain task then finds
+the phase done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skewlab.errors import SkewlabError
+from skewlab.io.delta import DeltaStore
+from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.live.experiment import (
+    BOOTSTRAP_ENV,
+    ExperimentError,
+    ExperimentSettings,
+    Hook,
+    ProgressFn,
+    delta_root_of,
+    new_run_id,
+)
+from skewlab.live.handle import Phase as P
+from skewlab.live.handle import ProcRecord, RunHandle
+from skewlab.live.launch import (
+    SPARK_MASTER_ENV,
+    Detached,
+    Procs,
+    module_command,
+    route_command,
+    spawn,
+    spawn_detached,
+    tail,
+)
+from skewlab.live.route_job import RouteSettings
+from skewlab.live.watch import Watcher
+
+if TYPE_CHECKING:
+    from skewlab.live.producer import ProduceReport
+    from skewlab.live.summary import RunSummary
+    from skewlab.pipeline.exactness import ExactnessReport
+    from skewlab.quality import QualityReport
+
+log = logging.getLogger(__name__)
+
+EXPECTED_FILE = "expected.json"
+"""The plain count of ``events`` (written by :func:`aggregate` for a later quality task)."""
+QUALITY_FILE = "quality.json"
+"""The data-quality report (written by :func:`check_quality` for a later summarize task)."""
+
+
+@dataclass
+class RunContext:
+    """One run in one process: its :class:`RunHandle` plus the live objects of this process."""
+
+    handle: RunHandle
+    settings: ExperimentSettings
+    detached: bool = False
+    """Start processes detached (the DAG) rather than as children (``run_experiment``)."""
+    progress: ProgressFn | None = None
+    hook: Hook | None = None
+    procs: Procs = field(default_factory=Procs)
+    client: Any = None
+    rebalancer: Any = None
+    manager: Any = None
+    watch: Watcher | None = None
+    report: ProduceReport | None = None
+    exactness: ExactnessReport | None = None
+    expected: Any = None
+    quality: QualityReport | None = None
+    scale: dict[str, Any] | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.handle.run_dir)
+
+    @property
+    def kafka(self) -> Any:
+        """The run's Kafka client (connected on first use)."""
+        if self.client is None:
+            if self.handle.bootstrap is None:
+                raise ExperimentError(f"run {self.handle.run_id} has no broker yet")
+            self.client = connect(KafkaSettings(self.handle.bootstrap, self.settings.client))
+        return self.client
+
+    def watcher(self) -> Watcher:
+        if self.watch is None:
+            h = self.handle
+            self.watch = Watcher(
+                self.kafka, h.events_topic, h.routed_topic, h.delta_root, h.run_id, self.progress
+            )
+        return self.watch
+
+
+def new_run(
+    s: ExperimentSettings,
+    run_id: str | None = None,
+    progress: ProgressFn | None = None,
+    hook: Hook | None = None,
+    detached: bool = False,
+) -> RunContext:
+    """A new run of ``s``: its id, ``<data dir>/runs/<run>/`` and a saved handle."""
+    run_id = run_id or new_run_id(s.strategy)
+    home = Path(s.home).resolve()
+    run_dir = home / "runs" / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handle = RunHandle(
+        run_id=run_id,
+        home=str(home),
+        run_dir=str(run_dir),
+        delta_root=delta_root_of(home),
+        settings=asdict(s),
+        events_topic=f"events-{run_id}",
+        routed_topic=f"routed-{run_id}",
+    )
+    handle.save()
+    ctx = RunContext(handle, s, detached=detached, progress=progress, hook=hook)
+    _bind_spawners(ctx)
+    return ctx
+
+
+def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContext:
+    """The context of the run in ``run_dir`` in a new process, processes rebuilt from pids."""
+    handle = RunHandle.load(run_dir)
+    ctx = RunContext(handle, ExperimentSettings(**handle.settings), True, progress)
+    for name, rec in handle.procs.items():
+        proc = Detached(rec)
+        if name == "route":
+            ctx.procs.route = proc
+        else:
+            ctx.procs.workers[int(name.split("-", 1)[1])] = proc
+    _bind_spawners(ctx)
+    return ctx
+
+
+def _bind_spawners(ctx: RunContext) -> None:
+    run_dir = ctx.run_dir
+
+    def start(name: str, cmd: list[str]) -> Any:
+        log_path = run_dir / f"{name}.log"
+        proc: Any
+        if ctx.detached:
+            proc, rec = spawn_detached(name, cmd, log_path)
+        else:
+            proc = spawn(cmd, log_path)
+            rec = ProcRecord(name, proc.pid, _create_time(proc.pid), cmd, str(log_path))
+        ctx.handle.procs[name] = rec
+        ctx.handle.save()
+        return proc
+
+    def start_route() -> None:
+        ctx.procs.route = start("route", ctx.handle.route_cmd)
+
+    def start_worker(i: int) -> None:
+        (run_dir / f"worker-{i}.ready").unlink(missing_ok=True)
+        path = _worker_file(ctx, i)
+        cmd = module_command("skewlab.live.worker", str(path))
+        ctx.procs.workers[i] = start(f"worker-{i}", cmd)
+
+    ctx.procs.restart_route, ctx.procs.restart_worker = start_route, start_worker
+
+
+def _create_time(pid: int) -> float:
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return 0.0
+
+
+def ensure_services(ctx: RunContext) -> str:
+    """Phase 1: the bootstrap servers (``--bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else
+    the embedded broker under the data dir, started if needed)."""
+    s = ctx.settings
+    bootstrap = s.bootstrap or os.environ.get(BOOTSTRAP_ENV)
+    if not bootstrap:
+        from skewlab.services import get_service
+
+        bootstrap = get_service("broker", Path(ctx.handle.home)).start().url
+    ctx.handle.bootstrap = bootstrap
+    ctx.handle.mark(P.SERVICES)
+    return bootstrap
+
+
+def create_topics(ctx: RunContext) -> None:
+    """Phase 2: ``events-<run>`` (P partitions) and ``routed-<run>`` (W + spares)."""
+    s, h = ctx.settings, ctx.handle
+    ctx.kafka.create_topic(h.events_topic, s.partitions)
+    sm = s.state_manager_settings(h.run_id, h.delta_root) if s.scale_out is not None else None
+    h.n_routed = sm.partitions if sm is not None else s.workers
+    ctx.kafka.create_topic(h.routed_topic, h.n_routed)
+    h.mark(P.TOPICS)
+
+
+def _worker_file(ctx: RunContext, i: int) -> Path:
+    from skewlab.live.worker import WorkerSettings, settings_to_json
+
+    s, h = ctx.settings, ctx.handle
+    path = ctx.run_dir / f"worker-{i}.json"
+    if path.exists():
+        return path
+    ws = WorkerSettings(
+        run_id=h.run_id,
+        worker=i,
+        topic=h.routed_topic,
+        kafka=KafkaSettings(h.bootstrap or "", s.client),
+        delta_root=h.delta_root,
+        window_s=s.window_s,
+        service_us=s.service_us,
+        flush_interval_s=s.flush_interval_s,
+        stop_file=str(ctx.run_dir / "workers.stop"),
+        splitters=s.partitions if s.message_sets else 0,
+        cost="sleep" if s.scale_out is not None else "spin",
+        ready_file=str(ctx.run_dir / f"worker-{i}.ready"),
+    )
+    path.write_text(settings_to_json(ws))
+    return path
+
+
+def start_jobs(ctx: RunContext) -> None:
+    """Phase 3: write the job settings, start the route job and W workers, wait for the
+    route query (the command is recorded in the handle)."""
+    s, h = ctx.settings, ctx.handle
+    h.require(P.TOPICS, "start the jobs of")
+    route = RouteSettings(
+        run_id=h.run_id,
+        bootstrap=h.bootstrap or "",
+        events_topic=h.events_topic,
+        routed_topic=h.routed_topic,
+        workers=s.workers,
+        strategy=s.strategy,
+        strategy_params=dict(s.strategy_params),
+        delta_root=h.delta_root,
+        checkpoint=str(ctx.run_dir / "checkpoint"),
+        client=s.client,
+        window_s=s.window_s,
+        trigger_s=s.trigger_s,
+        max_events_per_trigger=s.max_events_per_trigger,
+        stop_file=str(ctx.run_dir / "route.stop"),
+        message_sets=s.message_sets,
+        spark_master=os.environ.get(SPARK_MASTER_ENV) or "local[2]",
+    )
+    route_json = ctx.run_dir / "route.json"
+    route_json.write_text(route.to_json())
+    for i in range(s.workers):
+        _worker_file(ctx, i)
+    (ctx.run_dir / "settings.json").write_text(json.dumps(asdict(s), indent=2))
+    h.route_cmd = route_command(route_json, route.spark_master)
+    h.t_start = time.time()
+    ctx.procs.restart_route()
+    for i in range(s.workers):
+        ctx.procs.restart_worker(i)
+    _wait_ready(ctx.run_dir / "route.ready", ctx.procs, ctx.run_dir)
+    h.mark(P.STARTED)
+
+
+def produce(ctx: RunContext) -> ProduceReport:
+    """Phase 4: produce the workload; the control loop runs meanwhile, stopped at the end."""
+    from skewlab.live.producer import produce as produce_workload
+    from skewlab.workload import parse_workload
+
+    s, h = ctx.settings, ctx.handle
+    h.require(P.STARTED, "produce into")
+    if s.rebalance is not None:
+        from skewlab.live.rebalancer import RebalanceSettings, start_loop
+
+        ctx.rebalancer = start_loop(
+            RebalanceSettings(
+                run_id=h.run_id,
+                delta_root=h.delta_root,
+                policy=s.rebalance,
+                workers=s.workers,
+                interval_s=s.rebalance_interval_s,
+                lead_s=s.rebalance_lead_s,
+                params=dict(s.rebalance_params),
+            )
+        )
+    if s.scale_out is not None:
+        sm = s.state_manager_settings(h.run_id, h.delta_root)
+        ctx.manager = _start_manager(sm, ctx.kafka, h.routed_topic, ctx.procs, ctx.run_dir)
+    watch = ctx.watcher()
+    workload = parse_workload(s.workload, seed=s.seed)
+    ps = _produce_settings(s, h.events_topic)
+    procs, hook = ctx.procs, ctx.hook
+
+    def on_chunk(sent: int, total: int) -> None:
+        watch.tick(sent, total)
+        if hook is not None:
+            hook(sent, procs)
+
+    h.t_produce = time.time()
+    report = produce_workload(ctx.kafka, workload, ps, progress=on_chunk)
+    ctx.report = report
+    for loop in (ctx.rebalancer, ctx.manager):
+        if loop is not None:
+            loop[1].set()
+            loop[0].join()
+    if ctx.manager is not None:
+        ctx.manager[2].kafka.close()
+        h.running = sorted(ctx.manager[2].running)
+    h.produced = {"events": report.events, "seconds": report.seconds}
+    h.mark(P.PRODUCED)
+    return report
+
+
+def produce_and_drain(ctx: RunContext) -> None:
+    """:func:`produce`, then :func:`drain` in the same process if it owns a state manager."""
+    produce(ctx)
+    if ctx.manager is not None:
+        drain(ctx)
+
+
+def drain(ctx: RunContext) -> None:
+    """Phase 5: stop the route job (it drains all input), then the running workers."""
+    s, h = ctx.settings, ctx.handle
+    if h.done(P.DRAINED):
+        return
+    h.require(P.PRODUCED, "drain")
+    watch = ctx.watcher()
+    (ctx.run_dir / "route.stop").touch()
+    _wait_exit("route job", lambda: ctx.procs.route, ctx.run_dir / "route.log", watch)
+    if s.scale_out is not None:
+        _end_spares(ctx.kafka, h.routed_topic, s.workers, h.n_routed)
+    (ctx.run_dir / "workers.stop").touch()
+    mgr = ctx.manager[2] if ctx.manager is not None else None
+    if mgr is not None:
+        live: Any = sorted(mgr.running)
+    else:
+        live = h.running if h.running is not None else range(s.workers)
+    for i in live:
+        log_path = ctx.run_dir / f"worker-{i}.log"
+        _wait_exit(f"worker {i}", _getter(ctx.procs, i), log_path, watch)
+    h.t_done = time.time()
+    if mgr is not None:
+        mgr.track_events(final=True)
+        ctx.scale = mgr.report()
+        h.scale = json.loads(json.dumps(ctx.scale, default=_plain))
+    h.mark(P.DRAINED)
+
+
+def _plain(value: Any) -> Any:
+    item = getattr(value, "item", None)  # numpy scalars
+    return item() if callable(item) else str(value)
+
+
+def aggregate(ctx: RunContext) -> ExactnessReport:
+    """Phase 6: merge ``partials`` into ``results``; check them against ``events``."""
+    from skewlab.live.aggregate import merge, plain_count, results_counts
+    from skewlab.pipeline.exactness import check
+
+    s, h = ctx.settings, ctx.handle
+    h.require(P.DRAINED, "aggregate")
+    store = DeltaStore(h.delta_root)
+    merge(store, h.run_id)
+    expected, _ = plain_count(ctx.kafka, h.events_topic, s.window_s)
+    exactness = check(expected, results_counts(store, h.run_id))
+    log.info("exactness of %s: %s", h.run_id, exactness.summary())
+    ctx.expected, ctx.exactness = expected, exactness
+    h.exactness = dataclasses.asdict(exactness)
+    if ctx.detached:
+        rows = [[w, k, c, v] for (w, k), (c, v) in expected.items()]
+        (ctx.run_dir / EXPECTED_FILE).write_text(json.dumps(rows))
+    h.mark(P.AGGREGATED)
+    return exactness
+
+
+def load_expected(run_dir: Path) -> dict[tuple[float, str], tuple[int, int]] | None:
+    """The plain count :func:`aggregate` saved for a later task (None if not saved)."""
+    try:
+        rows = json.loads((run_dir / EXPECTED_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    return {(w, k): (c, v) for w, k, c, v in rows}
+
+
+def check_quality(ctx: RunContext) -> QualityReport:
+    """Phase 7a: the data-quality suites on the run's tables (input counts as exactness)."""
+    from skewlab.quality import check_run
+
+    h = ctx.handle
+    expected = ctx.expected if ctx.expected is not None else load_expected(ctx.run_dir)
+    report = check_run(
+        DeltaStore(h.delta_root), h.run_id, events_counts=expected, window_s=ctx.settings.window_s
+    )
+    ctx.quality = report
+    if ctx.detached:
+        (ctx.run_dir / QUALITY_FILE).write_text(json.dumps(report.to_dict()))
+    return report
+
+
+def summarize(ctx: RunContext) -> RunSummary:
+    """Phase 7b: the summary and plots, the quality verdict, the MLflow run."""
+    from skewlab.live.producer import ProduceReport
+    from skewlab.live.summary import summarize as summarize_run
+    from skewlab.pipeline.exactness import ExactnessReport
+
+    s, h = ctx.settings, ctx.handle
+    h.require(P.AGGREGATED, "summarize")
+    assert h.produced is not None and h.exactness is not None
+    assert h.t_start is not None and h.t_produce is not None and h.t_done is not None
+    report = ctx.report or ProduceReport(**h.produced)
+    exactness = ctx.exactness or ExactnessReport(
+        **{**h.exactness, "examples": tuple(h.exactness["examples"])}
+    )
+    scale = ctx.scale if ctx.scale is not None else h.scale
+    summary = summarize_run(
+        DeltaStore(h.delta_root),
+        h.run_id,
+        s,
+        report,
+        exactness,
+        h.t_produce,
+        h.t_done,
+        ctx.run_dir,
+        time.time() - h.t_start,
+        scale=scale if s.scale_out is not None else None,
+    )
+    quality = ctx.quality or _load_quality(ctx.run_dir)
+    if quality is None and s.quality:
+        quality = check_quality(ctx)
+    if quality is not None:
+        summary.quality = "passed" if quality.ok else "failed"
+        summary.quality_failures = list(quality.failures)
+    if s.mlflow:
+        from skewlab.live.tracking import log_run
+
+        summary = log_run(summary, s, Path(h.home), quality)
+    h.mlflow_run_id = summary.mlflow_run_id
+    h.mark(P.SUMMARIZED)
+    return summary
+
+
+def _load_quality(run_dir: Path) -> QualityReport | None:
+    from skewlab.quality import QualityReport
+
+    try:
+        return QualityReport.from_dict(json.loads((run_dir / QUALITY_FILE).read_text()))
+    except FileNotFoundError:
+        return None
+
+
+def stop(ctx: RunContext) -> list[str]:
+    """Phase 8 (safe after any phase): stop the loops, kill what still runs, delete the
+    topics unless ``keep_topics``, close the client. Returns the names of the processes
+    it killed."""
+    h = ctx.handle
+    for loop in (ctx.rebalancer, ctx.manager):
+        if loop is not None:
+            loop[1].set()
+    killed = []
+    for name, p in [("route", ctx.procs.route), *ctx.procs.workers.items()]:
+        if p is None:
+            continue
+        if isinstance(p, Detached):  # also members of its group that outlived it
+            if p.poll() is None:
+                killed.append(str(name) if name == "route" else f"worker-{name}")
+            p.kill()
+            p.wait(timeout=60)
+        elif p.poll() is None:
+            p.kill()
+            p.wait()
+            killed.append(str(name) if name == "route" else f"worker-{name}")
+    if not ctx.settings.keep_topics and h.bootstrap is not None:
+        for t in (h.events_topic, h.routed_topic):
+            try:
+                ctx.kafka.delete_topic(t)
+            except SkewlabError as exc:
+                log.warning("could not delete topic %s: %s", t, exc)
+    if ctx.client is not None:
+        ctx.client.close()
+        ctx.client = None
+    h.mark(P.STOPPED)
+    return killed
+
+
+def _produce_settings(s: ExperimentSettings, topic: str) -> Any:
+    from skewlab.live.producer import ProduceSettings
+
+    if s.load_ramp is None:
+        return ProduceSettings(topic, s.partitions, s.n_events, s.rate, s.payload_bytes)
+    from skewlab.live.state_manager import parse_ramp
+
+    factor, interval = parse_ramp(s.load_ramp)
+    return ProduceSettings(
+        topic,
+        s.partitions,
+        s.n_events,
+        s.rate,
+        s.payload_bytes,
+        chunk=int(min(2048, max(32, s.rate / 10))),  # 0.1 s of the first step
+        ramp_factor=factor,
+        ramp_interval_s=interval,
+    )
+
+
+def _start_manager(
+    sm: Any, client: Any, routed_topic: str, procs: Procs, run_dir: Path
+) -> tuple[Any, Any, Any]:
+    """Start the state manager thread with start / stop / readiness of worker processes."""
+    from skewlab.live.state_manager import Processes, start_loop
+
+    def stop(i: int) -> None:
+        p = procs.workers.get(i)
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+
+    def ready(i: int) -> float | None:
+        p = procs.workers.get(i)
+        f = run_dir / f"worker-{i}.ready"
+        if p is None or p.poll() is not None or not f.exists():
+            return None
+        try:
+            return float(f.read_text())
+        except ValueError:  # caught mid-write: ready at the next look
+            return None
+
+    own = connect(KafkaSettings(client.settings.bootstrap, client.settings.client))
+    return start_loop(sm, own, routed_topic, Processes(procs.restart_worker, stop, ready))
+
+
+def _end_spares(client: Any, topic: str, first: int, n: int) -> None:
+    """End of stream on the spare partitions (the route job ends its W own ones)."""
+    from skewlab.pipeline import events
+
+    for w in range(first, n):
+        client.produce(topic, b"", partition=w, headers=[(events.END_HEADER, b"1")])
+    client.flush()
+
+
+def _getter(procs: Procs, i: int) -> Callable[[], Any]:
+    return lambda: procs.workers.get(i)
+
+
+def _wait_ready(marker: Path, procs: Procs, run_dir: Path, timeout_s: float = 180.0) -> None:
+    deadline = time.time() + timeout_s
+    while not marker.exists():
+        if procs.route is not None and procs.route.poll() is not None:
+            raise ExperimentError(
+                f"route job exited ({procs.route.returncode}) before it was ready; "
+                f"{run_dir / 'route.log'}: {tail(run_dir / 'route.log')}"
+            )
+        if time.time() > deadline:
+            raise ExperimentError(f"route job not ready after {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def _wait_exit(
+    what: str,
+    get: Callable[[], Any],
+    log_path: Path,
+    watch: Watcher,
+    timeout_s: float = 600.0,
+) -> None:
+    deadline = time.time() + timeout_s
+    while True:
+        p = get()
+        if p is None:
+            raise ExperimentError(f"{what} was never started")
+        rc = p.poll()
+        if rc is not None:
+            if rc != 0:
+                raise ExperimentError(f"{what} failed (exit {rc}); {log_path}: {tail(log_path)}")
+            return
+        if time.time() > deadline:
+            raise ExperimentError(f"{what} did not finish within {timeout_s:.0f} s")
+        watch.tick(None, None)
+        time.sleep(0.25)

@@ -65,6 +65,7 @@ from skewlab.errors import ConfigError
 from skewlab.hashing import bucket
 from skewlab.io.delta import DeltaStore
 from skewlab.io.state_store import CheckpointStore
+from skewlab.live.worker import state_rows_at
 from skewlab.rebalance.base import hash_worker
 from skewlab.state import (
     Checkpoint,
@@ -552,22 +553,13 @@ def write_checkpoint(
     parts = {}
     for j in instances:
         version = store.committed_version("partials", f"work-{j}:{run_id}")
-        rows = (
-            []
-            if version is None
-            else store.read(
-                "operator_state",
-                run_id=run_id,
-                columns=["key", "value", "buffered"],
-                filters=[("instance", "=", j), ("checkpoint", "=", version)],
-            ).to_pylist()
-        )
+        rows = [] if version is None else state_rows_at(store, run_id, j, version)
         theta = {}
-        for r in rows:
-            v = json.loads(r["value"])
-            if r["buffered"]:
-                v["buffered"] = json.loads(r["buffered"])
-            theta[r["key"]] = v
+        for key, value, buffered in rows:
+            v = json.loads(value)
+            if buffered:
+                v["buffered"] = json.loads(buffered)
+            theta[key] = v
         parts[j] = Checkpoint(cp_id, OperatorState(theta), version or 0)
     new = CheckpointStore(store, f"{run_id}#g{group}", f"g{group}").write(cp_id, parts)
     taus = {j: p.tau for j, p in parts.items()}

@@ -327,25 +327,26 @@ def add_scale_out(
 def final_key_state(store: DeltaStore, run_id: str) -> tuple[dict[str, int], dict[str, int], int]:
     """Per key: count in its final state, number of holders; total order violations.
 
-    Reads each worker's last ``operator_state`` checkpoint (its final flush).
+    Each worker's final state is, per key, its row of the newest (incremental)
+    ``operator_state`` checkpoint of that worker.
     """
     t = store.read(
         "operator_state", run_id=run_id, columns=["checkpoint", "instance", "key", "value"]
     )
-    last: dict[int, int] = {}
-    for c, i in zip(t["checkpoint"].to_pylist(), t["instance"].to_pylist()):
-        last[i] = max(last.get(i, -1), c)
-    counts: dict[str, int] = {}
-    holders: dict[str, int] = {}
-    violations = 0
+    newest: dict[tuple[int, str], tuple[int, bytes]] = {}
     for c, i, k, v in zip(
         t["checkpoint"].to_pylist(),
         t["instance"].to_pylist(),
         t["key"].to_pylist(),
         t["value"].to_pylist(),
     ):
-        if c != last[i] or k == META_KEY:
-            continue
+        have = newest.get((i, k))
+        if k != META_KEY and (have is None or c > have[0]):
+            newest[(i, k)] = (c, v)
+    counts: dict[str, int] = {}
+    holders: dict[str, int] = {}
+    violations = 0
+    for (_, k), (_, v) in newest.items():
         for e in json.loads(v)["sets"]:
             counts[k] = counts.get(k, 0) + int(e["state"]["count"])
             holders[k] = holders.get(k, 0) + 1

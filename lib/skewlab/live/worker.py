@@ -24,15 +24,20 @@ sets, buffers and state, and a flush at routed offset ``o`` commits, in order:
 
 0. the producer is flushed: every hand-off record of a set completed before
    ``o`` (sent to the next holder's partition of ``routed``) is in Kafka;
-1. ``operator_state`` gets the whole key state at ``o`` (sets, buffered
-   records, hand-offs received / completed), checkpoint ``o``, same app id;
+1. ``operator_state`` gets the key state at ``o`` (sets, buffered records,
+   hand-offs received / completed) of the keys changed since the previous flush,
+   checkpoint ``o``, same app id: an incremental checkpoint, so a flush costs what
+   changed, not the whole state; the state at ``o`` is, per key, its newest row
+   at or before ``o`` (:func:`state_rows_at`);
 2. ``handoffs`` gets the hand-offs applied before ``o`` (evidence), same app id;
 3. ``worker_progress``, 4. ``partials`` (the commit point), 5. ``latency``.
 
 Everything a worker learns about sets (records, end-of-set markers, hand-offs,
 end of stream) is in its own partition, so its state at ``o`` depends only on
 the records before ``o``: a step redone after a crash writes the same content,
-which is why skipping an already committed version is safe. A crash after 0
+which is why skipping an already committed version is safe. (Incremental rows
+keep this: a redo resumes at its last commit ``v``, so a skipped flush at ``o``
+already holds, at ``o``, every key changed between ``v`` and ``o``.) A crash after 0
 and before 4 re-sends the hand-off when the set completes again; the receiver
 applies the first copy of each (key, set) and ignores the others. A hand-off
 is never lost: it is in Kafka before the offset past its completion commits.
@@ -54,7 +59,7 @@ from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.pipeline import events
-from skewlab.pipeline.handoff import Handoff, KeySets, Rec
+from skewlab.pipeline.handoff import Handoff, KeySets, Rec, latest_rows
 from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_start
 
 log = logging.getLogger(__name__)
@@ -160,14 +165,8 @@ class Worker:
         s = self.s
         if version is None:
             return KeySets(s.worker, s.splitters)
-        rows = self.store.read(
-            "operator_state",
-            run_id=s.run_id,
-            columns=["key", "value", "buffered"],
-            filters=[("instance", "=", s.worker), ("checkpoint", "=", version)],
-        ).to_pylist()
         return KeySets.from_rows(
-            s.worker, s.splitters, [(r["key"], r["value"], r["buffered"]) for r in rows]
+            s.worker, s.splitters, state_rows_at(self.store, s.run_id, s.worker, version)
         )
 
     def _watermarks_at(self, version: int | None) -> dict[int, int]:
@@ -309,7 +308,7 @@ class Worker:
                     "tau": tau,
                     "buffered": buffered,
                 }
-                for key, value, buffered in self.sets.rows()
+                for key, value, buffered in self.sets.changed_rows()
             ]
             self.store.append("operator_state", state, app_id=app, version=o, run_id=run)
             applied = [
@@ -398,6 +397,27 @@ class Worker:
             self.agg.dropped,
             self.flushes,
         )
+
+
+def state_rows_at(
+    store: DeltaStore, run_id: str, instance: int, checkpoint: int
+) -> list[tuple[str, bytes, bytes | None]]:
+    """The key state of worker ``instance`` at its flush ``checkpoint``: per key, the row
+    of its newest incremental checkpoint at or before it (:func:`latest_rows`)."""
+    t = store.read(
+        "operator_state",
+        run_id=run_id,
+        columns=["checkpoint", "key", "value", "buffered"],
+        filters=[("instance", "=", instance), ("checkpoint", "<=", checkpoint)],
+    )
+    return latest_rows(
+        zip(
+            t["checkpoint"].to_pylist(),
+            t["key"].to_pylist(),
+            t["value"].to_pylist(),
+            t["buffered"].to_pylist(),
+        )
+    )
 
 
 def settings_to_json(s: WorkerSettings) -> str:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,6 +149,8 @@ class KeySets:
         self.stream_ended = False
         self.applied_handoffs: list[Handoff] = []
         self._out: list[Handoff] = []
+        self._changed: set[str] = set()
+        """Keys whose entry may have changed since the last :meth:`changed_rows`."""
 
     # ---------------------------------------------------------------- input
 
@@ -163,6 +166,7 @@ class KeySets:
 
     def record(self, key: str, set_id: int, source: int, r: Rec) -> list[Rec]:
         """A data record of ``key`` in ``set_id`` (step 2 or 4)."""
+        self._changed.add(key)
         e = self._entry(key, set_id, source)
         if e is None:  # a set already handed on: should never happen, keep the count anyway
             sets = self.sets.get(key)
@@ -179,6 +183,7 @@ class KeySets:
 
     def end_of_set(self, key: str, set_id: int, splitter: int, next_worker: int) -> None:
         """Splitter ``splitter`` routed its last record of ``set_id`` of ``key``."""
+        self._changed.add(key)
         e = self._entry(key, set_id, -1)
         if e is None:
             return
@@ -189,12 +194,14 @@ class KeySets:
     def end_of_stream(self) -> None:
         """No splitter routes any more: every set whose next holder is known ends."""
         self.stream_ended = True
+        self._changed.update(self.sets)
         for key, sets in list(self.sets.items()):
             for e in sorted(sets.values(), key=lambda x: x.set_id):
                 self._check_complete(key, e)
 
     def receive(self, h: Handoff) -> list[Rec]:
         """The hand-off of ``h.set_id - 1`` arrived (step 3); returns the buffer to apply."""
+        self._changed.add(h.key)
         if h.set_id <= self.received.get(h.key, 0):
             return []
         e = self._entry(h.key, h.set_id, h.src)
@@ -250,9 +257,21 @@ class KeySets:
 
     def rows(self) -> list[tuple[str, bytes, bytes | None]]:
         """``(key, value, buffered)`` per key: the whole state, for one checkpoint."""
+        return self._rows(set(self.sets) | set(self.received) | set(self.completed))
+
+    def changed_rows(self) -> list[tuple[str, bytes, bytes | None]]:
+        """The rows of the keys changed since the last call (and the worker's own row).
+
+        An incremental checkpoint: the state at a checkpoint is, per key, its row of
+        the newest checkpoint at or before it (:func:`latest_rows`). Keys never leave
+        (a handed-on key keeps its ``completed`` mark), so no row needs a tombstone.
+        """
+        keys, self._changed = self._changed, set()
+        return self._rows(keys)
+
+    def _rows(self, keys: set[str]) -> list[tuple[str, bytes, bytes | None]]:
         meta = json.dumps({"stream_ended": self.stream_ended}).encode()
         out: list[tuple[str, bytes, bytes | None]] = [(META_KEY, meta, None)]
-        keys = set(self.sets) | set(self.received) | set(self.completed)
         for key in sorted(keys):
             sets = self.sets.get(key, {})
             value = {
@@ -298,3 +317,17 @@ class KeySets:
                 ]
                 ks.sets.setdefault(key, {})[int(ed["set"])] = SetEntry.from_json(ed, recs)
         return ks
+
+
+def latest_rows(
+    rows: Iterable[tuple[int, str, bytes, bytes | None]],
+) -> list[tuple[str, bytes, bytes | None]]:
+    """Per key, the ``(key, value, buffered)`` of its newest checkpoint among ``rows``
+    (``(checkpoint, key, value, buffered)`` of one instance, all at or before the
+    checkpoint to restore): the whole state from :meth:`KeySets.changed_rows` rows."""
+    newest: dict[str, tuple[int, bytes, bytes | None]] = {}
+    for c, key, value, buffered in rows:
+        have = newest.get(key)
+        if have is None or c > have[0]:
+            newest[key] = (c, value, buffered)
+    return [(k, v, b) for k, (_, v, b) in sorted(newest.items())]

@@ -70,3 +70,39 @@ def test_rebalance_needs_key_grouping_and_a_known_policy():
     with pytest.raises(ConfigError, match="smalops, dlb-h, dlb-l, lptf"):
         ExperimentSettings(strategy="key", rebalance="best")
     assert ExperimentSettings(strategy="key", rebalance="dlb-h").rebalance == "dlb-h"
+
+
+def test_incremental_rows_restore_the_state_at_every_checkpoint():
+    """changed_rows() per flush + latest_rows() over the history == the whole state."""
+    from skewlab.pipeline.handoff import latest_rows
+
+    a = KeySets(worker=0, splitters=2)
+    history: list[tuple[int, str, bytes, bytes | None]] = []
+    steps = [
+        lambda: a.record("k", 0, -1, rec(0)),
+        lambda: a.record("j", 0, -1, rec(1)),
+        lambda: a.record("k", 0, -1, rec(2, splitter=1)),
+        lambda: a.end_of_set("k", 0, splitter=0, next_worker=2),
+        lambda: a.record("x", 1, 3, rec(3)),  # waiting for its hand-off: buffered
+        lambda: a.end_of_set("k", 0, splitter=1, next_worker=2),  # k handed on
+        lambda: a.receive(
+            Handoff("x", 1, 3, 0, {"count": 4, "sum": 9, "last": {}, "violations": 0})
+        ),
+        lambda: a.end_of_stream(),
+    ]
+    for checkpoint, step in enumerate(steps):
+        step()
+        changed = a.changed_rows()
+        assert len(changed) <= len(a.rows())  # only what changed (+ the worker's own row)
+        history += [(checkpoint, k, v, b) for k, v, b in changed]
+        restored = KeySets.from_rows(0, 2, latest_rows(history))
+        assert restored.rows() == a.rows(), f"after step {checkpoint}"
+    assert [k for k, _, _ in a.changed_rows()] == [""]  # nothing changed since the last call
+    assert json.loads(dict((k, v) for k, v, _ in a.rows())["k"])["sets"] == []
+
+
+def test_latest_rows_takes_each_keys_newest_row():
+    from skewlab.pipeline.handoff import latest_rows
+
+    rows = [(5, "a", b"new", None), (2, "a", b"old", b"buf"), (3, "b", b"b3", None)]
+    assert latest_rows(rows) == [("a", b"new", None), ("b", b"b3", None)]

@@ -57,6 +57,17 @@ def _fill_trigger_form(page: Page, url: str) -> None:
     _mark(page, f"{buttons}.find(b => b.innerText.trim() === 'Trigger')", "open-trigger")
     page.click("[data-t=open-trigger]")
     page.wait_for(f"!!{TRIGGER_DIALOG}?.querySelector('input[name=element_workers]')", "form")
+    # the params come in collapsible sections (grouping, rebalance, scale-out, autoscale)
+    _mark(
+        page,
+        f"Array.from({TRIGGER_DIALOG}.querySelectorAll('button[data-part=item-trigger]'))"
+        ".find(b => b.innerText.trim() === 'Grouping experiment')",
+        "grouping-section",
+    )
+    page.click("[data-t=grouping-section]")
+    page.wait_for(
+        f"!!{TRIGGER_DIALOG}.querySelector('#element_strategy')?.offsetParent", "grouping section"
+    )
     # the grouping is a searchable select: open it, click the option
     _mark(
         page,

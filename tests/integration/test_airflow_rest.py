@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.dags.test_dag_integrity import EXPERIMENT_TASKS
 from tests.integration.fixtures.airflow import EXPERIMENT_DAG, AirflowApi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -36,9 +37,7 @@ def test_rest_trigger_runs_the_experiment_into_mlflow(airflow_api: AirflowApi) -
     state = airflow_api.wait_run(EXPERIMENT_DAG, run_id)
     states = airflow_api.task_states(EXPERIMENT_DAG, run_id)
     assert state == "success", f"run {run_id}: {states}"
-    assert states == dict.fromkeys(
-        ["validate_params", "run_experiment", "check_quality", "record_result"], "success"
-    )
+    assert states == dict.fromkeys(EXPERIMENT_TASKS, "success")
     conf = airflow_api.get(f"/dags/{EXPERIMENT_DAG}/dagRuns/{run_id}")["conf"]
     assert conf == SMALL
 

@@ -56,6 +56,8 @@ def test_every_architecture_table_has_a_schema_with_run_id_partitioning() -> Non
             "value",
             "tuples",
             "bytes",
+            "sent_ms",
+            "applied_ms",
         },
         "consumer_assignments": {"iteration", "consumer", "topic", "partition", "action"},
         "operator_state": {"checkpoint", "instance", "key", "value", "tau", "buffered"},

@@ -42,6 +42,8 @@ POLICIES = ("restart", "checkpoint", "active-backup")
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=10_000, help="distinct keys of the workload")
+    ap.add_argument("--skew", type=float, default=0.5, help="Zipf exponent s of the keys")
+    ap.add_argument("--workers", type=int, default=2, help="operators (KEY workers) at start")
     ap.add_argument("--rate", type=float, default=1_000.0, help="events/s of the first step")
     ap.add_argument("--ramp", default="2x/10s")
     ap.add_argument("--duration", type=float, default=30.0)
@@ -52,15 +54,16 @@ def main() -> None:
     results = {}
     try:
         say(
-            f"KEY over 2 workers, zipf:s=0.5 over {args.keys:,} keys, {args.rate:,.0f} events/s "
+            f"KEY over {args.workers} workers, zipf:s={args.skew:g} over {args.keys:,} keys, "
+            f"{args.rate:,.0f} events/s "
             f"ramping {args.ramp} for {args.duration:g} s, {args.service_us:g} us/event"
         )
         for policy in POLICIES:
             s = ExperimentSettings(
                 strategy="key",
-                workers=2,
+                workers=args.workers,
                 partitions=2,
-                workload=f"zipf:s=0.5,v=2.72,keys={args.keys}",
+                workload=f"zipf:s={args.skew:g},v=2.72,keys={args.keys}",
                 rate=args.rate,
                 duration_s=args.duration,
                 load_ramp=args.ramp,

@@ -248,7 +248,8 @@ def _worker_file(ctx: RunContext, i: int) -> Path:
         window_s=s.window_s,
         service_us=s.service_us,
         flush_interval_s=s.flush_interval_s,
-        stop_file=str(ctx.run_dir / "workers.stop"),
+        # spare instances stop after the original ones: only those hand state on to them
+        stop_file=str(ctx.run_dir / ("workers.stop" if i < s.workers else "spares.stop")),
         splitters=s.partitions if s.message_sets else 0,
         cost="sleep" if s.scale_out is not None else "spin",
         ready_file=str(ctx.run_dir / f"worker-{i}.ready"),
@@ -367,7 +368,11 @@ def drain(ctx: RunContext) -> None:
         live: Any = sorted(mgr.running)
     else:
         live = h.running if h.running is not None else range(s.workers)
-    for i in live:
+    # The original workers first: a set that ends with the stream hands its key's state to
+    # a spare instance when the old holder drains; the spare must still be reading then.
+    for i in sorted(live, key=lambda i: i >= s.workers):
+        if i >= s.workers:
+            (ctx.run_dir / "spares.stop").touch()
         log_path = ctx.run_dir / f"worker-{i}.log"
         _wait_exit(f"worker {i}", _getter(ctx.procs, i), log_path, watch)
     h.t_done = time.time()

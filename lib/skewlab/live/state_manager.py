@@ -486,8 +486,9 @@ class StateManager:
     def _processed(self, t0: float, t1: float) -> float:
         """Mean processed records/s of all instances over the steps in wall time [t0, t1]."""
         rates = [tl[4] for w, tl in zip(self._walls, self.timeline) if t0 <= w <= t1]
-        if not rates:  # shorter than a step: the first step after t0
-            rates = [tl[4] for w, tl in zip(self._walls, self.timeline) if w >= t0][:1]
+        if not rates:  # shorter than a step: the first step after t0, else the last one
+            after = [tl[4] for w, tl in zip(self._walls, self.timeline) if w >= t0]
+            rates = after[:1] or [tl[4] for tl in self.timeline[-1:]]
         return sum(rates) / len(rates) if rates else math.nan
 
     # ------------------------------------------------------------ step 5: log

@@ -21,23 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.dags.test_dag_integrity import EXPERIMENT_TASKS
 
 pytestmark = pytest.mark.integration
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
-TASKS = [
-    "validate_params",
-    "ensure_services",
-    "create_topics",
-    "start_route_job",
-    "produce",
-    "wait_for_completion",
-    "aggregate",
-    "check_quality",
-    "summarize",
-    "stop_jobs",
-    "record_result",
-]
+TASKS = EXPERIMENT_TASKS
 
 SMALL = {
     "strategy": "key",

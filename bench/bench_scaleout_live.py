@@ -20,7 +20,13 @@ over 2 workers, a load ramp that overloads both, a per-event cost of
 The baseline is ``restart`` (the seed's "restart with more resources") in the
 same process. MLflow off.
 
+``--prefill`` replays a trace instead (written to the bench's temp dir): every
+key once, in a seeded order, then the Zipf draws; so the operators hold all
+``--keys`` keys before the ramp overloads them (the state-size target).
+
     .venv/bin/python bench/bench_scaleout_live.py [--keys 10000] [--rate 1000]
+    .venv/bin/python bench/bench_scaleout_live.py --prefill --workers 1 --keys 100000 \
+        --skew 0.1 --rate 2500 --ramp 3x/45s --duration 70 --service-us 150
 """
 
 from __future__ import annotations
@@ -31,12 +37,31 @@ import os
 import sys
 import tempfile
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import row, say
 from skewlab.live.experiment import ExperimentSettings, run_experiment
+from skewlab.live.producer import ramp_events
+from skewlab.live.state_manager import parse_ramp
 from skewlab.services import get_service
 
 POLICIES = ("restart", "checkpoint", "active-backup")
+
+
+def prefill_trace(path: str, keys: int, skew: float, events: int, seed: int = 7) -> str:
+    """CSV trace: ``k0 .. k<keys-1>`` once each (shuffled), then Zipf(s, 2.72) draws."""
+    rng = np.random.default_rng(seed)
+    w = (2.72 + np.arange(keys)) ** -skew
+    cdf = np.cumsum(w / w.sum())
+    head = rng.permutation(keys)[: min(keys, events)]
+    tail = np.searchsorted(cdf, rng.random(max(0, events - len(head))), side="right")
+    ranks = np.concatenate([head, np.minimum(tail, keys - 1)])
+    with open(path, "w") as f:
+        f.write("key\n")
+        f.write("\n".join(f"k{r}" for r in ranks.tolist()))
+        f.write("\n")
+    return f"trace:{path}"
 
 
 def main() -> None:
@@ -48,14 +73,21 @@ def main() -> None:
     ap.add_argument("--ramp", default="2x/10s")
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--service-us", type=float, default=1_500.0)
+    ap.add_argument("--alarming", type=float, default=35.0, help="alarming threshold (score)")
+    ap.add_argument("--scale-out", type=float, default=55.0, help="scale-out threshold (score)")
+    ap.add_argument("--prefill", action="store_true", help="every key once before the Zipf draws")
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="skewlab-bench-scaleout-")
+    workload = f"zipf:s={args.skew:g},v=2.72,keys={args.keys}"
+    if args.prefill:
+        n = ramp_events(args.rate, args.duration, *parse_ramp(args.ramp))
+        workload = prefill_trace(os.path.join(home, "prefill.csv"), args.keys, args.skew, n)
     bootstrap = get_service("broker", home).start().url
     results = {}
     try:
         say(
-            f"KEY over {args.workers} workers, zipf:s={args.skew:g} over {args.keys:,} keys, "
-            f"{args.rate:,.0f} events/s "
+            f"KEY over {args.workers} workers, zipf:s={args.skew:g} over {args.keys:,} keys"
+            f"{' (each key once first)' if args.prefill else ''}, {args.rate:,.0f} events/s "
             f"ramping {args.ramp} for {args.duration:g} s, {args.service_us:g} us/event"
         )
         for policy in POLICIES:
@@ -63,7 +95,7 @@ def main() -> None:
                 strategy="key",
                 workers=args.workers,
                 partitions=2,
-                workload=f"zipf:s={args.skew:g},v=2.72,keys={args.keys}",
+                workload=workload,
                 rate=args.rate,
                 duration_s=args.duration,
                 load_ramp=args.ramp,
@@ -75,7 +107,11 @@ def main() -> None:
                 mlflow=False,
                 quality=False,
                 scale_out=policy,
-                scale_out_params={"alarming": 35.0, "scale_out": 55.0, "cooldown_s": 600.0},
+                scale_out_params={
+                    "alarming": args.alarming,
+                    "scale_out": args.scale_out,
+                    "cooldown_s": 600.0,
+                },
             )
             say(f"running {policy} ...")
             results[policy] = run_experiment(s)

@@ -12,7 +12,8 @@ the injected clock, one :meth:`StateManager.step`:
    the offset of its last committed flush (``worker_progress``), busy =
    processed rate x per-event cost; scores it with :func:`bottleneck_score`
    (capacity = ``1 / service_us``); a group's score is the max of its instances;
-2. feeds the group's policy (``observe``) and, when its pending instances
+2. once the group is past start-up (below), feeds its policy (``observe``) and,
+   when its pending instances
    wrote their ready file, ``on_ready`` (and ``on_caught_up``: state moves with
    the key by hand-off, so a started instance agrees with the old one at once);
 3. executes the actions (:meth:`StateManager.execute`): start / stop worker
@@ -22,6 +23,15 @@ the injected clock, one :meth:`StateManager.step`:
    named in ``assignments`` goes to its group's first instance);
 5. logs every action as a ``decisions`` row and samples instances, fairness
    (seed Eq. 5) and instance-seconds.
+
+Start-up: the route job's first micro-batch carries every event that queued
+while Spark started (~8 s of input on one machine), so each instance begins
+with a backlog that looks exactly like overload. A group's policy starts
+observing one signal window after its instance caught up with its input for
+the first time (its committed offset reached the routed end offset of the
+previous step, after records arrived; the rates restart then, so the window
+holds no burst), or after ``startup_s`` (param, default 20 s) if it never
+catches up. Scores are still computed and sampled meanwhile.
 
 Routing a scaled group to ``eta`` instances reuses the rebalancer's path: a new
 ``assignments`` version names every seen key of the group with its instance
@@ -127,7 +137,7 @@ class StateManagerSettings:
     signal_window_s: float = 5.0
     """Input / processed rates are measured over this much time (step 1)."""
     params: dict[str, Any] = field(default_factory=dict)
-    """Threshold fields (alarming=45...), cooldown_s, and checkpoint interval_s."""
+    """Threshold fields (alarming=45...), cooldown_s, checkpoint interval_s, startup_s."""
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -144,7 +154,17 @@ class StateManagerSettings:
             )
         if not self.interval_s > 0 or self.lead_s < 0:
             raise ConfigError(f"interval must be > 0 s and lead >= 0 s, got {self.interval_s}")
+        if not self.startup_s >= 0:
+            raise ConfigError(f"scale-out startup_s must be >= 0, got {self.startup_s}")
         self.policy_config()
+
+    @property
+    def startup_s(self) -> float:
+        """Longest start-up before the policies observe anyway (module doc)."""
+        value = self.params.get("startup_s", 20.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"scale-out startup_s must be a number of seconds, got {value!r}")
+        return float(value)
 
     @property
     def partitions(self) -> int:
@@ -158,7 +178,7 @@ class StateManagerSettings:
     def policy_config(self) -> Any:
         th_names = set(ThresholdConfig.__dataclass_fields__)
         th = {k: v for k, v in self.params.items() if k in th_names}
-        rest = {k: v for k, v in self.params.items() if k not in th_names}
+        rest = {k: v for k, v in self.params.items() if k not in th_names | {"startup_s"}}
         kw: dict[str, Any] = {"cooldown_s": 10.0, **rest}
         if self.policy == "active-backup":
             kw.pop("interval_s", None)
@@ -193,6 +213,10 @@ class Group:
     """Partitions holding the group's keys, in hash-part order."""
     spare: list[int]
     fair: FairnessTracker = field(default_factory=FairnessTracker)
+    caught_up_at: float | None = None
+    """When the instance first caught up with its input (start-up, module doc)."""
+    started: bool = False
+    """Past start-up: the policy observes."""
     bottlenecked: bool = False
     event: dict[str, Any] | None = None
 
@@ -226,6 +250,7 @@ class StateManager:
         self.version, self.effective_ms, self.n_decisions = 0, 0, 0
         self.t0 = self.clock.now()
         self._prev: dict[int, list[tuple[float, int, int]]] = {}
+        """Per instance: (time, routed end, committed offset) over the signal window."""
         self.timeline: list[tuple[float, int, int, float, float]] = []
         """Per step: (s since start, instances running, holding keys, input /s, processed /s)."""
         self._walls: list[float] = []
@@ -268,6 +293,22 @@ class StateManager:
             out[j] = (bottleneck_score(sig), rate, proc)
         return out
 
+    def _past_startup(self, grp: Group, now: float) -> bool:
+        """Whether ``grp`` has worked off its start-up backlog (module doc)."""
+        if grp.started:
+            return True
+        j = grp.active[0]
+        hist = self._prev.get(j, [])
+        if grp.caught_up_at is None and len(hist) >= 2 and 0 < hist[-2][1] <= hist[-1][2]:
+            grp.caught_up_at = now
+            del hist[:-1]  # rates from here on, without the start-up burst
+        settled = grp.caught_up_at is not None and now - grp.caught_up_at >= self.s.signal_window_s
+        if not settled and now - self.t0 < self.s.startup_s:
+            return False
+        grp.started = True
+        log.info("group %d: past start-up after %.1f s", grp.g, now - self.t0)
+        return True
+
     # ------------------------------------------------------------ steps 1-5
 
     def step(self) -> None:
@@ -282,6 +323,8 @@ class StateManager:
             need = sum(r for _, r, _ in mine) / cap
             grp.fair.add(dt, float(len(grp.active)), need)
             grp.bottlenecked |= need > len(grp.active)
+            if not self._past_startup(grp, now):
+                continue
             pol = grp.policy
             actions = pol.observe(score)
             log.debug("group %d: score %.1f need %.2f level %s", grp.g, score, need, pol.phase)

@@ -199,7 +199,6 @@ class Worker:
                 headers=[(events.HANDOFF_HEADER, f"{h.set_id}:{h.src}".encode())],
             )
             self.handoffs_sent += 1
-            log.info("worker %d: hand-off of %r set %d -> worker %d", h.src, h.key, h.set_id, h.dst)
 
     def _process_sets(self, upto: int) -> int:
         """``_process`` with message sets (module doc): records, markers, hand-offs."""
@@ -208,6 +207,7 @@ class Worker:
         n = taken = 0
         last = self.offset - 1
         now = self.wall()
+        sent0 = self.handoffs_sent
         for rec in self.client.fetch(self.s.topic, self.s.worker, self.offset, upto):
             last = rec.offset
             n += 1
@@ -241,6 +241,13 @@ class Worker:
         self.busy(self.s.service_us * 1e-6 * taken)
         self.offset = last + 1
         self._dirty = True
+        if self.handoffs_sent > sent0:  # one line per fetch: a scale-out moves 10k+ keys
+            log.info(
+                "worker %d: %d hand-offs sent (%d in all)",
+                self.s.worker,
+                self.handoffs_sent - sent0,
+                self.handoffs_sent,
+            )
         return n
 
     def end(self) -> int:

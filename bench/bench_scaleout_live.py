@@ -26,7 +26,7 @@ key once, in a seeded order, then the Zipf draws; so the operators hold all
 
     .venv/bin/python bench/bench_scaleout_live.py [--keys 10000] [--rate 1000]
     .venv/bin/python bench/bench_scaleout_live.py --prefill --workers 1 --keys 100000 \
-        --skew 0.1 --rate 2500 --ramp 3x/45s --duration 70 --service-us 150
+        --skew 0.1 --rate 2000 --ramp 4x/55s --duration 75 --service-us 150
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ from skewlab.live.experiment import ExperimentSettings, run_experiment
 from skewlab.live.producer import ramp_events
 from skewlab.live.state_manager import parse_ramp
 from skewlab.services import get_service
+from skewlab.workload._common import sample_cdf, zipf_cdf
+from skewlab.workload.zipf import rank_key
 
 POLICIES = ("restart", "checkpoint", "active-backup")
 
@@ -52,14 +54,12 @@ POLICIES = ("restart", "checkpoint", "active-backup")
 def prefill_trace(path: str, keys: int, skew: float, events: int, seed: int = 7) -> str:
     """CSV trace: ``k0 .. k<keys-1>`` once each (shuffled), then Zipf(s, 2.72) draws."""
     rng = np.random.default_rng(seed)
-    w = (2.72 + np.arange(keys)) ** -skew
-    cdf = np.cumsum(w / w.sum())
     head = rng.permutation(keys)[: min(keys, events)]
-    tail = np.searchsorted(cdf, rng.random(max(0, events - len(head))), side="right")
-    ranks = np.concatenate([head, np.minimum(tail, keys - 1)])
+    tail = sample_cdf(zipf_cdf(keys, skew, 2.72), rng.random(max(0, events - len(head))))
+    ranks = np.concatenate([head, tail])
     with open(path, "w") as f:
         f.write("key\n")
-        f.write("\n".join(f"k{r}" for r in ranks.tolist()))
+        f.write("\n".join(rank_key(r) for r in ranks.tolist()))
         f.write("\n")
     return f"trace:{path}"
 

@@ -199,7 +199,8 @@ def skewlab_experiment() -> None:
 
         With the run's handle, the input counts `aggregate` saved are checked too, and the
         report is kept for `summarize` (which logs it to MLflow). Returns `result` with the
-        quality verdict added.
+        quality verdict added. On a failure the run is summarized into MLflow first (with
+        the failing report), then the task fails naming the expectations and the rows.
         """
         from pathlib import Path
 
@@ -223,7 +224,18 @@ def skewlab_experiment() -> None:
             log_quality(Tracker(TrackingSettings.for_runs(home)), rid, report)
         log.info("%s", report.summary())
         if not report.ok:
-            raise AirflowFailException(report.summary())
+            from skewlab.errors import SkewlabError
+            from skewlab.orchestration.live_tasks import record_failed_quality
+
+            where = ""
+            try:
+                failed_rid = record_failed_quality(settings, result)
+            except SkewlabError as exc:  # the quality verdict is the message that matters
+                log.warning("could not record the run in MLflow: %s", exc)
+                failed_rid = None
+            if failed_rid:
+                where = f" (MLflow run {failed_rid})"
+            raise AirflowFailException(report.summary() + where)
         return {**result, "quality_ok": True, "quality": report.summary()}
 
     @task(retries=0)

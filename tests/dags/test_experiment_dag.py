@@ -276,6 +276,51 @@ def test_a_failed_task_leaves_no_process_of_the_run(
         client.close()
 
 
+def test_a_failed_quality_check_still_records_the_run_in_mlflow(
+    experiment_dag: Any,
+    skewlab_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from skewlab.io.delta import DeltaStore
+    from skewlab.io.tracking import Tracker, TrackingSettings
+    from skewlab.live.experiment import delta_root_of
+    from skewlab.orchestration import live_tasks
+
+    real_aggregate = live_tasks.aggregate
+
+    def aggregate_then_damage(ref: Any) -> Any:
+        out = real_aggregate(ref)  # the real run's results, then a quarantine row without
+        DeltaStore(delta_root_of(skewlab_home)).append(  # a known reason: real bad data
+            "quarantine",
+            [{"raw": b"x", "topic": "events", "partition": 0, "offset": 3, "reason": "??",
+              "ts": 0}],
+            app_id=f"damage:{ref['run_id']}",
+            version=0,
+            run_id=ref["run_id"],
+        )  # fmt: skip
+        return out
+
+    monkeypatch.setattr(live_tasks, "aggregate", aggregate_then_damage)
+    dag_run = experiment_dag.test(run_conf=SMALL)
+
+    states = _states(dag_run)
+    assert str(dag_run.state) == "failed"
+    assert states["aggregate"] == "success" and states["check_quality"] == "failed"
+    assert states["summarize"] == "upstream_failed" and states["stop_jobs"] == "success"
+    out, err = capfd.readouterr()
+    lines = [ln for ln in (out + err).splitlines() if "AirflowFailException:" in ln]
+    message = lines[-1].split("AirflowFailException: ", 1)[1]
+    assert "FAILED" in message and "quarantine: reason is one of" in message
+    assert "reason='??'" in message
+    rid = message.rsplit("(MLflow run ", 1)[1].rstrip(")")
+    tracker = Tracker(TrackingSettings.for_data_dir(skewlab_home))
+    run = tracker.get_run_summary(rid)
+    assert run.tags["quality"] == "failed" and run.metrics["quality_ok"] == 0.0
+    assert run.metrics["exact"] == 1.0  # the counts themselves were right
+    assert "quality" in tracker.list_artifacts(rid)
+
+
 def _pgid(pid: int) -> int | None:
     import os
 

@@ -190,6 +190,22 @@ def quality_report(home: str | Path, run_id: str, window_s: float) -> QualityRep
     return check_run(DeltaStore(delta_root_of(home)), run_id, window_s=window_s)
 
 
+def record_failed_quality(settings: Mapping[str, Any], result: Mapping[str, Any]) -> str | None:
+    """The MLflow run of a live run whose quality check failed; its id, or None.
+
+    ``summarize`` will not run after the failed check, yet the run (its plots,
+    metrics and the failing report, which the check saved) is what a user opens
+    to see why. Tables checked without a run handle have nothing to summarize.
+    """
+    from skewlab.live.handle import HANDLE_FILE
+
+    run_dir = Path(settings["home"]).resolve() / "runs" / result["run_id"]
+    if settings.get("mode") == AUTOSCALE or not (run_dir / HANDLE_FILE).is_file():
+        return None
+    rid = summarize(settings, {**result, "quality_ok": False}).get("mlflow_run_id")
+    return str(rid) if rid else None
+
+
 def summarize(settings: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
     """Summary, plots and the MLflow run (with the quality report); the full row."""
     from skewlab.live import phases

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skewlab.experiments.claims import Claim
 from skewlab.registry import resolve
 
 MODULES: tuple[str, ...] = (
-    "skewlab.experiments.rebalance",
+    "skewlab.experiments.smalops",
+    "skewlab.experiments.dlb",
     "skewlab.experiments.autoscale",
     "skewlab.experiments.scaleout",
 )
@@ -47,6 +49,10 @@ class ExperimentReport:
     params: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    """The paper's claims beside our values, each judged by its rule (``skewlab reproduce``)."""
+    setup: str = ""
+    """The setup this run used, in a few lines (stated in the reproduction report)."""
 
 
 Experiment = Callable[[ExperimentArgs], ExperimentReport]

@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 from skewlab.experiments import ExperimentArgs, get, registry
-from skewlab.experiments.rebalance import EXPERIMENTS
+from skewlab.experiments.dlb import EXPERIMENTS as DLB
+from skewlab.experiments.smalops import EXPERIMENTS as SMALOPS
+
+EXPERIMENTS = {**SMALOPS, **DLB}
 
 pytestmark = pytest.mark.unit
 

@@ -3,7 +3,7 @@
 
 Scheduled (every minute by default), this DAG makes **one decision per control loop and
 data interval** on a live run's Delta tables, through the same library functions the
-in-process loops call (`skewlab.orchestration.control`):
+in-process loops call (`skewlab.control`):
 
 - **rebalance**: `key_loads` of the interval -> the rebalance policy (smalops, dlb-h, dlb-l,
   lptf) -> a new `assignments` version when a key moves (the route job picks it up at its
@@ -47,7 +47,7 @@ from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 
-from skewlab.orchestration.control import STEPS
+from skewlab.control import STEPS
 from skewlab.orchestration.control.params import control_schedule, param_schemas
 
 log = logging.getLogger(__name__)
@@ -106,9 +106,9 @@ def skewlab_control() -> None:
             AirflowSkipException,
         )
 
+        from skewlab.control import run_step
         from skewlab.errors import ConfigError, SkewlabError
         from skewlab.io.delta import DeltaStore
-        from skewlab.orchestration.control import run_step
         from skewlab.orchestration.control.params import ControlSettings, interval_ms
         from skewlab.orchestration.paramspec import one_line
 

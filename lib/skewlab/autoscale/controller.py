@@ -142,7 +142,7 @@ def reassign(
 
     The one decision function of every autoscaling path: the live controller's
     state machine and the scheduled control step
-    (:func:`skewlab.orchestration.control.autoscale_step`) both call it.
+    (:func:`skewlab.control.autoscale_step`) both call it.
     """
     scaler = config.build(AutoscalerSnapshot(iteration, Assignment(current.owner)))
     return scaler.step(speeds)

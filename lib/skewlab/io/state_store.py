@@ -36,10 +36,11 @@ import pyarrow.compute as pc
 
 from skewlab.errors import StateError
 from skewlab.io.delta import DeltaStore
+from skewlab.pipeline.handoff import latest_rows
 from skewlab.state.checkpoint import Checkpoint, StreamTuple
 from skewlab.state.operator_state import OperatorState
 
-__all__ = ["TABLE", "CheckpointStore"]
+__all__ = ["TABLE", "CheckpointStore", "state_rows_at"]
 
 log = logging.getLogger(__name__)
 
@@ -144,3 +145,24 @@ class CheckpointStore:
             )
             for inst in sorted(tau)
         }
+
+
+def state_rows_at(
+    store: DeltaStore, run_id: str, instance: int, checkpoint: int
+) -> list[tuple[str, bytes, bytes | None]]:
+    """The key state of worker ``instance`` at its flush ``checkpoint``: per key, the row
+    of its newest incremental checkpoint at or before it (:func:`latest_rows`)."""
+    t = store.read(
+        "operator_state",
+        run_id=run_id,
+        columns=["checkpoint", "key", "value", "buffered"],
+        filters=[("instance", "=", instance), ("checkpoint", "<=", checkpoint)],
+    )
+    return latest_rows(
+        zip(
+            t["checkpoint"].to_pylist(),
+            t["key"].to_pylist(),
+            t["value"].to_pylist(),
+            t["buffered"].to_pylist(),
+        )
+    )

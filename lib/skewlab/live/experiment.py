@@ -9,9 +9,9 @@
    under ``<data dir>/runs/<run>/``) and wait until the route query is up;
 3. produce the workload at the target rate, showing progress (produced /
    routed / processed, current imbalance); with ``rebalance`` set, the
-   rebalancer loop (:mod:`skewlab.live.rebalancer`) runs in a thread meanwhile
+   rebalancer loop (:mod:`skewlab.control.rebalance_loop`) runs in a thread meanwhile
    and the route job and workers move keys by message sets; with ``scale_out``
-   set, the state manager (:mod:`skewlab.live.state_manager`) does instead: it
+   set, the state manager (:mod:`skewlab.control.scaleout_loop`) does instead: it
    scores the workers, starts / stops instances on the spare partitions of
    ``routed`` (created up front) and moves keys by the same message sets;
 4. stop: the control loop stops, the route job drains all input and exits
@@ -113,7 +113,7 @@ class ExperimentSettings:
 
     def __post_init__(self) -> None:
         if self.load_ramp is not None:
-            from skewlab.live.state_manager import parse_ramp
+            from skewlab.control.scaleout_loop import parse_ramp
 
             parse_ramp(self.load_ramp)
         if self.scale_out is not None:
@@ -126,7 +126,7 @@ class ExperimentSettings:
                 )
             self.state_manager_settings("check", "")
         if self.rebalance is not None:
-            from skewlab.live.rebalancer import POLICIES
+            from skewlab.control.rebalance_loop import POLICIES
 
             if self.rebalance not in POLICIES:
                 raise ConfigError(
@@ -166,7 +166,7 @@ class ExperimentSettings:
         if self.events is not None:
             return self.events
         if self.load_ramp is not None:
-            from skewlab.live.state_manager import parse_ramp
+            from skewlab.control.scaleout_loop import parse_ramp
 
             return ramp_events(self.rate, self.duration_s, *parse_ramp(self.load_ramp))
         return max(1, round(self.rate * self.duration_s))
@@ -176,7 +176,7 @@ class ExperimentSettings:
         return self.rebalance is not None or self.scale_out is not None
 
     def state_manager_settings(self, run_id: str, delta_root: str) -> Any:
-        from skewlab.live.state_manager import StateManagerSettings
+        from skewlab.control.scaleout_loop import StateManagerSettings
 
         assert self.scale_out is not None
         return StateManagerSettings(

@@ -303,7 +303,7 @@ def produce(ctx: RunContext) -> ProduceReport:
     s, h = ctx.settings, ctx.handle
     h.require(P.STARTED, "produce into")
     if s.rebalance is not None:
-        from skewlab.live.rebalancer import RebalanceSettings, start_loop
+        from skewlab.control.rebalance_loop import RebalanceSettings, start_loop
 
         ctx.rebalancer = start_loop(
             RebalanceSettings(
@@ -523,7 +523,7 @@ def _produce_settings(s: ExperimentSettings, topic: str) -> Any:
 
     if s.load_ramp is None:
         return ProduceSettings(topic, s.partitions, s.n_events, s.rate, s.payload_bytes)
-    from skewlab.live.state_manager import parse_ramp
+    from skewlab.control.scaleout_loop import parse_ramp
 
     factor, interval = parse_ramp(s.load_ramp)
     return ProduceSettings(
@@ -542,7 +542,7 @@ def _start_manager(
     sm: Any, client: Any, routed_topic: str, procs: Procs, run_dir: Path
 ) -> tuple[Any, Any, Any]:
     """Start the state manager thread with start / stop / readiness of worker processes."""
-    from skewlab.live.state_manager import Processes, start_loop
+    from skewlab.control.scaleout_loop import Processes, start_loop
 
     def stop(i: int) -> None:
         p = procs.workers.get(i)

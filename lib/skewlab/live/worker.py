@@ -28,7 +28,7 @@ sets, buffers and state, and a flush at routed offset ``o`` commits, in order:
    hand-offs received / completed) of the keys changed since the previous flush,
    checkpoint ``o``, same app id: an incremental checkpoint, so a flush costs what
    changed, not the whole state; the state at ``o`` is, per key, its newest row
-   at or before ``o`` (:func:`state_rows_at`);
+   at or before ``o`` (:func:`~skewlab.io.state_store.state_rows_at`);
 2. ``handoffs`` gets the hand-offs applied before ``o`` (evidence), same app id;
 3. ``worker_progress``, 4. ``partials`` (the commit point), 5. ``latency``.
 
@@ -58,8 +58,9 @@ from skewlab.clock import Clock, SystemClock
 from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.io.state_store import state_rows_at
 from skewlab.pipeline import events
-from skewlab.pipeline.handoff import Handoff, KeySets, Rec, latest_rows
+from skewlab.pipeline.handoff import Handoff, KeySets, Rec
 from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_start
 
 log = logging.getLogger(__name__)
@@ -404,27 +405,6 @@ class Worker:
             self.agg.dropped,
             self.flushes,
         )
-
-
-def state_rows_at(
-    store: DeltaStore, run_id: str, instance: int, checkpoint: int
-) -> list[tuple[str, bytes, bytes | None]]:
-    """The key state of worker ``instance`` at its flush ``checkpoint``: per key, the row
-    of its newest incremental checkpoint at or before it (:func:`latest_rows`)."""
-    t = store.read(
-        "operator_state",
-        run_id=run_id,
-        columns=["checkpoint", "key", "value", "buffered"],
-        filters=[("instance", "=", instance), ("checkpoint", "<=", checkpoint)],
-    )
-    return latest_rows(
-        zip(
-            t["checkpoint"].to_pylist(),
-            t["key"].to_pylist(),
-            t["value"].to_pylist(),
-            t["buffered"].to_pylist(),
-        )
-    )
 
 
 def settings_to_json(s: WorkerSettings) -> str:

@@ -368,7 +368,7 @@ def _check_grouping(values: Mapping[str, Any]) -> None:
                 f"got {strategy}"
             )
     if load_ramp := values["load_ramp"]:
-        from skewlab.live.state_manager import parse_ramp
+        from skewlab.control.scaleout_loop import parse_ramp
 
         try:
             parse_ramp(load_ramp)

@@ -4,7 +4,7 @@ A rebalancer's state leaves it only through ``snapshot()`` (STYLE.md rule 1).
 The in-process loops keep the working object in memory; the scheduled control
 DAG runs each interval in a new process and so stores the snapshot between
 intervals (as an ``operator_state`` checkpoint, see
-:mod:`skewlab.orchestration.control`). These functions turn the two snapshot
+:mod:`skewlab.control`). These functions turn the two snapshot
 kinds into plain JSON values and back:
 
 * :class:`~skewlab.rebalance.smalops.SmalopsSnapshot` (lossy counter, heavy map,

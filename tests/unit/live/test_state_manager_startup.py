@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from skewlab.control.scaleout_loop import Processes, StateManager, StateManagerSettings
 from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
-from skewlab.live.state_manager import Processes, StateManager, StateManagerSettings
 from skewlab.testing import FakeClock
 
 RUN = "startup-run"

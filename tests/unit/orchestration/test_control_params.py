@@ -10,8 +10,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from skewlab.control import STEPS, StepResult, StepStatus, resolve_step
+from skewlab.control.rebalance import next_assignment_rows
 from skewlab.errors import ConfigError, UnknownNameError
-from skewlab.orchestration.control import STEPS, StepResult, StepStatus, resolve_step
+from skewlab.orchestration.control.forms import FORMS
 from skewlab.orchestration.control.params import (
     DEFAULT_SCHEDULE,
     SCHEDULE_ENV,
@@ -24,7 +26,6 @@ from skewlab.orchestration.control.params import (
     settings_from_params,
     uses_variable,
 )
-from skewlab.orchestration.control.rebalance import next_assignment_rows
 from skewlab.rebalance.base import hash_worker
 
 pytestmark = pytest.mark.unit
@@ -182,7 +183,7 @@ def test_registry_lookup_and_shape() -> None:
     with pytest.raises(UnknownNameError, match="valid: autoscale, rebalance"):
         resolve_step("scale-up")
     for name, step in STEPS.items():
-        switch = step.form()[0]
+        switch = FORMS[name].form()[0]
         assert step.name == name and switch.name == step.switch
         assert switch.enum == ("none", *step.policies)
 

@@ -20,9 +20,7 @@ from typing import Any
 
 import pytest
 
-from skewlab.errors import ConfigError
-from skewlab.io.delta import DeltaStore
-from skewlab.orchestration.control import (
+from skewlab.control import (
     RebalanceParams,
     RebalanceState,
     StepStatus,
@@ -30,7 +28,9 @@ from skewlab.orchestration.control import (
     rebalance_step,
     run_step,
 )
-from skewlab.orchestration.control.rebalance import state_run_id
+from skewlab.control.rebalance import state_run_id
+from skewlab.errors import ConfigError
+from skewlab.io.delta import DeltaStore
 from skewlab.rebalance.base import hash_worker
 from skewlab.testing import FakeClock
 

@@ -471,7 +471,8 @@ def test_policy_keys_of_the_form_are_the_library_fields() -> None:
 
 
 def test_policy_names_match_the_live_runtimes() -> None:
-    from skewlab.live import rebalancer, state_manager
+    from skewlab.control import rebalance_loop as rebalancer
+    from skewlab.control import scaleout_loop as state_manager
 
     assert param_schemas()["rebalance"]["enum"] == [OFF, *rebalancer.POLICIES]
     assert SCALE_OUT_POLICIES == state_manager.POLICIES

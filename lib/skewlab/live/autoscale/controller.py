@@ -20,7 +20,7 @@ I/O the actions ask for. Lifecycle:
    ``decisions`` row (algorithm, bins, Rscore, decision time, the timeline of
    every hand-off) and the ``consumer_assignments`` rows of the iteration to
    Delta (app transaction ``controller:<run>``, version = iteration) with
-   :func:`~skewlab.orchestration.control.record_reassignment`, the record the
+   :func:`~skewlab.control.record_reassignment`, the record the
    scheduled ``skewlab_control`` DAG writes too (the decision itself is the
    pure controller's :func:`~skewlab.autoscale.controller.reassign`, shared the
    same way); persist the group state after every step that changed it.
@@ -58,6 +58,7 @@ from skewlab.autoscale import (
     StopPartition,
 )
 from skewlab.clock import Clock, SystemClock
+from skewlab.control.autoscale import record_reassignment
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaClient, connect
 from skewlab.live.autoscale.protocol import (
@@ -68,7 +69,6 @@ from skewlab.live.autoscale.protocol import (
     inbox,
     read_new,
 )
-from skewlab.orchestration.control.autoscale import record_reassignment
 
 __all__ = ["ConsumerProc", "LiveController", "load_state", "main"]
 

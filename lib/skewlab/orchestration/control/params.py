@@ -1,7 +1,7 @@
 """The ``skewlab_control`` DAG's params, schedule and data interval, validated once.
 
 * :data:`COMMON` (``run_id``, ``delta_root``) plus every registered step's
-  ``form()`` (:data:`~skewlab.orchestration.control.STEPS`) are the DAG params;
+  ``form()`` (:data:`~skewlab.control.STEPS`) are the DAG params;
   :func:`param_schemas` turns them into ``Param(**kwargs)`` arguments.
 * :func:`settings_from_params` validates a run's params a second time (the REST
   API and ``dag.test(run_conf=...)`` skip the form) and builds the frozen
@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from skewlab.control import STEPS
 from skewlab.errors import ConfigError
-from skewlab.orchestration.control import STEPS
+from skewlab.orchestration.control.forms import FORMS
 from skewlab.orchestration.paramspec import OFF, ParamSpec, one_line
 
 __all__ = [
@@ -72,7 +73,7 @@ def param_specs() -> tuple[ParamSpec, ...]:
     out = list(COMMON)
     seen = {p.name: p for p in out}
     for step in STEPS.values():
-        for spec in step.form():
+        for spec in FORMS[step.name].form():
             if spec.name in seen:
                 if seen[spec.name] != spec:
                     raise ConfigError(f"control steps declare param {spec.name} differently")
@@ -177,7 +178,7 @@ def settings_from_params(
         policy = values[step.switch]
         if policy == OFF:
             continue
-        step_params = step.params_of(values)
+        step_params = FORMS[step.name].params_of(values)
         try:
             step.check(policy, step_params)
         except ConfigError as exc:

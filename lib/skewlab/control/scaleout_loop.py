@@ -70,12 +70,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from skewlab.clock import Clock
+from skewlab.clock import Clock, EpochClock
 from skewlab.errors import ConfigError
 from skewlab.hashing import bucket
 from skewlab.io.delta import DeltaStore
-from skewlab.io.state_store import CheckpointStore
-from skewlab.live.worker import state_rows_at
+from skewlab.io.state_store import CheckpointStore, state_rows_at
 from skewlab.rebalance.base import hash_worker
 from skewlab.state import (
     Checkpoint,
@@ -234,8 +233,6 @@ class StateManager:
         store: DeltaStore | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        from skewlab.live.rebalancer import EpochClock
-
         self.s, self.kafka, self.topic, self.procs = s, kafka, routed_topic, procs
         self.clock = clock or EpochClock()
         self.wall = wall

@@ -1,7 +1,7 @@
 """The rebalance step: Delta ``key_loads`` -> rebalancer -> ``assignments`` + ``decisions``.
 
 One function, :func:`rebalance_step`, is the decision of both rebalance loops:
-the in-process thread of a live experiment (:mod:`skewlab.live.rebalancer`,
+the in-process thread of a live experiment (:mod:`skewlab.control.rebalance_loop`,
 every ``--rebalance-interval`` seconds, the working policy kept in memory) and
 the scheduled ``skewlab_control`` DAG (one data interval per DAG run, a new
 process each time, the policy's state kept in Delta). One call, in order:
@@ -49,15 +49,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skewlab.clock import Clock, EpochClock
+from skewlab.control.base import StepCall, StepResult, StepStatus, app_id
 from skewlab.errors import ConfigError
-from skewlab.orchestration.control.base import StepCall, StepResult, StepStatus, app_id
 from skewlab.rebalance import Decision, LoadSnapshot, Rebalancer, RebalancerConfig, make_rebalancer
 from skewlab.rebalance.base import hash_worker
 from skewlab.rebalance.codec import seeded, snapshot_from_dict, snapshot_to_dict
 
 if TYPE_CHECKING:
     from skewlab.io.delta import DeltaStore
-    from skewlab.orchestration.paramspec import ParamSpec
 
 __all__ = [
     "POLICIES",
@@ -65,10 +64,8 @@ __all__ = [
     "RebalanceParams",
     "RebalanceState",
     "check_rebalance",
-    "form",
     "interval_loads",
     "next_assignment_rows",
-    "params_of",
     "rebalance_step",
     "state_run_id",
 ]
@@ -80,52 +77,6 @@ POLICIES = ("smalops", "dlb-h", "dlb-l", "lptf")
 """The policies a rebalance loop runs (live and scheduled)."""
 OPTIONS = ("workers", "lead_s")
 """Keys of the step's ``params`` that are not the policy's."""
-
-
-_SECTION = "Rebalance"
-
-
-def form() -> tuple[ParamSpec, ...]:
-    """The ``skewlab_control`` params of this step (``rebalance`` is the switch).
-
-    Built when called (the in-process loop never needs a form).
-    """
-    from skewlab.orchestration.params import REBALANCE_KEYS
-    from skewlab.orchestration.paramspec import OFF, ParamSpec
-
-    return (
-        ParamSpec(
-            "rebalance", "rebalance", OFF, "string", "Rebalance policy",
-            "Move hot keys of the run: smalops (heavy hitters, best fit, Eq. 4), dlb-h / "
-            "dlb-l (DLB's heaviest / lightest key), lptf (re-pack all keys). none: off.",
-            enum=(OFF, *POLICIES), section=_SECTION,
-        ),
-        ParamSpec(
-            "workers", "workers", 4, "integer", "Workers (W)",
-            "The run's worker count: KEY grouping's hash space (must match the run).",
-            1, 1024, section=_SECTION,
-        ),
-        ParamSpec(
-            "rebalance_lead", "lead_s", 1.0, "number", "Lead (s)",
-            "A new assignments version routes events from its write time + this lead.",
-            minimum=0, section=_SECTION,
-        ),
-        ParamSpec(
-            "rebalance_params", "policy_params", {}, "object", "Rebalance policy params",
-            'The policy\'s parameters, e.g. {"threshold": 0.05, "gate": false} (smalops) or '
-            '{"theta": 15} (dlb-h, dlb-l, lptf).',
-            properties=REBALANCE_KEYS, section=_SECTION,
-        ),
-    )  # fmt: skip
-
-
-def params_of(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The step's ``params`` from validated DAG values."""
-    return {
-        "workers": values["workers"],
-        "lead_s": values["rebalance_lead"],
-        **values["rebalance_params"],
-    }
 
 
 def state_run_id(run_id: str) -> str:

@@ -8,7 +8,7 @@ one :meth:`RebalanceLoop.step`:
    wall clock by a few micro-batches, so the interval ends there, not at now);
    no load yet: nothing to do;
 2. runs the shared control step
-   :func:`~skewlab.orchestration.control.rebalance_step` over the windows of the
+   :func:`~skewlab.control.rebalance_step` over the windows of the
    last ``interval_s`` up to it, with the loop's :class:`RebalanceState` (the
    working policy, the key map in force, the assignments version) kept in
    memory. The step builds the interval's loads, runs the policy, writes a new
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skewlab.clock import Clock, EpochClock
+from skewlab.control import RebalanceParams, RebalanceState, rebalance_step
+from skewlab.control.rebalance import POLICIES
 from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
-from skewlab.orchestration.control import RebalanceParams, RebalanceState, rebalance_step
-from skewlab.orchestration.control.rebalance import POLICIES
 from skewlab.rebalance import Decision
 
 __all__ = [

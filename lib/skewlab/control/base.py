@@ -26,7 +26,6 @@ from skewlab.errors import ConfigError
 
 if TYPE_CHECKING:
     from skewlab.io.delta import DeltaStore
-    from skewlab.orchestration.paramspec import ParamSpec
 
 __all__ = [
     "ControlStep",
@@ -124,8 +123,8 @@ class StepFunction(Protocol):
     """``step(store, run_id, policy, params, interval_start_ms, interval_end_ms)``.
 
     ``params`` are the step's own settings and the policy's parameters (what
-    :attr:`ControlStep.params_of` builds from the DAG params); bad ones raise a
-    one-line :class:`~skewlab.errors.ConfigError`.
+    the DAG form's ``params_of`` builds); bad ones raise a one-line
+    :class:`~skewlab.errors.ConfigError`.
     """
 
     def __call__(
@@ -146,10 +145,6 @@ class ControlStep:
     * ``name``: the registry key and the Airflow task id (``rebalance``...).
     * ``switch``: the DAG param choosing the policy (``"none"``: the step is off).
     * ``policies``: what ``switch`` accepts besides ``"none"``.
-    * ``form()``: the DAG params this step owns, ``switch`` first (a name two steps
-      share, such as ``workers``, must be declared identically by both); a
-      function, so that the in-process loops never import the form's modules.
-    * ``params_of(values)``: the step's ``params`` from the validated DAG values.
     * ``check(policy, params)``: validates them (one-line ConfigError), no I/O.
     * ``run``: the step function.
     """
@@ -157,8 +152,6 @@ class ControlStep:
     name: str
     switch: str
     policies: tuple[str, ...]
-    form: Callable[[], tuple[ParamSpec, ...]]
-    params_of: Callable[[Mapping[str, Any]], dict[str, Any]]
     check: Callable[[str, Mapping[str, Any]], None]
     run: StepFunction
     description: str = ""

@@ -6,8 +6,8 @@ is worker ``g``'s key group, its *instances* are the workers the run's newest
 scale-out so far: just ``g``). :func:`scaleout_step` makes the scheduled
 ``skewlab_control`` DAG's decision for one data interval ``[start, end)``, with
 the policies of the in-process state manager
-(:class:`~skewlab.live.state_manager.StateManagerSettings` builds their config,
-:func:`~skewlab.live.state_manager.write_checkpoint` writes their checkpoints).
+(:class:`~skewlab.control.scaleout_loop.StateManagerSettings` builds their config,
+:func:`~skewlab.control.scaleout_loop.write_checkpoint` writes their checkpoints).
 One call, in order:
 
 1. ``v`` = the app-transaction version (``interval_end_ms`` unless given). If the
@@ -36,7 +36,7 @@ One call, in order:
    least as many workers as the policy's pending instances, ``on_ready`` (and,
    for checkpoint, ``on_caught_up``) follow, as the state manager calls them.
 5. Carry out what a scheduled step can: ``TakeCheckpoint`` ->
-   :func:`~skewlab.live.state_manager.write_checkpoint` (the operator's committed
+   :func:`~skewlab.control.scaleout_loop.write_checkpoint` (the operator's committed
    worker state at its last ``partials`` version, under run id ``<run>#g<g>``;
    idempotent per checkpoint id).
 6. One ``decisions`` row per action (loop ``scale-out``, reason ``score X``,
@@ -53,7 +53,7 @@ the hand-off actions ``SplitState`` / ``Replay`` / ``FeedInput``) are recorded a
 ``decisions`` rows for the run's executor, not carried out. Starting and
 stopping instances and switching routing (a new ``assignments`` version) stay
 with the in-process state manager, ``skewlab run --scale-out``
-(:mod:`skewlab.live.state_manager`). Do not run both on one run: they share the
+(:mod:`skewlab.control.scaleout_loop`). Do not run both on one run: they share the
 checkpoint ids of ``<run>#g<g>``.
 """
 
@@ -68,8 +68,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from skewlab.clock import Clock, EpochClock, ManualClock
+from skewlab.control.base import StepCall, StepResult, StepStatus, app_id
 from skewlab.errors import ConfigError
-from skewlab.orchestration.control.base import StepCall, StepResult, StepStatus, app_id
 from skewlab.rebalance.base import hash_worker
 from skewlab.state import (
     Level,
@@ -82,9 +82,8 @@ from skewlab.state import (
 )
 
 if TYPE_CHECKING:
+    from skewlab.control.scaleout_loop import StateManagerSettings
     from skewlab.io.delta import DeltaStore
-    from skewlab.live.state_manager import StateManagerSettings
-    from skewlab.orchestration.paramspec import ParamSpec
     from skewlab.state.base import Action
 
 __all__ = [
@@ -94,9 +93,7 @@ __all__ = [
     "OperatorDecision",
     "ScaleOutParams",
     "check_scaleout",
-    "form",
     "operator_instances",
-    "params_of",
     "scaleout_step",
     "snapshot_from_dict",
     "snapshot_to_dict",
@@ -109,58 +106,12 @@ log = logging.getLogger(__name__)
 STEP = "scale-out"
 POLICIES = ("checkpoint", "active-backup", "restart")
 """The ``scale_out`` values, as ``skewlab run --scale-out`` names them
-(:data:`skewlab.live.state_manager.POLICIES` maps them to library policies)."""
+(:data:`skewlab.control.scaleout_loop.POLICIES` maps them to library policies)."""
 THRESHOLD_KEYS = tuple(f.name for f in dataclasses.fields(ThresholdConfig))
 POLICY_KEYS = (*THRESHOLD_KEYS, "cooldown_s", "interval_s")
 """Keys passed to the policy config (thresholds, cool-down, checkpoint interval)."""
 KEYS = ("workers", "service_us", "max_instances", *POLICY_KEYS)
 """Every key of the step's ``params``."""
-_SECTION = "Scale out"
-
-
-def form() -> tuple[ParamSpec, ...]:
-    """The ``skewlab_control`` params of this step (``scale_out`` is the switch).
-
-    ``workers`` is the rebalance step's param (one per DAG); the rest sits in
-    the JSON object ``scale_out_params``.
-    """
-    from skewlab.orchestration.control import rebalance
-    from skewlab.orchestration.params import SCALE_OUT_KEYS
-    from skewlab.orchestration.paramspec import OFF, ParamSpec
-
-    workers = next(p for p in rebalance.form() if p.name == "workers")
-    policy_keys = tuple(p for p in SCALE_OUT_KEYS if p.name in POLICY_KEYS)
-    return (
-        ParamSpec(
-            "scale_out", "scale_out", OFF, "string", "Scale-out policy",
-            "Score each worker from key_loads / partials and run a scale-out policy per "
-            "operator: checkpoint (state saved from alarming), active-backup, restart "
-            "(baseline). Checkpoints are written; starting / stopping instances and the "
-            "routing switch are recorded for skewlab run --scale-out. none: off.",
-            enum=(OFF, *POLICIES), section=_SECTION,
-        ),
-        workers,
-        ParamSpec(
-            "scale_out_params", "scale_out_params", {}, "object", "Scale-out params",
-            'service_us (required: capacity = 1e6 / service_us events/s per instance), '
-            'max_instances (2), thresholds and policy keys, e.g. {"service_us": 500, '
-            '"alarming": 40, "scale_out": 70, "dwell": 2, "interval_s": 60}.',
-            properties=(
-                ParamSpec("service_us", "service_us", None, "number", "service_us",
-                          "microseconds one event costs a worker (required)",
-                          exclusive_minimum=0),
-                ParamSpec("max_instances", "max_instances", None, "integer", "max_instances",
-                          "instances one operator may be split onto (2)", 2, 16),
-                *policy_keys,
-            ),
-            section=_SECTION,
-        ),
-    )  # fmt: skip
-
-
-def params_of(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The step's ``params`` from validated DAG values."""
-    return {"workers": values["workers"], **values["scale_out_params"]}
 
 
 def state_run_id(run_id: str) -> str:
@@ -232,7 +183,7 @@ class ScaleOutParams:
         self, run_id: str = "", delta_root: str = "", interval_s: float = 1.0
     ) -> StateManagerSettings:
         """The in-process loop's settings (its ``policy_config()`` builds the policy)."""
-        from skewlab.live.state_manager import StateManagerSettings
+        from skewlab.control.scaleout_loop import StateManagerSettings
 
         return StateManagerSettings(
             run_id=run_id,
@@ -417,8 +368,8 @@ def scaleout_step(
             on data time: the interval's end).
         version: the app-transaction version (default ``interval_end_ms``).
     """
+    from skewlab.control.scaleout_loop import write_checkpoint
     from skewlab.io.state_store import CheckpointStore
-    from skewlab.live.state_manager import write_checkpoint
 
     call = StepCall.begin(STEP, run_id, policy, interval_start_ms, interval_end_ms, version)
     start, end, v, result = call.start, call.end, call.version, call.result

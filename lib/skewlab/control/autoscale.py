@@ -45,12 +45,11 @@ import numpy as np
 from skewlab.autoscale import ALGORITHM_NAMES, Assignment, AutoscalerConfig, Reassignment
 from skewlab.autoscale.controller import reassign, sentinel_reason, sized
 from skewlab.clock import Clock, EpochClock
+from skewlab.control.base import StepCall, StepResult, StepStatus, app_id
 from skewlab.errors import ConfigError
-from skewlab.orchestration.control.base import StepCall, StepResult, StepStatus, app_id
 
 if TYPE_CHECKING:
     from skewlab.io.delta import DeltaStore
-    from skewlab.orchestration.paramspec import ParamSpec
 
 __all__ = [
     "POLICIES",
@@ -59,9 +58,7 @@ __all__ = [
     "autoscale_step",
     "check_autoscale",
     "consumer_assignment_rows",
-    "form",
     "interval_speeds",
-    "params_of",
     "previous_assignment",
     "reassignment_row",
     "record_reassignment",
@@ -73,47 +70,6 @@ STEP = "autoscale"
 POLICIES = ALGORITHM_NAMES
 """The bin-packing heuristics (Kafka's assignors need a live group; not scheduled)."""
 KEYS = ("capacity", "bin_capacity", "topic", "partitions")
-_SECTION = "Autoscale"
-
-
-def form() -> tuple[ParamSpec, ...]:
-    """The ``skewlab_control`` params of this step (``autoscale`` is the switch)."""
-    from skewlab.orchestration.paramspec import OFF, ParamSpec
-
-    def key(name: str, kind: Any, description: str, **bounds: Any) -> ParamSpec:
-        return ParamSpec(name, name, None, kind, name, description, **bounds)
-
-    return (
-        ParamSpec(
-            "autoscale", "algorithm", OFF, "string", "Autoscale algorithm",
-            "Bin-pack the partitions of partition_loads onto consumers with this heuristic "
-            "(Landau et al.; mwf, bfd, ...). none: off.",
-            enum=(OFF, *POLICIES), section=_SECTION,
-        ),
-        ParamSpec(
-            "autoscale_capacity", "capacity", 120_000.0, "number", "Consumer capacity (bytes/s)",
-            "C_bar, bytes/s one consumer reads at most; the bin capacity C is 5/6 of it.",
-            exclusive_minimum=0, section=_SECTION,
-        ),
-        ParamSpec(
-            "autoscale_params", "params", {}, "object", "Autoscale params",
-            'Optional: {"bin_capacity": C, "topic": "routed-...", "partitions": P}; default '
-            "C = 5/6 C_bar, the only topic of the interval, the highest partition seen + 1.",
-            properties=(
-                key("bin_capacity", "number", "bin capacity C (bytes/s), at most C_bar",
-                    exclusive_minimum=0),
-                key("topic", "string", "the partition_loads topic to scale"),
-                key("partitions", "integer", "partitions of the topic", minimum=1,
-                    maximum=4096),
-            ),
-            section=_SECTION,
-        ),
-    )  # fmt: skip
-
-
-def params_of(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The step's ``params`` from validated DAG values."""
-    return {"capacity": values["autoscale_capacity"], **values["autoscale_params"]}
 
 
 def _positive(name: str, value: Any) -> float:

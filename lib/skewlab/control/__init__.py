@@ -1,0 +1,139 @@
+"""Control steps: one rebalance / autoscale / scale-out decision per data interval.
+
+The control loops of a live run decide from Delta tables and write their
+decisions back to Delta. Each loop's decision is **one step function**, shared
+by the two ways a loop runs:
+
+* in process, for sub-minute intervals (SMALOPS' 10 s): the rebalancer thread
+  of a live experiment (:mod:`skewlab.control.rebalance_loop`) calls
+  :func:`rebalance_step` every interval with its policy held in memory; the
+  live autoscale controller (:mod:`skewlab.live.autoscale.controller`) decides
+  with :func:`~skewlab.autoscale.controller.reassign` and records with
+  :func:`record_reassignment`, as :func:`autoscale_step` does; the live state
+  manager (:mod:`skewlab.control.scaleout_loop`) builds the same scale-out
+  policies as :func:`scaleout_step` and writes the same checkpoints, and it
+  alone starts / stops instances and switches routing;
+* scheduled, one Airflow run per data interval (the ``skewlab_control`` DAG,
+  default every minute): the same functions, with the policy's state restored
+  from Delta and every write keyed by the interval (see
+  :mod:`skewlab.control.base`).
+
+:data:`STEPS` is the registry (name -> :class:`ControlStep`): the DAG makes one
+task and one group of params per entry. To add a loop, write its module in this
+package (``form()``: its DAG params, the switch first; ``params_of``; a
+``check``; the step function of :class:`StepFunction`'s signature) and add one
+entry here. The scale-out loop is plugged in so::
+
+    "scale-out": ControlStep(
+        name="scale-out", switch="scale_out", policies=scaleout.POLICIES,
+        check=scaleout.check_scaleout, run=scaleout.scaleout_step,
+        description="worker scores -> scale-out policy -> operator_state + decisions",
+    ),
+
+:mod:`skewlab.orchestration.control.params` turns the DAG params into a
+validated :class:`~skewlab.orchestration.control.params.ControlSettings`.
+Nothing here imports Delta, Spark, Kafka or Airflow at import time (the DAG
+file imports this package when it is parsed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from skewlab.control import autoscale, rebalance, scaleout
+from skewlab.control.autoscale import (
+    AutoscaleParams,
+    autoscale_step,
+    consumer_assignment_rows,
+    reassignment_row,
+    record_reassignment,
+)
+from skewlab.control.base import (
+    ControlStep,
+    StepFunction,
+    StepResult,
+    StepStatus,
+    app_id,
+    check_interval,
+)
+from skewlab.control.rebalance import (
+    RebalanceParams,
+    RebalanceState,
+    rebalance_step,
+)
+from skewlab.control.scaleout import ScaleOutParams, scaleout_step
+from skewlab.registry import resolve
+
+if TYPE_CHECKING:
+    from skewlab.io.delta import DeltaStore
+
+__all__ = [
+    "STEPS",
+    "AutoscaleParams",
+    "ControlStep",
+    "RebalanceParams",
+    "RebalanceState",
+    "ScaleOutParams",
+    "StepFunction",
+    "StepResult",
+    "StepStatus",
+    "app_id",
+    "autoscale_step",
+    "check_interval",
+    "consumer_assignment_rows",
+    "reassignment_row",
+    "rebalance_step",
+    "record_reassignment",
+    "resolve_step",
+    "run_step",
+    "scaleout_step",
+]
+
+STEPS: dict[str, ControlStep] = {
+    "rebalance": ControlStep(
+        name="rebalance",
+        switch="rebalance",
+        policies=rebalance.POLICIES,
+        check=rebalance.check_rebalance,
+        run=rebalance_step,
+        description="key_loads -> rebalancer -> assignments + decisions (+ operator_state)",
+    ),
+    "autoscale": ControlStep(
+        name="autoscale",
+        switch="autoscale",
+        policies=autoscale.POLICIES,
+        check=autoscale.check_autoscale,
+        run=autoscale_step,
+        description="partition_loads -> bin packing -> consumer_assignments + decisions",
+    ),
+    "scale-out": ControlStep(
+        name="scale-out",
+        switch="scale_out",
+        policies=scaleout.POLICIES,
+        check=scaleout.check_scaleout,
+        run=scaleout_step,
+        description="worker scores -> scale-out policy -> operator_state + decisions",
+    ),
+}
+"""The control loops by name, in the order the DAG lists them (STYLE.md rule 2)."""
+
+
+def resolve_step(name: str) -> ControlStep:
+    """The registered step ``name``; an unknown name lists the valid ones."""
+    return resolve(STEPS, name, "control step")
+
+
+def run_step(
+    name: str,
+    store: DeltaStore,
+    run_id: str,
+    policy: str,
+    params: Mapping[str, Any],
+    interval_start_ms: int,
+    interval_end_ms: int,
+) -> StepResult:
+    """Validate ``policy`` / ``params`` for step ``name`` and run it over the interval."""
+    step = resolve_step(name)
+    step.check(policy, params)
+    return step.run(store, run_id, policy, params, interval_start_ms, interval_end_ms)

@@ -112,6 +112,7 @@ def test_experiment_dag_params_form(dagbag: Any) -> None:
     params = dagbag.dags["skewlab_experiment"].params
     assert list(params.keys()) == [
         "strategy",
+        "strategy_params",
         "workers",
         "partitions",
         "workload",
@@ -144,6 +145,7 @@ def test_experiment_dag_params_form(dagbag: Any) -> None:
     params.validate()  # the defaults pass the form
     bad = {
         "strategy": "nope",
+        "strategy_params": {"warmup": -1},
         "workers": 0,
         "partitions": 65,
         "workload": "",

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skewlab.errors import ConfigError
+from skewlab.services.datadir import resolve_home
 
 HELP = "print (or --run) the commands that start Airflow standalone with skewlab's DAGs"
 
@@ -114,7 +115,6 @@ def plan(
     airflow_bin: str | None = None,
 ) -> Plan:
     """The environment and command of ``airflow standalone`` for data dir ``home``."""
-    from skewlab.services.datadir import resolve_home
 
     if not 0 < port < 65536:
         raise ConfigError(f"--port must be in 1..65535, got {port}")

@@ -21,6 +21,7 @@ import json
 
 from skewlab.commands._args import names, positive_float, positive_int
 from skewlab.errors import ConfigError
+from skewlab.report.table import format_table
 
 HELP = "live consumer-group autoscaling (monitor, controller, consumers) on Kafka + Delta"
 
@@ -98,7 +99,6 @@ def _cell(v: object) -> str:
 def run(args: argparse.Namespace) -> int:
     """Validate every setting, run each algorithm on the same stream, report."""
     from skewlab.live.autoscale.run import run_autoscale
-    from skewlab.report.table import format_table
 
     summaries = [run_autoscale(s) for s in settings_list(args)]  # type: ignore[arg-type]
     rows = [r.row() for r in summaries]

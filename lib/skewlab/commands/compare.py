@@ -27,6 +27,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from skewlab.errors import ConfigError
+from skewlab.io.tracking import Tracker, TrackingError, TrackingSettings
+from skewlab.report import format_table
+from skewlab.report.plots import LoadPanel, plot_load_panels
+from skewlab.services.datadir import resolve_home
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -64,9 +72,6 @@ class RunSeries:
 
 
 def _settings(home: str | None) -> TrackingSettings:
-    from skewlab.errors import ConfigError
-    from skewlab.io.tracking import TrackingSettings
-    from skewlab.services.datadir import resolve_home
 
     settings = (
         TrackingSettings.for_data_dir(resolve_home(home))
@@ -81,8 +86,6 @@ def _settings(home: str | None) -> TrackingSettings:
 
 def _summary(tracker: Tracker, run_id: str) -> RunSummary:
     """The run, or a ConfigError (exit 2) if the store does not know the id."""
-    from skewlab.errors import ConfigError
-    from skewlab.io.tracking import TrackingError
 
     try:
         return tracker.get_run_summary(run_id)
@@ -111,7 +114,6 @@ def _label(s: RunSummary) -> str:
 
 def side_by_side(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
     """The rows of :meth:`Tracker.compare` as one table with a column per run."""
-    from skewlab.report import format_table
 
     fields = [k for k in rows[0] if k not in ("run_name",)] if rows else []
     body: list[list[str]] = []
@@ -128,7 +130,6 @@ def side_by_side(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> st
 
 
 def _series(tracker: Tracker, s: RunSummary) -> RunSeries | None:
-    import numpy as np
 
     workers = sorted(int(m.group(1)) for k in s.metrics if (m := LOAD_SERIES.match(k)))
     if not workers:
@@ -186,7 +187,6 @@ def plot_latency(runs: Sequence[RunSeries], path: Path) -> Path | None:
 
 def draw(runs: Sequence[RunSeries], out: Path) -> list[Path]:
     """``loads.png`` and ``latency.png`` of ``runs`` under ``out``; the paths drawn."""
-    from skewlab.report.plots import LoadPanel, plot_load_panels
 
     if not runs:
         return []
@@ -198,8 +198,6 @@ def draw(runs: Sequence[RunSeries], out: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from skewlab.errors import ConfigError
-    from skewlab.io.tracking import Tracker
 
     if not args.run_ids:
         raise ConfigError("give at least one RUN_ID (the MLflow run ids to compare)")

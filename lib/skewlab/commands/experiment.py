@@ -14,6 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from skewlab.commands._args import positive_float
+from skewlab.errors import ConfigError
+from skewlab.experiments import ExperimentArgs, get, registry
+from skewlab.io.tracking import Tracker, TrackingSettings
 
 HELP = "reproduce a seed paper's experiment (table + plots + MLflow run)"
 
@@ -31,8 +34,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from skewlab.errors import ConfigError
-    from skewlab.experiments import ExperimentArgs, get, registry
 
     if args.list or not args.name:
         names = sorted(registry())
@@ -57,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
     for p in report.plots:
         print(f"  plot: {p}")
     if not args.no_mlflow:
-        from skewlab.io.tracking import Tracker, TrackingSettings
-
         tracker = Tracker(TrackingSettings.for_runs(Path(args.home).resolve()))
         params = {"experiment": args.name, "scale": args.scale, "seed": args.seed, **report.params}
         rid = tracker.start_run(

@@ -30,79 +30,58 @@ from typing import Any
 
 from skewlab.commands._args import count, names, positive_float, positive_int
 from skewlab.errors import ConfigError
+from skewlab.report.table import format_table
+from skewlab.spec import DKG_TIMINGS, SETTINGS, Setting
 
 HELP = "run a live experiment: Kafka -> Spark route job -> workers -> Delta, exact, in MLflow"
 
 
+def _flag_type(s: Setting) -> Any:
+    """The argparse type of setting ``s``: its kind, with the shared one-line checks."""
+    if s.name == "events":
+        return count
+    if s.kind == "integer":
+        return positive_int if s.minimum is not None and s.minimum >= 1 else int
+    if s.kind == "number":
+        return positive_float if s.exclusive_minimum == 0 else float
+    return str
+
+
+def _dest(s: Setting) -> str:
+    assert s.flag is not None
+    return s.flag.removeprefix("--").replace("-", "_")
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add ``run``'s options to its subparser."""
-    parser.add_argument("--strategy", default="dkg", help="grouping (default: dkg)")
-    parser.add_argument("--compare", type=names, metavar="A,B,...", help="run each of these")
-    parser.add_argument("--workers", type=positive_int, default=4, help="W (default: 4)")
-    parser.add_argument(
-        "--partitions", type=positive_int, default=4, help="partitions of events = splitters"
-    )
-    parser.add_argument("--workload", default="zipf:s=1.1,v=2.72", help="workload spec")
-    parser.add_argument("--rate", type=positive_float, default=5000.0, help="events/s")
-    parser.add_argument("--duration", type=positive_float, default=20.0, help="seconds")
-    parser.add_argument("--events", type=count, help="event count (instead of rate x duration)")
-    parser.add_argument(
-        "--service-us", type=float, default=0.0, help="per-event processing cost (busy us)"
-    )
-    parser.add_argument(
-        "--window", type=positive_float, default=15.0, help="window in s (default 15, the DKG tick)"
-    )
-    parser.add_argument("--payload-bytes", type=int, default=100, help="event size")
-    parser.add_argument("--seed", type=int, default=1, help="workload seed")
-    parser.add_argument(
-        "--client", default="confluent", choices=("confluent", "kafka-python"), help="Kafka client"
-    )
-    parser.add_argument("--home", default=".skewlab", help="data directory (default .skewlab)")
-    parser.add_argument("--bootstrap", help="use this Kafka instead of the embedded broker")
-    parser.add_argument("--trigger", type=positive_float, default=1.0, help="micro-batch s")
-    parser.add_argument("--max-events-per-trigger", type=positive_int, help="cap per batch")
-    parser.add_argument(
-        "--rebalance",
-        choices=("smalops", "dlb-h", "dlb-l", "lptf"),
-        help="move hot keys with this policy (needs --strategy key)",
-    )
-    parser.add_argument(
-        "--rebalance-interval", type=positive_float, default=10.0, help="s between decisions"
-    )
-    parser.add_argument(
-        "--rebalance-param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="policy parameter, e.g. threshold=0.05 or theta=15 (repeatable)",
-    )
-    parser.add_argument(
-        "--scale-out",
-        choices=("checkpoint", "active-backup", "restart"),
-        help="scale overloaded workers out with this policy (needs --strategy key, --service-us)",
-    )
-    parser.add_argument(
-        "--load-ramp", metavar="FACTORx/INTERVALs", help="rate ramp, e.g. 2x/500s (from --rate)"
-    )
-    parser.add_argument(
-        "--max-instances", type=positive_int, default=2, help="instances per worker at most"
-    )
-    parser.add_argument(
-        "--scale-out-interval", type=positive_float, default=1.0, help="s between scores"
-    )
-    parser.add_argument(
-        "--scale-out-param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="threshold / policy parameter, e.g. alarming=40 or cooldown_s=20 (repeatable)",
-    )
-    parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
-    parser.add_argument(
-        "--no-quality", action="store_true", help="skip the Great Expectations suites"
-    )
+    """Add ``run``'s options to its subparser: one flag per CLI setting of :data:`SETTINGS`."""
+    for s in SETTINGS:
+        if s.flag is None:
+            continue
+        if s.repeat:
+            parser.add_argument(
+                s.flag, action="append", default=[], metavar="NAME=VALUE", help=s.help
+            )
+        elif s.kind == "boolean":
+            parser.add_argument(s.flag, action="store_true", help=s.help)
+        else:
+            parser.add_argument(
+                s.flag, type=_flag_type(s), default=s.default, choices=s.choices, help=s.help
+            )
+        if s.name == "strategy":
+            parser.add_argument(
+                "--compare", type=names, metavar="A,B,...", help="run each of these"
+            )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+
+
+def _value(args: argparse.Namespace, s: Setting) -> Any:
+    given = getattr(args, _dest(s), [] if s.repeat else s.default)
+    if s.repeat:
+        return _params(given)
+    if s.kind == "boolean":  # --no-X flags
+        return not given
+    return given
 
 
 def settings_list(args: argparse.Namespace) -> list[Any]:
@@ -112,37 +91,8 @@ def settings_list(args: argparse.Namespace) -> list[Any]:
     strategies = args.compare or (args.strategy,)
     if len(set(strategies)) != len(strategies):
         raise ConfigError(f"a strategy is listed twice in {','.join(strategies)}")
-    return [
-        ExperimentSettings(
-            strategy=name,
-            workers=args.workers,
-            partitions=args.partitions,
-            workload=args.workload,
-            rate=args.rate,
-            duration_s=args.duration,
-            events=args.events,
-            service_us=args.service_us,
-            window_s=args.window,
-            payload_bytes=args.payload_bytes,
-            seed=args.seed,
-            client=args.client,
-            home=args.home,
-            bootstrap=args.bootstrap,
-            trigger_s=args.trigger,
-            max_events_per_trigger=args.max_events_per_trigger,
-            mlflow=not args.no_mlflow,
-            quality=not args.no_quality,
-            rebalance=getattr(args, "rebalance", None),
-            rebalance_interval_s=getattr(args, "rebalance_interval", 10.0),
-            rebalance_params=_params(getattr(args, "rebalance_param", [])),
-            scale_out=getattr(args, "scale_out", None),
-            load_ramp=getattr(args, "load_ramp", None),
-            max_instances=getattr(args, "max_instances", 2),
-            scale_out_interval_s=getattr(args, "scale_out_interval", 1.0),
-            scale_out_params=_params(getattr(args, "scale_out_param", [])),
-        )
-        for name in strategies
-    ]
+    fields = {s.name: _value(args, s) for s in SETTINGS if s.flag is not None}
+    return [ExperimentSettings(**{**fields, "strategy": name}) for name in strategies]
 
 
 def _params(items: list[str]) -> dict[str, Any]:
@@ -192,7 +142,6 @@ COLUMNS = (
 def run(args: argparse.Namespace) -> int:
     """Validate all settings first, then run each experiment and report."""
     from skewlab.live.experiment import run_experiment
-    from skewlab.report.table import format_table
 
     todo = settings_list(args)
     summaries = []
@@ -210,6 +159,15 @@ def run(args: argparse.Namespace) -> int:
         for r in summaries:
             print(f"{r.run_id}: {r.exactness}")
             print(f"  data quality: {r.quality}")
+            if r.strategy in ("dkg", "dynamic-key"):
+                timing = (
+                    "the seed's timings"
+                    if r.time_scale == 1.0
+                    else f"timings scaled x{r.time_scale:.3g} to the run ("
+                    + ", ".join(f"{k} {v * r.time_scale:.3g} s" for k, v in DKG_TIMINGS.items())
+                    + ")"
+                )
+                print(f"  dkg: {r.keys_over_2} keys held pools above 2 workers; {timing}")
             for line in r.quality_failures:
                 print(f"    {line}")
             if r.rebalance:

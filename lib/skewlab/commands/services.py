@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from skewlab.services import SERVICES, get_service
+
 HELP = "start (up), stop (down) or show (status) the embedded services"
 
 ACTIONS = ("up", "down", "status")
@@ -17,7 +19,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _act(action: str, args: argparse.Namespace) -> int:
-    from skewlab.services import SERVICES, get_service
 
     for name in SERVICES:
         svc = get_service(name, args.home)

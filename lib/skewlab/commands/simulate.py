@@ -29,6 +29,12 @@ from typing import Any, TextIO
 
 from skewlab.commands._args import count, positive_float, positive_int
 from skewlab.errors import ConfigError, SkewlabError
+from skewlab.grouping import make_grouping
+from skewlab.report.plots import plot_latency_cdf, plot_worker_loads
+from skewlab.report.table import sim_table
+from skewlab.sim import SimConfig, simulate
+from skewlab.sim.service import parse_service_us
+from skewlab.workload import parse_workload
 
 HELP = "simulate groupings over one seeded stream; print metrics, save plots"
 
@@ -159,11 +165,6 @@ def _out_dir(out: Path | None) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Validate everything, simulate each strategy, then report (stdout) and save files."""
-    from skewlab.grouping import make_grouping
-    from skewlab.report.table import sim_table
-    from skewlab.sim import SimConfig, simulate
-    from skewlab.sim.service import parse_service_us
-    from skewlab.workload import parse_workload
 
     settings = SimulateSettings.from_args(args)
     service = parse_service_us(settings.service_us)
@@ -224,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _plots(results: list[Any], out: Path) -> dict[str, str]:
     try:
-        from skewlab.report.plots import plot_latency_cdf, plot_worker_loads
+        import matplotlib  # noqa: F401
     except ImportError as exc:  # pragma: no cover - matplotlib is an optional extra
         raise SkewlabError(f"cannot plot ({exc}); install matplotlib or pass --no-plots") from None
     return {

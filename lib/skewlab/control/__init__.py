@@ -1,39 +1,6 @@
 """Control steps: one rebalance / autoscale / scale-out decision per data interval.
 
-The control loops of a live run decide from Delta tables and write their
-decisions back to Delta. Each loop's decision is **one step function**, shared
-by the two ways a loop runs:
-
-* in process, for sub-minute intervals (SMALOPS' 10 s): the rebalancer thread
-  of a live experiment (:mod:`skewlab.control.rebalance_loop`) calls
-  :func:`rebalance_step` every interval with its policy held in memory; the
-  live autoscale controller (:mod:`skewlab.live.autoscale.controller`) decides
-  with :func:`~skewlab.autoscale.controller.reassign` and records with
-  :func:`record_reassignment`, as :func:`autoscale_step` does; the live state
-  manager (:mod:`skewlab.control.scaleout_loop`) builds the same scale-out
-  policies as :func:`scaleout_step` and writes the same checkpoints, and it
-  alone starts / stops instances and switches routing;
-* scheduled, one Airflow run per data interval (the ``skewlab_control`` DAG,
-  default every minute): the same functions, with the policy's state restored
-  from Delta and every write keyed by the interval (see
-  :mod:`skewlab.control.base`).
-
-:data:`STEPS` is the registry (name -> :class:`ControlStep`): the DAG makes one
-task and one group of params per entry. To add a loop, write its module in this
-package (``form()``: its DAG params, the switch first; ``params_of``; a
-``check``; the step function of :class:`StepFunction`'s signature) and add one
-entry here. The scale-out loop is plugged in so::
-
-    "scale-out": ControlStep(
-        name="scale-out", switch="scale_out", policies=scaleout.POLICIES,
-        check=scaleout.check_scaleout, run=scaleout.scaleout_step,
-        description="worker scores -> scale-out policy -> operator_state + decisions",
-    ),
-
-:mod:`skewlab.orchestration.control.params` turns the DAG params into a
-validated :class:`~skewlab.orchestration.control.params.ControlSettings`.
-Nothing here imports Delta, Spark, Kafka or Airflow at import time (the DAG
-file imports this package when it is parsed).
+Details: docs/control.md, section ``skewlab.control``.
 """
 
 from __future__ import annotations

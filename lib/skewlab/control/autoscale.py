@@ -1,35 +1,6 @@
 """The autoscale step: Delta ``partition_loads`` -> bin packing -> ``consumer_assignments``.
 
-The decision is :func:`skewlab.autoscale.controller.reassign` (Landau et al.
-Sec. V-C step 3), the function the live controller's state machine calls, and
-the record is :func:`record_reassignment`, which the live controller process
-(:mod:`skewlab.live.autoscale.controller`) calls once a reassignment's
-stop -> ack -> start hand-off is done. :func:`autoscale_step` runs both for
-one data interval (the scheduled ``skewlab_control`` DAG), in order:
-
-1. ``v`` = the app-transaction version (``interval_end_ms`` unless given). If
-   ``consumer_assignments`` already holds ``v`` (or later) for app
-   ``autoscale:<run>``, stop: :attr:`StepStatus.ALREADY_DONE`.
-2. The interval's speeds: ``partition_loads`` rows of one topic with
-   ``window_start`` in ``[start, end)``; per partition, the mean over the
-   interval's windows of the window's summed ``bytes_per_s`` (the route job
-   writes one row per micro-batch and window, the autoscale monitor one per
-   publication; a partition without a row in a window counts 0). No rows:
-   :attr:`StepStatus.NO_LOAD`.
-3. ``X(t_{k-1})``: the newest iteration of the run's ``consumer_assignments``
-   for the topic (none: every partition unassigned, iteration 0), sized to the
-   partitions seen.
-4. The Sentinel's reason (:func:`~skewlab.autoscale.controller.sentinel_reason`:
-   ``unassigned``, ``over-capacity``, else ``timeout``: one DAG run is one
-   iteration) and the decision ``reassign(config, k - 1, X, speeds)``.
-5. :func:`record_reassignment`: the ``decisions`` row, then the iteration's
-   ``consumer_assignments`` rows (one per partition: ``keep`` / ``assign`` /
-   ``move``), both version ``v``. The assignment rows go last: they are both
-   the marker of step 1 and the input of step 3, so a retry after a crash
-   between the two writes makes the same decision and completes it.
-
-The step writes what the group *should* be; executing it (stopping and starting
-partitions on consumers) is a controller's job, as in the live autoscaler.
+Details: docs/control.md, section ``skewlab.control.autoscale``.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skewlab.errors import ConfigError
+from skewlab.rundir import app_id
 
 if TYPE_CHECKING:
     from skewlab.io.delta import DeltaStore
@@ -47,11 +48,6 @@ class StepStatus(enum.Enum):
     """This interval (or a later one) was decided before: nothing read, nothing written."""
     NO_LOAD = "no-load"
     """The interval has no rows in the input table: no decision, nothing written."""
-
-
-def app_id(step: str, run_id: str) -> str:
-    """The Delta app id of ``step``'s writes for ``run_id`` (e.g. ``rebalance:<run>``)."""
-    return f"{step}:{run_id}"
 
 
 def check_interval(start_ms: object, end_ms: object) -> tuple[int, int]:

@@ -1,41 +1,6 @@
 """The rebalance step: Delta ``key_loads`` -> rebalancer -> ``assignments`` + ``decisions``.
 
-One function, :func:`rebalance_step`, is the decision of both rebalance loops:
-the in-process thread of a live experiment (:mod:`skewlab.control.rebalance_loop`,
-every ``--rebalance-interval`` seconds, the working policy kept in memory) and
-the scheduled ``skewlab_control`` DAG (one data interval per DAG run, a new
-process each time, the policy's state kept in Delta). One call, in order:
-
-1. ``v`` = the app-transaction version (``interval_end_ms`` unless the caller
-   gives one). If ``decisions`` already holds ``v`` (or a later version) for app
-   ``rebalance:<run>``, stop: :attr:`StepStatus.ALREADY_DONE`.
-2. The loop's :class:`RebalanceState` (working rebalancer, assignments version,
-   ``effective_ms``, the key map in force): the caller's, or *restored*: the
-   newest ``operator_state`` checkpoint before ``v`` of the run
-   ``<run>#control-rebalance``; with none, the state is started from the run's
-   newest ``assignments`` version (its pinned keys seed the policy,
-   :func:`~skewlab.rebalance.codec.seeded`) and saved as checkpoint 0, so that a
-   retry starts from the same place even after this interval wrote assignments.
-3. The interval's loads: ``key_loads`` rows with ``window_start`` in
-   ``[start, end)`` summed per key; a key's placement is where the state's map
-   puts it, its hash worker otherwise (rebalancing runs on top of KEY
-   grouping). No rows: :attr:`StepStatus.NO_LOAD`, nothing written.
-4. ``decision = rebalancer.decide(now, snapshot)`` (now from the injected clock,
-   epoch seconds).
-5. If a key changes worker: assignments version ``n + 1`` (``n`` the state's
-   version, or the table's newest if another writer went further) listing
-   every key the map ever named (a key sent home gets an explicit row on its
-   hash worker, so set ids only grow), its worker, its set id (incremented for
-   each moved key) and ``effective_ms = max(previous, now + lead_s)``: at or
-   after the wall time of the write, so no event the route job has already
-   routed falls under it. App transaction ``(rebalance:<run>, v)``.
-6. Restored state only: the state after the decision, as checkpoint ``v``.
-7. The ``decisions`` row (version ``v``). Written last, it marks the interval
-   decided; a retry after a crash at 6 or 7 restores the checkpoint before
-   ``v`` and makes the same decision (policies are deterministic; SMALOPS'
-   generator is in the state), so the writes that already happened are skipped
-   and the rest complete. Only wall-time stamps (``ts``, ``effective_ms`` of an
-   unwritten version) may differ.
+Details: docs/control.md, section ``skewlab.control.rebalance``.
 """
 
 from __future__ import annotations
@@ -54,6 +19,8 @@ from skewlab.errors import ConfigError
 from skewlab.rebalance import Decision, LoadSnapshot, Rebalancer, RebalancerConfig, make_rebalancer
 from skewlab.rebalance.base import hash_worker
 from skewlab.rebalance.codec import seeded, snapshot_from_dict, snapshot_to_dict
+from skewlab.spec import DEFAULTS, REBALANCE_POLICIES
+from skewlab.state import Checkpoint, OperatorState
 
 if TYPE_CHECKING:
     from skewlab.io.delta import DeltaStore
@@ -73,7 +40,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STEP = "rebalance"
-POLICIES = ("smalops", "dlb-h", "dlb-l", "lptf")
+POLICIES = REBALANCE_POLICIES
 """The policies a rebalance loop runs (live and scheduled)."""
 OPTIONS = ("workers", "lead_s")
 """Keys of the step's ``params`` that are not the policy's."""
@@ -90,7 +57,7 @@ class RebalanceParams:
 
     policy: str
     workers: int
-    lead_s: float = 1.0
+    lead_s: float = DEFAULTS["rebalance_lead_s"]
     policy_params: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -276,7 +243,6 @@ def _checkpoint(
     store: DeltaStore, run_id: str, version: int, state: RebalanceState, tau: int
 ) -> bool:
     from skewlab.io.state_store import CheckpointStore
-    from skewlab.state import Checkpoint, OperatorState
 
     cps = CheckpointStore(store, state_run_id(run_id), f"control-{STEP}")
     return cps.write(version, {0: Checkpoint(version, OperatorState(state.to_theta()), tau)})

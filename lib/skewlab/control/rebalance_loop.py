@@ -29,10 +29,13 @@ from typing import Any
 
 from skewlab.clock import Clock, EpochClock
 from skewlab.control import RebalanceParams, RebalanceState, rebalance_step
+from skewlab.control.loop import ThreadLoop
 from skewlab.control.rebalance import POLICIES
 from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
 from skewlab.rebalance import Decision
+from skewlab.rundir import app_id
+from skewlab.spec import DEFAULTS
 
 __all__ = [
     "POLICIES",
@@ -53,8 +56,8 @@ class RebalanceSettings:
     delta_root: str
     policy: str
     workers: int
-    interval_s: float = 10.0
-    lead_s: float = 1.0
+    interval_s: float = DEFAULTS["rebalance_interval_s"]
+    lead_s: float = DEFAULTS["rebalance_lead_s"]
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -71,7 +74,7 @@ class RebalanceSettings:
 
     @property
     def app_id(self) -> str:
-        return f"rebalance:{self.run_id}"
+        return app_id("rebalance", self.run_id)
 
     @property
     def step_params(self) -> dict[str, Any]:
@@ -151,10 +154,8 @@ class RebalanceLoop:
                 log.exception("rebalance step failed")
 
 
-def start_loop(s: RebalanceSettings) -> tuple[threading.Thread, threading.Event, RebalanceLoop]:
-    """Start :meth:`RebalanceLoop.run` in a daemon thread; set the event to stop it."""
-    loop = RebalanceLoop(s)
-    stop = threading.Event()
-    thread = threading.Thread(target=loop.run, args=(stop,), name="rebalancer", daemon=True)
-    thread.start()
-    return thread, stop, loop
+def start_loop(s: RebalanceSettings) -> ThreadLoop[RebalanceLoop]:
+    """:meth:`RebalanceLoop.run` started in a daemon thread (``stop()`` ends it)."""
+    loop = ThreadLoop("rebalancer", RebalanceLoop(s))
+    loop.start()
+    return loop

@@ -1,60 +1,6 @@
 """The scale-out step: worker signals from Delta -> policy -> ``operator_state`` + ``decisions``.
 
-The stateful operator is the worker pool on top of KEY grouping: operator ``g``
-is worker ``g``'s key group, its *instances* are the workers the run's newest
-``assignments`` version puts its keys on, plus ``g`` itself (without a
-scale-out so far: just ``g``). :func:`scaleout_step` makes the scheduled
-``skewlab_control`` DAG's decision for one data interval ``[start, end)``, with
-the policies of the in-process state manager
-(:class:`~skewlab.control.scaleout_loop.StateManagerSettings` builds their config,
-:func:`~skewlab.control.scaleout_loop.write_checkpoint` writes their checkpoints).
-One call, in order:
-
-1. ``v`` = the app-transaction version (``interval_end_ms`` unless given). If the
-   loop's state (below) already holds ``v`` (or a later version), stop:
-   :attr:`StepStatus.ALREADY_DONE`.
-2. Restore each operator's :class:`~skewlab.state.PolicySnapshot` from the newest
-   state checkpoint before ``v``: ``operator_state`` of run ``<run>#control-scale-out``,
-   one part per operator (``instance = g``, theta = the policy name, the worker
-   count, the snapshot as JSON). None yet, or another policy than the
-   configured one: the policy starts fresh (NORMAL, one instance).
-3. Signals per worker ``j``, from Delta only (``L`` = interval length in s,
-   capacity ``mu = 1e6 / service_us`` events/s):
-
-   * input rate = sum of ``key_loads.count`` of ``j`` with ``window_start`` in
-     ``[start, end)``, divided by ``L``;
-   * lag = all ``key_loads.count`` of ``j`` with ``window_start < end`` minus all
-     ``partials.count`` of ``j`` with ``window_start < end``, at least 0;
-   * busy = ``min(1, partials count of j in the interval * service_us * 1e-6 / L)``;
-
-   scored by :func:`~skewlab.state.bottleneck_score` (latency 0, as in process);
-   an operator scores the max of its instances. No ``key_loads`` and no
-   ``partials`` rows in the interval: :attr:`StepStatus.NO_LOAD`, nothing written.
-4. Per operator: the policy is built on data time (a clock standing at
-   ``end``, so a retry decides the same) and observes the score. An executor's
-   acknowledgement is read from Delta: when the operator's keys sit on at
-   least as many workers as the policy's pending instances, ``on_ready`` (and,
-   for checkpoint, ``on_caught_up``) follow, as the state manager calls them.
-5. Carry out what a scheduled step can: ``TakeCheckpoint`` ->
-   :func:`~skewlab.control.scaleout_loop.write_checkpoint` (the operator's committed
-   worker state at its last ``partials`` version, under run id ``<run>#g<g>``;
-   idempotent per checkpoint id).
-6. One ``decisions`` row per action (loop ``scale-out``, reason ``score X``,
-   detail: action, group, instances, checkpoint id, score, signals, level),
-   all in one commit under app transaction ``(scale-out:<run>, v)``.
-7. The state after the decision, as state checkpoint ``v``. Written last, it
-   marks the interval decided; a retry after a crash at 5, 6 or 7 restores the
-   state before ``v`` and makes the same decision, so what was written is
-   skipped and the rest completes.
-
-**What the scheduled path does not do.** It cannot own worker processes on the
-experiment host: ``StartInstances``, ``StopInstances``, ``SwitchRouting`` (and
-the hand-off actions ``SplitState`` / ``Replay`` / ``FeedInput``) are recorded as
-``decisions`` rows for the run's executor, not carried out. Starting and
-stopping instances and switching routing (a new ``assignments`` version) stay
-with the in-process state manager, ``skewlab run --scale-out``
-(:mod:`skewlab.control.scaleout_loop`). Do not run both on one run: they share the
-checkpoint ids of ``<run>#g<g>``.
+Details: docs/control.md, section ``skewlab.control.scaleout``.
 """
 
 from __future__ import annotations
@@ -71,8 +17,11 @@ from skewlab.clock import Clock, EpochClock, ManualClock
 from skewlab.control.base import StepCall, StepResult, StepStatus, app_id
 from skewlab.errors import ConfigError
 from skewlab.rebalance.base import hash_worker
+from skewlab.spec import DEFAULTS, SCALE_OUT_POLICIES
 from skewlab.state import (
+    Checkpoint,
     Level,
+    OperatorState,
     Phase,
     PolicySnapshot,
     Signals,
@@ -104,7 +53,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STEP = "scale-out"
-POLICIES = ("checkpoint", "active-backup", "restart")
+POLICIES = SCALE_OUT_POLICIES
 """The ``scale_out`` values, as ``skewlab run --scale-out`` names them
 (:data:`skewlab.control.scaleout_loop.POLICIES` maps them to library policies)."""
 THRESHOLD_KEYS = tuple(f.name for f in dataclasses.fields(ThresholdConfig))
@@ -134,7 +83,7 @@ class ScaleOutParams:
     policy: str
     workers: int
     service_us: float
-    max_instances: int = 2
+    max_instances: int = DEFAULTS["max_instances"]
     policy_params: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -180,7 +129,10 @@ class ScaleOutParams:
         return 1e6 / self.service_us
 
     def settings(
-        self, run_id: str = "", delta_root: str = "", interval_s: float = 1.0
+        self,
+        run_id: str = "",
+        delta_root: str = "",
+        interval_s: float = DEFAULTS["scale_out_interval_s"],
     ) -> StateManagerSettings:
         """The in-process loop's settings (its ``policy_config()`` builds the policy)."""
         from skewlab.control.scaleout_loop import StateManagerSettings
@@ -311,7 +263,6 @@ def _save(
 ) -> bool:  # fmt: skip
     """Step 7: the state after the decision, as state checkpoint ``version``."""
     from skewlab.io.state_store import CheckpointStore
-    from skewlab.state import Checkpoint, OperatorState
 
     parts = {
         d.group: Checkpoint(

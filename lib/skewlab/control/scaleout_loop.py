@@ -1,61 +1,6 @@
 """The live state manager: worker scores -> scale-out policy -> processes, checkpoints, routing.
 
-A thread of the experiment process (:func:`skewlab.live.experiment.run_experiment`
-starts it when ``scale_out`` is set). The stateful operator is the worker pool
-on top of KEY grouping; each of the ``W`` initial workers is one *group* (the
-operator instance the seed scales) with its own policy from
-:mod:`skewlab.state.policies` (``start_instances = 1``). Every ``interval_s`` of
-the injected clock, one :meth:`StateManager.step`:
-
-1. reads the signals of every running instance ``j`` (a partition of ``routed``):
-   input rate = growth of the routed end offset, lag = routed end offset -
-   the offset of its last committed flush (``worker_progress``), busy =
-   processed rate x per-event cost; scores it with :func:`bottleneck_score`
-   (capacity = ``1 / service_us``); a group's score is the max of its instances;
-2. once the group is past start-up (below), feeds its policy (``observe``) and,
-   when its pending instances
-   wrote their ready file, ``on_ready`` (and ``on_caught_up``: state moves with
-   the key by hand-off, so a started instance agrees with the old one at once);
-3. executes the actions (:meth:`StateManager.execute`): start / stop worker
-   processes, checkpoint through :class:`~skewlab.io.state_store.CheckpointStore`,
-   switch routing; split / replay / feed are carried out by the switch (below);
-4. sweeps keys seen since the last switch onto their instance (a key not yet
-   named in ``assignments`` goes to its group's first instance);
-5. logs every action as a ``decisions`` row and samples instances, fairness
-   (seed Eq. 5) and instance-seconds.
-
-Start-up: the route job's first micro-batch carries every event that queued
-while Spark started (~8 s of input on one machine), so each instance begins
-with a backlog that looks exactly like overload. A group's policy starts
-observing one signal window after its instance caught up with its input for
-the first time (its committed offset reached the routed end offset of the
-previous step, after records arrived; the rates restart then, so the window
-holds no burst), or after ``startup_s`` (param, default 20 s) if it never
-catches up. Scores are still computed and sampled meanwhile.
-
-Routing a scaled group to ``eta`` instances reuses the rebalancer's path: a new
-``assignments`` version names every seen key of the group with its instance
-``phys[m(k)]`` (``m`` = murmur3 with seed 29, independent of KEY's hash that
-formed the group) and a new message set for each moved key; the route job's
-splitters send end-of-set markers, the old holder hands the key's state to the
-new one (:mod:`skewlab.pipeline.handoff`), which buffers the key's records until
-it arrives. So ``SplitState`` / ``Replay`` / ``FeedInput`` are logged, not run
-separately: an extra copy of live state would count events twice.
-
-Instance ids: the policy's logical ids map to partitions of ``routed``. A
-replacement set of ``eta`` instances reuses the group's current partitions
-first (the scaled instance keeps hash part 0 in place) and takes the rest from
-the group's spare partitions ``W + g (M - 1) ...`` (``M`` = max instances), which
-the experiment creates up front. Policy semantics per action:
-
-* checkpoint: ``TakeCheckpoint`` writes the group's committed worker state
-  (``operator_state`` rows at its last ``partials`` version) as one checkpoint
-  ``(theta, tau = routed offset, beta = ())`` under run id ``<run>#g<g>``; records
-  waiting for a hand-off stay inside theta with their message set;
-* active-backup: secondaries start at alarming (warm, idle) and take the keys
-  at scale_out; they are stopped if the score falls back;
-* restart (baseline): ``StopInstances`` kills the group's worker first; it is
-  restarted from its own committed checkpoint together with the new instance.
+Details: docs/control.md, section ``skewlab.control.scaleout_loop``.
 """
 
 from __future__ import annotations
@@ -71,11 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skewlab.clock import Clock, EpochClock
+from skewlab.control.loop import ThreadLoop
 from skewlab.errors import ConfigError
 from skewlab.hashing import bucket
 from skewlab.io.delta import DeltaStore
 from skewlab.io.state_store import CheckpointStore, state_rows_at
 from skewlab.rebalance.base import hash_worker
+from skewlab.rundir import RunDir, app_id
+from skewlab.spec import DEFAULTS, SCALE_OUT_LIBRARY
 from skewlab.state import (
     Checkpoint,
     FairnessTracker,
@@ -88,6 +36,7 @@ from skewlab.state import (
     SwitchRouting,
     TakeCheckpoint,
     ThresholdConfig,
+    app_fairness,
     bottleneck_score,
     make_policy,
     owner,
@@ -96,7 +45,7 @@ from skewlab.state.base import Action
 
 log = logging.getLogger(__name__)
 
-POLICIES = {"checkpoint": "checkpointing", "active-backup": "active-backup", "restart": "restart"}
+POLICIES = dict(SCALE_OUT_LIBRARY)
 """``skewlab run --scale-out`` names -> library policy names."""
 
 SPLIT_SEED = 29
@@ -130,9 +79,9 @@ class StateManagerSettings:
     policy: str
     workers: int
     service_us: float
-    max_instances: int = 2
-    interval_s: float = 1.0
-    lead_s: float = 0.5
+    max_instances: int = DEFAULTS["max_instances"]
+    interval_s: float = DEFAULTS["scale_out_interval_s"]
+    lead_s: float = DEFAULTS["scale_out_lead_s"]
     signal_window_s: float = 5.0
     """Input / processed rates are measured over this much time (step 1)."""
     params: dict[str, Any] = field(default_factory=dict)
@@ -469,7 +418,7 @@ class StateManager:
         self.store.append(
             "assignments",
             rows,
-            app_id=f"scaleout:{self.s.run_id}",
+            app_id=app_id("scaleout", self.s.run_id),
             version=self.version,
             run_id=self.s.run_id,
         )
@@ -549,7 +498,7 @@ class StateManager:
                     "reason": f"score {score:.1f}",
                 }
             ],
-            app_id=f"scaleout-decisions:{self.s.run_id}",
+            app_id=app_id("scaleout-decisions", self.s.run_id),
             version=self.n_decisions,
             run_id=self.s.run_id,
         )
@@ -557,7 +506,6 @@ class StateManager:
 
     def report(self) -> dict[str, Any]:
         """What the summary shows: instances over time, events, resources, fairness."""
-        from skewlab.state import app_fairness
 
         fds = [g.fair.fd for g in self.groups]
         return {
@@ -593,7 +541,7 @@ def write_checkpoint(
     """
     parts = {}
     for j in instances:
-        version = store.committed_version("partials", f"work-{j}:{run_id}")
+        version = store.committed_version("partials", RunDir.worker_app(j, run_id))
         rows = [] if version is None else state_rows_at(store, run_id, j, version)
         theta = {}
         for key, value, buffered in rows:
@@ -615,10 +563,8 @@ def write_checkpoint(
 
 def start_loop(
     s: StateManagerSettings, kafka: Any, routed_topic: str, procs: Processes
-) -> tuple[threading.Thread, threading.Event, StateManager]:
-    """Start :meth:`StateManager.run` in a daemon thread; set the event to stop it."""
-    mgr = StateManager(s, kafka, routed_topic, procs)
-    stop = threading.Event()
-    thread = threading.Thread(target=mgr.run, args=(stop,), name="state-manager", daemon=True)
-    thread.start()
-    return thread, stop, mgr
+) -> ThreadLoop[StateManager]:
+    """:meth:`StateManager.run` started in a daemon thread (``stop()`` ends it)."""
+    loop = ThreadLoop("state-manager", StateManager(s, kafka, routed_topic, procs))
+    loop.start()
+    return loop

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from skewlab.errors import ConfigError, SkewlabError
+from skewlab.services.datadir import resolve_home
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -50,7 +51,6 @@ class TrackingError(SkewlabError):
 
 def default_data_dir() -> Path:
     """The data directory every service shares: ``$SKEWLAB_HOME`` or ``./.skewlab``."""
-    from skewlab.services.datadir import resolve_home
 
     return resolve_home()
 

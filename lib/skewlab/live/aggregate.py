@@ -18,6 +18,7 @@ from skewlab.io.kafka.base import KafkaClient
 from skewlab.pipeline import events
 from skewlab.pipeline.exactness import Counts, ExactnessReport, check
 from skewlab.pipeline.worker import window_start
+from skewlab.rundir import app_id
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def merge(store: DeltaStore, run_id: str) -> pa.Table:
             "sum": grouped["sum_sum"],
         }
     )
-    store.append("results", results, app_id=f"aggregate:{run_id}", version=0, run_id=run_id)
+    store.append("results", results, app_id=app_id("aggregate", run_id), version=0, run_id=run_id)
     return results
 
 

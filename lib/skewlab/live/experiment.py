@@ -1,31 +1,6 @@
 """One live experiment on the embedded (or a real) stack, start to verdict.
 
-``run_experiment(settings)`` does, in order:
-
-1. make sure the broker runs (embedded tansu under the data dir, unless a
-   bootstrap is given), and create the run's topics ``events-<run>`` (P
-   partitions) and ``routed-<run>`` (W partitions);
-2. start the Spark route job and the W worker processes (subprocesses, logs
-   under ``<data dir>/runs/<run>/``) and wait until the route query is up;
-3. produce the workload at the target rate, showing progress (produced /
-   routed / processed, current imbalance); with ``rebalance`` set, the
-   rebalancer loop (:mod:`skewlab.control.rebalance_loop`) runs in a thread meanwhile
-   and the route job and workers move keys by message sets; with ``scale_out``
-   set, the state manager (:mod:`skewlab.control.scaleout_loop`) does instead: it
-   scores the workers, starts / stops instances on the spare partitions of
-   ``routed`` (created up front) and moves keys by the same message sets;
-4. stop: the control loop stops, the route job drains all input and exits
-   (end-of-stream goes to the spare partitions too), then the running workers
-   drain their partitions, flush to Delta and exit;
-5. merge ``partials`` into ``results`` and check them against a plain count of
-   ``events`` (the verdict), compute the summary, log the MLflow run;
-6. delete the run's topics (the broker keeps topics in memory).
-
-Each step is a phase function of :mod:`skewlab.live.phases` over a run
-handle saved in ``<run>/handle.json``; ``run_experiment`` runs them all in
-this process, the ``skewlab_experiment`` DAG one per task. Process handles are
-exposed through ``hooks`` so the crash tests can kill the route job or a
-worker mid-stream and restart it.
+Details: docs/live-run.md, section ``skewlab.live.experiment``.
 """
 
 from __future__ import annotations
@@ -44,6 +19,14 @@ from skewlab.grouping import make_grouping
 from skewlab.live.launch import SPARK_MASTER_ENV, Procs
 from skewlab.live.producer import ramp_events
 from skewlab.live.watch import ProgressFn
+from skewlab.rebalance import make_rebalancer
+from skewlab.spec import (
+    DEFAULTS,
+    REBALANCE_POLICIES,
+    RunSpec,
+    default,
+    scaled_grouping_params,
+)
 from skewlab.workload import parse_workload
 
 if TYPE_CHECKING:
@@ -74,41 +57,41 @@ class ExperimentError(SkewlabError):
 class ExperimentSettings:
     """The parameters of one live run (the CLI and the DAG build this)."""
 
-    strategy: str = "dkg"
-    workers: int = 4
-    partitions: int = 4
-    workload: str = "zipf:s=1.1,v=2.72"
-    rate: float = 5_000.0
-    duration_s: float = 20.0
-    events: int | None = None
-    service_us: float = 0.0
-    window_s: float = 15.0
-    payload_bytes: int = 100
-    seed: int = 1
-    client: str = "confluent"
-    home: str = ".skewlab"
-    bootstrap: str | None = None
-    trigger_s: float = 1.0
-    max_events_per_trigger: int | None = None
-    flush_interval_s: float = 1.0
-    strategy_params: dict[str, Any] = field(default_factory=dict)
-    mlflow: bool = True
-    experiment: str | None = None
-    keep_topics: bool = False
-    quality: bool = True
+    strategy: str = DEFAULTS["strategy"]
+    workers: int = DEFAULTS["workers"]
+    partitions: int = DEFAULTS["partitions"]
+    workload: str = DEFAULTS["workload"]
+    rate: float = DEFAULTS["rate"]
+    duration_s: float = DEFAULTS["duration_s"]
+    events: int | None = DEFAULTS["events"]
+    service_us: float = DEFAULTS["service_us"]
+    window_s: float = DEFAULTS["window_s"]
+    payload_bytes: int = DEFAULTS["payload_bytes"]
+    seed: int = DEFAULTS["seed"]
+    client: str = DEFAULTS["client"]
+    home: str = DEFAULTS["home"]
+    bootstrap: str | None = DEFAULTS["bootstrap"]
+    trigger_s: float = DEFAULTS["trigger_s"]
+    max_events_per_trigger: int | None = DEFAULTS["max_events_per_trigger"]
+    flush_interval_s: float = DEFAULTS["flush_interval_s"]
+    strategy_params: dict[str, Any] = field(default_factory=lambda: default("strategy_params"))
+    mlflow: bool = DEFAULTS["mlflow"]
+    experiment: str | None = DEFAULTS["experiment"]
+    keep_topics: bool = DEFAULTS["keep_topics"]
+    quality: bool = DEFAULTS["quality"]
     """Run the Great Expectations suites on the run's tables (skewlab.quality)."""
-    rebalance: str | None = None
-    rebalance_interval_s: float = 10.0
-    rebalance_lead_s: float = 1.0
-    rebalance_params: dict[str, Any] = field(default_factory=dict)
-    scale_out: str | None = None
+    rebalance: str | None = DEFAULTS["rebalance"]
+    rebalance_interval_s: float = DEFAULTS["rebalance_interval_s"]
+    rebalance_lead_s: float = DEFAULTS["rebalance_lead_s"]
+    rebalance_params: dict[str, Any] = field(default_factory=lambda: default("rebalance_params"))
+    scale_out: str | None = DEFAULTS["scale_out"]
     """Scale-out policy of the state manager: checkpoint | active-backup | restart."""
-    scale_out_interval_s: float = 1.0
-    scale_out_lead_s: float = 0.5
-    max_instances: int = 2
+    scale_out_interval_s: float = DEFAULTS["scale_out_interval_s"]
+    scale_out_lead_s: float = DEFAULTS["scale_out_lead_s"]
+    max_instances: int = DEFAULTS["max_instances"]
     """Instances per scaled worker at most (spare partitions of routed: W x (this - 1))."""
-    scale_out_params: dict[str, Any] = field(default_factory=dict)
-    load_ramp: str | None = None
+    scale_out_params: dict[str, Any] = field(default_factory=lambda: default("scale_out_params"))
+    load_ramp: str | None = DEFAULTS["load_ramp"]
     """``FACTORx/INTERVALs``: the rate multiplies by FACTOR every INTERVAL seconds."""
 
     def __post_init__(self) -> None:
@@ -126,18 +109,16 @@ class ExperimentSettings:
                 )
             self.state_manager_settings("check", "")
         if self.rebalance is not None:
-            from skewlab.control.rebalance_loop import POLICIES
-
-            if self.rebalance not in POLICIES:
+            if self.rebalance not in REBALANCE_POLICIES:
                 raise ConfigError(
-                    f"rebalance must be one of {', '.join(POLICIES)}, got {self.rebalance!r}"
+                    f"rebalance must be one of {', '.join(REBALANCE_POLICIES)}, "
+                    f"got {self.rebalance!r}"
                 )
             if self.strategy != "key":
                 raise ConfigError(
                     f"--rebalance runs on top of KEY grouping, got strategy {self.strategy!r}; "
                     "use --strategy key"
                 )
-            from skewlab.rebalance import make_rebalancer
 
             make_rebalancer(self.rebalance, workers=self.workers, **self.rebalance_params)
             if not self.rebalance_interval_s > 0:
@@ -170,6 +151,26 @@ class ExperimentSettings:
 
             return ramp_events(self.rate, self.duration_s, *parse_ramp(self.load_ramp))
         return max(1, round(self.rate * self.duration_s))
+
+    @property
+    def spec(self) -> RunSpec:
+        """These settings as a :class:`~skewlab.spec.RunSpec` tree."""
+        return RunSpec.of({f: getattr(self, f) for f in self.__dataclass_fields__})
+
+    @property
+    def run_s(self) -> float:
+        """Event time the run spans: its events at ``rate``."""
+        return self.n_events / self.rate
+
+    @property
+    def grouping_params(self) -> dict[str, Any]:
+        """The grouping params the route job uses (DKG's timings scaled to :attr:`run_s`)."""
+        return scaled_grouping_params(self.strategy, self.strategy_params, self.run_s)[0]
+
+    @property
+    def time_scale(self) -> float:
+        """The factor DKG's timings were scaled by (1: as in the seed)."""
+        return scaled_grouping_params(self.strategy, self.strategy_params, self.run_s)[1]
 
     @property
     def message_sets(self) -> bool:

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from skewlab.errors import SkewlabError
-
-HANDLE_FILE = "handle.json"
+from skewlab.rundir import RunDir
 
 _SAVE_LOCK = threading.Lock()
 
@@ -99,7 +98,7 @@ class RunHandle:
 
     @property
     def path(self) -> Path:
-        return Path(self.run_dir) / HANDLE_FILE
+        return RunDir.of(self.run_dir).handle
 
     def done(self, phase: Phase) -> bool:
         return phase.value in self.phases
@@ -143,7 +142,7 @@ class RunHandle:
     @classmethod
     def load(cls, run_dir: str | Path) -> RunHandle:
         """Read the handle of the run in ``run_dir``; one-line :class:`HandleError` if absent."""
-        path = Path(run_dir) / HANDLE_FILE
+        path = RunDir.of(run_dir).handle
         try:
             return cls.from_json(path.read_text())
         except FileNotFoundError:

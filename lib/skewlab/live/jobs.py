@@ -11,6 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from skewlab.errors import SkewlabError
+from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.live.producer import ProduceSettings, produce
+from skewlab.workload import parse_workload
 
 
 def _fail(prog: str, exc: Exception) -> int:
@@ -20,9 +23,6 @@ def _fail(prog: str, exc: Exception) -> int:
 
 def produce_main(argv: Sequence[str] | None = None) -> int:
     """Produce a workload to a topic at a target rate; print the achieved rate."""
-    from skewlab.io.kafka import KafkaSettings, connect
-    from skewlab.live.producer import ProduceSettings, produce
-    from skewlab.workload import parse_workload
 
     ap = argparse.ArgumentParser(prog="produce", description=produce_main.__doc__)
     ap.add_argument("--bootstrap", required=True)
@@ -53,7 +53,6 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
 def aggregate_main(argv: Sequence[str] | None = None) -> int:
     """Merge a run's partials into results and check them against the events topic."""
     from skewlab.io.delta import DeltaStore
-    from skewlab.io.kafka import KafkaSettings, connect
     from skewlab.live.aggregate import merge, verify
 
     ap = argparse.ArgumentParser(prog="aggregate", description=aggregate_main.__doc__)

@@ -172,6 +172,47 @@ def spawn_detached(name: str, cmd: list[str], log_path: Path) -> tuple[Detached,
     return Detached(rec, p), rec
 
 
+class Launcher(Protocol):
+    """Where a run's processes run: start one (and record it), or find one again.
+
+    ``start(name, cmd, log)`` starts ``cmd`` with its output appended to ``log``
+    and returns the process and its :class:`~skewlab.live.handle.ProcRecord`;
+    ``attach(rec)`` is the process of a record saved by another process. Local
+    processes (:class:`LocalLauncher`) are the one backend; a cluster backend
+    implements the same two methods.
+    """
+
+    def start(self, name: str, cmd: list[str], log: Path) -> tuple[Proc, ProcRecord]: ...
+
+    def attach(self, rec: ProcRecord) -> Proc: ...
+
+
+@dataclass(frozen=True)
+class LocalLauncher:
+    """Processes on this machine: children of this process (``detached=False``, what
+    ``run_experiment`` does) or in their own session (``detached=True``, the DAG's tasks)."""
+
+    detached: bool = False
+
+    def start(self, name: str, cmd: list[str], log: Path) -> tuple[Proc, ProcRecord]:
+        if self.detached:
+            return spawn_detached(name, cmd, log)
+        proc = spawn(cmd, log)
+        return proc, ProcRecord(name, proc.pid, _create_time(proc.pid), cmd, str(log))
+
+    def attach(self, rec: ProcRecord) -> Proc:
+        return Detached(rec)
+
+
+def _create_time(pid: int) -> float:
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return 0.0
+
+
 class Detached:
     """A background process known by its :class:`ProcRecord` (``Popen``-like, see module doc).
 

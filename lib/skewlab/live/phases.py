@@ -1,38 +1,6 @@
 """The phases of one live run, each a function over a :class:`RunContext`.
 
-:func:`skewlab.live.experiment.run_experiment` calls them in order in one
-process; the ``skewlab_experiment`` DAG calls each in its own task, through
-:func:`resume`, which rebuilds the context from ``<run dir>/handle.json``
-(:class:`~skewlab.live.handle.RunHandle`). The order:
-
-1. :func:`new_run` (run id, run dir, handle) and :func:`ensure_services`: the
-   broker (embedded tansu under the data dir unless a bootstrap is given);
-2. :func:`create_topics`: ``events-<run>`` (P partitions), ``routed-<run>`` (W,
-   plus the spare instances of a scale-out run);
-3. :func:`start_jobs`: the Spark route job and the W workers in the background
-   (attached children in-process, detached sessions from the DAG), then wait
-   until the route query is up;
-4. :func:`produce`: the workload at the target rate, with the in-process
-   control loop (rebalancer thread, or scale-out state manager thread) running
-   meanwhile and stopped at its end;
-5. :func:`drain`: the route job drains all input and exits (end-of-stream to
-   the spare partitions too), then the running workers flush and exit;
-6. :func:`aggregate`: ``partials`` merged into ``results``, checked against a
-   plain count of ``events`` (the verdict);
-7. :func:`check_quality` (if asked) and :func:`summarize`: the summary, plots
-   and the MLflow run;
-8. :func:`stop`: stop the loops, kill whatever still runs, delete the topics
-   (unless ``keep_topics``), close the client. Safe after any phase.
-
-**Who owns the worker processes.** The scale-out state manager starts and
-stops instances while the workload is produced, so the process that runs
-:func:`produce` owns it. From a separate task, :func:`resume` rebuilds the
-route job and workers as :class:`~skewlab.live.launch.Detached` handles from
-their pids; instances the manager starts are spawned detached and recorded in
-the handle at once. Its final bookkeeping (instances still running, the
-closing of scale events) needs the manager itself, so a scale-out run drains
-in the produce task (:func:`produce_and_drain`); the drain task then finds
-the phase done.
+Details: docs/live-run.md, section ``skewlab.live.phases``.
 """
 
 from __future__ import annotations
@@ -47,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skewlab.control.loop import ThreadLoop
+from skewlab.control.scaleout_loop import StateManager
 from skewlab.errors import SkewlabError
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
@@ -60,19 +30,27 @@ from skewlab.live.experiment import (
     new_run_id,
 )
 from skewlab.live.handle import Phase as P
-from skewlab.live.handle import ProcRecord, RunHandle
+from skewlab.live.handle import RunHandle
 from skewlab.live.launch import (
     SPARK_MASTER_ENV,
     Detached,
+    Launcher,
+    LocalLauncher,
     Procs,
     module_command,
     route_command,
-    spawn,
-    spawn_detached,
     tail,
 )
+from skewlab.live.producer import ProduceReport, ProduceSettings
+from skewlab.live.producer import produce as produce_workload
 from skewlab.live.route_job import RouteSettings
+from skewlab.live.tracking import log_run
 from skewlab.live.watch import Watcher
+from skewlab.pipeline import events
+from skewlab.pipeline.exactness import ExactnessReport, check
+from skewlab.rundir import RunDir
+from skewlab.services import get_service
+from skewlab.workload import parse_workload
 
 if TYPE_CHECKING:
     from skewlab.live.producer import ProduceReport
@@ -81,11 +59,6 @@ if TYPE_CHECKING:
     from skewlab.quality import QualityReport
 
 log = logging.getLogger(__name__)
-
-EXPECTED_FILE = "expected.json"
-"""The plain count of ``events`` (written by :func:`aggregate` for a later quality task)."""
-QUALITY_FILE = "quality.json"
-"""The data-quality report (written by :func:`check_quality` for a later summarize task)."""
 
 
 @dataclass
@@ -100,8 +73,8 @@ class RunContext:
     hook: Hook | None = None
     procs: Procs = field(default_factory=Procs)
     client: Any = None
-    rebalancer: Any = None
-    manager: Any = None
+    loop: ThreadLoop[Any] | None = None
+    """The run's control loop in this process (rebalancer or state manager), if any."""
     watch: Watcher | None = None
     report: ProduceReport | None = None
     exactness: ExactnessReport | None = None
@@ -112,6 +85,22 @@ class RunContext:
     @property
     def run_dir(self) -> Path:
         return Path(self.handle.run_dir)
+
+    @property
+    def files(self) -> RunDir:
+        """The names of the run's files and ids."""
+        return RunDir.of(self.handle.run_dir)
+
+    @property
+    def launcher(self) -> Launcher:
+        """Where this run's processes start (local processes, detached for the DAG)."""
+        return LocalLauncher(self.detached)
+
+    @property
+    def manager(self) -> StateManager | None:
+        """The scale-out state manager running in this process, if any."""
+        body = self.loop.body if self.loop is not None else None
+        return body if isinstance(body, StateManager) else None
 
     @property
     def kafka(self) -> Any:
@@ -141,16 +130,15 @@ def new_run(
     """A new run of ``s``: its id, ``<data dir>/runs/<run>/`` and a saved handle."""
     run_id = run_id or new_run_id(s.strategy)
     home = Path(s.home).resolve()
-    run_dir = home / "runs" / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = RunDir.create(home, run_id)
     handle = RunHandle(
         run_id=run_id,
         home=str(home),
         run_dir=str(run_dir),
         delta_root=delta_root_of(home),
         settings=asdict(s),
-        events_topic=f"events-{run_id}",
-        routed_topic=f"routed-{run_id}",
+        events_topic=run_dir.events_topic,
+        routed_topic=run_dir.routed_topic,
     )
     handle.save()
     ctx = RunContext(handle, s, detached=detached, progress=progress, hook=hook)
@@ -163,7 +151,7 @@ def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContex
     handle = RunHandle.load(run_dir)
     ctx = RunContext(handle, ExperimentSettings(**handle.settings), True, progress)
     for name, rec in handle.procs.items():
-        proc = Detached(rec)
+        proc = ctx.launcher.attach(rec)
         if name == "route":
             ctx.procs.route = proc
         else:
@@ -173,16 +161,10 @@ def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContex
 
 
 def _bind_spawners(ctx: RunContext) -> None:
-    run_dir = ctx.run_dir
+    files = ctx.files
 
     def start(name: str, cmd: list[str]) -> Any:
-        log_path = run_dir / f"{name}.log"
-        proc: Any
-        if ctx.detached:
-            proc, rec = spawn_detached(name, cmd, log_path)
-        else:
-            proc = spawn(cmd, log_path)
-            rec = ProcRecord(name, proc.pid, _create_time(proc.pid), cmd, str(log_path))
+        proc, rec = ctx.launcher.start(name, cmd, files.log(name))
         ctx.handle.procs[name] = rec
         ctx.handle.save()
         return proc
@@ -191,21 +173,12 @@ def _bind_spawners(ctx: RunContext) -> None:
         ctx.procs.route = start("route", ctx.handle.route_cmd)
 
     def start_worker(i: int) -> None:
-        (run_dir / f"worker-{i}.ready").unlink(missing_ok=True)
+        files.worker_ready(i).unlink(missing_ok=True)
         path = _worker_file(ctx, i)
         cmd = module_command("skewlab.live.worker", str(path))
         ctx.procs.workers[i] = start(f"worker-{i}", cmd)
 
     ctx.procs.restart_route, ctx.procs.restart_worker = start_route, start_worker
-
-
-def _create_time(pid: int) -> float:
-    import psutil
-
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return 0.0
 
 
 def ensure_services(ctx: RunContext) -> str:
@@ -214,8 +187,6 @@ def ensure_services(ctx: RunContext) -> str:
     s = ctx.settings
     bootstrap = s.bootstrap or os.environ.get(BOOTSTRAP_ENV)
     if not bootstrap:
-        from skewlab.services import get_service
-
         bootstrap = get_service("broker", Path(ctx.handle.home)).start().url
     ctx.handle.bootstrap = bootstrap
     ctx.handle.mark(P.SERVICES)
@@ -236,7 +207,7 @@ def _worker_file(ctx: RunContext, i: int) -> Path:
     from skewlab.live.worker import WorkerSettings, settings_to_json
 
     s, h = ctx.settings, ctx.handle
-    path = ctx.run_dir / f"worker-{i}.json"
+    path = ctx.files.worker_settings(i)
     if path.exists():
         return path
     ws = WorkerSettings(
@@ -249,10 +220,10 @@ def _worker_file(ctx: RunContext, i: int) -> Path:
         service_us=s.service_us,
         flush_interval_s=s.flush_interval_s,
         # spare instances stop after the original ones: only those hand state on to them
-        stop_file=str(ctx.run_dir / ("workers.stop" if i < s.workers else "spares.stop")),
+        stop_file=str(ctx.files.worker_stop(i, s.workers)),
         splitters=s.partitions if s.message_sets else 0,
         cost="sleep" if s.scale_out is not None else "spin",
-        ready_file=str(ctx.run_dir / f"worker-{i}.ready"),
+        ready_file=str(ctx.files.worker_ready(i)),
     )
     path.write_text(settings_to_json(ws))
     return path
@@ -270,42 +241,39 @@ def start_jobs(ctx: RunContext) -> None:
         routed_topic=h.routed_topic,
         workers=s.workers,
         strategy=s.strategy,
-        strategy_params=dict(s.strategy_params),
+        strategy_params=s.grouping_params,
         delta_root=h.delta_root,
-        checkpoint=str(ctx.run_dir / "checkpoint"),
+        run_dir=str(ctx.run_dir),
         client=s.client,
         window_s=s.window_s,
         trigger_s=s.trigger_s,
         max_events_per_trigger=s.max_events_per_trigger,
-        stop_file=str(ctx.run_dir / "route.stop"),
         message_sets=s.message_sets,
         spark_master=os.environ.get(SPARK_MASTER_ENV) or "local[2]",
     )
-    route_json = ctx.run_dir / "route.json"
+    route_json = ctx.files.route_settings
     route_json.write_text(route.to_json())
     for i in range(s.workers):
         _worker_file(ctx, i)
-    (ctx.run_dir / "settings.json").write_text(json.dumps(asdict(s), indent=2))
+    ctx.files.settings.write_text(json.dumps(asdict(s), indent=2))
     h.route_cmd = route_command(route_json, route.spark_master)
     h.t_start = time.time()
     ctx.procs.restart_route()
     for i in range(s.workers):
         ctx.procs.restart_worker(i)
-    _wait_ready(ctx.run_dir / "route.ready", ctx.procs, ctx.run_dir)
+    _wait_ready(ctx.files, ctx.procs)
     h.mark(P.STARTED)
 
 
 def produce(ctx: RunContext) -> ProduceReport:
     """Phase 4: produce the workload; the control loop runs meanwhile, stopped at the end."""
-    from skewlab.live.producer import produce as produce_workload
-    from skewlab.workload import parse_workload
 
     s, h = ctx.settings, ctx.handle
     h.require(P.STARTED, "produce into")
     if s.rebalance is not None:
         from skewlab.control.rebalance_loop import RebalanceSettings, start_loop
 
-        ctx.rebalancer = start_loop(
+        ctx.loop = start_loop(
             RebalanceSettings(
                 run_id=h.run_id,
                 delta_root=h.delta_root,
@@ -318,7 +286,7 @@ def produce(ctx: RunContext) -> ProduceReport:
         )
     if s.scale_out is not None:
         sm = s.state_manager_settings(h.run_id, h.delta_root)
-        ctx.manager = _start_manager(sm, ctx.kafka, h.routed_topic, ctx.procs, ctx.run_dir)
+        ctx.loop = _start_manager(sm, ctx.kafka, h.routed_topic, ctx.procs, ctx.files)
     watch = ctx.watcher()
     workload = parse_workload(s.workload, seed=s.seed)
     ps = _produce_settings(s, h.events_topic)
@@ -332,13 +300,11 @@ def produce(ctx: RunContext) -> ProduceReport:
     h.t_produce = time.time()
     report = produce_workload(ctx.kafka, workload, ps, progress=on_chunk)
     ctx.report = report
-    for loop in (ctx.rebalancer, ctx.manager):
-        if loop is not None:
-            loop[1].set()
-            loop[0].join()
-    if ctx.manager is not None:
-        ctx.manager[2].kafka.close()
-        h.running = sorted(ctx.manager[2].running)
+    if ctx.loop is not None:
+        ctx.loop.stop()
+    if (mgr := ctx.manager) is not None:
+        mgr.kafka.close()
+        h.running = sorted(mgr.running)
     h.produced = {"events": report.events, "seconds": report.seconds}
     h.mark(P.PRODUCED)
     return report
@@ -358,12 +324,12 @@ def drain(ctx: RunContext) -> None:
         return
     h.require(P.PRODUCED, "drain")
     watch = ctx.watcher()
-    (ctx.run_dir / "route.stop").touch()
-    _wait_exit("route job", lambda: ctx.procs.route, ctx.run_dir / "route.log", watch)
+    ctx.files.route_stop.touch()
+    _wait_exit("route job", lambda: ctx.procs.route, ctx.files.log("route"), watch)
     if s.scale_out is not None:
         _end_spares(ctx.kafka, h.routed_topic, s.workers, h.n_routed)
-    (ctx.run_dir / "workers.stop").touch()
-    mgr = ctx.manager[2] if ctx.manager is not None else None
+    ctx.files.workers_stop.touch()
+    mgr = ctx.manager
     if mgr is not None:
         live: Any = sorted(mgr.running)
     else:
@@ -372,8 +338,8 @@ def drain(ctx: RunContext) -> None:
     # a spare instance when the old holder drains; the spare must still be reading then.
     for i in sorted(live, key=lambda i: i >= s.workers):
         if i >= s.workers:
-            (ctx.run_dir / "spares.stop").touch()
-        log_path = ctx.run_dir / f"worker-{i}.log"
+            ctx.files.spares_stop.touch()
+        log_path = ctx.files.log(f"worker-{i}")
         _wait_exit(f"worker {i}", _getter(ctx.procs, i), log_path, watch)
     h.t_done = time.time()
     if mgr is not None:
@@ -391,7 +357,6 @@ def _plain(value: Any) -> Any:
 def aggregate(ctx: RunContext) -> ExactnessReport:
     """Phase 6: merge ``partials`` into ``results``; check them against ``events``."""
     from skewlab.live.aggregate import merge, plain_count, results_counts
-    from skewlab.pipeline.exactness import check
 
     s, h = ctx.settings, ctx.handle
     h.require(P.DRAINED, "aggregate")
@@ -404,7 +369,7 @@ def aggregate(ctx: RunContext) -> ExactnessReport:
     h.exactness = dataclasses.asdict(exactness)
     if ctx.detached:
         rows = [[w, k, c, v] for (w, k), (c, v) in expected.items()]
-        (ctx.run_dir / EXPECTED_FILE).write_text(json.dumps(rows))
+        ctx.files.expected.write_text(json.dumps(rows))
     h.mark(P.AGGREGATED)
     return exactness
 
@@ -412,7 +377,7 @@ def aggregate(ctx: RunContext) -> ExactnessReport:
 def load_expected(run_dir: Path) -> dict[tuple[float, str], tuple[int, int]] | None:
     """The plain count :func:`aggregate` saved for a later task (None if not saved)."""
     try:
-        rows = json.loads((run_dir / EXPECTED_FILE).read_text())
+        rows = json.loads(RunDir.of(run_dir).expected.read_text())
     except FileNotFoundError:
         return None
     return {(w, k): (c, v) for w, k, c, v in rows}
@@ -429,15 +394,13 @@ def check_quality(ctx: RunContext) -> QualityReport:
     )
     ctx.quality = report
     if ctx.detached:
-        (ctx.run_dir / QUALITY_FILE).write_text(json.dumps(report.to_dict()))
+        ctx.files.quality.write_text(json.dumps(report.to_dict()))
     return report
 
 
 def summarize(ctx: RunContext) -> RunSummary:
     """Phase 7b: the summary and plots, the quality verdict, the MLflow run."""
-    from skewlab.live.producer import ProduceReport
     from skewlab.live.summary import summarize as summarize_run
-    from skewlab.pipeline.exactness import ExactnessReport
 
     s, h = ctx.settings, ctx.handle
     h.require(P.AGGREGATED, "summarize")
@@ -467,8 +430,6 @@ def summarize(ctx: RunContext) -> RunSummary:
         summary.quality = "passed" if quality.ok else "failed"
         summary.quality_failures = list(quality.failures)
     if s.mlflow:
-        from skewlab.live.tracking import log_run
-
         summary = log_run(summary, s, Path(h.home), quality)
     h.mlflow_run_id = summary.mlflow_run_id
     h.mark(P.SUMMARIZED)
@@ -479,9 +440,19 @@ def _load_quality(run_dir: Path) -> QualityReport | None:
     from skewlab.quality import QualityReport
 
     try:
-        return QualityReport.from_dict(json.loads((run_dir / QUALITY_FILE).read_text()))
+        return QualityReport.from_dict(json.loads(RunDir.of(run_dir).quality.read_text()))
     except FileNotFoundError:
         return None
+
+
+def release(ctx: RunContext) -> None:
+    """Leave the run in this process: its loop asked to stop, its client closed (the
+    processes and topics stay: they belong to the run, :func:`stop` ends them)."""
+    if ctx.loop is not None:
+        ctx.loop.signal()
+    if ctx.client is not None:
+        ctx.client.close()
+        ctx.client = None
 
 
 def stop(ctx: RunContext) -> list[str]:
@@ -489,9 +460,8 @@ def stop(ctx: RunContext) -> list[str]:
     topics unless ``keep_topics``, close the client. Returns the names of the processes
     it killed."""
     h = ctx.handle
-    for loop in (ctx.rebalancer, ctx.manager):
-        if loop is not None:
-            loop[1].set()
+    if ctx.loop is not None:
+        ctx.loop.signal()
     killed = []
     for name, p in [("route", ctx.procs.route), *ctx.procs.workers.items()]:
         if p is None:
@@ -519,7 +489,6 @@ def stop(ctx: RunContext) -> list[str]:
 
 
 def _produce_settings(s: ExperimentSettings, topic: str) -> Any:
-    from skewlab.live.producer import ProduceSettings
 
     if s.load_ramp is None:
         return ProduceSettings(topic, s.partitions, s.n_events, s.rate, s.payload_bytes)
@@ -539,8 +508,8 @@ def _produce_settings(s: ExperimentSettings, topic: str) -> Any:
 
 
 def _start_manager(
-    sm: Any, client: Any, routed_topic: str, procs: Procs, run_dir: Path
-) -> tuple[Any, Any, Any]:
+    sm: Any, client: Any, routed_topic: str, procs: Procs, files: RunDir
+) -> ThreadLoop[Any]:
     """Start the state manager thread with start / stop / readiness of worker processes."""
     from skewlab.control.scaleout_loop import Processes, start_loop
 
@@ -552,7 +521,7 @@ def _start_manager(
 
     def ready(i: int) -> float | None:
         p = procs.workers.get(i)
-        f = run_dir / f"worker-{i}.ready"
+        f = files.worker_ready(i)
         if p is None or p.poll() is not None or not f.exists():
             return None
         try:
@@ -566,7 +535,6 @@ def _start_manager(
 
 def _end_spares(client: Any, topic: str, first: int, n: int) -> None:
     """End of stream on the spare partitions (the route job ends its W own ones)."""
-    from skewlab.pipeline import events
 
     for w in range(first, n):
         client.produce(topic, b"", partition=w, headers=[(events.END_HEADER, b"1")])
@@ -577,13 +545,13 @@ def _getter(procs: Procs, i: int) -> Callable[[], Any]:
     return lambda: procs.workers.get(i)
 
 
-def _wait_ready(marker: Path, procs: Procs, run_dir: Path, timeout_s: float = 180.0) -> None:
+def _wait_ready(files: RunDir, procs: Procs, timeout_s: float = 180.0) -> None:
     deadline = time.time() + timeout_s
-    while not marker.exists():
+    while not files.route_ready.exists():
         if procs.route is not None and procs.route.poll() is not None:
             raise ExperimentError(
                 f"route job exited ({procs.route.returncode}) before it was ready; "
-                f"{run_dir / 'route.log'}: {tail(run_dir / 'route.log')}"
+                f"{files.log('route')}: {tail(files.log('route'))}"
             )
         if time.time() > deadline:
             raise ExperimentError(f"route job not ready after {timeout_s:.0f} s")

@@ -36,9 +36,13 @@ import numpy as np
 
 from skewlab.errors import ConfigError
 from skewlab.grouping import make_grouping
+from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaSettings
 from skewlab.pipeline import events
 from skewlab.pipeline.route import AssignmentVersion, Splitter, key_loads
+from skewlab.rundir import RunDir, app_id
+from skewlab.spark.session import spark_session
+from skewlab.spark.state import route_with_state
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,14 +92,14 @@ class RouteSettings:
     workers: int
     strategy: str
     delta_root: str
-    checkpoint: str
+    run_dir: str
+    """The run's directory (:class:`~skewlab.rundir.RunDir`): checkpoint, markers, data."""
     strategy_params: dict[str, Any] = field(default_factory=dict)
     client: str = "confluent"
     window_s: float = 15.0
     trigger_s: float = 1.0
     max_events_per_trigger: int | None = None
     max_event_bytes: int = events.DEFAULT_MAX_BYTES
-    stop_file: str | None = None
     spark_master: str = "local[2]"
     message_sets: bool = False
 
@@ -110,6 +114,15 @@ class RouteSettings:
             raise ConfigError("window_s and trigger_s must be > 0")
         make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
         KafkaSettings(self.bootstrap, self.client)
+
+    @property
+    def files(self) -> RunDir:
+        return RunDir.of(self.run_dir)
+
+    @property
+    def checkpoint(self) -> str:
+        """The query's Spark checkpoint (in the run dir)."""
+        return str(self.files.checkpoint)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
@@ -238,7 +251,6 @@ class BatchSink:
     def _clients(self) -> tuple[Any, Any]:
         if self._client is None:
             from skewlab.io.delta import DeltaStore
-            from skewlab.io.kafka import connect
 
             self._client = connect(KafkaSettings(self.s.bootstrap, self.s.client))
             self._store = DeltaStore(self.s.delta_root)
@@ -299,7 +311,7 @@ class BatchSink:
             )
         client.flush()
         t_produced = time.perf_counter()
-        app, run = f"route:{s.run_id}", s.run_id
+        app, run = app_id("route", s.run_id), s.run_id
         ts = np.asarray([cols["ts"][i] for i in good])
         w_arr = np.asarray([workers[i] for i in good], dtype=np.int64)
         sizes = np.asarray([cols["size"][i] for i in good], dtype=np.int64)
@@ -364,7 +376,6 @@ def _partition_loads(kl: list[dict[str, Any]], topic: str, window_s: float) -> l
 
 def start_query(spark: SparkSession, s: RouteSettings) -> StreamingQuery:
     """Define and start the streaming query (steps 1-3 of the module doc)."""
-    from skewlab.spark.state import route_with_state
 
     reader = (
         spark.readStream.format("skewlab-kafka")
@@ -394,22 +405,20 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m skewlab.live.route_job SETTINGS_JSON [DATA_DIR]`` (and ``jobs/route.py``)."""
     import sys
 
-    from skewlab.spark.session import spark_session
-
     args = sys.argv[1:] if argv is None else argv
     if not args:
         print("usage: route_job SETTINGS_JSON [SPARK_DATA_DIR]", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     s = RouteSettings.from_json(Path(args[0]).read_text() if Path(args[0]).exists() else args[0])
-    data_dir = args[1] if len(args) > 1 else str(Path(s.checkpoint).parent / "spark")
+    data_dir = args[1] if len(args) > 1 else str(s.files.spark_data)
     spark = spark_session(f"skewlab-route-{s.run_id}", data_dir, master=s.spark_master)
-    ready = Path(s.checkpoint).parent / "route.ready"
+    ready, stop = s.files.route_ready, s.files.route_stop
     query = start_query(spark, s)
     ready.write_text(str(time.time()))
     try:
         while query.isActive:
-            if s.stop_file and Path(s.stop_file).exists():
+            if stop.exists():
                 query.processAllAvailable()
                 break
             time.sleep(0.5)
@@ -427,7 +436,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def send_end_of_stream(s: RouteSettings) -> None:
     """Tell every worker that no splitter routes any more (their open sets may end)."""
-    from skewlab.io.kafka import connect
 
     client = connect(KafkaSettings(s.bootstrap, s.client))
     try:

@@ -20,6 +20,7 @@ from skewlab.metrics import dist_cost, imb_score, std_dev_pct
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.pipeline.handoff import META_KEY
 from skewlab.rebalance.base import hash_worker
+from skewlab.report.plots import CdfCurve, LoadPanel, plot_cdf_curves, plot_load_panels
 
 if TYPE_CHECKING:
     from skewlab.live.experiment import ExperimentSettings
@@ -48,6 +49,10 @@ class RunSummary:
     exactness: str
     wall_s: float
     window_s: float
+    keys_over_2: int = 0
+    """Keys routed to more than 2 workers (for DKG: keys whose pool grew past 2)."""
+    time_scale: float = 1.0
+    """The factor DKG's timings were scaled by to fit the run (1: the seed's timings)."""
     rebalance: str = ""
     rebalances: int = 0
     keys_moved: int = 0
@@ -204,6 +209,8 @@ def summarize(
         exactness=exactness.summary(),
         wall_s=wall_s,
         window_s=s.window_s,
+        keys_over_2=sum(1 for v in workers_of.values() if len(v) > 2),
+        time_scale=s.time_scale,
         window_starts_ms=[int(w) for w in windows],
         window_loads=loads.tolist(),
         window_latency_ms=[lat_series.get(w, (float("nan"), float("nan"))) for w in windows],
@@ -356,7 +363,6 @@ def final_key_state(store: DeltaStore, run_id: str) -> tuple[dict[str, int], dic
 
 def draw(summary: RunSummary, out_dir: Path) -> list[str]:
     """Load per worker over time and the latency CDF of one run, as PNG files."""
-    from skewlab.report.plots import CdfCurve, LoadPanel, plot_cdf_curves, plot_load_panels
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []

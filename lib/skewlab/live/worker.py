@@ -1,46 +1,6 @@
 """A worker process of the live pipeline: partition ``i`` of ``routed`` -> Delta.
 
-The worker reads its partition of ``routed`` by manual assignment, runs the
-windowed per-key operator (:class:`~skewlab.pipeline.worker.WindowedAggregate`)
-with a per-event processing cost, samples end-to-end latency, and commits its
-increments to Delta. Commit order of one flush, at routed offset ``o``
-(everything before ``o`` is reflected):
-
-1. ``worker_progress`` gets (worker, routed_offset=o, watermarks) under the
-   app transaction (``work-<i>:<run>``, version ``o``);
-2. ``partials`` gets the increments under the same app transaction; this commit
-   is the one that counts: a flush is done when it is in;
-3. ``latency`` gets the latency rows of the flush (same app transaction).
-
-On start the worker asks ``partials`` for the committed version of its app id:
-that is the routed offset to resume from, and ``worker_progress`` at that
-version holds the watermarks that drop replays of already-counted events. A
-crash anywhere in 1-3 therefore loses and doubles nothing: steps after the last
-complete ``partials`` commit are redone from the same offset.
-
-With message sets (``splitters > 0``, a rebalancer moves keys; see
-:mod:`skewlab.pipeline.handoff`), the worker also keeps every key's message
-sets, buffers and state, and a flush at routed offset ``o`` commits, in order:
-
-0. the producer is flushed: every hand-off record of a set completed before
-   ``o`` (sent to the next holder's partition of ``routed``) is in Kafka;
-1. ``operator_state`` gets the key state at ``o`` (sets, buffered records,
-   hand-offs received / completed) of the keys changed since the previous flush,
-   checkpoint ``o``, same app id: an incremental checkpoint, so a flush costs what
-   changed, not the whole state; the state at ``o`` is, per key, its newest row
-   at or before ``o`` (:func:`~skewlab.io.state_store.state_rows_at`);
-2. ``handoffs`` gets the hand-offs applied before ``o`` (evidence), same app id;
-3. ``worker_progress``, 4. ``partials`` (the commit point), 5. ``latency``.
-
-Everything a worker learns about sets (records, end-of-set markers, hand-offs,
-end of stream) is in its own partition, so its state at ``o`` depends only on
-the records before ``o``: a step redone after a crash writes the same content,
-which is why skipping an already committed version is safe. (Incremental rows
-keep this: a redo resumes at its last commit ``v``, so a skipped flush at ``o``
-already holds, at ``o``, every key changed between ``v`` and ``o``.) A crash after 0
-and before 4 re-sends the hand-off when the set completes again; the receiver
-applies the first copy of each (key, set) and ignores the others. A hand-off
-is never lost: it is in Kafka before the offset past its completion commits.
+Details: docs/live-run.md, section ``skewlab.live.worker``.
 """
 
 from __future__ import annotations
@@ -62,6 +22,7 @@ from skewlab.io.state_store import state_rows_at
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
 from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_start
+from skewlab.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +64,7 @@ class WorkerSettings:
 
     @property
     def app_id(self) -> str:
-        return f"work-{self.worker}:{self.run_id}"
+        return RunDir.worker_app(self.worker, self.run_id)
 
 
 def _ms(seconds: float) -> int:

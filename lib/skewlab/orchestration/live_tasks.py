@@ -1,34 +1,6 @@
 """The phase tasks of ``skewlab_experiment``: one phase of a live run per Airflow task.
 
-Each function is what one task does; they pass a small JSON-safe *ref*
-(``{"mode": "grouping", "run_id": ..., "run_dir": ...}``) from task to task,
-and the run's state lives in ``<run dir>/handle.json``
-(:class:`~skewlab.live.handle.RunHandle`), so each task may run in its own
-process, on a retry or after a scheduler restart:
-
-=====================  ==================================================
-task                   function
-=====================  ==================================================
-``ensure_services``    :func:`ensure_services` (new run id, broker)
-``create_topics``      :func:`create_topics`
-``start_route_job``    :func:`start_route_job` (route job + workers, detached)
-``produce``            :func:`produce` (control loops in this task)
-``wait_for_completion``:func:`wait_for_completion` (drain)
-``aggregate``          :func:`aggregate` (merge + exactness)
-``check_quality``      :func:`quality_report`
-``summarize``          :func:`summarize` (summary, plots, MLflow)
-``stop_jobs``          :func:`stop_run` (kill leftovers, delete topics)
-=====================  ==================================================
-
-**Autoscale runs stay one step.** The consumer-group autoscaling experiment
-(:func:`skewlab.live.autoscale.run.run_autoscale`) runs its monitor,
-controller and consumers as threads of one process around one metadata topic
-(the stop -> ack -> start protocol); splitting it would mean re-attaching
-those threads across processes. So with ``mode: autoscale`` :func:`produce`
-runs the whole experiment and every other phase passes its row through.
-
-Errors are :class:`~skewlab.errors.SkewlabError` with one-line messages; the
-DAG turns them into ``AirflowFailException``.
+Details: docs/live-run.md, section ``skewlab.orchestration.live_tasks``.
 """
 
 from __future__ import annotations
@@ -40,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.orchestration.runs import result_for_xcom, settings_from_xcom
+from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
     from skewlab.live.phases import RunContext
@@ -75,17 +48,13 @@ def _autoscale(ref: Mapping[str, Any]) -> bool:
 def _resumed(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iterator[RunContext]:
     """The run's context in this task; its loops stopped and client closed at the end
     (processes and topics stay: they belong to the run, ``stop_jobs`` ends them)."""
-    from skewlab.live.phases import resume
+    from skewlab.live.phases import release, resume
 
     ctx = resume(ref["run_dir"], progress)
     try:
         yield ctx
     finally:
-        for loop in (ctx.rebalancer, ctx.manager):
-            if loop is not None:
-                loop[1].set()
-        if ctx.client is not None:
-            ctx.client.close()
+        release(ctx)
 
 
 def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,12 +148,11 @@ def quality_report(home: str | Path, run_id: str, window_s: float) -> QualityRep
     from skewlab.io.delta import DeltaStore
     from skewlab.live import phases
     from skewlab.live.experiment import delta_root_of
-    from skewlab.live.handle import HANDLE_FILE
     from skewlab.quality import check_run
 
     home = Path(home).resolve()
-    run_dir = home / "runs" / run_id
-    if (run_dir / HANDLE_FILE).is_file():
+    run_dir = RunDir.at(home, run_id)
+    if run_dir.handle.is_file():
         with _resumed({"run_dir": str(run_dir)}) as ctx:
             return phases.check_quality(ctx)
     return check_run(DeltaStore(delta_root_of(home)), run_id, window_s=window_s)
@@ -197,10 +165,9 @@ def record_failed_quality(settings: Mapping[str, Any], result: Mapping[str, Any]
     metrics and the failing report, which the check saved) is what a user opens
     to see why. Tables checked without a run handle have nothing to summarize.
     """
-    from skewlab.live.handle import HANDLE_FILE
 
-    run_dir = Path(settings["home"]).resolve() / "runs" / result["run_id"]
-    if settings.get("mode") == AUTOSCALE or not (run_dir / HANDLE_FILE).is_file():
+    run_dir = RunDir.at(settings["home"], result["run_id"])
+    if settings.get("mode") == AUTOSCALE or not run_dir.handle.is_file():
         return None
     rid = summarize(settings, {**result, "quality_ok": False}).get("mlflow_run_id")
     return str(rid) if rid else None
@@ -212,7 +179,7 @@ def summarize(settings: Mapping[str, Any], result: Mapping[str, Any]) -> dict[st
 
     if settings.get("mode") == AUTOSCALE:
         return dict(result)
-    run_dir = Path(settings["home"]).resolve() / "runs" / result["run_id"]
+    run_dir = RunDir.at(settings["home"], result["run_id"])
     with _resumed({"run_dir": str(run_dir)}) as ctx:
         summary = phases.summarize(ctx)
     row = result_for_xcom(summary)
@@ -229,11 +196,10 @@ def stop_run(ref: Mapping[str, Any] | None) -> list[str]:
     names of the processes it killed.
     """
     from skewlab.live import phases
-    from skewlab.live.handle import HANDLE_FILE
 
     if not ref or _autoscale(ref) or "run_dir" not in ref:
         return []
-    if not (Path(ref["run_dir"]) / HANDLE_FILE).is_file():
+    if not RunDir.of(ref["run_dir"]).handle.is_file():
         return []
     with _resumed(ref) as ctx:
         return phases.stop(ctx)

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from skewlab.autoscale import ALGORITHM_NAMES
 from skewlab.errors import ConfigError
-from skewlab.grouping import GROUPING_NAMES
+from skewlab.grouping import GROUPING_NAMES, GROUPINGS
+from skewlab.live.autoscale.protocol import speed_plan
 from skewlab.orchestration.paramspec import OFF, Kind, ParamSpec, one_line
 from skewlab.orchestration.runs import (
     progress_logger,
@@ -50,7 +51,12 @@ from skewlab.orchestration.runs import (
     settings_to_xcom,
     verdict,
 )
-from skewlab.rebalance import REBALANCER_NAMES
+from skewlab.rebalance import REBALANCERS, make_rebalancer
+from skewlab.registry import resolve
+from skewlab.services.datadir import resolve_home
+from skewlab.spec import SCALE_OUT_LIBRARY, setting
+from skewlab.state import ThresholdConfig
+from skewlab.state.policies import POLICIES
 
 if TYPE_CHECKING:
     from skewlab.live.autoscale.run import AutoscaleSettings
@@ -66,6 +72,7 @@ __all__ = [
     "SCALE_OUT_POLICIES",
     "ParamSpec",
     "autoscale_timing",
+    "grouping_keys",
     "one_line",
     "param_schemas",
     "progress_logger",
@@ -81,11 +88,7 @@ __all__ = [
     "verdict",
 ]
 
-SCALE_OUT_POLICIES: dict[str, str] = {
-    "checkpoint": "checkpointing",
-    "active-backup": "active-backup",
-    "restart": "restart",
-}
+SCALE_OUT_POLICIES: dict[str, str] = dict(SCALE_OUT_LIBRARY)
 """``scale_out`` param values -> library policy names (as ``skewlab run --scale-out``)."""
 
 MAX_KAFKA_CONSUMERS = 64
@@ -145,101 +148,97 @@ _REBALANCE = "Rebalance hot keys (on KEY grouping)"
 _SCALE_OUT = "Scale out overloaded workers (on KEY grouping)"
 _AUTOSCALE = "Autoscale a consumer group (instead of the grouping experiment)"
 
+
+def _from(name: str, title: str, description: str, section: str, **extra: Any) -> ParamSpec:
+    """The DAG param of setting ``name``: default, kind, bounds and choices from its
+    :data:`~skewlab.spec.SETTINGS` row (a switch's ``None`` is :data:`OFF` here)."""
+    s = setting(name)
+    assert s.param is not None
+    switch = s.choices is not None and s.nullable
+    bounds: dict[str, Any] = {
+        "minimum": s.minimum, "maximum": s.maximum, "exclusive_minimum": s.exclusive_minimum,
+        "enum": (OFF, *s.choices) if switch and s.choices else s.choices,
+        "nullable": s.nullable and not switch,
+    }  # fmt: skip
+    bounds.update(extra)
+    default = OFF if switch and s.default is None else s.default
+    return ParamSpec(s.param, s.name, default, s.kind, title, description, section=section,
+                     **bounds)  # fmt: skip
+
+
+def grouping_keys(strategy: str) -> tuple[str, ...]:
+    """The ``strategy_params`` keys grouping ``strategy`` takes (its config's fields)."""
+    cls = resolve(GROUPINGS, strategy, "grouping")
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "workers")
+
+
+def _grouping_key_specs() -> tuple[ParamSpec, ...]:
+    out: dict[str, ParamSpec] = {}
+    for name in GROUPING_NAMES:
+        cls = GROUPINGS[name]
+        for f in dataclasses.fields(cls):
+            if f.name == "workers" or f.name in out:
+                continue
+            kind: Kind = "integer" if str(f.type).startswith("int") else "number"
+            out[f.name] = _key(f.name, kind, f"{name}: {f.name} (default {f.default})",
+                               minimum=0)  # fmt: skip
+    return tuple(out.values())
+
+
+GROUPING_KEYS: tuple[ParamSpec, ...] = _grouping_key_specs()
+"""Every key some grouping takes; :func:`grouping_keys` says which ones each takes."""
+
 PARAMS: tuple[ParamSpec, ...] = (
-    ParamSpec(
-        "strategy", "strategy", "dkg", "string", "Grouping",
-        "Which worker processes each event: key (hash), shuffle, pkg (partial key), "
-        "dkg (dynamic key), d-choices, w-choices. rebalance and scale_out need key.",
-        enum=GROUPING_NAMES, section=_GROUPING,
-    ),
-    ParamSpec(
-        "workers", "workers", 4, "integer", "Workers (W)", "Parallel worker processes.", 1, 64,
-        section=_GROUPING,
-    ),
-    ParamSpec(
-        "partitions", "partitions", 4, "integer", "Input partitions",
-        "Partitions of the input topic (grouping: splitters of the route job; autoscale: "
-        "the partitions bin-packed onto consumers).",
-        1, 64, section=_GROUPING, scope="both",
-    ),
-    ParamSpec(
-        "workload", "workload", "zipf:s=1.1,v=2.72", "string", "Workload",
-        "Workload spec, e.g. zipf:s=1.1,v=2.72, country:R80, eps-switch (see skewlab simulate "
-        "--help). The autoscale experiment uses autoscale_workload instead.",
-        section=_GROUPING,
-    ),
-    ParamSpec(
-        "rate", "rate", 5000.0, "number", "Rate (events/s)", "Target produce rate.",
-        exclusive_minimum=0, section=_GROUPING,
-    ),
-    ParamSpec(
-        "duration", "duration_s", 20.0, "number", "Duration (s)",
-        "How long to produce (grouping: events = rate x duration; autoscale: iterations = "
-        "duration / autoscale_iteration).",
-        exclusive_minimum=0, section=_GROUPING, scope="both",
-    ),
-    ParamSpec(
-        "load_ramp", "load_ramp", None, "string", "Load ramp",
-        "Empty: constant rate. FACTORx/INTERVALs, e.g. 2x/500s: the rate multiplies by FACTOR "
-        "every INTERVAL seconds (the scale-out seed's doubling load).",
-        nullable=True, pattern=r"^[0-9]+(\.[0-9]+)?x/[0-9]+(\.[0-9]+)?s?$",
-        allowed_text="null (constant rate) or FACTORx/INTERVALs like 2x/500s",
-        section=_GROUPING,
-    ),
-    ParamSpec(
-        "service_us", "service_us", 0.0, "number", "Service time (us/event)",
-        "Busy-work per event in each worker (0: none; scale_out needs > 0).",
-        minimum=0, section=_GROUPING,
-    ),
-    ParamSpec(
-        "window", "window_s", 15.0, "number", "Window (s)",
-        "Tumbling window of the per-worker results and metrics.",
-        exclusive_minimum=0, section=_GROUPING,
-    ),
-    ParamSpec(
-        "seed", "seed", 1, "integer", "Seed", "Workload seed (same seed: same stream).", 0,
-        section=_GROUPING,
-    ),
-    ParamSpec(
-        "rebalance", "rebalance", OFF, "string", "Rebalance policy",
-        "Move hot keys live: smalops (heavy hitters, best fit, Eq. 4), dlb-h / dlb-l (DLB's "
-        "heaviest / lightest key), lptf (re-pack all keys). none: off.",
-        enum=REBALANCER_NAMES, section=_REBALANCE,
-    ),
-    ParamSpec(
-        "rebalance_interval", "rebalance_interval_s", 10.0, "number", "Rebalance interval (s)",
-        "Seconds between rebalance decisions.",
-        exclusive_minimum=0, section=_REBALANCE, needs="rebalance",
-    ),
-    ParamSpec(
-        "rebalance_params", "rebalance_params", {}, "object", "Rebalance policy params",
-        'The policy\'s parameters, e.g. {"threshold": 0.05, "gate": false} (smalops) or '
-        '{"theta": 15} (dlb-h, dlb-l, lptf).',
-        properties=REBALANCE_KEYS, section=_REBALANCE, needs="rebalance",
-    ),
-    ParamSpec(
-        "scale_out", "scale_out", OFF, "string", "Scale-out policy",
-        "Split an overloaded worker's keys onto new instances: checkpoint (state saved from "
-        "alarming), active-backup (secondaries warm from alarming), restart (baseline). "
-        "none: off. Needs service_us > 0.",
-        enum=(OFF, *SCALE_OUT_POLICIES), section=_SCALE_OUT,
-    ),
-    ParamSpec(
-        "max_instances", "max_instances", 2, "integer", "Max instances per worker",
-        "Instances one worker may be split onto.",
-        2, 16, section=_SCALE_OUT, needs="scale_out",
-    ),
-    ParamSpec(
-        "scale_out_interval", "scale_out_interval_s", 1.0, "number", "Score interval (s)",
-        "Seconds between bottleneck scores.",
-        exclusive_minimum=0, section=_SCALE_OUT, needs="scale_out",
-    ),
-    ParamSpec(
-        "scale_out_params", "scale_out_params", {}, "object", "Thresholds and policy params",
-        'Bottleneck-score thresholds (0..100) and policy keys, e.g. {"alarming": 40, '
-        '"scale_out": 70, "scale_in": 20, "cooldown_s": 10}.',
-        properties=SCALE_OUT_KEYS, section=_SCALE_OUT, needs="scale_out",
-    ),
+    _from("strategy", "Grouping",
+          "Which worker processes each event: key (hash), shuffle, pkg (partial key), "
+          "dkg (dynamic key), d-choices, w-choices. rebalance and scale_out need key.",
+          _GROUPING, enum=GROUPING_NAMES),
+    _from("strategy_params", "Grouping params",
+          'The grouping\'s parameters, e.g. {"warmup": 5, "check_interval": 20} (dkg) or '
+          '{"d": 4} (d-choices); names are checked against the chosen grouping.',
+          _GROUPING, properties=GROUPING_KEYS),
+    _from("workers", "Workers (W)", "Parallel worker processes.", _GROUPING),
+    _from("partitions", "Input partitions",
+          "Partitions of the input topic (grouping: splitters of the route job; autoscale: "
+          "the partitions bin-packed onto consumers).", _GROUPING, scope="both"),
+    _from("workload", "Workload",
+          "Workload spec, e.g. zipf:s=1.1,v=2.72, country:R80, eps-switch (see skewlab simulate "
+          "--help). The autoscale experiment uses autoscale_workload instead.", _GROUPING),
+    _from("rate", "Rate (events/s)", "Target produce rate.", _GROUPING),
+    _from("duration_s", "Duration (s)",
+          "How long to produce (grouping: events = rate x duration; autoscale: iterations = "
+          "duration / autoscale_iteration).", _GROUPING, scope="both"),
+    _from("load_ramp", "Load ramp",
+          "Empty: constant rate. FACTORx/INTERVALs, e.g. 2x/500s: the rate multiplies by FACTOR "
+          "every INTERVAL seconds (the scale-out seed's doubling load).", _GROUPING,
+          pattern=r"^[0-9]+(\.[0-9]+)?x/[0-9]+(\.[0-9]+)?s?$",
+          allowed_text="null (constant rate) or FACTORx/INTERVALs like 2x/500s"),
+    _from("service_us", "Service time (us/event)",
+          "Busy-work per event in each worker (0: none; scale_out needs > 0).", _GROUPING),
+    _from("window_s", "Window (s)", "Tumbling window of the per-worker results and metrics.",
+          _GROUPING),
+    _from("seed", "Seed", "Workload seed (same seed: same stream).", _GROUPING),
+    _from("rebalance", "Rebalance policy",
+          "Move hot keys live: smalops (heavy hitters, best fit, Eq. 4), dlb-h / dlb-l (DLB's "
+          "heaviest / lightest key), lptf (re-pack all keys). none: off.", _REBALANCE),
+    _from("rebalance_interval_s", "Rebalance interval (s)",
+          "Seconds between rebalance decisions.", _REBALANCE, needs="rebalance"),
+    _from("rebalance_params", "Rebalance policy params",
+          'The policy\'s parameters, e.g. {"threshold": 0.05, "gate": false} (smalops) or '
+          '{"theta": 15} (dlb-h, dlb-l, lptf).',
+          _REBALANCE, properties=REBALANCE_KEYS, needs="rebalance"),
+    _from("scale_out", "Scale-out policy",
+          "Split an overloaded worker's keys onto new instances: checkpoint (state saved from "
+          "alarming), active-backup (secondaries warm from alarming), restart (baseline). "
+          "none: off. Needs service_us > 0.", _SCALE_OUT),
+    _from("max_instances", "Max instances per worker",
+          "Instances one worker may be split onto.", _SCALE_OUT, needs="scale_out"),
+    _from("scale_out_interval_s", "Score interval (s)", "Seconds between bottleneck scores.",
+          _SCALE_OUT, needs="scale_out"),
+    _from("scale_out_params", "Thresholds and policy params",
+          'Bottleneck-score thresholds (0..100) and policy keys, e.g. {"alarming": 40, '
+          '"scale_out": 70, "scale_in": 20, "cooldown_s": 10}.',
+          _SCALE_OUT, properties=SCALE_OUT_KEYS, needs="scale_out"),
     ParamSpec(
         "autoscale", "algorithm", OFF, "string", "Autoscale algorithm",
         "none: the grouping experiment. Else run the live consumer-group autoscaler with this "
@@ -281,7 +280,6 @@ def param_schemas() -> dict[str, dict[str, Any]]:
 
 def rebalance_keys(policy: str) -> tuple[str, ...]:
     """The ``rebalance_params`` keys rebalance ``policy`` takes (its config's fields)."""
-    from skewlab.rebalance import REBALANCERS
 
     cls, fixed = REBALANCERS[policy]
     return tuple(
@@ -293,8 +291,6 @@ def rebalance_keys(policy: str) -> tuple[str, ...]:
 
 def scale_out_keys(policy: str) -> tuple[str, ...]:
     """The ``scale_out_params`` keys scale-out ``policy`` takes: thresholds + its config."""
-    from skewlab.state import ThresholdConfig
-    from skewlab.state.policies import POLICIES
 
     cls = POLICIES[SCALE_OUT_POLICIES[policy]]
     names = [f.name for f in dataclasses.fields(ThresholdConfig)]
@@ -367,6 +363,9 @@ def _check_grouping(values: Mapping[str, Any]) -> None:
                 f"{switch}={policy} runs on top of KEY grouping: set strategy to key, "
                 f"got {strategy}"
             )
+    _check_policy_keys(
+        "strategy_params", strategy, values["strategy_params"], grouping_keys(strategy)
+    )
     if load_ramp := values["load_ramp"]:
         from skewlab.control.scaleout_loop import parse_ramp
 
@@ -375,8 +374,6 @@ def _check_grouping(values: Mapping[str, Any]) -> None:
         except ConfigError as exc:
             raise ConfigError(f"param load_ramp: {one_line(exc)}") from None
     if rebalance != OFF:
-        from skewlab.rebalance import make_rebalancer
-
         given = values["rebalance_params"]
         _check_policy_keys("rebalance_params", rebalance, given, rebalance_keys(rebalance))
         try:
@@ -389,7 +386,6 @@ def _check_grouping(values: Mapping[str, Any]) -> None:
                 f"scale_out={scale_out} needs service_us > 0 (the per-event cost is what "
                 f"overloads a worker), got {values['service_us']:g}"
             )
-        from skewlab.state import ThresholdConfig
 
         given = values["scale_out_params"]
         _check_policy_keys("scale_out_params", scale_out, given, scale_out_keys(scale_out))
@@ -416,7 +412,6 @@ def settings_from_params(
     Returns :class:`ExperimentSettings` when ``autoscale`` is ``none``, else
     :class:`AutoscaleSettings`. Raises :class:`ConfigError` with a one-line message.
     """
-    from skewlab.services.datadir import resolve_home
 
     unknown = sorted(set(params) - set(_BY_NAME))
     if unknown:
@@ -460,7 +455,6 @@ def _autoscale_settings(
             f"param duration ({duration:g} s) must be >= autoscale_iteration ({iteration:g} s): "
             "the autoscaler decides once per iteration"
         )
-    from skewlab.live.autoscale.protocol import speed_plan
 
     try:
         speed_plan(values["autoscale_workload"], values["partitions"], 1, 1.0)

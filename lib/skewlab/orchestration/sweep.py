@@ -47,7 +47,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.errors import ConfigError, SkewlabError
-from skewlab.grouping import GROUPING_NAMES
+from skewlab.grouping import GROUPING_NAMES, make_grouping
+from skewlab.io.tracking import PARENT_RUN_TAG
+from skewlab.services.datadir import resolve_home
+from skewlab.sim import ConstantService, SimConfig, simulate
+from skewlab.workload import parse_workload
 
 if TYPE_CHECKING:
     from skewlab.io.tracking import RunSummary, Tracker
@@ -171,8 +175,6 @@ class SweepSettings:
     home: str = field(default=".skewlab", compare=False)
 
     def __post_init__(self) -> None:
-        from skewlab.grouping import make_grouping
-        from skewlab.workload import parse_workload
 
         if self.mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
@@ -345,7 +347,6 @@ def settings_from_params(
     A non-empty ``preset`` replaces ``strategies``, ``workloads``, ``workers`` and
     ``service_us``; the other params apply as given. Unknown names are refused.
     """
-    from skewlab.services.datadir import resolve_home
 
     unknown = sorted(set(params) - set(_PARAM_DOCS))
     if unknown:
@@ -440,7 +441,6 @@ def start_parent(tracker: Tracker, settings: SweepSettings, key: str) -> str:
 
 def find_cell_run(tracker: Tracker, parent_run_id: str, cell: SweepCell) -> str | None:
     """Id of a FINISHED child run of ``cell`` under the parent, if one exists."""
-    from skewlab.io.tracking import PARENT_RUN_TAG
 
     exp_id = tracker.client.get_run(parent_run_id).info.experiment_id
     found = tracker.client.search_runs(
@@ -455,9 +455,6 @@ def find_cell_run(tracker: Tracker, parent_run_id: str, cell: SweepCell) -> str 
 
 
 def _sim_metrics(settings: SweepSettings, cell: SweepCell) -> dict[str, float]:
-    from skewlab.grouping import make_grouping
-    from skewlab.sim import ConstantService, SimConfig, simulate
-    from skewlab.workload import parse_workload
 
     config = SimConfig(
         service=ConstantService(settings.service_us * 1e-6),

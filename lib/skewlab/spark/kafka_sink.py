@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
 from skewlab.errors import ConfigError
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import Row
@@ -83,12 +85,10 @@ class KafkaSinkOptions:
         )
 
     def settings(self) -> KafkaSettings:
-        from skewlab.io.kafka.base import KafkaSettings
 
         return KafkaSettings(bootstrap=self.bootstrap, client=self.client, extra=dict(self.extra))
 
     def connect(self) -> KafkaClient:
-        from skewlab.io.kafka import connect
 
         return connect(self.settings())
 

@@ -1,48 +1,6 @@
 """Kafka source for Spark on the Python Data Source API (``format("skewlab-kafka")``).
 
-Why it exists: the JVM Kafka connector cannot be installed here (ENVIRONMENT.md), so
-Spark reads Kafka through this source, which talks to the broker with skewlab's own
-:class:`~skewlab.io.kafka.base.KafkaClient`. Where the JVM connector is present, a job
-may use ``format("kafka")`` instead; the row schema below keeps the same meaning.
-
-Offsets are the JSON dict ``{"<partition>": <next offset>}`` of one topic: the offset
-of a micro-batch is the exclusive end per partition, so the batch between two offsets
-``start`` and ``end`` is every record with ``start[p] <= offset < end[p]``, and
-replaying it gives the same records (deterministic replay, what Spark's checkpoint
-needs for exactly-once reads).
-
-One micro-batch, step by step:
-
-1. ``latestOffset()`` (driver) asks the broker for the TRUE end of every partition
-   (:meth:`KafkaClient.end_offsets` hides tansu's ListOffsets quirk) and, with
-   ``maxEventsPerTrigger``, caps the range planned after the previous batch's end.
-2. ``partitions(start, end)`` (driver) returns one :class:`KafkaRangePartition` per
-   Kafka partition with records in ``[start, end)``.
-3. ``read(partition)`` (executor) opens its own client, fetches the range and yields
-   Arrow record batches of the schema :data:`SCHEMA`.
-4. Spark writes the end offset to its checkpoint before running the batch and calls
-   ``commit(end)`` after the sink committed it; a restarted query resumes from the
-   checkpointed end, so nothing is read twice or skipped.
-
-Options (all strings, validated once in :class:`KafkaSourceOptions`):
-
-``bootstrap``            host:port[,host:port] (required)
-``topic``                the one topic to read (required)
-``client``               ``confluent`` (default) or ``kafka-python``
-``startingOffsets``      ``earliest`` (default), ``latest`` or JSON ``{"0": 12, "1": 0}``
-                         (partitions not named start at their earliest offset)
-``endingOffsets``        batch reads only: ``latest`` (default) or JSON as above
-``maxEventsPerTrigger``  optional positive int: at most this many records per batch,
-                         shared between partitions in proportion to their backlog
-``fetchBatchSize``       rows per Arrow batch yielded by ``read`` (default 10000)
-``kafka.<name>``         passed to the client as ``KafkaSettings.extra[<name>]``
-
-PySpark 4.0's ``latestOffset()`` is not told where the next batch starts, so the reader
-remembers the furthest end it planned or Spark showed it (``partitions``, ``commit``):
-Spark calls ``latestOffset()`` before ``initialOffset()`` on a new query, and
-``partitions(start, start)`` before ``latestOffset()`` on a restarted one (measured).
-``Trigger.AvailableNow`` is emulated by Spark with one call to ``latestOffset()``, so
-with ``maxEventsPerTrigger`` it reads one capped batch: use a processing-time trigger.
+Details: docs/live-run.md, section ``skewlab.spark.kafka_source``.
 """
 
 from __future__ import annotations
@@ -63,6 +21,8 @@ from pyspark.sql.datasource import (
 )
 
 from skewlab.errors import ConfigError
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaSettings
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -156,13 +116,11 @@ class KafkaSourceOptions:
 
     def settings(self) -> KafkaSettings:
         """The client settings (bootstrap, implementation, extra config)."""
-        from skewlab.io.kafka.base import KafkaSettings
 
         return KafkaSettings(bootstrap=self.bootstrap, client=self.client, extra=dict(self.extra))
 
     def connect(self) -> KafkaClient:
         """A new client; callers close it."""
-        from skewlab.io.kafka import connect
 
         return connect(self.settings())
 

@@ -149,7 +149,7 @@ def test_dkg_splitter_starts_its_clock_at_the_first_event():
         workers=W,
         strategy="dkg",
         delta_root="/nonexistent",
-        checkpoint="/nonexistent",
+        run_dir="/nonexistent",
     )
     t0 = 1_795_000_000.0
     raw = pa.RecordBatch.from_pydict(

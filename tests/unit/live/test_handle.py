@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from skewlab.live.experiment import ExperimentSettings
-from skewlab.live.handle import HANDLE_FILE, HandleError, Phase, ProcRecord, RunHandle
+from skewlab.live.handle import HandleError, Phase, ProcRecord, RunHandle
 from skewlab.live.launch import Detached, route_command, spawn_detached
+from skewlab.rundir import RunDir
 
 pytestmark = pytest.mark.unit
 
@@ -57,14 +58,14 @@ def test_handle_round_trips_through_its_file(tmp_path: Path) -> None:
     assert back.phases == ["services"]
     assert isinstance(back.procs["route"], ProcRecord)
     assert ExperimentSettings(**back.settings) == ExperimentSettings(**h.settings)
-    assert json.loads((tmp_path / "run" / HANDLE_FILE).read_text())["run_id"] == "key-1"
+    assert json.loads(RunDir.of(tmp_path / "run").handle.read_text())["run_id"] == "key-1"
     assert not list((tmp_path / "run").glob("*.tmp*")), "the save is a rename"
 
 
 def test_missing_or_bad_handle_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(HandleError, match=r"^no run handle at .*handle\.json$"):
         RunHandle.load(tmp_path)
-    (tmp_path / HANDLE_FILE).write_text('{"run_id": "x", "bogus": 1}')
+    RunDir.of(tmp_path).handle.write_text('{"run_id": "x", "bogus": 1}')
     with pytest.raises(HandleError, match="unknown handle field"):
         RunHandle.load(tmp_path)
 

@@ -69,6 +69,7 @@ from skewlab.live.autoscale.protocol import (
     inbox,
     read_new,
 )
+from skewlab.rundir import RunDir, app_id
 
 __all__ = ["ConsumerProc", "LiveController", "load_state", "main"]
 
@@ -250,10 +251,10 @@ class LiveController:
     def _spawn(self, consumer: int) -> None:
         if consumer + 1 >= self.s.max_consumers + 1:
             log.error("consumer %d has no inbox (max_consumers=%d)", consumer, self.s.max_consumers)
-        run_dir = Path(self.s.run_dir)
-        out = open(run_dir / f"consumer-{consumer}.log", "ab")  # noqa: SIM115 - the child's
+        files = RunDir.of(self.s.run_dir)
+        out = open(files.log(f"consumer-{consumer}"), "ab")  # noqa: SIM115 - the child's
         popen = subprocess.Popen(
-            [sys.executable, "-m", CONSUMER_MODULE, str(run_dir / "settings.json"), str(consumer)],
+            [sys.executable, "-m", CONSUMER_MODULE, str(files.settings), str(consumer)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -274,7 +275,7 @@ class LiveController:
         }
         record_reassignment(
             self.store, self.s.run_id, self.s.topics.data, d, policy=self.s.algorithm,
-            reason=p.reason, ts_ms=round(p.began * 1000), app=f"controller:{self.s.run_id}",
+            reason=p.reason, ts_ms=round(p.began * 1000), app=app_id("controller", self.s.run_id),
             version=d.iteration, extra=extra,
         )  # fmt: skip
         log.info(

@@ -27,6 +27,7 @@ from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaClient, connect
 from skewlab.live.autoscale.protocol import LiveSettings, Measurement
+from skewlab.rundir import app_id
 
 __all__ = ["Monitor", "SpeedWindow", "main"]
 
@@ -133,7 +134,7 @@ class Monitor:
             for p in range(self.s.partitions)
         ]
         self.store.append(
-            "partition_loads", rows, app_id=f"monitor:{self.s.run_id}", version=self.seq,
+            "partition_loads", rows, app_id=app_id("monitor", self.s.run_id), version=self.seq,
             run_id=self.s.run_id,
         )  # fmt: skip
         self.seq += 1

@@ -33,6 +33,7 @@ import numpy as np
 from skewlab.autoscale import AutoscalerConfig, MeasurementStream
 from skewlab.errors import ConfigError
 from skewlab.io.kafka import KafkaClient, KafkaSettings
+from skewlab.rundir import RunDir
 
 __all__ = [
     "CONTROLLER_INBOX",
@@ -144,12 +145,12 @@ class LiveSettings:
     @property
     def stop_file(self) -> Path:
         """Created by the driver: the controller stops its consumers, everyone exits."""
-        return Path(self.run_dir) / "stop"
+        return RunDir.of(self.run_dir).stop
 
     @property
     def state_file(self) -> Path:
         """The controller's persisted group state (snapshot and consumer pids)."""
-        return Path(self.run_dir) / "controller-state.json"
+        return RunDir.of(self.run_dir).controller_state
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

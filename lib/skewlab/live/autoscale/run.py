@@ -31,7 +31,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from skewlab.autoscale import AutoscalerConfig, Capacity
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaClient, connect
+from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.controller import ConsumerProc
 from skewlab.live.autoscale.protocol import (
     LiveSettings,
@@ -52,6 +53,8 @@ from skewlab.live.autoscale.protocol import (
     percentiles,
     speed_plan,
 )
+from skewlab.rundir import RunDir
+from skewlab.services import get_service
 
 __all__ = ["AutoscaleSettings", "AutoscaleSummary", "RunHandle", "run_autoscale"]
 
@@ -183,12 +186,12 @@ class RunHandle:
     monitor: subprocess.Popen[bytes] | None = None
 
     def spawn(self, role: str) -> subprocess.Popen[bytes]:
-        run_dir = Path(self.live.run_dir)
-        out = open(run_dir / f"{role}.log", "ab")  # noqa: SIM115 - the child's
+        files = RunDir.of(self.live.run_dir)
+        out = open(files.log(role), "ab")  # noqa: SIM115 - the child's
         try:
             return subprocess.Popen(
                 [sys.executable, "-m", f"skewlab.live.autoscale.{role}",
-                 str(run_dir / "settings.json")],
+                 str(files.settings)],
                 stdout=out, stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )  # fmt: skip
@@ -235,8 +238,7 @@ def run_autoscale(
     t_start = time.time()
     run_id = run_id or new_run_id(s.algorithm)
     home = Path(s.home).resolve()
-    run_dir = home / "runs" / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = RunDir.create(home, run_id)
     bootstrap = s.bootstrap or _ensure_broker(home)
     live = s.live(run_id, bootstrap, str(run_dir), str(home / "delta"))
     client = connect(live.kafka)
@@ -247,7 +249,7 @@ def run_autoscale(
                         (topics.metadata, live.max_consumers + 1),
                         (topics.processed, s.partitions)):  # fmt: skip
             client.create_topic(name, n)
-        (run_dir / "settings.json").write_text(live.to_json())
+        run_dir.settings.write_text(live.to_json())
         handle.monitor = handle.spawn("monitor")
         handle.start_controller()
         samples = _produce(s, live, handle, hook)
@@ -276,7 +278,6 @@ def run_autoscale(
 
 
 def _ensure_broker(home: Path) -> str:
-    from skewlab.services import get_service
 
     return get_service("broker", home).start().url
 
@@ -323,7 +324,7 @@ def _produce(
 def _check_running(handle: RunHandle) -> None:
     for role, p in (("controller", handle.controller), ("monitor", handle.monitor)):
         if p is not None and p.poll() is not None and p.returncode != 0:
-            log_path = Path(handle.live.run_dir) / f"{role}.log"
+            log_path = RunDir.of(handle.live.run_dir).log(role)
             tail = " | ".join(log_path.read_text(errors="replace").splitlines()[-5:])
             raise AutoscaleRunError(f"{role} exited ({p.returncode}); {log_path}: {tail}")
 
@@ -416,9 +417,6 @@ def plot_run(summary: AutoscaleSummary, out: Path) -> Path:
 
 
 def _log_mlflow(summary: AutoscaleSummary, s: AutoscaleSettings, home: Path) -> AutoscaleSummary:
-    from dataclasses import asdict
-
-    from skewlab.io.tracking import Tracker, TrackingSettings
 
     summary.plots.append(str(plot_run(summary, Path(summary.run_dir) / "autoscale.png")))
     tracker = Tracker(TrackingSettings.for_runs(home))

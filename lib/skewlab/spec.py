@@ -1,0 +1,321 @@
+"""The settings of one grouping run, each declared once, and the run's spec as a tree.
+
+:data:`SETTINGS` is the one declaration of every setting of a live grouping
+run: its default, its type and bounds, its allowed values, its CLI flag and
+its DAG param. The CLI's flags (:mod:`skewlab.commands.run`), the experiment
+DAG's form (:mod:`skewlab.orchestration.params`) and the defaults of
+:class:`~skewlab.live.experiment.ExperimentSettings` are derived from it.
+:class:`RunSpec` groups a run's settings into small frozen parts (grouping,
+workload, runtime and one control part).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from skewlab.rebalance import REBALANCER_NAMES
+
+__all__ = [
+    "CONTROL_KINDS",
+    "DEFAULTS",
+    "DKG_TIMINGS",
+    "REBALANCE_POLICIES",
+    "SCALE_OUT_LIBRARY",
+    "SCALE_OUT_POLICIES",
+    "SETTINGS",
+    "AutoscaleControl",
+    "ControlSpec",
+    "GroupingSpec",
+    "NoControl",
+    "RebalanceControl",
+    "RunSpec",
+    "RuntimeSpec",
+    "ScaleOutControl",
+    "Setting",
+    "WorkloadSpec",
+    "default",
+    "scaled_grouping_params",
+    "setting",
+]
+
+Kind = Literal["string", "integer", "number", "boolean", "object"]
+Part = Literal["grouping", "workload", "runtime", "rebalance", "scale-out"]
+
+REBALANCE_POLICIES: tuple[str, ...] = tuple(n for n in REBALANCER_NAMES if n != "none")
+"""The rebalance policies a live run (and the scheduled control step) runs."""
+SCALE_OUT_POLICIES: tuple[str, ...] = ("checkpoint", "active-backup", "restart")
+"""The scale-out policies of a live run, as ``--scale-out`` names them."""
+SCALE_OUT_LIBRARY: Mapping[str, str] = MappingProxyType(
+    dict(zip(SCALE_OUT_POLICIES, ("checkpointing", "active-backup", "restart"), strict=True))
+)
+"""``--scale-out`` names -> :data:`skewlab.state.policies.POLICIES` names."""
+CLIENTS: tuple[str, ...] = ("confluent", "kafka-python")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: the :class:`ExperimentSettings` field ``name`` and where it shows.
+
+    ``flag`` is the CLI flag (``None``: not on the CLI), ``param`` the DAG param
+    (``None``: not on the form). ``minimum`` / ``exclusive_minimum`` /
+    ``maximum`` bound a number; ``choices`` lists the allowed strings (a switch
+    is off with ``None``). ``repeat``: the flag is given as ``NAME=VALUE``
+    once per key of an object setting.
+    """
+
+    name: str
+    part: Part
+    default: Any
+    kind: Kind
+    help: str
+    flag: str | None = None
+    param: str | None = None
+    minimum: float | None = None
+    exclusive_minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    nullable: bool = False
+    repeat: bool = False
+
+
+def _s(name: str, part: Part, default: Any, kind: Kind, help: str, **kw: Any) -> Setting:
+    return Setting(name, part, default, kind, help, **kw)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    _s("strategy", "grouping", "dkg", "string", "grouping (default: dkg)",
+       flag="--strategy", param="strategy"),
+    _s("strategy_params", "grouping", {}, "object",
+       "grouping parameter, e.g. warmup=5 or d_max=8 (repeatable; names checked)",
+       flag="--strategy-param", param="strategy_params", repeat=True),
+    _s("workers", "grouping", 4, "integer", "W (default: 4)", flag="--workers",
+       param="workers", minimum=1, maximum=64),
+    _s("partitions", "workload", 4, "integer", "partitions of events = splitters",
+       flag="--partitions", param="partitions", minimum=1, maximum=64),
+    _s("workload", "workload", "zipf:s=1.1,v=2.72", "string", "workload spec",
+       flag="--workload", param="workload"),
+    _s("rate", "workload", 5_000.0, "number", "events/s", flag="--rate", param="rate",
+       exclusive_minimum=0),
+    _s("duration_s", "workload", 20.0, "number", "seconds", flag="--duration",
+       param="duration", exclusive_minimum=0),
+    _s("events", "workload", None, "integer", "event count (instead of rate x duration)",
+       flag="--events", minimum=1, nullable=True),
+    _s("payload_bytes", "workload", 100, "integer", "event size", flag="--payload-bytes"),
+    _s("seed", "workload", 1, "integer", "workload seed", flag="--seed", param="seed",
+       minimum=0),
+    _s("load_ramp", "workload", None, "string",
+       "rate ramp, e.g. 2x/500s (from --rate)", flag="--load-ramp", param="load_ramp",
+       nullable=True),
+    _s("service_us", "runtime", 0.0, "number", "per-event processing cost (busy us)",
+       flag="--service-us", param="service_us", minimum=0),
+    _s("window_s", "runtime", 15.0, "number", "window in s (default 15, the DKG tick)",
+       flag="--window", param="window", exclusive_minimum=0),
+    _s("client", "runtime", "confluent", "string", "Kafka client", flag="--client",
+       choices=CLIENTS),
+    _s("home", "runtime", ".skewlab", "string", "data directory (default .skewlab)",
+       flag="--home"),
+    _s("bootstrap", "runtime", None, "string",
+       "use this Kafka instead of the embedded broker", flag="--bootstrap", nullable=True),
+    _s("trigger_s", "runtime", 1.0, "number", "micro-batch s", flag="--trigger",
+       exclusive_minimum=0),
+    _s("max_events_per_trigger", "runtime", None, "integer", "cap per batch",
+       flag="--max-events-per-trigger", minimum=1, nullable=True),
+    _s("flush_interval_s", "runtime", 1.0, "number", "s between worker flushes",
+       exclusive_minimum=0),
+    _s("mlflow", "runtime", True, "boolean", "do not log to MLflow", flag="--no-mlflow"),
+    _s("experiment", "runtime", None, "string", "MLflow experiment", nullable=True),
+    _s("keep_topics", "runtime", False, "boolean", "keep the run's topics"),
+    _s("quality", "runtime", True, "boolean", "skip the Great Expectations suites",
+       flag="--no-quality"),
+    _s("rebalance", "rebalance", None, "string",
+       "move hot keys with this policy (needs --strategy key)", flag="--rebalance",
+       param="rebalance", choices=REBALANCE_POLICIES, nullable=True),
+    _s("rebalance_interval_s", "rebalance", 10.0, "number", "s between decisions",
+       flag="--rebalance-interval", param="rebalance_interval", exclusive_minimum=0),
+    _s("rebalance_lead_s", "rebalance", 1.0, "number",
+       "a new assignments version routes from its write time + this lead", minimum=0),
+    _s("rebalance_params", "rebalance", {}, "object",
+       "policy parameter, e.g. threshold=0.05 or theta=15 (repeatable)",
+       flag="--rebalance-param", param="rebalance_params", repeat=True),
+    _s("scale_out", "scale-out", None, "string",
+       "scale overloaded workers out with this policy (needs --strategy key, --service-us)",
+       flag="--scale-out", param="scale_out", choices=SCALE_OUT_POLICIES, nullable=True),
+    _s("scale_out_interval_s", "scale-out", 1.0, "number", "s between scores",
+       flag="--scale-out-interval", param="scale_out_interval", exclusive_minimum=0),
+    _s("scale_out_lead_s", "scale-out", 0.5, "number",
+       "a routing switch takes effect this long after its decision", minimum=0),
+    _s("max_instances", "scale-out", 2, "integer", "instances per worker at most",
+       flag="--max-instances", param="max_instances", minimum=2, maximum=16),
+    _s("scale_out_params", "scale-out", {}, "object",
+       "threshold / policy parameter, e.g. alarming=40 or cooldown_s=20 (repeatable)",
+       flag="--scale-out-param", param="scale_out_params", repeat=True),
+)  # fmt: skip
+"""Every setting of a grouping run, in CLI order."""
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+DEFAULTS: Mapping[str, Any] = MappingProxyType({s.name: s.default for s in SETTINGS})
+"""Setting name -> default (the only place a default is written)."""
+
+
+def setting(name: str) -> Setting:
+    """The declared setting ``name`` (a KeyError names a typo in code, not user input)."""
+    return _BY_NAME[name]
+
+
+def default(name: str) -> Any:
+    """A fresh copy of the default of setting ``name`` (dicts are not shared)."""
+    value = _BY_NAME[name].default
+    return dict(value) if isinstance(value, dict) else value
+
+
+DKG_TIMINGS: Mapping[str, float] = MappingProxyType(
+    {"warmup": 15.0, "check_interval": 60.0, "promotion_interval": 15.0, "gc_interval": 60.0}
+)
+"""DKG's durations (s) in the seed; a key reaches the old space after warm-up + cycles."""
+DKG_REFERENCE_S = 300.0
+"""Event time at which DKG's own timings act (warm-up, a few promotion cycles)."""
+
+
+def scaled_grouping_params(
+    strategy: str, params: Mapping[str, Any], run_s: float
+) -> tuple[dict[str, Any], float]:
+    """The grouping params a run of ``run_s`` seconds of event time uses, and the scale.
+
+    DKG's timings (:data:`DKG_TIMINGS`) are multiplied by
+    ``f = min(1, run_s / DKG_REFERENCE_S)`` unless the user set any of them, so a
+    short run goes through warm-up and promotion cycles as a 300 s run does;
+    other groupings (and runs of 300 s or more) keep ``params`` (``f = 1``).
+    """
+    out = dict(params)
+    if strategy not in ("dkg", "dynamic-key") or set(DKG_TIMINGS) & set(out) or run_s <= 0:
+        return out, 1.0
+    f = min(1.0, run_s / DKG_REFERENCE_S)
+    if f < 1.0:
+        out.update({k: v * f for k, v in DKG_TIMINGS.items()})
+    return out, f
+
+
+# ---------------------------------------------------------------- the run as a tree
+
+
+@dataclass(frozen=True)
+class GroupingSpec:
+    """Which grouping routes the events, over how many workers, with which parameters."""
+
+    strategy: str
+    workers: int
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What is produced: the workload spec, its seed, rate, length and input partitions."""
+
+    workload: str
+    partitions: int
+    rate: float
+    duration_s: float
+    events: int | None
+    payload_bytes: int
+    seed: int
+    load_ramp: str | None
+
+
+@dataclass(frozen=True)
+class RuntimeSpec:
+    """Where and how the run's processes run (broker, client, windows, tracking)."""
+
+    service_us: float
+    window_s: float
+    client: str
+    home: str
+    bootstrap: str | None
+    trigger_s: float
+    max_events_per_trigger: int | None
+    flush_interval_s: float
+    mlflow: bool
+    experiment: str | None
+    keep_topics: bool
+    quality: bool
+
+
+@dataclass(frozen=True)
+class NoControl:
+    """No control loop: the grouping alone decides."""
+
+    kind: Literal["none"] = "none"
+
+
+@dataclass(frozen=True)
+class RebalanceControl:
+    """A rebalancer loop moving hot keys (on KEY grouping) every ``interval_s``."""
+
+    policy: str
+    interval_s: float
+    lead_s: float
+    params: Mapping[str, Any]
+    kind: Literal["rebalance"] = "rebalance"
+
+
+@dataclass(frozen=True)
+class ScaleOutControl:
+    """A state manager splitting overloaded workers onto up to ``max_instances``."""
+
+    policy: str
+    interval_s: float
+    lead_s: float
+    max_instances: int
+    params: Mapping[str, Any]
+    kind: Literal["scale-out"] = "scale-out"
+
+
+@dataclass(frozen=True)
+class AutoscaleControl:
+    """A consumer-group autoscaler (the autoscale run: its own settings object)."""
+
+    algorithm: str
+    kind: Literal["autoscale"] = "autoscale"
+
+
+ControlSpec = NoControl | RebalanceControl | ScaleOutControl | AutoscaleControl
+CONTROL_KINDS: tuple[str, ...] = ("none", "rebalance", "scale-out", "autoscale")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run as a tree of small frozen parts (built by :meth:`of` from flat settings)."""
+
+    grouping: GroupingSpec
+    workload: WorkloadSpec
+    runtime: RuntimeSpec
+    control: ControlSpec
+
+    @classmethod
+    def of(cls, flat: Mapping[str, Any]) -> RunSpec:
+        """The tree of flat settings (``ExperimentSettings`` fields; defaults filled in)."""
+        v = {s.name: flat.get(s.name, default(s.name)) for s in SETTINGS}
+        control: ControlSpec = NoControl()
+        if v["rebalance"] is not None:
+            control = RebalanceControl(
+                v["rebalance"], v["rebalance_interval_s"], v["rebalance_lead_s"],
+                dict(v["rebalance_params"]),
+            )  # fmt: skip
+        elif v["scale_out"] is not None:
+            control = ScaleOutControl(
+                v["scale_out"], v["scale_out_interval_s"], v["scale_out_lead_s"],
+                v["max_instances"], dict(v["scale_out_params"]),
+            )  # fmt: skip
+
+        def part(kind: type, p: str) -> Any:
+            return kind(**{s.name: v[s.name] for s in SETTINGS if s.part == p})
+
+        return cls(
+            GroupingSpec(v["strategy"], v["workers"], dict(v["strategy_params"])),
+            part(WorkloadSpec, "workload"),
+            part(RuntimeSpec, "runtime"),
+            control,
+        )

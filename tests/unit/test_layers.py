@@ -1,0 +1,239 @@
+"""The package layers point one way and imports sit at module level.
+
+Layers, lowest first (a package may import its own layer or lower ones):
+
+0. core: the pure library (grouping, sketch, rebalance, autoscale, state, sim,
+   workload, report, experiments and the top-level modules);
+1. pipeline: the data path's pure steps (pipeline/) and the adapters to the
+   outside (io/, services/, quality/);
+2. control: the decision steps and their loop runners (control/);
+3. runtime: what runs one live run (live/, spark/);
+4. entry points: orchestration/, commands/, cli.
+
+An import inside a function is allowed only for a heavy optional dependency
+(pyspark, mlflow, airflow, ...) or a skewlab module that imports one when
+loaded: a DAG file or a light command must not pay for it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+LIB = Path(__file__).resolve().parents[2] / "lib"
+
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(
+        ("top", "grouping", "sketch", "rebalance", "autoscale", "state", "sim", "workload",
+         "report", "experiments"),
+        0,
+    ),
+    **dict.fromkeys(("pipeline", "io", "services", "quality"), 1),
+    "control": 2,
+    **dict.fromkeys(("live", "spark"), 3),
+    **dict.fromkeys(("orchestration", "commands", "cli"), 4),
+}  # fmt: skip
+
+HEAVY = frozenset(
+    ("pyspark", "mlflow", "airflow", "great_expectations", "matplotlib", "deltalake",
+     "confluent_kafka", "kafka", "pyarrow", "pandas", "croniter", "jsonschema", "psutil",
+     "requests", "uvicorn", "fastapi", "sqlalchemy")
+)  # fmt: skip
+"""Third-party packages that are optional or slow to import."""
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(LIB).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package(module: str) -> str:
+    """``skewlab.live.phases`` -> ``live``; ``skewlab.clock`` -> ``top.clock``; cli -> ``cli``.
+
+    Each top-level module is its own node (they are unrelated small modules).
+    """
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "top"
+    if parts[1] == "cli":
+        return "cli"
+    if len(parts) == 2 and not (LIB / "skewlab" / parts[1]).is_dir():
+        return f"top.{parts[1]}"
+    return parts[1]
+
+
+def _layer(package: str) -> int:
+    return LAYERS["top" if package.startswith("top") else package]
+
+
+class _Imports(ast.NodeVisitor):
+    """Every import of one file: (target module, line, inside a function)."""
+
+    def __init__(self, module: str, is_pkg: bool) -> None:
+        self.module, self.is_pkg = module, is_pkg
+        self.found: list[tuple[str, int, bool]] = []
+        self.depth = 0
+        self.type_checking = 0
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        is_tc = (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        )
+        if is_tc:
+            self.type_checking += 1
+            for sub in node.body:
+                self.visit(sub)
+            self.type_checking -= 1
+            for sub in node.orelse:
+                self.visit(sub)
+        else:
+            self.generic_visit(node)
+
+    def _add(self, target: str, node: ast.AST) -> None:
+        if not self.type_checking:
+            self.found.append((target, node.lineno, self.depth > 0))  # type: ignore[attr-defined]
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(alias.name, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            base = self.module.split(".")
+            base = base if self.is_pkg else base[:-1]
+            base = base[: len(base) - node.level + 1]
+            target = ".".join([*base, node.module] if node.module else base)
+        else:
+            target = node.module or ""
+        if target.startswith("skewlab"):
+            # ``from skewlab.x import y`` may name the submodule skewlab.x.y
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                self._add(sub if _exists(sub) else target, node)
+        else:
+            self._add(target, node)
+
+
+def _exists(module: str) -> bool:
+    p = LIB.joinpath(*module.split("."))
+    return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
+
+
+def _scan() -> dict[str, list[tuple[str, int, bool]]]:
+    out = {}
+    for path in sorted((LIB / "skewlab").rglob("*.py")):
+        mod = _module(path)
+        v = _Imports(mod, path.name == "__init__.py")
+        v.visit(ast.parse(path.read_text(), str(path)))
+        out[mod] = v.found
+    return out
+
+
+IMPORTS = _scan()
+
+
+def _loads_heavy() -> set[str]:
+    """skewlab modules whose import (at module level, transitively) loads a heavy package."""
+    heavy = {
+        m for m, found in IMPORTS.items()
+        if any(t.split(".")[0] in HEAVY for t, _, inside in found if not inside)
+    }  # fmt: skip
+    changed = True
+    while changed:
+        changed = False
+        for m, found in IMPORTS.items():
+            if m in heavy:
+                continue
+            deps = {t for t, _, inside in found if not inside and t.startswith("skewlab")}
+            # importing skewlab.a.b runs skewlab.a's __init__ too
+            parents = {".".join(m.split(".")[:i]) for i in range(2, m.count(".") + 1)}
+            if (deps | parents) & heavy:
+                heavy.add(m)
+                changed = True
+    return heavy
+
+
+def test_no_package_imports_a_higher_layer() -> None:
+    bad = []
+    for mod, found in IMPORTS.items():
+        pkg = _package(mod)
+        assert pkg.split(".")[0] in LAYERS, f"{mod}: package {pkg} has no layer; add it to LAYERS"
+        for target, line, _ in found:
+            if not target.startswith("skewlab") or target == "skewlab":
+                continue
+            tpkg = _package(target)
+            if _layer(tpkg) > _layer(pkg):
+                bad.append(f"{mod}:{line} ({pkg}, layer {_layer(pkg)}) imports {target} "
+                           f"(layer {_layer(tpkg)})")  # fmt: skip
+    assert bad == []
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_cycles_between_subpackages() -> None:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for mod, found in IMPORTS.items():
+        for target, _, _ in found:
+            if target.startswith("skewlab.") and _package(target) != _package(mod):
+                edges[_package(mod)].add(_package(target))
+    assert _cycles(edges) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_imports_inside_functions_are_only_for_heavy_dependencies() -> None:
+    heavy = _loads_heavy()
+    bad = []
+    for mod, found in IMPORTS.items():
+        for target, line, inside in found:
+            if not inside:
+                continue
+            if target.split(".")[0] in HEAVY or target in heavy:
+                continue
+            if target.startswith("skewlab") or target.split(".")[0] not in _STDLIB_OK:
+                bad.append(f"{mod}:{line} imports {target} inside a function")
+    assert bad == []
+
+
+_STDLIB_OK = frozenset(("importlib", "runpy", "signal", "sys"))
+"""Standard-library modules a function may import where it needs them (process entry)."""

@@ -1,0 +1,124 @@
+"""The run's settings are declared once (skewlab.spec) and every shape derives from it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from skewlab import cli
+from skewlab.clock import ManualClock
+from skewlab.commands import run as run_cmd
+from skewlab.control.rebalance_loop import RebalanceSettings
+from skewlab.control.scaleout_loop import StateManagerSettings
+from skewlab.errors import ConfigError
+from skewlab.grouping import make_grouping
+from skewlab.live.experiment import ExperimentSettings
+from skewlab.orchestration.params import OFF, PARAMS, settings_from_params
+from skewlab.spec import (
+    DEFAULTS,
+    DKG_TIMINGS,
+    SETTINGS,
+    NoControl,
+    RebalanceControl,
+    RunSpec,
+    ScaleOutControl,
+    scaled_grouping_params,
+)
+from skewlab.workload import parse_workload
+
+pytestmark = pytest.mark.unit
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    run_cmd.configure(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_every_shape_takes_its_defaults_from_the_one_table() -> None:
+    lib = ExperimentSettings()
+    (cli_settings,) = run_cmd.settings_list(_parse())
+    assert cli_settings == lib
+    for s in SETTINGS:
+        assert getattr(lib, s.name) == s.default, s.name
+    params = {p.field: p for p in PARAMS if p.scope != "autoscale"}
+    for s in SETTINGS:
+        if s.param is not None:
+            form = params[s.name].default
+            assert form == (OFF if s.default is None and s.choices else s.default), s.name
+    loop = RebalanceSettings("r", "/d", "smalops", 4)
+    assert (loop.interval_s, loop.lead_s) == (
+        DEFAULTS["rebalance_interval_s"],
+        DEFAULTS["rebalance_lead_s"],
+    )
+    sm = StateManagerSettings("r", "/d", "checkpoint", 4, 100.0)
+    assert (sm.interval_s, sm.lead_s, sm.max_instances) == (
+        DEFAULTS["scale_out_interval_s"],
+        DEFAULTS["scale_out_lead_s"],
+        DEFAULTS["max_instances"],
+    )
+
+
+def test_the_spec_tree_has_one_control_part() -> None:
+    assert isinstance(ExperimentSettings().spec.control, NoControl)
+    reb = ExperimentSettings(strategy="key", rebalance="dlb-h", rebalance_params={"theta": 20})
+    c = reb.spec.control
+    assert isinstance(c, RebalanceControl) and c.policy == "dlb-h" and c.params == {"theta": 20}
+    so = ExperimentSettings(strategy="key", scale_out="restart", service_us=100.0)
+    assert isinstance(so.spec.control, ScaleOutControl)
+    spec = RunSpec.of({"strategy": "pkg", "workers": 6, "rate": 10.0})
+    assert (spec.grouping.strategy, spec.grouping.workers, spec.workload.rate) == ("pkg", 6, 10.0)
+
+
+def test_strategy_params_reach_the_settings_and_bad_names_list_the_valid_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (s,) = run_cmd.settings_list(_parse("--strategy", "dkg", "--strategy-param", "warmup=5"))
+    assert s.strategy_params == {"warmup": 5}
+    code = cli.main(["run", "--no-mlflow", "--strategy-param", "bogus=1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "bogus" in err and "check_interval" in err and "warmup" in err
+
+
+def test_the_dag_form_takes_strategy_params_checked_against_the_grouping(
+    tmp_path: Path,
+) -> None:
+    s = settings_from_params({"strategy_params": {"warmup": 3.0}}, home=str(tmp_path))
+    assert isinstance(s, ExperimentSettings) and s.strategy_params == {"warmup": 3.0}
+    with pytest.raises(ConfigError) as exc:
+        settings_from_params(
+            {"strategy": "pkg", "strategy_params": {"warmup": 3.0}}, home=str(tmp_path)
+        )
+    assert "\n" not in str(exc.value) and "warmup" in str(exc.value)
+
+
+def test_dkg_timings_scale_to_a_short_run_unless_the_user_sets_them() -> None:
+    params, f = scaled_grouping_params("dkg", {}, 20.0)
+    assert f == pytest.approx(20.0 / 300.0)
+    assert params == {k: v * f for k, v in DKG_TIMINGS.items()}
+    assert scaled_grouping_params("dkg", {"warmup": 5.0}, 20.0) == ({"warmup": 5.0}, 1.0)
+    assert scaled_grouping_params("dkg", {}, 600.0) == ({}, 1.0)
+    assert scaled_grouping_params("pkg", {}, 20.0) == ({}, 1.0)
+    main_job = ExperimentSettings()  # the README's first command's length: 20 s of events
+    assert main_job.time_scale < 1.0 and main_job.grouping_params["warmup"] < 15.0
+
+
+def _keys_over_2(params: dict[str, float], n: int, rate: float, workers: int) -> int:
+    router = make_grouping("dkg", workers=workers, **params).build(clock=(clk := ManualClock()))
+    spread: dict[str, set[int]] = {}
+    for chunk in parse_workload("country:R80", seed=1).events(n, rate=rate):
+        for t, key in zip(chunk.ts, chunk.keys.keys(), strict=True):
+            clk.set(float(t))
+            spread.setdefault(key, set()).add(router.route(key))
+    return sum(1 for v in spread.values() if len(v) > 2)
+
+
+def test_scaled_dkg_grows_pools_for_hot_keys_in_a_short_run() -> None:
+    rate, run_s, workers = 2_000.0, 20.0, 4
+    n = int(rate * run_s)
+    scaled, _ = scaled_grouping_params("dkg", {}, run_s)
+    assert _keys_over_2({}, n, rate, workers) == 0  # the seed's timings: not yet
+    assert _keys_over_2(scaled, n, rate, workers) >= 1

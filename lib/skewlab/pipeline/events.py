@@ -15,6 +15,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 DEFAULT_MAX_BYTES = 64 * 1024
 """Records above this size are quarantined as ``too-large``."""
@@ -124,7 +125,7 @@ def _finite_ts(ts: object) -> bool:
     return 0 <= ts <= MAX_TS and (isinstance(ts, int) or math.isfinite(ts))
 
 
-def _int64(value: object) -> bool:
+def _int64(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT64
 
 

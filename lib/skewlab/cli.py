@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "airflow": "skewlab.commands.airflow",
     "autoscale": "skewlab.commands.autoscale",
     "compare": "skewlab.commands.compare",
+    "doctor": "skewlab.commands.doctor",
 }
 """Subcommand name -> module implementing it, ``module:function`` when the run
 function of that command is not called ``run`` (see the module docstring)."""

@@ -112,6 +112,29 @@ def test_d_choices_solves_an_intermediate_d_from_the_head() -> None:
     assert len(used["h0"]) > 2
 
 
+def test_w_choices_sends_heavy_events_to_the_lowest_least_loaded_worker() -> None:
+    """All keys heavy, so every event goes to the first worker at the minimum load."""
+    vocab = KeyVocab(["a", "b", "c"])
+    rng = np.random.default_rng(3)
+    ids = np.concatenate([[0, 1, 2], rng.integers(0, 3, 3_000)]).astype(np.int64)
+    workers = 7
+    loads = [0] * workers
+    expected = []
+    for _ in ids:
+        w = loads.index(min(loads))
+        loads[w] += 1
+        expected.append(w)
+    cfg = WChoicesConfig(workers=workers, theta=0.05)
+    batched = cfg.build()
+    half = len(ids) // 2
+    first = batched.route_batch(KeyBatch(ids[:half], vocab))
+    resumed = cfg.build(state=batched.snapshot())
+    second = resumed.route_batch(KeyBatch(ids[half:], vocab))
+    single = cfg.build()
+    one_by_one = [single.route(vocab.keys[i]) for i in ids.tolist()]
+    assert np.concatenate([first, second]).tolist() == expected == one_by_one
+
+
 def test_d_choices_without_heavy_keys_is_pkg() -> None:
     vocab = KeyVocab(f"u{i}" for i in range(5_000))
     ids = np.random.default_rng(2).integers(0, 5_000, 4_000)

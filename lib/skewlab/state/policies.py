@@ -81,6 +81,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+def _elapsed(seconds: float, period: float) -> bool:
+    """``seconds >= period``, forgiving float rounding of a clock stepped in fractions
+    (20 steps of 0.05 s must count as 1 s, not 0.9999999999999999)."""
+    return seconds >= period - 1e-9 * max(1.0, abs(period))
+
+
 @dataclass(frozen=True)
 class _Common:
     """Fields every policy shares."""
@@ -184,7 +190,7 @@ class _Policy:
 
     def _cooling(self) -> bool:
         at = self._last_event_at
-        return at is not None and self.clock.now() - at < self.cfg.cooldown_s
+        return at is not None and not _elapsed(self.clock.now() - at, self.cfg.cooldown_s)
 
     def _checkpoint(self) -> TakeCheckpoint:
         cp = TakeCheckpoint(self._next_cp, self._active)
@@ -298,7 +304,9 @@ class _Checkpointing(_Policy):
             if self._phase is Phase.NORMAL:
                 self._phase = Phase.ALARMED
                 return [self._checkpoint()]
-            due = self._last_cp_at is None or self.clock.now() - self._last_cp_at >= cfg.interval_s
+            due = self._last_cp_at is None or _elapsed(
+                self.clock.now() - self._last_cp_at, cfg.interval_s
+            )
             return [self._checkpoint()] if due else []
         self._phase = Phase.NORMAL
         return self._maybe_scale_in(level)
@@ -357,7 +365,8 @@ class _Restart(_Policy):
         cfg: RestartConfig = self.cfg
         actions: list[Action] = []
         if self._phase is not Phase.SCALING and (
-            self._last_cp_at is None or self.clock.now() - self._last_cp_at >= cfg.interval_s
+            self._last_cp_at is None
+            or _elapsed(self.clock.now() - self._last_cp_at, cfg.interval_s)
         ):
             actions.append(self._checkpoint())
         if self._phase is Phase.SCALING:

@@ -265,6 +265,12 @@ _STATIC_TABLE = """\
 {% set static_id = content_block_id ~ "-static-table" %}
 {% set fields = content_block["table_columns"] | map(attribute="field") | list %}
 {% set link_fields = ["run_time", "run_name"] if "run_name" in fields else fields[:1] %}
+<style>
+  .skewlab-static-table { border-collapse: collapse; margin: 0.5em 0; }
+  .skewlab-static-table th, .skewlab-static-table td {
+    padding: 0.2em 0.7em; border-bottom: 1px solid #ccc; text-align: left; }
+  .skewlab-static-table .skewlab-failed { color: #b00020; font-weight: bold; }
+</style>
 <table id="{{ static_id }}" class="table table-sm skewlab-static-table">
   <thead><tr>
   {%- for column in content_block["table_columns"] %}
@@ -280,7 +286,9 @@ _STATIC_TABLE = """\
       <td>{% if link and column.get("field") in link_fields -%}
         <a href="{{ link }}">{{ cell }}</a>
       {%- else %}{{ cell }}{% endif %}
-      {%- if column.get("field") == "validation_success" %} {{ row.get("_validation_success_text", "") }}
+      {%- if column.get("field") == "validation_success" %}
+        {%- set verdict = row.get("_validation_success_text", "") %}
+        <span class="{{ 'skewlab-failed' if verdict == 'Failed' else '' }}">{{ verdict }}</span>
       {%- endif %}</td>
     {%- endfor %}
     </tr>

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "skewlab.commands.simulate",
     "run": "skewlab.commands.run",
     "experiment": "skewlab.commands.experiment",
+    "reproduce": "skewlab.commands.reproduce",
     "up": "skewlab.commands.services:up",
     "down": "skewlab.commands.services:down",
     "status": "skewlab.commands.services:status",

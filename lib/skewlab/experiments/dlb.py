@@ -384,7 +384,8 @@ def _interval_sensitivity(
 ) -> tuple[list[dict[str, object]], str]:
     """The movers rerun at :data:`D_INTERVALS`: rebalances and the gap to the floor per interval."""
     floor = (m.floor_lower, m.floor_achievable)
-    by: dict[float, SwitchMeasure] = {m.setup.check_s / args.scale: m}
+    main = m.setup.check_s / args.scale
+    by: dict[float, SwitchMeasure] = {main: m}
     for interval in D_INTERVALS:
         setup = switch_setup(args.scale, args.seed, interval)
         by[interval] = measure_switch(setup, D_MOVERS, args=args, floor=floor)
@@ -395,6 +396,8 @@ def _interval_sensitivity(
         cells = [f"{interval:g}s"]
         for p in D_MOVERS:
             cells += [str(st[p].rebalances), f"{st[p].floor_gap_high:+.1f}"]
+            if interval == main:
+                continue
             rows.append(
                 {
                     "policy": p,
@@ -436,7 +439,9 @@ def dlb_switch(args: ExperimentArgs) -> ExperimentReport:
                 paper["tuples"],
             ]
         )
-        rows.append({k: getattr(st, k) for k in PolicyStats.__dataclass_fields__})
+        rows.append(
+            {"check_s": D_CHECK_S, **{k: getattr(st, k) for k in PolicyStats.__dataclass_fields__}}
+        )
         metrics[f"rstd_high_{policy}"] = st.rstd_high
         metrics[f"throughput_{policy}"] = st.throughput
         metrics[f"rebalances_{policy}"] = float(st.rebalances)

@@ -59,7 +59,14 @@ SLOW_SETUP_S = 20.0
 FULL_STEPS = 200_000
 MIN_STEPS = 20_000
 REPRODUCE_SCALE = 1.0
-"""Scale for ``skewlab reproduce``: the paper's durations at 10 ms resolution (module doc)."""
+"""Recommended scale for ``skewlab reproduce``: the paper's durations at 10 ms steps,
+about 50 s of CPU for the three experiments (0.25: 40 ms steps, about 15 s)."""
+PAPER_ALT: dict[str, str] = {
+    "checkpointing": "low latency: state stored / retrieved only near a bottleneck",
+    "active-backup": "low latency: state stored / retrieved only near a bottleneck",
+    "restart": "more latency: Storm checkpoints every second",
+    "restart, free checkpoints": "(not in the paper: restart with snapshots costing 0)",
+}
 ALTERNATE = {"low": 200.0, "high": 400.0, "period_s": 300.0, "duration_s": 1800.0}
 """Fig. 15: 30 min, low / high input every 5 min; high = the ramp's first doubling."""
 
@@ -380,6 +387,7 @@ def scaleout_alternating(args: ExperimentArgs) -> ExperimentReport:
                 _ms(row["latency_p99_s"]),
                 f"{row['max_pause_s']:.2f}",
                 "yes" if row["exact"] else "NO",
+                PAPER_ALT[label],
             ]
         )
     out = Path(args.out)
@@ -401,6 +409,7 @@ def scaleout_alternating(args: ExperimentArgs) -> ExperimentReport:
         "lat p99 ms",
         "max pause s",
         "exact",
+        "paper",
     ]
     setup = (
         f"{alt['duration_s'] / 60:g} min, input {alt['low']:g} / {alt['high']:g} tuples/s "

@@ -131,7 +131,7 @@ def sweep_claims(rows: Sequence[Mapping[str, Any]], setup_s: float, slow_s: floa
             "lower alarming_threshold increases backup running time",
             shares,
             non_increasing("non-increasing in alarming"),
-            ours=" > ".join(f"{100 * v:.1f}" for _, v in sorted(shares.items())) + " %",
+            ours=", ".join(f"{100 * v:.1f}" for _, v in sorted(shares.items())) + " %",
             figure="Fig. 12",
         ),
         Claim(

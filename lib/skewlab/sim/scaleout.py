@@ -70,6 +70,12 @@ import numpy as np
 from skewlab.clock import ManualClock
 from skewlab.errors import ConfigError
 from skewlab.keys import KeyVocab
+from skewlab.sim.scaleout_result import (
+    ScaleOutEvent,
+    ScaleOutResult,
+    arrival_latency,
+    weighted_quantile,
+)
 from skewlab.state.base import (
     Action,
     FeedInput,
@@ -159,67 +165,6 @@ class ScaleOutSimConfig:
         else:
             periods = float(int(t // self.period_s) % 2)
         return float(self.base_rate * self.growth**periods)
-
-
-@dataclass(frozen=True)
-class ScaleOutEvent:
-    """A scale event: decided at ``t``, the new instances took over at ``done`` (None: never)."""
-
-    t: float
-    kind: str
-    before: int
-    after: int
-    done: float | None
-
-
-@dataclass
-class ScaleOutResult:
-    """Series (one sample per ``measure_s``) and totals of one run."""
-
-    policy: str
-    t: np.ndarray
-    rate: np.ndarray
-    instances: np.ndarray
-    """Running instances (all roles, starting ones included)."""
-    throughput: np.ndarray
-    latency_s: np.ndarray
-    score: np.ndarray
-    events: list[ScaleOutEvent]
-    instance_seconds: float
-    backup_seconds: float
-    """Time during which secondaries (active backups) were running."""
-    pause_s: float
-    max_pause_s: float
-    latency_mean_s: float
-    latency_p99_s: float
-    fairness: float
-    processed: float
-    arrived: float
-    checkpoints: int
-    duration_s: float
-    snapshot_stall_s: float = 0.0
-    """Instance-seconds stalled taking checkpoint snapshots."""
-    state_load_s: float = 0.0
-    """Instance-seconds spent loading state (a live copy or a checkpoint read)."""
-
-    @property
-    def state_work_s(self) -> float:
-        """Instance-seconds of state management: snapshot stalls plus state loading."""
-        return self.snapshot_stall_s + self.state_load_s
-
-    @property
-    def backup_share(self) -> float:
-        """Fraction of the run during which secondaries were running (seed Fig. 12)."""
-        return self.backup_seconds / self.duration_s
-
-    @property
-    def takeover_s(self) -> list[float]:
-        """Per scale event: from the scale decision until the new instances served the outputs."""
-        return [e.done - e.t for e in self.events if e.done is not None]
-
-    def takeovers(self, kind: str = "scale-out") -> list[float]:
-        """:attr:`takeover_s` of the events of one ``kind`` (``scale-out`` / ``scale-in``)."""
-        return [e.done - e.t for e in self.events if e.done is not None and e.kind == kind]
 
 
 @dataclass
@@ -505,21 +450,12 @@ def _result(
 ) -> ScaleOutResult:
     dt = cfg.dt_s
     steps = len(alive)
-    total = len(downs) - 1
-    times = np.arange(total + 1) * dt
-    # latency of the tuples arriving in step k: first time D reaches A(k+1)
-    j = np.searchsorted(downs, arrivals[1 : steps + 1] - 1e-9, side="left")
-    ends = times[np.minimum(j, total)]
-    lat = np.maximum(ends - times[1 : steps + 1], 0.0) + 1.0 / cfg.service_rate
-    weights = np.diff(arrivals[: steps + 1])
+    lat, weights = arrival_latency(arrivals, downs, steps, dt, 1.0 / cfg.service_rate)
     per = max(1, round(cfg.measure_s / dt))
     m = steps // per
     w = weights[: m * per].reshape(m, per)
     lat_series = (lat[: m * per].reshape(m, per) * w).sum(1) / np.maximum(w.sum(1), 1e-12)
     thr = np.diff(downs[::per][: m + 1]) / cfg.measure_s
-    order = np.argsort(lat)
-    cum = np.cumsum(weights[order])
-    p99 = float(lat[order][np.searchsorted(cum, 0.99 * cum[-1])])
     for e in run.events:
         log.debug("%s event %s", cfg.policy.name, e)
     return ScaleOutResult(
@@ -536,7 +472,7 @@ def _result(
         pause_s=pause,
         max_pause_s=max_pause,
         latency_mean_s=float((lat * weights).sum() / weights.sum()),
-        latency_p99_s=p99,
+        latency_p99_s=weighted_quantile(lat, weights, 0.99),
         fairness=fair.fd,
         processed=float(downs[-1]),
         arrived=float(arrivals[-1]),

@@ -160,16 +160,16 @@ def test_claim_kafka_needs_60_percent_more_consumers(latency_claims_small):
     assert c.holds
 
 
-@pytest.mark.xfail(strict=True, reason="our streams carry ~16 C; MWF needs ~17.5 consumers")
+@pytest.mark.xfail(strict=True, reason="our streams carry ~15 C; MWF packs them in ~17.5 consumers")
 def test_claim_mwf_uses_about_15_consumers(latency_claims_small):
     assert latency_claims_small["MWF's average consumers"].holds
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka-15's p90 is ~700 s on our streams (paper 217 s)")
+@pytest.mark.xfail(strict=True, reason="Kafka-15 p90: median ~700 s over our streams (paper 217 s)")
 def test_claim_kafka15_p90(latency_claims_small):
     assert latency_claims_small["Kafka with 15 consumers: p90 (bytes > 0)"].holds
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka-15's p99 is ~900 s on our streams (paper 365 s)")
+@pytest.mark.xfail(strict=True, reason="Kafka-15 p99: median ~900 s over our streams (paper 365 s)")
 def test_claim_kafka15_p99(latency_claims_small):
     assert latency_claims_small["Kafka with 15 consumers: p99 (bytes > 0)"].holds

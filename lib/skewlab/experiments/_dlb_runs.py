@@ -16,14 +16,23 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from skewlab.grouping import make_grouping
-from skewlab.keys import KeyVocab
+from skewlab.keys import KeyBatch, KeyVocab
 from skewlab.metrics import imb_score, key_floor
 from skewlab.rebalance import Decision, make_rebalancer
 from skewlab.sim import ConstantService, LoadView, RoutingOverride, SimConfig, simulate
 from skewlab.sim.rebalance_hook import RebalanceHook
 from skewlab.workload import EpsSwitchWorkload
+from skewlab.workload.zipf import rank_key
 
-__all__ = ["PolicyRun", "Setup", "WindowProbe", "floor_series", "run_policy"]
+__all__ = [
+    "KGReference",
+    "PolicyRun",
+    "Setup",
+    "WindowProbe",
+    "floor_series",
+    "kg_reference",
+    "run_policy",
+]
 
 
 @dataclass(frozen=True)
@@ -168,3 +177,44 @@ def floor_series(probe: WindowProbe, engines: int) -> tuple[np.ndarray, np.ndarr
         lower.append(f.lower)
         achievable.append(f.achievable)
     return np.asarray(lower), np.asarray(achievable)
+
+
+@dataclass(frozen=True)
+class KGReference:
+    """KG's imbScore on the exact Zipf shares: with our hash, and over random placements."""
+
+    eps: float
+    ours: float
+    random_median: float
+    random_p5: float
+    random_p95: float
+    keys_per_engine: tuple[int, ...]
+    with_hottest: tuple[int, ...]
+    """Ranks (1-based, among the 10 hottest) that share the hottest key's engine."""
+
+
+def kg_reference(
+    setup: Setup, eps: float, rng: np.random.Generator, draws: int = 2000
+) -> KGReference:
+    """Where KG's RSTD comes from: the hash's placement of the Zipf(eps) shares (no sampling)."""
+    ranks = np.arange(setup.keys)
+    p = (1.0 + ranks) ** -float(eps)
+    p /= p.sum()
+    batch = KeyBatch.from_keys([rank_key(int(r)) for r in ranks])
+    engines = np.asarray(make_grouping("key", setup.engines).build().route_batch(batch))
+    ours = imb_score(np.bincount(engines, weights=p, minlength=setup.engines))
+    rand = [
+        imb_score(np.bincount(rng.integers(0, setup.engines, setup.keys), p, setup.engines))
+        for _ in range(draws)
+    ]
+    p5, med, p95 = (float(x) for x in np.percentile(rand, [5, 50, 95]))
+    hot = engines[0]
+    return KGReference(
+        eps=float(eps),
+        ours=ours,
+        random_median=med,
+        random_p5=p5,
+        random_p95=p95,
+        keys_per_engine=tuple(np.bincount(engines, minlength=setup.engines).tolist()),
+        with_hottest=tuple(int(r) + 1 for r in np.flatnonzero(engines[:10] == hot).tolist()),
+    )

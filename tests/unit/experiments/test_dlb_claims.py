@@ -12,10 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from skewlab.experiments._dlb_runs import PolicyRun, WindowProbe, kg_reference
 from skewlab.experiments.claims import Claim
 from skewlab.experiments.dlb import SwitchMeasure, measure_switch, switch_claims, switch_setup
 from skewlab.hashing import bucket
+from skewlab.keys import KeyVocab
 from skewlab.metrics import imb_score
+from skewlab.rebalance import Decision, Move
 from skewlab.workload.zipf import rank_key
 
 pytestmark = pytest.mark.unit
@@ -94,3 +97,41 @@ def test_dlb_h_rebalances_at_every_check_of_an_eps_1_5_phase(small: SwitchMeasur
     moved = np.asarray([bool(d.moves) for d in run.decisions])
     assert moved[on_high].all()
     assert not c.holds and c.value > 12 and c.why
+
+
+def test_kg_reference_is_the_hash_placement_of_the_exact_shares() -> None:
+    setup = switch_setup(1.0, seed=1)
+    for eps in (0.2, 1.5):
+        ref = kg_reference(setup, eps, np.random.default_rng(0), draws=200)
+        assert ref.ours == pytest.approx(_kg_on_true_shares(eps))
+        assert ref.random_p5 <= ref.random_median <= ref.random_p95
+        assert sum(ref.keys_per_engine) == setup.keys and ref.with_hottest[0] == 1
+
+
+def test_settled_windows_start_after_the_phases_first_check() -> None:
+    setup = switch_setup(1.0, seed=1)  # phases: eps 1.5 in [300, 900), [1200, 1800), ...
+    ends = np.arange(30.0, 2401.0, 30.0)
+    starts = ends - 30.0
+    settled = setup.settled(ends, 30.0)
+    high = setup.high(ends, 30.0)
+    # The first checks on eps 1.5 loads are at 450 s and 1350 s (checks every 150 s).
+    expected = high & ~(((starts >= 300) & (starts < 450)) | ((starts >= 1200) & (starts < 1350)))
+    expected &= ~((starts >= 2100) & (starts < 2250))
+    assert np.array_equal(settled, expected)
+
+
+def test_fsd_state_is_the_last_h_tuples_of_each_moved_key() -> None:
+    setup = switch_setup(1.0, seed=1)  # H = 256
+    probe = WindowProbe(30.0)
+    probe.vocab = KeyVocab(["a", "b", "c"])
+    probe.times = [30.0, 60.0, 90.0]
+    probe.counts = [np.array([200, 5, 0]), np.array([100, 5]), np.array([900, 0, 7])]
+    run = PolicyRun("dlb-h", np.zeros(3), np.zeros(3), [], 0.0, probe)
+
+    def at(ts: float, keys: list[str]) -> Decision:
+        moves = tuple(Move(k, 0, 1, 1, 1, 1) for k in keys)
+        return Decision(ts, "dlb-h", moves, 0.0, 0.0, "test")
+
+    # At 60 s: a has 300 tuples (capped at 256), b 10, c none yet.
+    assert run.stored_state(setup, at(60.0, ["a", "b"])) == (266, 266)
+    assert run.stored_state(setup, at(90.0, ["b", "c"])) == (17, 256 + 10 + 7)

@@ -123,6 +123,27 @@ def test_repair_rolls_back_to_the_last_readable_version_and_writers_resume(
     assert sorted(store.read("quarantine").column("offset").to_pylist()) == [0, 1, 2, 3]
 
 
+def test_repair_rolls_back_a_checkpointed_table_whose_early_commits_were_cleaned_up(
+    tmp_path: Path,
+) -> None:
+    from deltalake import DeltaTable
+
+    filled(tmp_path, batches=6)
+    DeltaTable(str(tmp_path / "quarantine"), version=3).create_checkpoint()
+    for v in range(3):  # what log cleanup leaves: the checkpoint at 3, commits 3..6
+        commit(tmp_path, v).unlink()
+    truncate(commit(tmp_path, 6))
+    result = repair_table(tmp_path, "quarantine", FakeClock(0.0))
+    assert (result.action, result.version) == ("rolled-back", 5)
+    assert sorted(DeltaStore(tmp_path).read("quarantine").column("offset").to_pylist()) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
+
+
 def test_repair_isolates_a_table_with_no_readable_version_and_the_next_run_starts_fresh(
     tmp_path: Path,
 ) -> None:

@@ -162,10 +162,11 @@ def _aside(path: Path, clock: Clock) -> Path:
 
 
 def _readable_version(path: Path, versions: list[int]) -> int | None:
-    """The newest version ``k`` of a contiguous run from 0 that loads with its files."""
+    """The newest version ``k`` of the first contiguous run of commits (from 0, or from
+    the oldest kept commit after a checkpoint and log cleanup) that loads with its files."""
     contiguous: list[int] = []
     for v in versions:
-        if v != len(contiguous):
+        if contiguous and v != contiguous[-1] + 1:
             break
         contiguous.append(v)
     for k in reversed(contiguous):

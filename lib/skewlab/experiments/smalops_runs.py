@@ -103,16 +103,21 @@ class SmalopsSetup:
     def events(self) -> int:
         return max(int(self.rate * self.run_s), 1000)
 
+    def top_shares(self) -> np.ndarray:
+        """Each Zipf rank's share of the events, hottest first."""
+        p = zipf_weights(self.keys, 1.1, 2.72)
+        return p / p.sum()
+
     def lines(self, service_us: str) -> str:
         """The setup, stated for the report."""
-        p = zipf_weights(self.keys, 1.1, 2.72)
-        p /= p.sum()
+        p = self.top_shares()
         top = ", ".join(f"{100 * x:.1f} %" for x in p[:3])
         return "\n".join(
             [
                 f"{self.partitions} partitions (KEY grouping = Kafka's hash), one FIFO consumer "
-                f"each; Zipf s=1.1 v=2.72 over {self.keys} keys (top keys {top}): 2 heavy at "
-                "10 %, 5 at 5 %, 16 at 2 %; the lossy counter tracks at most all of them",
+                f"each; Zipf s=1.1 v=2.72 over {self.keys} keys (top keys {top}): keys at or above "
+                + ", ".join(f"{t:.0%}: {int((p >= t).sum())}" for t in (0.1, 0.05, 0.02))
+                + "; the lossy counter can track them all",
                 f"Poisson arrivals at {self.rate:,.0f} ev/s for {self.run_s:g} s "
                 f"({self.events:,} events): the hottest hashed partition gets "
                 f"{100 * self.hottest_share:.1f} % of the events, "

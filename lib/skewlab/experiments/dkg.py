@@ -11,8 +11,8 @@ ours. Setup where the seed is silent (stated in every report, see :func:`setup_l
   so the key spaces act ~9 times per run; ``scale`` sets the event count
   (``scale * 10,000,000``, the reference producer's dataset size, at least
   20,000) and so the event rate (count / 600 s). At ``skewlab reproduce``'s
-  scale 0.25 that is 2.5M events per stream at 4,167 events/s: 210 runs,
-  ~57 CPU-s per million events per stream, ~2.5 min on one core;
+  scale 0.25 that is 2.5M events per stream at 4,167 events/s, 210 runs in
+  ~130 CPU-s on one core (~52 CPU-s per million events per stream);
 * one splitter instance routing 1 s blocks of event time with ``route_batch``,
   its clock at each block's first event; DKG and D-/W-Choices keep their
   defaults (warm-up 15 s, check 60 s, promotion 15 s, capacity 100);

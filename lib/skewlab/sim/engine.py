@@ -25,8 +25,9 @@ serves its events first come, first served with a per-event service time
    (after running the queues up to the block's end), for the next block on.
 5. Run every worker's FIFO queue (:func:`~skewlab.sim.queue.route_queues`),
    carrying each worker's last departure across blocks and chunks; add the
-   waits and sojourns to bounded histograms. A key handed off by a hook
-   (``take_handoffs``, :mod:`skewlab.sim.base`) is *held*: its records reach
+   waits and sojourns to bounded histograms. A key handed off by a hook (its
+   optional ``take_handoffs() -> [(key, old worker, transfer_s)]``, as
+   :mod:`skewlab.sim.rebalance_hook` has) is *held*: its records reach
    the new worker's queue no earlier than ``ready = max(D_src, now) +
    transfer_s``, with ``D_src`` the old worker's last departure at the switch
    (it has served every record of the key routed to it) and ``transfer_s`` the
@@ -227,7 +228,6 @@ class _Run:
         self.last_dep = np.zeros(self.W)
         self.hold = np.zeros(0)
         self.hold_until = -math.inf
-        self.handoffs = 0
         self.delay = LatencyHistogram()
         self.soj = LatencyHistogram()
         self.tracker = WindowTracker(self.W, cfg.window_s)
@@ -381,7 +381,6 @@ class _Run:
                 ready = max(float(self.last_dep[src]), now) + float(transfer_s)
                 self.hold[i] = max(float(self.hold[i]), ready)
                 self.hold_until = max(self.hold_until, ready)
-                self.handoffs += 1
 
     def _queues(
         self,

@@ -8,16 +8,23 @@ that validation (``None`` in memory).
 helpers use). :class:`Project` is the file-backed context under the data dir,
 ``<home>/gx/``, created on first use and reused by every run; per frame it keeps
 one expectation suite, validation definition and checkpoint, all named
-``skewlab.<frame>``. Validating a frame of a run:
+``skewlab.<frame>``. Checking one run:
 
-1. the suite is replaced by this run's expectations (``suites.add_or_update``);
-2. the validation definition (frame asset x suite) and the checkpoint (that
-   definition, the result format quoting offending rows by their identifying
-   columns, and an ``UpdateDataDocsAction`` for the site ``skewlab``) are added
-   or updated;
-3. ``checkpoint.run(batch_parameters={"dataframe": frame}, run_id=run)`` validates,
-   stores the result under ``gx/uncommitted/validations/`` and renders its page
+1. per frame: the suite is replaced by this run's expectations
+   (``suites.add_or_update``); the validation definition (frame asset x suite)
+   and the checkpoint (that definition and the result format quoting offending
+   rows by their identifying columns) are added or updated;
+2. per frame: ``checkpoint.run(batch_parameters={"dataframe": frame}, run_id=run)``
+   validates and stores the result under ``gx/uncommitted/validations/``;
+3. once, when the run's frames are done (:meth:`Project.publish`):
+   ``build_data_docs`` renders the run's validation pages, their suites' pages
    and the site index under ``gx/uncommitted/data_docs/skewlab/``.
+
+Step 3 is what an ``UpdateDataDocsAction`` on each checkpoint would do, but
+that action rebuilds the site (every page's templates, the whole index) once
+per validation result: with seven frames per run a check took 4.9 s for the
+2nd run in a site and 11.9 s for the 12th, about 0.7 s more per run already
+there. Built once per run, it took 4.4 s for the 2nd and 4.1 s for the 12th.
 
 Every frame of one skewlab run shares one ``RunIdentifier`` whose ``run_name``
 is the skewlab run id, so the site's index lists a run's validations together.
@@ -164,13 +171,16 @@ class Project:
         self.home = home
         self.context = context
         self.run = RunIdentifier(run_name=run_id, run_time=now)
+        self.built: list[Any] = []
+        """Resource identifiers (validation results, suites) to render at :meth:`publish`."""
 
     @classmethod
     @contextlib.contextmanager
     def open(
         cls, home: str | Path, run_id: str, now: dt.datetime | None = None
     ) -> Iterator[Project]:
-        """Lock ``<home>/gx.lock``, load (or create) ``<home>/gx/``, ensure the site exists.
+        """Lock ``<home>/gx.lock``, load (or create) ``<home>/gx/``, ensure the site exists;
+        on leaving the block without an error, :meth:`publish` the run's Data Docs.
 
         ``now``: the validation time of the run (default: the current UTC time).
         """
@@ -186,7 +196,9 @@ class Project:
                 if SITE not in sites:
                     context.add_data_docs_site(site_name=SITE, site_config=site_config())
                 when = now or dt.datetime.now(dt.UTC)
-                yield cls(home, run_id, context, when)
+                project = cls(home, run_id, context, when)
+                yield project
+                project.publish()
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -212,9 +224,12 @@ class Project:
     def validate(
         self, check: FrameCheck, expects: Sequence[Expect], max_rows: int
     ) -> tuple[Any, Path | None]:
-        """Steps 1-3 of the module doc for one frame; the result and its Data Docs page."""
+        """Steps 1-2 of the module doc for one frame; the result and its Data Docs page
+        (written by :meth:`publish`)."""
         gx = _gx()
-        from great_expectations.checkpoint import UpdateDataDocsAction
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+        )
 
         name = f"{SOURCE}.{check.name}"
         suite = self.context.suites.add_or_update(_suite(check, expects, name))
@@ -225,15 +240,23 @@ class Project:
             gx.Checkpoint(
                 name=name,
                 validation_definitions=[definition],
-                actions=[UpdateDataDocsAction(name="update_data_docs", site_names=[SITE])],
                 result_format=result_format(check, max_rows),
             )
         )
         outcome = checkpoint.run(batch_parameters={"dataframe": check.frame}, run_id=self.run)
         ((key, result),) = outcome.run_results.items()
-        urls = self.context.get_docs_sites_urls(resource_identifier=key, site_names=[SITE])
-        page = _file_path(urls[0]["site_url"]) if urls else None
+        self.built += [key, ExpectationSuiteIdentifier(name=name)]
+        urls = self.context.get_docs_sites_urls(
+            resource_identifier=key, site_names=[SITE], only_if_exists=False
+        )
+        page = _file_path(str(urls[0]["site_url"])) if urls else None
         return result, page
+
+    def publish(self) -> None:
+        """Step 3 of the module doc: render this run's pages and the index (once per run)."""
+        if self.built:
+            self.context.build_data_docs(site_names=[SITE], resource_identifiers=self.built)
+            self.built = []
 
 
 def copy_site(index: Path, pages: Sequence[Path], dest: Path) -> list[Path]:

@@ -7,10 +7,13 @@ records the engines' imbScore and the window's true key loads. The key loads
 give, per window, the key-granularity floor (:func:`skewlab.metrics.key_floor`)
 and each key's cumulative tuples, from which the FSD application's state of a
 moved key (its last ``H`` tuples, DLB section 4) is sized.
+:func:`measure_switch` runs every policy and reduces each run to
+:class:`PolicyStats`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,14 +28,21 @@ from skewlab.workload import EpsSwitchWorkload
 from skewlab.workload.zipf import rank_key
 
 __all__ = [
+    "POLICIES",
     "KGReference",
     "PolicyRun",
+    "PolicyStats",
     "Setup",
+    "SwitchMeasure",
     "WindowProbe",
     "floor_series",
     "kg_reference",
+    "measure_switch",
     "run_policy",
 ]
+
+POLICIES = ("kg", "pkg", "lptf", "dlb-h", "dlb-l")
+"""DLB Fig. 3(b)'s policies: the baselines KG, PKG, LPTF and DLB's two."""
 
 
 @dataclass(frozen=True)
@@ -218,3 +228,106 @@ def kg_reference(
         keys_per_engine=tuple(np.bincount(engines, minlength=setup.engines).tolist()),
         with_hottest=tuple(int(r) + 1 for r in np.flatnonzero(engines[:10] == hot).tolist()),
     )
+
+
+@dataclass(frozen=True)
+class PolicyStats:
+    """One policy's figures in ``dlb-switch`` (RSTD in %, means over windows / rebalances)."""
+
+    policy: str
+    rstd_high: float
+    rstd_low: float
+    floor_gap_high: float
+    floor_gap_settled: float
+    rebalances: int
+    keys_pct: float
+    keys_pct_max: float
+    tuples_window: float
+    tuples_window_pct: float
+    tuples_state: float
+    tuples_state_pct: float
+    throughput: float
+
+
+def _mean(xs: Sequence[float] | np.ndarray) -> float:
+    return float(np.mean(xs)) if len(xs) else 0.0
+
+
+def _stats(
+    setup: Setup, run: PolicyRun, floor: np.ndarray, high: np.ndarray, settled: np.ndarray
+) -> PolicyStats:
+    n = min(run.rstd.size, floor.size, high.size)
+    rstd, fl, hi, ok = run.rstd[:n], floor[:n], high[:n], settled[:n]
+    reb = run.rebalances
+    keys = [100.0 * d.keys_moved / max(d.keys_total, 1) for d in reb]
+    win_pct = [100.0 * d.load_moved / max(d.load_total, 1) for d in reb]
+    state = [run.stored_state(setup, d) for d in reb]
+    return PolicyStats(
+        policy=run.policy,
+        rstd_high=_mean(rstd[hi]),
+        rstd_low=_mean(rstd[~hi]),
+        floor_gap_high=_mean(rstd[hi] - fl[hi]),
+        floor_gap_settled=_mean(rstd[ok] - fl[ok]),
+        rebalances=len(reb),
+        keys_pct=_mean(keys),
+        keys_pct_max=max(keys, default=0.0),
+        tuples_window=_mean([d.load_moved for d in reb]),
+        tuples_window_pct=_mean(win_pct),
+        tuples_state=_mean([m for m, _ in state]),
+        tuples_state_pct=_mean([100.0 * m / max(t, 1) for m, t in state]),
+        throughput=run.throughput,
+    )
+
+
+@dataclass
+class SwitchMeasure:
+    """Everything ``dlb-switch`` measured: per-policy runs and stats, the floor per window."""
+
+    setup: Setup
+    runs: dict[str, PolicyRun]
+    stats: dict[str, PolicyStats]
+    times: np.ndarray
+    high: np.ndarray
+    settled: np.ndarray
+    floor_lower: np.ndarray
+    floor_achievable: np.ndarray
+
+    @property
+    def floor_high(self) -> float:
+        """Mean achievable floor over the eps 1.5 windows."""
+        return _mean(self.floor_achievable[self.high])
+
+    @property
+    def floor_low(self) -> float:
+        return _mean(self.floor_achievable[~self.high])
+
+    @property
+    def floor_bracket(self) -> float:
+        """Largest ``achievable - lower`` over the windows (how tight the floor is)."""
+        gap = self.floor_achievable - self.floor_lower
+        return float(gap.max()) if gap.size else 0.0
+
+
+def measure_switch(
+    setup: Setup,
+    policies: Sequence[str] = POLICIES,
+    progress: Callable[[str], None] | None = None,
+    floor: tuple[np.ndarray, np.ndarray] | None = None,
+) -> SwitchMeasure:
+    """Run every policy on ``setup`` and compute the key floor of each reporting window.
+
+    ``floor`` (``(lower, achievable)`` per window) reuses a floor already computed
+    for the same stream and reporting window (it does not depend on the policy).
+    """
+    runs: dict[str, PolicyRun] = {}
+    for policy in policies:
+        if progress is not None:
+            progress(f"{policy} (check every {setup.check_s:g}s)")
+        runs[policy] = run_policy(setup, policy)
+    first = runs[policies[0]]
+    lower, achievable = floor if floor is not None else floor_series(first.probe, setup.engines)
+    times = first.times
+    high = setup.high(times, setup.window_s)
+    settled = setup.settled(times, setup.window_s)
+    stats = {p: _stats(setup, r, achievable, high, settled) for p, r in runs.items()}
+    return SwitchMeasure(setup, runs, stats, times, high, settled, lower, achievable)

@@ -13,19 +13,19 @@ for 10 min and 40 min runs; what it leaves open is chosen in :data:`SETUP_NOTE`
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from skewlab.experiments import Experiment, ExperimentArgs, ExperimentReport
 from skewlab.experiments._dlb_runs import (
-    PolicyRun,
+    POLICIES,
+    PolicyStats,
     Setup,
-    floor_series,
+    SwitchMeasure,
     kg_reference,
-    run_policy,
+    measure_switch,
 )
 from skewlab.experiments.claims import Claim, at_most, band, ordered
 from skewlab.grouping import make_grouping
@@ -51,7 +51,7 @@ D_WINDOW_S = 30.0
 """The reporting window of RSTD over time and of the key floor (s)."""
 D_STATE_TUPLES = 256
 """FSD state per key: its last ``H`` tuples (the paper's per-key averages imply a few hundred)."""
-D_POLICIES = ("kg", "pkg", "lptf", "dlb-h", "dlb-l")
+D_POLICIES = POLICIES
 D_INTERVALS = (60.0, 300.0)
 """Other check intervals (s) rerun for the rebalance count's sensitivity (the paper gives none)."""
 D_MOVERS = ("lptf", "dlb-h", "dlb-l")
@@ -98,6 +98,10 @@ def _say(args: ExperimentArgs, msg: str) -> None:
     log.info(msg)
 
 
+def _progress(args: ExperimentArgs) -> Callable[[str], None]:
+    return lambda msg: _say(args, msg)
+
+
 def switch_setup(scale: float, seed: int, check_s: float = D_CHECK_S) -> Setup:
     """The ``dlb-switch`` setup at ``scale`` (times and state size scaled, rate not)."""
     c = float(scale)
@@ -125,109 +129,6 @@ def _dlb_setup(args: ExperimentArgs) -> tuple[EpsSwitchWorkload, float, int, flo
 
 def _high_phase(t: np.ndarray, wl: EpsSwitchWorkload) -> np.ndarray:
     return np.mod(t, wl.low_s + wl.high_s) >= wl.low_s
-
-
-@dataclass(frozen=True)
-class PolicyStats:
-    """One policy's figures in ``dlb-switch`` (RSTD in %, means over windows / rebalances)."""
-
-    policy: str
-    rstd_high: float
-    rstd_low: float
-    floor_gap_high: float
-    floor_gap_settled: float
-    rebalances: int
-    keys_pct: float
-    keys_pct_max: float
-    tuples_window: float
-    tuples_window_pct: float
-    tuples_state: float
-    tuples_state_pct: float
-    throughput: float
-
-
-def _mean(xs: Sequence[float] | np.ndarray) -> float:
-    return float(np.mean(xs)) if len(xs) else 0.0
-
-
-def _stats(
-    setup: Setup, run: PolicyRun, floor: np.ndarray, high: np.ndarray, settled: np.ndarray
-) -> PolicyStats:
-    n = min(run.rstd.size, floor.size, high.size)
-    rstd, fl, hi, ok = run.rstd[:n], floor[:n], high[:n], settled[:n]
-    reb = run.rebalances
-    keys = [100.0 * d.keys_moved / max(d.keys_total, 1) for d in reb]
-    win_pct = [100.0 * d.load_moved / max(d.load_total, 1) for d in reb]
-    state = [run.stored_state(setup, d) for d in reb]
-    return PolicyStats(
-        policy=run.policy,
-        rstd_high=_mean(rstd[hi]),
-        rstd_low=_mean(rstd[~hi]),
-        floor_gap_high=_mean(rstd[hi] - fl[hi]),
-        floor_gap_settled=_mean(rstd[ok] - fl[ok]),
-        rebalances=len(reb),
-        keys_pct=_mean(keys),
-        keys_pct_max=max(keys, default=0.0),
-        tuples_window=_mean([d.load_moved for d in reb]),
-        tuples_window_pct=_mean(win_pct),
-        tuples_state=_mean([m for m, _ in state]),
-        tuples_state_pct=_mean([100.0 * m / max(t, 1) for m, t in state]),
-        throughput=run.throughput,
-    )
-
-
-@dataclass
-class SwitchMeasure:
-    """Everything ``dlb-switch`` measured: per-policy runs and stats, the floor per window."""
-
-    setup: Setup
-    runs: dict[str, PolicyRun]
-    stats: dict[str, PolicyStats]
-    times: np.ndarray
-    high: np.ndarray
-    settled: np.ndarray
-    floor_lower: np.ndarray
-    floor_achievable: np.ndarray
-
-    @property
-    def floor_high(self) -> float:
-        """Mean achievable floor over the eps 1.5 windows."""
-        return _mean(self.floor_achievable[self.high])
-
-    @property
-    def floor_low(self) -> float:
-        return _mean(self.floor_achievable[~self.high])
-
-    @property
-    def floor_bracket(self) -> float:
-        """Largest ``achievable - lower`` over the windows (how tight the floor is)."""
-        gap = self.floor_achievable - self.floor_lower
-        return float(gap.max()) if gap.size else 0.0
-
-
-def measure_switch(
-    setup: Setup,
-    policies: Sequence[str] = D_POLICIES,
-    args: ExperimentArgs | None = None,
-    floor: tuple[np.ndarray, np.ndarray] | None = None,
-) -> SwitchMeasure:
-    """Run every policy on ``setup`` and compute the key floor of each reporting window.
-
-    ``floor`` (``(lower, achievable)`` per window) reuses a floor already computed
-    for the same stream and reporting window (it does not depend on the policy).
-    """
-    runs: dict[str, PolicyRun] = {}
-    for policy in policies:
-        if args is not None:
-            _say(args, f"{policy} (check every {setup.check_s:g}s)")
-        runs[policy] = run_policy(setup, policy)
-    first = runs[policies[0]]
-    lower, achievable = floor if floor is not None else floor_series(first.probe, setup.engines)
-    times = first.times
-    high = setup.high(times, setup.window_s)
-    settled = setup.settled(times, setup.window_s)
-    stats = {p: _stats(setup, r, achievable, high, settled) for p, r in runs.items()}
-    return SwitchMeasure(setup, runs, stats, times, high, settled, lower, achievable)
 
 
 def _plot_series(series: dict[str, list[tuple[float, float]]], path: Path) -> Path:
@@ -400,7 +301,7 @@ def _interval_sensitivity(
     by: dict[float, SwitchMeasure] = {main: m}
     for interval in D_INTERVALS:
         setup = switch_setup(args.scale, args.seed, interval)
-        by[interval] = measure_switch(setup, D_MOVERS, args=args, floor=floor)
+        by[interval] = measure_switch(setup, D_MOVERS, _progress(args), floor=floor)
     rows: list[dict[str, object]] = []
     table: list[list[str]] = []
     for interval in sorted(by):
@@ -429,7 +330,7 @@ def _interval_sensitivity(
 def dlb_switch(args: ExperimentArgs) -> ExperimentReport:
     """DLB Fig. 3(b)/4(b): RSTD over time beside the key floor, moves per rebalance, claims."""
     setup = switch_setup(args.scale, args.seed)
-    m = measure_switch(setup, args=args)
+    m = measure_switch(setup, progress=_progress(args))
     table, rows, metrics = [], [], {}
     for policy, st in m.stats.items():
         paper = D_PAPER[policy]

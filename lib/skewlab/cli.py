@@ -34,12 +34,14 @@ COMMANDS: dict[str, str] = {
     "simulate": "skewlab.commands.simulate",
     "run": "skewlab.commands.run",
     "experiment": "skewlab.commands.experiment",
+    "reproduce": "skewlab.commands.reproduce",
     "up": "skewlab.commands.services:up",
     "down": "skewlab.commands.services:down",
     "status": "skewlab.commands.services:status",
     "airflow": "skewlab.commands.airflow",
     "autoscale": "skewlab.commands.autoscale",
     "compare": "skewlab.commands.compare",
+    "doctor": "skewlab.commands.doctor",
 }
 """Subcommand name -> module implementing it, ``module:function`` when the run
 function of that command is not called ``run`` (see the module docstring)."""

@@ -9,6 +9,8 @@ tuple counts or rates, any non-negative numbers.
 * :func:`imb_score` -- DLB Eq. (2): ``100 * std(eng_load) / mean(eng_load)``.
 * :func:`e_lb` -- SMALOPS Eq. (2): ``E_LB = sum_j |R_pj - R_avg|``.
 * :func:`throughput` -- DKG ``THROUGHPUT_RATIO``: records processed per second.
+* :func:`key_floor` -- the key-granularity floor of imbScore on one window's
+  key loads (a lower bound and an achievable assignment's score).
 
 Every standard deviation here is the *population* one (``ddof=0``): the
 workers are the whole population, not a sample of it.
@@ -30,11 +32,15 @@ from numpy.typing import ArrayLike
 from skewlab.errors import ConfigError
 
 __all__ = [
+    "KeyFloor",
     "LatencyHistogram",
     "LatencySummary",
     "dist_cost",
     "e_lb",
     "imb_score",
+    "key_floor",
+    "key_floor_assign",
+    "key_floor_lower",
     "latency_summary",
     "std_dev_pct",
     "throughput",
@@ -270,3 +276,154 @@ class LatencyHistogram:
         keep = self._counts > 0
         frac = np.cumsum(self._counts) / self._n
         return uppers[keep], frac[keep]
+
+
+@dataclass(frozen=True, eq=False)
+class KeyFloor:
+    """How low imbScore can go on one window when whole keys are placed (DLB's problem).
+
+    Placing whole keys on engines to minimise imbScore is NP-hard (DLB section
+    3.1: job shop scheduling), so the floor is bracketed:
+
+    * ``lower``: no assignment of whole keys scores below it
+      (:func:`key_floor_lower`);
+    * ``achievable``: the imbScore of ``assignment``, an assignment we found
+      (:func:`key_floor_assign`: LPT, then improving moves and swaps).
+
+    ``lower <= achievable`` always; when they are close the floor is known.
+    """
+
+    lower: float
+    achievable: float
+    assignment: np.ndarray
+
+    @property
+    def gap(self) -> float:
+        """``achievable - lower`` in imbScore points (how loose the bracket is)."""
+        return self.achievable - self.lower
+
+
+def key_floor_lower(key_loads: ArrayLike, workers: int) -> float:
+    """A lower bound on imbScore over every assignment of these keys to ``workers`` engines.
+
+    In any assignment, the ``j`` most loaded engines carry at least the ``j``
+    heaviest keys, so the sorted engine loads have prefix sums at least those
+    of the sorted key loads (``j <= workers``) and the same total ``S``. The
+    least spread vector under these constraints is the water-filling one: for
+    ``j = 0, 1, ...`` the ``j``-th heaviest key sits alone on its engine while it
+    exceeds ``(S - heavier keys) / (workers - j)``; the rest share the remaining
+    engines equally. Its imbScore is returned (``max(mean, hottest key)`` for the
+    most loaded engine is the first step of this bound).
+    """
+    w = _workers(workers)
+    loads = _key_loads(key_loads)
+    total = float(loads.sum())
+    if total <= 0.0:
+        return 0.0
+    top = np.sort(loads)[::-1][:w]
+    engines = np.empty(w)
+    rest = total
+    for j in range(w):
+        level = rest / (w - j)
+        if j < top.size and top[j] > level:
+            engines[j] = top[j]
+            rest -= float(top[j])
+        else:
+            engines[j:] = level
+            break
+    return imb_score(engines)
+
+
+def key_floor_assign(key_loads: ArrayLike, workers: int, *, max_steps: int = 100_000) -> np.ndarray:
+    """An assignment of whole keys to engines with a low imbScore (the achievable floor).
+
+    1. LPT: keys heaviest first, each to the least loaded engine (ties: lowest index).
+    2. Local search on the sum of squared engine loads (the mean is fixed, so
+       this is imbScore): for every pair of engines ``a`` (heavier) and ``b``
+       with gap ``g = L_a - L_b``, moving a key of load ``x`` from ``a`` to ``b``
+       lowers it by ``2x(g - x)`` and swapping ``x`` on ``a`` with ``y < x`` on
+       ``b`` by ``2d(g - d)``, ``d = x - y``; the best move or swap of the pair
+       (``x`` or ``d`` nearest ``g / 2``) is applied, pairs taken from the
+       widest gap down, until no pair improves or ``max_steps`` is reached.
+
+    Returns the engine of each key (``int64``, aligned with ``key_loads``).
+    """
+    w = _workers(workers)
+    loads = _key_loads(key_loads)
+    out = np.zeros(loads.size, dtype=np.int64)
+    if loads.size == 0 or w == 1:
+        return out
+    order = np.argsort(-loads, kind="stable")
+    eng = np.zeros(w)
+    for i in order.tolist():
+        e = int(np.argmin(eng))
+        out[i] = e
+        eng[e] += loads[i]
+    for _ in range(max_steps):
+        if not _improve_once(loads, out, eng):
+            break
+    return out
+
+
+def _improve_once(loads: np.ndarray, where: np.ndarray, eng: np.ndarray) -> bool:
+    """One best move-or-swap on the widest improvable pair of engines; False at a local optimum."""
+    by_load = np.argsort(-eng, kind="stable").tolist()
+    pairs = [(a, b) for i, a in enumerate(by_load) for b in by_load[i + 1 :]]
+    pairs.sort(key=lambda ab: -(eng[ab[0]] - eng[ab[1]]))
+    for a, b in pairs:
+        g = float(eng[a] - eng[b])
+        if g <= 0.0:
+            return False
+        on_a = np.flatnonzero(where == a)
+        xa = loads[on_a]
+        best, pick = 0.0, None
+        ok = (xa > 0) & (xa < g)
+        if ok.any():
+            i = int(np.argmin(np.abs(np.where(ok, xa, np.inf) - g / 2)))
+            best, pick = 2.0 * xa[i] * (g - xa[i]), (int(on_a[i]), -1)
+        on_b = np.flatnonzero(where == b)
+        if on_b.size and on_a.size:
+            yb_order = np.argsort(loads[on_b], kind="stable")
+            yb = loads[on_b][yb_order]
+            target = xa - g / 2
+            j = np.clip(np.searchsorted(yb, target), 0, yb.size - 1)
+            for cand in (j, np.maximum(j - 1, 0)):
+                d = xa - yb[cand]
+                gain = np.where((d > 0) & (d < g), 2.0 * d * (g - d), 0.0)
+                k = int(np.argmax(gain))
+                if gain[k] > best:
+                    best, pick = float(gain[k]), (int(on_a[k]), int(on_b[yb_order[cand[k]]]))
+        if pick is not None and best > 1e-9 * g * g:
+            ka, kb = pick
+            where[ka] = b
+            eng[a] -= loads[ka]
+            eng[b] += loads[ka]
+            if kb >= 0:
+                where[kb] = a
+                eng[b] -= loads[kb]
+                eng[a] += loads[kb]
+            return True
+    return False
+
+
+def key_floor(key_loads: ArrayLike, workers: int) -> KeyFloor:
+    """:class:`KeyFloor` of one window: the lower bound and the found assignment's imbScore."""
+    loads = _key_loads(key_loads)
+    assignment = key_floor_assign(loads, workers)
+    w = _workers(workers)
+    achieved = imb_score(np.bincount(assignment, weights=loads, minlength=w)) if loads.size else 0.0
+    lower = key_floor_lower(loads, w)
+    return KeyFloor(lower=min(lower, achieved), achievable=achieved, assignment=assignment)
+
+
+def _workers(workers: int) -> int:
+    if not isinstance(workers, int | np.integer) or isinstance(workers, bool) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+    return int(workers)
+
+
+def _key_loads(key_loads: ArrayLike) -> np.ndarray:
+    arr = np.asarray(key_loads, dtype=np.float64).ravel()
+    if np.any(arr < 0) or not np.all(np.isfinite(arr)):
+        raise ConfigError("key loads must be finite and non-negative")
+    return arr

@@ -13,7 +13,19 @@ from skewlab.commands import simulate as simulate_cmd
 
 pytestmark = pytest.mark.unit
 
-SMALL = ["simulate", "--workers", "4", "--workload", "country:R80", "--events", "2e4"]
+SMALL = [
+    *("simulate", "--workers", "4", "--workload", "country:R80", "--events", "2e4"),
+    "--no-mlflow",
+]
+
+
+@pytest.fixture(autouse=True)
+def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every command's default data dir is the test's own (never the checkout's .skewlab)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("SKEWLAB_HOME", str(home))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return home
 
 
 def run_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, *extra: str) -> dict[str, Any]:
@@ -76,16 +88,22 @@ def test_table_and_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
 
 
 def test_default_out_dir_and_progress(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    _data_dir: Path,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(simulate_cmd, "PROGRESS_MIN_EVENTS", 1)
     code = cli.main([*SMALL, "--strategy", "key", "--no-plots"])
     captured = capsys.readouterr()
     assert code == 0
-    runs = list((tmp_path / ".skewlab" / "runs").glob("sim-*"))
+    runs = list((_data_dir / "runs").glob("sim-*"))  # under $SKEWLAB_HOME, not ./.skewlab
     assert len(runs) == 1 and (runs[0] / "metrics.json").exists()
-    assert "simulate key: 100% (20,000/20,000 events)" in captured.err
+    assert not (tmp_path / ".skewlab").exists()
+    progress = captured.err.splitlines()
+    assert progress and "\r" not in captured.err  # stderr is not a terminal: whole lines
+    assert 1 <= len(progress) <= 4
 
 
 @pytest.mark.parametrize("events", ["5e6", "5000000", "5_000_000"])

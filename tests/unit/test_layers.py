@@ -10,14 +10,16 @@ Layers, lowest first (a package may import its own layer or lower ones):
 3. runtime: what runs one live run (live/, spark/);
 4. entry points: orchestration/, commands/, cli.
 
-An import inside a function is allowed only for a heavy optional dependency
-(pyspark, mlflow, airflow, ...) or a skewlab module that imports one when
-loaded: a DAG file or a light command must not pay for it.
+An import inside a function is allowed only for an optional dependency (any
+third-party package but numpy and mmh3: pyspark, mlflow, airflow, deltalake,
+...) or a skewlab module that imports one when loaded: a DAG file or a light
+command must not pay for it.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -35,12 +37,13 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("orchestration", "commands", "cli"), 4),
 }  # fmt: skip
 
-HEAVY = frozenset(
-    ("pyspark", "mlflow", "airflow", "great_expectations", "matplotlib", "deltalake",
-     "confluent_kafka", "kafka", "pyarrow", "pandas", "croniter", "jsonschema", "psutil",
-     "requests", "uvicorn", "fastapi", "sqlalchemy")
-)  # fmt: skip
-"""Third-party packages that are optional or slow to import."""
+CORE_DEPENDENCIES = frozenset(("numpy", "mmh3"))
+"""The library's required third-party packages (pyproject.toml); every other one is optional."""
+
+
+def _optional(top: str) -> bool:
+    """Whether package ``top`` is an optional dependency: third-party, not a core one."""
+    return top not in sys.stdlib_module_names and top not in CORE_DEPENDENCIES and top != "skewlab"
 
 
 def _module(path: Path) -> str:
@@ -142,10 +145,10 @@ IMPORTS = _scan()
 
 
 def _loads_heavy() -> set[str]:
-    """skewlab modules whose import (at module level, transitively) loads a heavy package."""
+    """skewlab modules whose import (at module level, transitively) loads an optional package."""
     heavy = {
         m for m, found in IMPORTS.items()
-        if any(t.split(".")[0] in HEAVY for t, _, inside in found if not inside)
+        if any(_optional(t.split(".")[0]) for t, _, inside in found if not inside)
     }  # fmt: skip
     changed = True
     while changed:
@@ -221,17 +224,21 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_imports_inside_functions_are_only_for_heavy_dependencies() -> None:
+def allowed_inside(target: str, heavy: set[str]) -> bool:
+    """An import a function may hold: an optional dependency, a skewlab module that loads
+    one, or one of :data:`_STDLIB_OK`."""
+    top = target.split(".")[0]
+    return _optional(top) or target in heavy or top in _STDLIB_OK
+
+
+def test_imports_inside_functions_are_only_for_optional_dependencies() -> None:
     heavy = _loads_heavy()
-    bad = []
-    for mod, found in IMPORTS.items():
-        for target, line, inside in found:
-            if not inside:
-                continue
-            if target.split(".")[0] in HEAVY or target in heavy:
-                continue
-            if target.startswith("skewlab") or target.split(".")[0] not in _STDLIB_OK:
-                bad.append(f"{mod}:{line} imports {target} inside a function")
+    bad = [
+        f"{mod}:{line} imports {target} inside a function"
+        for mod, found in IMPORTS.items()
+        for target, line, inside in found
+        if inside and not allowed_inside(target, heavy)
+    ]
     assert bad == []
 
 

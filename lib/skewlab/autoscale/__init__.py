@@ -19,6 +19,7 @@ from __future__ import annotations
 from skewlab.autoscale.algorithms import (
     ALGORITHM_NAMES,
     ALGORITHMS,
+    ORDERS,
     Autoscaler,
     AutoscalerConfig,
     AutoscalerSnapshot,
@@ -60,6 +61,7 @@ __all__ = [
     "ALGORITHM_NAMES",
     "DEFAULT_CAPACITY_RATIO",
     "DELTAS",
+    "ORDERS",
     "START_CONDITIONS",
     "Action",
     "AnyFit",

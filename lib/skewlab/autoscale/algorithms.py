@@ -10,12 +10,18 @@ and Kafka's two assignors. :func:`make_algorithm` resolves a spec such as
 an :class:`Autoscaler` that keeps ``X(t_{k-1})`` and, for each measurement,
 returns a :class:`Reassignment` (the next assignment, moved partitions,
 Rscore, consumers). :func:`run_stream` replays a whole measurement stream.
+
+Both take an ``order`` (:data:`ORDERS`): ``"random"`` (default) gives the
+online heuristics NF / FF / BF / WF a fresh seeded permutation of the
+partitions every iteration, as the authors' controller does; ``"index"`` takes
+them in index order. The other algorithms are deterministic either way.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -31,9 +37,11 @@ from skewlab.registry import normalize, resolve
 __all__ = [
     "ALGORITHMS",
     "ALGORITHM_NAMES",
+    "ORDERS",
     "Autoscaler",
     "AutoscalerConfig",
     "AutoscalerSnapshot",
+    "Order",
     "Reassignment",
     "StreamRun",
     "make_algorithm",
@@ -62,6 +70,16 @@ ALGORITHM_NAMES: tuple[str, ...] = (
     "nf", "nfd", "ff", "ffd", "bf", "bfd", "wf", "wfd", "mwf", "mbf", "mwfp", "mbfp",
 )  # fmt: skip
 """The twelve bin-packing algorithms the seed compares, in its order."""
+
+
+Order = Literal["random", "index"]
+ORDERS: tuple[Order, ...] = ("random", "index")
+"""How the online any-fit heuristics take the partitions each iteration."""
+
+
+def _check_order(order: str) -> None:
+    if order not in ORDERS:
+        raise ConfigError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
 
 
 def make_algorithm(spec: str | BinPacker) -> BinPacker:
@@ -103,6 +121,8 @@ class AutoscalerSnapshot:
 
     iteration: int
     assignment: Assignment | None
+    rng_state: dict[str, Any] | None = None
+    """The order generator's ``bit_generator.state`` (``order="random"``), else None."""
 
 
 @dataclass(frozen=True)
@@ -110,15 +130,21 @@ class AutoscalerConfig:
     """Which algorithm and capacities; ``build()`` returns the working :class:`Autoscaler`.
 
     ``consumer_capacity`` is ``C_bar`` (bytes/s a consumer reads at most);
-    ``capacity`` the bin capacity ``C``, by default ``5/6 C_bar``.
+    ``capacity`` the bin capacity ``C``, by default ``5/6 C_bar``. ``order``
+    (:data:`ORDERS`) is how NF / FF / BF / WF take the partitions: a fresh
+    permutation per iteration from a generator seeded with ``seed``
+    (``"random"``, the authors' controller) or index order (``"index"``).
     """
 
     algorithm: str = "mwf"
     consumer_capacity: float = 1.0
     capacity: float | None = None
+    order: Order = "random"
+    seed: int = 0
 
     def __post_init__(self) -> None:
         make_algorithm(self.algorithm)
+        _check_order(self.order)
         self.capacities  # noqa: B018 -- validates C and C_bar
 
     @property
@@ -140,6 +166,11 @@ class Autoscaler:
         self.capacity = config.capacities.c
         self.iteration = state.iteration if state else 0
         self.assignment: Assignment | None = state.assignment if state else None
+        self.rng: np.random.Generator | None = None
+        if config.order == "random":
+            self.rng = np.random.default_rng(config.seed)
+            if state is not None and state.rng_state is not None:
+                self.rng.bit_generator.state = state.rng_state
 
     def step(self, speeds: ArrayLike) -> Reassignment:
         """Iteration ``k + 1``: the next assignment for the measured ``speeds``."""
@@ -147,7 +178,7 @@ class Autoscaler:
         prev = self.assignment
         if prev is not None and prev.partitions != len(s):
             prev = _resized(prev, len(s))
-        nxt = self.algorithm.assign(s, prev, self.capacity)
+        nxt = self.algorithm.assign(s, prev, self.capacity, self.rng)
         self.iteration += 1
         self.assignment = nxt
         loads = nxt.loads(s)
@@ -163,7 +194,8 @@ class Autoscaler:
         )
 
     def snapshot(self) -> AutoscalerSnapshot:
-        return AutoscalerSnapshot(self.iteration, self.assignment)
+        rng_state = dict(self.rng.bit_generator.state) if self.rng is not None else None
+        return AutoscalerSnapshot(self.iteration, self.assignment, rng_state)
 
 
 def _resized(a: Assignment, partitions: int) -> Assignment:
@@ -187,9 +219,18 @@ def run_stream(
     stream: ArrayLike,
     capacity: float,
     initial: Assignment | None = None,
+    *,
+    order: Order = "random",
+    seed: int = 0,
 ) -> StreamRun:
-    """Replay ``stream`` (``(N, P)`` speeds) through ``algorithm`` with bin capacity ``C``."""
+    """Replay ``stream`` (``(N, P)`` speeds) through ``algorithm`` with bin capacity ``C``.
+
+    ``order`` / ``seed`` as in :class:`AutoscalerConfig`: the same seed gives
+    the same run.
+    """
+    _check_order(order)
     algo = make_algorithm(algorithm)
+    rng = np.random.default_rng(seed) if order == "random" else None
     speeds = np.asarray(stream, dtype=np.float64)
     if speeds.ndim != 2:
         raise ConfigError(f"stream must be (measurements, partitions), got shape {speeds.shape}")
@@ -198,7 +239,7 @@ def run_stream(
     scores = np.zeros(len(speeds))
     out: list[Assignment] = []
     for k, s in enumerate(speeds):
-        nxt = algo.assign(s, prev, capacity)
+        nxt = algo.assign(s, prev, capacity, rng)
         bins[k] = nxt.consumers
         scores[k] = rscore(prev, nxt, s, capacity)
         out.append(nxt)

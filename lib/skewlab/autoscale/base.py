@@ -178,7 +178,8 @@ class BinPacker(Protocol):
     Invariants every implementation keeps (the contract tests check them):
     every partition gets exactly one consumer; a bin-packing heuristic never
     puts more than ``capacity`` into a consumer unless a single partition is
-    larger than ``capacity`` (then it is alone); ``previous`` is not modified.
+    larger than ``capacity`` (then it is alone); ``previous`` is not modified;
+    the same ``rng`` state gives the same result (no other randomness).
     """
 
     @property
@@ -187,8 +188,14 @@ class BinPacker(Protocol):
         ...
 
     def assign(
-        self, speeds: ArrayLike, previous: Assignment | None, capacity: float
-    ) -> Assignment: ...
+        self,
+        speeds: ArrayLike,
+        previous: Assignment | None,
+        capacity: float,
+        rng: np.random.Generator | None = None,
+    ) -> Assignment:
+        """The next assignment; ``rng`` draws any random choice (the online any-fit order)."""
+        ...
 
 
 class Bins:

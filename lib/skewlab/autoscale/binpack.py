@@ -15,8 +15,13 @@ Per item (partitions in index order, or largest first for ``*D``):
 * **WF** -- the open bin with the most slack, if it fits.
 
 Bins are ordered by consumer id (the "left to right" list of Sec. II-B);
-ties go to the lowest id. The online versions take partitions in index order
-(the seed is silent on the order; index order is deterministic).
+ties go to the lowest id. The online versions take the partitions in the
+order they arrive: the authors' controller shuffles them every iteration, so
+given an ``rng`` (a seeded numpy Generator) :meth:`AnyFit.assign` draws a
+fresh permutation per call; without one it takes them in index order (the
+deterministic option, ``order="index"`` in
+:class:`~skewlab.autoscale.algorithms.AutoscalerConfig`). The decreasing
+versions sort by speed and ignore ``rng``.
 """
 
 from __future__ import annotations
@@ -65,10 +70,22 @@ class AnyFit:
         """The paper's abbreviation in lower case, e.g. ``bfd``."""
         return self.fit[0] + "f" + ("d" if self.decreasing else "")
 
-    def assign(self, speeds: ArrayLike, previous: Assignment | None, capacity: float) -> Assignment:
+    def assign(
+        self,
+        speeds: ArrayLike,
+        previous: Assignment | None,
+        capacity: float,
+        rng: np.random.Generator | None = None,
+    ) -> Assignment:
+        """Pack ``speeds``; online versions in ``rng``'s permutation (index order without one)."""
         s = check_speeds(speeds)
         bins = Bins(s, previous, capacity)
-        order = decreasing(s) if self.decreasing else np.arange(len(s))
+        if self.decreasing:
+            order = decreasing(s)
+        elif rng is not None:
+            order = rng.permutation(len(s))
+        else:
+            order = np.arange(len(s))
         for j in order.tolist():
             c = choose(bins, self.fit, j)
             if c < 0:

@@ -49,7 +49,14 @@ class KafkaAssignor:
         base = "kafka" if self.strategy == "range" else "kafka-rr"
         return f"{base}:{self.consumers}"
 
-    def assign(self, speeds: ArrayLike, previous: Assignment | None, capacity: float) -> Assignment:
+    def assign(
+        self,
+        speeds: ArrayLike,
+        previous: Assignment | None,
+        capacity: float,
+        rng: np.random.Generator | None = None,
+    ) -> Assignment:
+        """The fixed assignment over ``consumers`` (``rng`` is accepted and unused)."""
         p = len(check_speeds(speeds))
         n = self.consumers
         j = np.arange(p)

@@ -64,7 +64,14 @@ class ModifiedAnyFit:
             key = {c: float(s[ps].max()) for c, ps in groups.items()}
         return sorted(groups, key=lambda c: (-key[c], c))
 
-    def assign(self, speeds: ArrayLike, previous: Assignment | None, capacity: float) -> Assignment:
+    def assign(
+        self,
+        speeds: ArrayLike,
+        previous: Assignment | None,
+        capacity: float,
+        rng: np.random.Generator | None = None,
+    ) -> Assignment:
+        """Algorithm 1 (deterministic: ``rng`` is accepted and unused)."""
         s = check_speeds(speeds)
         bins = Bins(s, previous, capacity)
         prev = bins.prev

@@ -19,6 +19,21 @@ triggerer and API server in one process tree, LocalExecutor):
 Login: user ``admin``; Airflow generates the password on the first start, prints
 it and keeps it in ``$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated``
 (this command prints it when that file exists).
+
+Loopback only, secrets private (:meth:`Plan.prepare`, run by this command in both
+modes):
+
+* Airflow 3's worker and triggerer log servers bind every interface (ports
+  ``[logging] worker_log_server_port`` 8793 / ``trigger_log_server_port`` 8794; no
+  host option), so the scheduler and the triggerer run with ``--skip-serve-logs``
+  through a small ``airflow`` wrapper first on ``PATH`` (standalone starts its
+  components as ``airflow <component>``). Task logs are files under
+  ``$AIRFLOW_HOME/logs`` that the API server reads directly. ``--serve-logs``
+  keeps Airflow's log servers (a worker on another machine);
+* the scheduler's health check server (off by default) binds ``127.0.0.1``;
+* ``$AIRFLOW_HOME`` is mode 700 and the password file 600 (created empty before
+  the first start, so Airflow fills a private file); ``--run`` starts Airflow with
+  umask 077, so ``airflow.cfg`` (its JWT secret) and the database are private too.
 """
 
 from __future__ import annotations
@@ -50,6 +65,21 @@ the experiment DAG runs one experiment at a time)."""
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
 USER = "admin"
 
+LOOPBACK = "127.0.0.1"
+REAL_AIRFLOW_ENV = "SKEWLAB_AIRFLOW"
+"""The wrapper's target: the real ``airflow`` executable."""
+NO_SERVE_LOGS = ("scheduler", "triggerer")
+"""Components that start a log server on all interfaces unless told ``--skip-serve-logs``."""
+
+_WRAPPER = """#!/bin/sh
+# skewlab: Airflow components serve no logs over the network (see skewlab airflow --help)
+real="${SKEWLAB_AIRFLOW:?SKEWLAB_AIRFLOW names the real airflow}"
+case "$1" in
+  scheduler|triggerer) exec "$real" "$@" --skip-serve-logs ;;
+esac
+exec "$real" "$@"
+"""
+
 STOP_SEQUENCE = ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0))
 """How ``--run`` stops Airflow on Ctrl-C: signal to its process group, then seconds of grace
 (standalone's scheduler can wait for its LocalExecutor workers forever)."""
@@ -64,6 +94,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="API server address (default local)")
     parser.add_argument("--port", type=int, default=8080, help="API server port (default 8080)")
     parser.add_argument("--run", action="store_true", help="start Airflow instead of printing")
+    parser.add_argument(
+        "--serve-logs",
+        action="store_true",
+        help="keep Airflow's task log servers (all interfaces, ports 8793/8794); default off",
+    )
 
 
 @dataclass(frozen=True)
@@ -75,7 +110,34 @@ class Plan:
     url: str
     airflow_home: Path
     bin_dir: str
-    """Prepended to ``PATH``: standalone starts its components as ``airflow <component>``."""
+    """Prepended to ``PATH``: standalone starts its components as ``airflow <component>``
+    (the wrapper directory first, unless ``serve_logs``)."""
+    serve_logs: bool = False
+
+    @property
+    def wrapper_dir(self) -> Path:
+        """Where :meth:`prepare` writes the ``airflow`` wrapper."""
+        return self.airflow_home / "bin"
+
+    def prepare(self) -> None:
+        """Make ``$AIRFLOW_HOME`` private (700), the password file 600, and the wrapper.
+
+        Idempotent; an existing password file keeps its content.
+        """
+        home = self.airflow_home
+        home.mkdir(parents=True, exist_ok=True)
+        home.chmod(0o700)
+        fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+        self.password_file.chmod(0o600)
+        cfg = home / "airflow.cfg"
+        if cfg.exists():
+            cfg.chmod(0o600)
+        if not self.serve_logs:
+            self.wrapper_dir.mkdir(mode=0o700, exist_ok=True)
+            wrapper = self.wrapper_dir / "airflow"
+            wrapper.write_text(_WRAPPER)
+            wrapper.chmod(0o700)
 
     def child_env(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` (the current environment) with the plan applied."""
@@ -113,8 +175,13 @@ def plan(
     host: str = "127.0.0.1",
     port: int = 8080,
     airflow_bin: str | None = None,
+    serve_logs: bool = False,
 ) -> Plan:
-    """The environment and command of ``airflow standalone`` for data dir ``home``."""
+    """The environment and command of ``airflow standalone`` for data dir ``home``.
+
+    Pure: nothing is written until :meth:`Plan.prepare`. ``serve_logs`` keeps
+    Airflow's log servers (bound to every interface) instead of the wrapper.
+    """
 
     if not 0 < port < 65536:
         raise ConfigError(f"--port must be in 1..65535, got {port}")
@@ -133,34 +200,42 @@ def plan(
         "AIRFLOW__API__HOST": host,
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": base_url,
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": LOOPBACK,
         "SKEWLAB_HOME": str(data_dir),
     }
     airflow = Path(airflow_bin) if airflow_bin else Path(sys.executable).with_name("airflow")
+    bin_dir = str(airflow.parent)
+    if not serve_logs:
+        env[REAL_AIRFLOW_ENV] = str(airflow)
+        bin_dir = str(airflow_home / "bin") + os.pathsep + bin_dir
     return Plan(
         env=env,
         argv=[str(airflow), "standalone"],
         url=base_url,
         airflow_home=airflow_home,
-        bin_dir=str(airflow.parent),
+        bin_dir=bin_dir,
+        serve_logs=serve_logs,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan (default), or run ``airflow standalone`` with it (``--run``)."""
-    p = plan(args.home, args.dags, args.host, args.port)
+    p = plan(args.home, args.dags, args.host, args.port, serve_logs=args.serve_logs)
+    p.prepare()
     if not args.run:
         print(f"# Airflow standalone for skewlab (SQLite in {p.airflow_home})")
         print(p.shell())
         print(f"# then open {p.url}  ({p.login()})")
         return 0
-    p.airflow_home.mkdir(parents=True, exist_ok=True)
     print(f"skewlab airflow: starting Airflow standalone at {p.url}", file=sys.stderr)
     print(f"skewlab airflow: login: {p.login()}", file=sys.stderr)
     print(f"skewlab airflow: AIRFLOW_HOME={p.airflow_home}; Ctrl-C stops it", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     # its own process group, so that stopping it reaches every component and worker
-    child = subprocess.Popen(p.argv, env=p.child_env(os.environ), start_new_session=True)
+    child = subprocess.Popen(
+        p.argv, env=p.child_env(os.environ), start_new_session=True, umask=0o077
+    )
     try:
         return child.wait()
     except KeyboardInterrupt:

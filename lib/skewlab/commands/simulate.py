@@ -10,10 +10,23 @@ per-event service times (same ``--seed``). The default ``--rate`` is 80 % of
 the workers' aggregate capacity, ``0.8 * W / mean_service``: a perfectly
 balanced grouping keeps up, a skewed one overloads its hot workers.
 
-Output: a table (or ``--json``) on stdout; progress and logs on stderr; the
-metrics as ``metrics.json`` and two plots (per-worker load over time,
-queueing-delay CDF) under ``--out`` (default
-``./.skewlab/runs/sim-<UTC timestamp>``), whose paths are printed.
+Output: a table (or ``--json``) on stdout; progress (tqdm: rate and ETA) and
+logs on stderr; the metrics as ``metrics.json`` and two plots (per-worker load
+over time, queueing-delay CDF) under ``--out`` (default
+``<data dir>/runs/sim-<UTC timestamp>``, the data dir being ``--home``, else
+``$SKEWLAB_HOME``, else ``./.skewlab``), whose paths are printed.
+
+Unless ``--no-mlflow``, every strategy is one MLflow run in the data dir's
+store (or ``$MLFLOW_TRACKING_URI``'s), opened before it is simulated: params
+are the simulation settings, ids are tags, the summary metrics, per-window
+series stepped in seconds of event time, the per-worker loads as one table and
+the plots (:mod:`skewlab.commands._sim_tracking`). With ``--compare`` the
+strategies' runs are children of one parent run. The run ids and where to see
+them are printed.
+
+Order of work: 1. validate every input (flags, strategies, workload spec, a
+trace file's rows, service times); nothing is written before this passes;
+2. create the run dir and open the MLflow runs; 3. simulate; 4. write and log.
 """
 
 from __future__ import annotations
@@ -25,16 +38,24 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from skewlab.commands._args import count, positive_float, positive_int
+from skewlab.commands._progress import EventProgress
+from skewlab.commands._sim_tracking import SimTracking
 from skewlab.errors import ConfigError, SkewlabError
-from skewlab.grouping import make_grouping
+from skewlab.grouping import GROUPING_NAMES, make_grouping
 from skewlab.report.plots import plot_latency_cdf, plot_worker_loads
 from skewlab.report.table import sim_table
+from skewlab.services.datadir import resolve_home
 from skewlab.sim import SimConfig, simulate
 from skewlab.sim.service import parse_service_us
 from skewlab.workload import parse_workload
+from skewlab.workload.spec import WORKLOAD_NAMES
+from skewlab.workload.trace import TraceWorkload
+
+if TYPE_CHECKING:
+    from skewlab.workload.spec import AnyWorkload
 
 HELP = "simulate groupings over one seeded stream; print metrics, save plots"
 
@@ -46,16 +67,30 @@ DEFAULT_LOAD = 0.8
 PROGRESS_MIN_EVENTS = 500_000
 """Runs at least this long show progress on stderr (unless ``--no-progress``)."""
 
+MLFLOW_EXPERIMENT = "skewlab-simulate"
+"""Default MLflow experiment of ``simulate``'s runs."""
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add ``simulate``'s options to its subparser."""
-    parser.add_argument("--strategy", default="dkg", help="grouping to run (default: dkg)")
+    """Add ``simulate``'s options to its subparser (allowed values and defaults in --help)."""
+
+    strategies = ", ".join(GROUPING_NAMES)
     parser.add_argument(
-        "--compare", metavar="A,B,...", help="comma-separated groupings to run instead"
+        "--strategy", default="dkg", help=f"grouping to run: {strategies} (default: dkg)"
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="A,B,...",
+        help=f"comma-separated groupings to run instead of --strategy, from: {strategies}",
     )
     parser.add_argument("--workers", type=positive_int, default=10, help="W (default: 10)")
     parser.add_argument(
-        "--workload", default="country:R80", help="workload spec (default: country:R80)"
+        "--workload",
+        default="country:R80",
+        metavar="NAME[:ARGS]",
+        help=f"workload spec, NAME one of {', '.join(WORKLOAD_NAMES)}; e.g. zipf:s=1.1,keys=1000, "
+        "country:R80, trace:/path/events.csv (a CSV key[,timestamp][,size] or JSON-lines "
+        "file) (default: country:R80)",
     )
     parser.add_argument(
         "--events", type=count, default=1_000_000, help="events to simulate (default: 1e6)"
@@ -75,14 +110,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--splitters", type=positive_int, default=1, help="splitter instances S (default: 1)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="workload and service seed")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="workload and service seed (default: 0)"
+    )
     parser.add_argument(
         "--window", type=positive_float, default=15.0, help="load window in s (default: 15)"
     )
-    parser.add_argument("--out", type=Path, help="output directory for plots and metrics.json")
+    parser.add_argument(
+        "--home",
+        default=None,
+        help="data dir: run dirs and the MLflow store (default: $SKEWLAB_HOME, else ./.skewlab)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="output directory for plots and metrics.json (default: <home>/runs/sim-<UTC time>)",
+    )
+    parser.add_argument(
+        "--experiment",
+        default=MLFLOW_EXPERIMENT,
+        help=f"MLflow experiment of the runs (default: {MLFLOW_EXPERIMENT})",
+    )
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     parser.add_argument("--no-plots", action="store_true", help="do not draw plots")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log MLflow runs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,15 +154,22 @@ class SimulateSettings:
     as_json: bool
     plots: bool
     progress: bool
+    home: Path
+    mlflow: bool = True
+    experiment: str = MLFLOW_EXPERIMENT
 
     def __post_init__(self) -> None:
         if not self.strategies:
             raise ConfigError("no strategy given; use --strategy NAME or --compare A,B")
         if len(set(self.strategies)) != len(self.strategies):
             raise ConfigError(f"strategy listed twice in {','.join(self.strategies)}")
+        if not self.experiment.strip():
+            raise ConfigError("--experiment must be a non-empty MLflow experiment name")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SimulateSettings:
+        """The settings of parsed flags; the data dir resolved (``--home``, ``$SKEWLAB_HOME``)."""
+
         if args.compare is not None:
             names = tuple(s.strip() for s in args.compare.split(",") if s.strip())
         else:
@@ -129,36 +188,52 @@ class SimulateSettings:
             as_json=args.json,
             plots=not args.no_plots,
             progress=not args.no_progress,
+            home=resolve_home(getattr(args, "home", None)),
+            mlflow=not getattr(args, "no_mlflow", False),
+            experiment=getattr(args, "experiment", MLFLOW_EXPERIMENT),
+        )
+
+    def params(self, workload_spec: str, rate: float) -> dict[str, Any]:
+        """The simulation settings as MLflow params (no paths, no output switches)."""
+        return {
+            "workers": self.workers,
+            "workload": workload_spec,
+            "events": self.events,
+            "service_us": self.service_us,
+            "rate": rate,
+            "splitters": self.splitters,
+            "seed": self.seed,
+            "window_s": self.window_s,
+        }
+
+
+def check_trace(workload: AnyWorkload, events: int) -> None:
+    """Read a trace workload's first ``events`` rows now, so a malformed file fails before
+    anything starts (:class:`ConfigError` naming ``file:line``); also an empty trace, or
+    one shorter than ``events`` that does not loop. Other workloads pass unchanged."""
+
+    if not isinstance(workload, TraceWorkload):
+        return
+    rows = 0
+    for _ in workload.rows():
+        rows += 1
+        if rows >= events:
+            return
+    if rows == 0:
+        raise ConfigError(f"{workload.path}: trace is empty")
+    if not workload.loop:
+        raise ConfigError(
+            f"{workload.path}: trace has {rows} events but --events is {events}; "
+            "ask for fewer or add loop=true (trace:path=FILE,loop=true)"
         )
 
 
-class _Progress:
-    """Events done / total on stderr: one updating line on a terminal, else quarter steps."""
-
-    def __init__(self, label: str, stream: TextIO) -> None:
-        self.label = label
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.shown = -1
-
-    def __call__(self, done: int, total: int) -> None:
-        pct = 100 * done // total
-        step = pct if self.tty else pct // 25 * 25
-        if step == self.shown:
-            return
-        self.shown = step
-        end = "\n" if (done == total or not self.tty) else ""
-        prefix = "\r" if self.tty else ""
-        self.stream.write(f"{prefix}{self.label}: {pct:3d}% ({done:,}/{total:,} events){end}")
-        self.stream.flush()
-
-
-def _out_dir(out: Path | None) -> Path:
+def _out_dir(out: Path | None, home: Path) -> Path:
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         return out
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    path = Path(".skewlab") / "runs" / f"sim-{stamp}"
+    path = home / "runs" / f"sim-{stamp}"
     path.mkdir(parents=True, exist_ok=False)
     return path
 
@@ -166,6 +241,7 @@ def _out_dir(out: Path | None) -> Path:
 def run(args: argparse.Namespace) -> int:
     """Validate everything, simulate each strategy, then report (stdout) and save files."""
 
+    # 1. validate: nothing is written before every input has passed
     settings = SimulateSettings.from_args(args)
     service = parse_service_us(settings.service_us)
     workload = parse_workload(settings.workload, seed=settings.seed)
@@ -176,19 +252,40 @@ def run(args: argparse.Namespace) -> int:
         window_s=settings.window_s,
         seed=settings.seed,
     )
+    check_trace(workload, settings.events)
     rate = settings.rate or DEFAULT_LOAD * settings.workers / service.mean
     show = settings.progress and settings.events >= PROGRESS_MIN_EVENTS
 
-    results = []
-    for name, grouping in zip(settings.strategies, groupings):
-        progress = _Progress(f"simulate {name}", sys.stderr) if show else None
-        result = simulate(
-            grouping, workload, settings.events, rate, config=config, progress=progress
+    # 2. the run dir and the MLflow runs
+    out = _out_dir(settings.out, settings.home)
+    tracking = None
+    if settings.mlflow:
+        tracking = SimTracking.open(
+            settings.home,
+            settings.experiment,
+            settings.params(workload.spec(), rate),
+            settings.strategies,
+            out,
         )
-        log.info("%s: %d events in %.2fs wall", name, result.events, result.wall_s)
-        results.append(result)
 
-    out = _out_dir(settings.out)
+    # 3. simulate
+    results = []
+    try:
+        for name, grouping in zip(settings.strategies, groupings):
+            progress = EventProgress(f"simulate {name}", sys.stderr) if show else None
+            if tracking is not None:
+                tracking.started(name)
+            result = simulate(
+                grouping, workload, settings.events, rate, config=config, progress=progress
+            )
+            log.info("%s: %d events in %.2fs wall", name, result.events, result.wall_s)
+            results.append(result)
+    except BaseException:
+        if tracking is not None:
+            tracking.failed()
+        raise
+
+    # 4. files, then the MLflow runs
     files: dict[str, str] = {}
     if settings.plots:
         files.update(_plots(results, out))
@@ -211,6 +308,10 @@ def run(args: argparse.Namespace) -> int:
     files["metrics"] = str(metrics_path)
     full = {**doc, "results": [r.to_dict() for r in results], "files": files}
     metrics_path.write_text(json.dumps(full, indent=1))
+    links: list[str] = []
+    if tracking is not None:
+        doc["mlflow"] = tracking.finish(results, files)
+        links = tracking.links()
 
     if settings.as_json:
         brief = {**doc, "results": [r.summary() for r in results], "files": files}
@@ -220,6 +321,8 @@ def run(args: argparse.Namespace) -> int:
         print()
         for what, path in files.items():
             print(f"{what}: {path}")
+        for line in links:
+            print(line)
     return 0
 
 

@@ -24,6 +24,7 @@ MODULES: tuple[str, ...] = (
     "skewlab.experiments.dlb",
     "skewlab.experiments.autoscale",
     "skewlab.experiments.scaleout",
+    "skewlab.experiments.dkg",
 )
 """Modules that contribute experiments (a module that does not exist yet is skipped)."""
 

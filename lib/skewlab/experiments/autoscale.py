@@ -1,24 +1,24 @@
-"""Reproduce Landau et al.'s offline evaluation (``skewlab experiment autoscale-*``).
+"""Reproduce Landau et al.'s evaluation (``skewlab experiment autoscale-*``).
 
 * ``autoscale-offline`` -- Sec. VI-E, Fig. 9-12: the twelve algorithms on the
   six delta streams (200 partitions, 500 measurements) for each of the four
-  start conditions, every algorithm on the same seeded stream. CBS (Eq. 28)
-  and average Rscore (Eq. 29) per delta, the Pareto front of (CBS, average
-  Rscore) per delta, and the paper's findings beside ours.
-* ``autoscale-latency`` -- Sec. VI-C, Fig. 5-8: MWF against Kafka's range
-  assignor over 1..32 consumers, 32 partitions, 100 measurements, delta 5,
-  per-byte latency from the fixed / rebalanced queue model.
+  start conditions, every algorithm on the same seeded stream; the online
+  heuristics take the partitions in a fresh seeded random order every
+  iteration, as the authors' controller does. CBS (Eq. 28) and average Rscore
+  (Eq. 29) per delta, the Pareto fronts, and the paper's claims judged by
+  their rules (:func:`offline_claims`).
+* ``autoscale-latency`` -- Sec. VI-C, Fig. 5-8, in
+  :mod:`skewlab.experiments.autoscale_latency`.
 
-Units: speeds are in % of the bin capacity (``C = 100``); the consumer's real
-capacity is ``C_bar = 6/5 C = 120`` (the 5/6 rule). ``args.scale`` shrinks
-the number of partitions (offline only) and of measurements; the numbers are
-whatever the run gives, printed beside the paper's.
+Units: speeds are in % of the bin capacity (``C = 100``). ``args.scale``
+shrinks the number of measurements, and below 0.25 the partitions
+(:func:`offline_size`; 1 = the paper's).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,6 @@ from skewlab.autoscale import (
     ALGORITHM_NAMES,
     DELTAS,
     START_CONDITIONS,
-    Capacity,
-    LatencyModel,
     MeasurementStream,
     average_rscore,
     cbs,
@@ -37,6 +35,8 @@ from skewlab.autoscale import (
     run_stream,
 )
 from skewlab.experiments import Experiment, ExperimentArgs, ExperimentReport
+from skewlab.experiments.autoscale_latency import latency
+from skewlab.experiments.claims import Claim, Rule, ordered, true
 from skewlab.report import format_table
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,12 @@ C = 100.0
 """Bin capacity in stream units (speeds are % of C)."""
 
 MODIFIED = ("mwf", "mbf", "mwfp", "mbfp")
+
+SEED = "autoscaling"
+"""The seed's name in the claims table."""
+
+VARYING: tuple[int, ...] = tuple(d for d in DELTAS if d > 0)
+"""The deltas the paper's findings speak of (5-25 % of C; at 0 nothing moves)."""
 
 
 def _start_label(start: str | float) -> str:
@@ -109,24 +115,49 @@ def _plot_pareto(path: Path, panels: dict[int, tuple[np.ndarray, np.ndarray, lis
     return path
 
 
-def offline(args: ExperimentArgs) -> ExperimentReport:
-    """The twelve algorithms on every (start condition, delta) stream; Fig. 9-12 and findings."""
-    parts = max(10, round(200 * args.scale))
-    meas = max(10, round(500 * args.scale))
+def offline_size(scale: float) -> tuple[int, int]:
+    """(partitions, measurements) at ``scale``: the measurements shrink first.
+
+    CBS counts consumers, ~100 at the paper's 200 partitions; fewer partitions
+    make one extra consumer a bigger share, so the partitions stay at 200
+    down to scale 0.25 and only shrink below it.
+    """
+    parts = max(10, round(200 * min(1.0, 4.0 * scale)))
+    return parts, max(10, round(500 * scale))
+
+
+Results = dict[tuple[str, int], dict[str, np.ndarray]]
+"""``(start label, delta) -> {"cbs", "rscore", "mean", "front"}``, arrays in algorithm order."""
+
+
+def offline_results(
+    partitions: int,
+    measurements: int,
+    seed: int,
+    starts: Sequence[str | float] = START_CONDITIONS,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Results, list[dict[str, Any]]]:
+    """Every algorithm on every (start, delta) stream: CBS, average Rscore, Pareto front.
+
+    Each stream and its any-fit orders are seeded from ``seed``, the start and
+    the delta, so every algorithm sees the same stream.
+    """
     rows: list[dict[str, Any]] = []
-    res: dict[tuple[str, int], dict[str, np.ndarray]] = {}
-    for si, start in enumerate(START_CONDITIONS):
+    res: Results = {}
+    for si, start in enumerate(starts):
         label = _start_label(start)
+        si = list(START_CONDITIONS).index(start) if start in START_CONDITIONS else si
         for delta in DELTAS:
+            stream_seed = _stream_seed(seed, delta, si)
             stream = MeasurementStream(
-                partitions=parts,
-                measurements=meas,
+                partitions=partitions,
+                measurements=measurements,
                 delta=float(delta),
                 start=start,
                 capacity=C,
-                seed=_stream_seed(args.seed, delta, si),
+                seed=stream_seed,
             ).generate()
-            runs = [run_stream(a, stream, C) for a in ALGORITHM_NAMES]
+            runs = [run_stream(a, stream, C, seed=stream_seed) for a in ALGORITHM_NAMES]
             z = np.array([r.consumers for r in runs])
             score = cbs(z)
             avg = average_rscore(np.array([r.rscores for r in runs]))
@@ -145,7 +176,15 @@ def offline(args: ExperimentArgs) -> ExperimentReport:
                         "pareto": bool(i in front),
                     }
                 )
-            _say(args, f"start {label} delta {delta}: done ({parts} partitions x {meas})")
+            if progress is not None:
+                progress(f"start {label} delta {delta}: done ({partitions} x {measurements})")
+    return res, rows
+
+
+def offline(args: ExperimentArgs) -> ExperimentReport:
+    """The twelve algorithms on every (start condition, delta) stream; Fig. 9-12 and claims."""
+    parts, meas = offline_size(args.scale)
+    res, rows = offline_results(parts, meas, args.seed, progress=lambda m: _say(args, m))
     main = _start_label(START_CONDITIONS[0])
     headers = ["algorithm", *(f"d={d}" for d in DELTAS)]
 
@@ -168,6 +207,7 @@ def offline(args: ExperimentArgs) -> ExperimentReport:
         for d in DELTAS
     ]
     findings, metrics = _offline_findings(res, main)
+    claims = offline_claims(res, main)
     table = "\n\n".join(
         [
             f"CBS (Eq. 28), start {main}, {parts} partitions x {meas} measurements",
@@ -217,13 +257,150 @@ def offline(args: ExperimentArgs) -> ExperimentReport:
         plots.append(_plot_pareto(out / "autoscale_pareto.png", fronts_main))
     except ImportError:  # matplotlib is optional for the library
         log.warning("matplotlib not installed: no plots")
+    setup = (
+        f"{parts} partitions x {meas} measurements per stream (paper: 200 x 500); "
+        f"deltas {', '.join(map(str, DELTAS))} % of C; start speeds uniform in [0, 100] % C "
+        "or all at 0 / 50 / 100 % C (24 streams, Eq. 15, speeds clipped to [0, C]); "
+        f"bin capacity C = {C:g}; the twelve algorithms on the same streams; NF / FF / BF / WF "
+        "take the partitions in a new seeded random order every iteration (the authors' "
+        "controller), the decreasing and modified ones by speed. The paper's figures and "
+        "the bands below are its uniform-start streams."
+    )
     return ExperimentReport(
         title="autoscale-offline: bin packing on delta streams (Landau et al. Sec. VI-E)",
         table=table,
         plots=plots,
-        params={"partitions": parts, "measurements": meas, "capacity": C, "deltas": list(DELTAS)},
+        params={
+            "partitions": parts,
+            "measurements": meas,
+            "capacity": C,
+            "deltas": list(DELTAS),
+            "order": "random",
+        },
         metrics=metrics,
         rows=rows,
+        claims=claims,
+        setup=setup,
+    )
+
+
+def _rounded_band(lo: float, hi: float, what: str) -> Rule:
+    """Every value, rounded to 2 decimals as the paper prints them, in ``[lo, hi]``."""
+
+    def check(values: Mapping[str, float]) -> bool:
+        return all(lo <= round(float(v), 2) <= hi for v in values.values())
+
+    return Rule(f"{what} in [{lo:g}, {hi:g}] (2 d.p.) at every delta", check)
+
+
+def _per_delta(values: Mapping[str, float], fmt: str = ".3f") -> str:
+    return " ".join(f"{k}:{format(v, fmt)}" for k, v in values.items())
+
+
+def offline_claims(
+    res: Mapping[tuple[str, int], Mapping[str, np.ndarray]], main: str
+) -> list[Claim]:
+    """Sec. VI-E's findings as claims, each judged on the measured CBS / average Rscore.
+
+    ``res[(start, delta)]`` holds ``"cbs"`` and ``"rscore"`` arrays in
+    :data:`ALGORITHM_NAMES` order; ``main`` is the start condition the paper's
+    figures use (uniform). Orderings are checked on all four starts; the
+    bands (taken from the authors' published uniform-start results) on ``main``.
+    """
+    idx = {a: i for i, a in enumerate(ALGORITHM_NAMES)}
+    starts = sorted({s for s, _ in res}, key=[_start_label(x) for x in START_CONDITIONS].index)
+    streams = [(s, d) for s in starts for d in DELTAS]
+    varying = [(s, d) for s in starts for d in VARYING]
+
+    def is_lowest(a: str, key: str, stream: tuple[str, int]) -> bool:
+        v = res[stream][key]
+        return bool(np.isclose(v[idx[a]], v.min()))
+
+    bfd = [st for st in streams if is_lowest("bfd", "cbs", st)]
+    mwf = [st for st in varying if is_lowest("mwf", "rscore", st)]
+
+    def missed(found: list[tuple[str, int]], of: list[tuple[str, int]]) -> str:
+        gone = [f"{s} d={d}" for s, d in of if (s, d) not in found]
+        if not gone:
+            return ""
+        return "not on " + ", ".join(gone[:4]) + ("..." if len(gone) > 4 else "")
+
+    def on_main(key: str, a: str) -> dict[str, float]:
+        return {f"d{d}": float(res[(main, d)][key][idx[a]]) for d in VARYING}
+
+    ratio = {
+        f"d{d}": float(res[(main, d)]["rscore"][idx["mwf"]] / res[(main, d)]["rscore"][idx["bfd"]])
+        for d in VARYING
+    }
+    mwf_cbs, nf_cbs = on_main("cbs", "mwf"), on_main("cbs", "nf")
+    return [
+        Claim(
+            SEED,
+            "BFD has the lowest CBS (ties count)",
+            "BFD, every stream",
+            len(bfd) == len(streams),
+            true("BFD lowest (or tied) on every stream"),
+            ours=f"{len(bfd)}/{len(streams)} streams",
+            figure="Fig. 9",
+            why=missed(bfd, streams),
+        ),
+        Claim(
+            SEED,
+            "MWF has the lowest average Rscore at every delta",
+            "MWF, delta 5-25",
+            len(mwf) == len(varying),
+            true("MWF lowest on every delta > 0 stream"),
+            ours=f"{len(mwf)}/{len(varying)} streams",
+            figure="Fig. 11",
+            why=missed(mwf, varying),
+        ),
+        Claim(
+            SEED,
+            "MWF / BFD average Rscore",
+            "0.38-0.57",
+            ratio,
+            _rounded_band(0.38, 0.57, "MWF/BFD"),
+            ours=_per_delta(ratio, ".2f"),
+            figure="Fig. 11, Sec. VI-E",
+            why=_ratio_why(ratio),
+        ),
+        Claim(
+            SEED,
+            "MWF / BFD average Rscore rises with delta",
+            "-55 % at delta 5, -23 % at 25",
+            ratio,
+            ordered(list(ratio)),
+            ours=_per_delta(ratio, ".2f"),
+            figure="Sec. VI-E",
+        ),
+        Claim(
+            SEED,
+            "MWF's CBS",
+            "0.09-0.12",
+            mwf_cbs,
+            _rounded_band(0.09, 0.12, "CBS"),
+            ours=_per_delta(mwf_cbs),
+            figure="Fig. 10",
+        ),
+        Claim(
+            SEED,
+            "NF's CBS (the worst)",
+            "0.26-0.30",
+            nf_cbs,
+            _rounded_band(0.26, 0.30, "CBS"),
+            ours=_per_delta(nf_cbs),
+            figure="Fig. 9",
+        ),
+    ]
+
+
+def _ratio_why(ratio: Mapping[str, float]) -> str:
+    low = [k for k, v in ratio.items() if round(v, 2) < 0.38]
+    if not low:
+        return ""
+    return (
+        f"MWF moves relatively less than in the authors' run at {', '.join(low)}; their "
+        "published uniform-start run has 0.381 at delta 5, at the band's edge"
     )
 
 
@@ -281,145 +458,6 @@ def _offline_findings(
         metrics[f"mwf_vs_bfd_rscore_pct_d{d}"] = dr
         metrics[f"mwf_vs_bfd_consumers_pct_d{d}"] = dz
     return findings, metrics
-
-
-def latency(args: ExperimentArgs) -> ExperimentReport:
-    """MWF vs Kafka's assignor over 1..32 consumers: per-byte latency percentiles (Fig. 5-8)."""
-    parts, delta = 32, 5
-    meas = max(5, round(100 * args.scale))
-    cap = Capacity.from_bin(C)
-    model = LatencyModel(consumer_capacity=cap.consumer)
-    stream = MeasurementStream(
-        partitions=parts, measurements=meas, delta=float(delta), capacity=C, seed=args.seed
-    ).generate()
-    specs = ["mwf", *(f"kafka:{n}" for n in range(1, parts + 1))]
-    rows: list[dict[str, Any]] = []
-    for spec in specs:
-        run = run_stream(spec, stream, cap.c)
-        st = model.segments(run.assignments, stream).stats()
-        s = st.summary
-        rows.append(
-            {
-                "algorithm": spec,
-                "mean_consumers": float(run.consumers.mean()),
-                "p50_s": s.p50,
-                "p90_s": s.p90,
-                "p99_s": s.p99,
-                "max_s": s.max,
-                "mean_s": s.mean,
-                "positive_share": st.positive_share,
-                "p90_positive_s": st.positive_p90,
-            }
-        )
-    _say(args, f"latency: {len(specs)} configurations over {meas} x 30 s iterations")
-    body = [
-        [
-            r["algorithm"].upper(),
-            f"{r['mean_consumers']:.2f}",
-            f"{r['p50_s']:.2f}",
-            f"{r['p90_s']:.2f}",
-            f"{r['p99_s']:.2f}",
-            f"{r['max_s']:.2f}",
-            f"{100 * r['positive_share']:.1f}",
-            f"{r['p90_positive_s']:.2f}",
-        ]
-        for r in rows
-    ]
-    by = {r["algorithm"]: r for r in rows}
-    mwf = by["mwf"]
-    same = by[f"kafka:{max(1, min(parts, round(mwf['mean_consumers'])))}"]
-    better = [r for r in rows[1:] if r["p90_s"] <= mwf["p90_s"]]
-    first = better[0] if better else None
-    better_pos = [r for r in rows[1:] if r["p90_positive_s"] <= mwf["p90_positive_s"]]
-    findings = [
-        ["MWF p90 latency, all bytes", "4.52 s", f"{mwf['p90_s']:.2f} s"],
-        ["MWF p90 latency, bytes > 0 (Fig. 8)", "4.52 s", f"{mwf['p90_positive_s']:.2f} s"],
-        ["MWF average consumers", "~15", f"{mwf['mean_consumers']:.2f}"],
-        [
-            "Kafka p90 with 15 consumers (all / > 0)",
-            "217 s",
-            f"{by['kafka:15']['p90_s']:.2f} s / {by['kafka:15']['p90_positive_s']:.2f} s",
-        ],
-        [
-            f"Kafka p90 with MWF's {same['algorithm'].split(':')[1]} consumers",
-            "48x MWF's",
-            f"{same['p90_s']:.2f} s"
-            + (f" ({same['p90_s'] / mwf['p90_s']:.1f}x MWF's)" if mwf["p90_s"] > 0 else ""),
-        ],
-        [
-            "fewest Kafka consumers with p90 <= MWF's (all bytes)",
-            "24 (+60% consumers)",
-            _fewest(first, mwf),
-        ],
-        [
-            "fewest Kafka consumers with p90 <= MWF's (bytes > 0)",
-            "24 (+60% consumers)",
-            _fewest(better_pos[0] if better_pos else None, mwf),
-        ],
-    ]
-    table = "\n\n".join(
-        [
-            f"per-byte latency, {parts} partitions, {meas} measurements, delta {delta}, "
-            f"C = {cap.c:g}, C_bar = {cap.consumer:g}",
-            format_table(
-                [
-                    "algorithm",
-                    "consumers",
-                    "p50 s",
-                    "p90 s",
-                    "p99 s",
-                    "max s",
-                    "% bytes > 0",
-                    "p90 of >0 s",
-                ],
-                body,
-            ),
-            "paper vs ours",
-            format_table(["finding", "paper", "ours"], findings),
-        ]
-    )
-    metrics = {
-        "mwf_p90_s": mwf["p90_s"],
-        "mwf_mean_consumers": mwf["mean_consumers"],
-        "kafka15_p90_s": by["kafka:15"]["p90_s"],
-        "mwf_p90_positive_s": mwf["p90_positive_s"],
-        "kafka15_p90_positive_s": by["kafka:15"]["p90_positive_s"],
-    }
-    plots: list[Path] = []
-    try:
-        plots.append(_plot_p90(args.out / "autoscale_latency_p90.png", rows))
-    except ImportError:
-        log.warning("matplotlib not installed: no plots")
-    return ExperimentReport(
-        title="autoscale-latency: MWF vs Kafka's assignor (Landau et al. Sec. VI-C)",
-        table=table,
-        plots=plots,
-        params={"partitions": parts, "measurements": meas, "delta": delta, "capacity": C},
-        metrics=metrics,
-        rows=rows,
-    )
-
-
-def _fewest(row: dict[str, Any] | None, mwf: dict[str, Any]) -> str:
-    if row is None:
-        return "none"
-    extra = _pct(row["mean_consumers"], mwf["mean_consumers"])
-    return f"{row['algorithm'].split(':')[1]} ({extra:+.0f}% consumers)"
-
-
-def _plot_p90(path: Path, rows: list[dict[str, Any]]) -> Path:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 4))
-    labels = [r["algorithm"].replace("kafka:", "kd_").upper() for r in rows]
-    ax.bar(labels, [max(r["p90_s"], 1e-3) for r in rows], color="grey")
-    ax.set_yscale("log")
-    ax.set_ylabel("p90 latency (s)")
-    ax.set_title("p90 per-byte latency: MWF vs Kafka's assignor with N consumers")
-    ax.tick_params(axis="x", labelrotation=90, labelsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
 
 
 EXPERIMENTS: dict[str, Experiment] = {

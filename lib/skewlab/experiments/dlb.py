@@ -1,40 +1,76 @@
 """The DLB experiments, rerun in the simulator (``skewlab experiment NAME``).
 
 ``dlb-switch`` reproduces DLB Fig. 3(b)/4(b) (eps 0.2 <-> 1.5 with KG, PKG,
-LPTF, DLB-H, DLB-L); ``pkg-split-state`` DLB Table 1 (the share of keys, and
-events, whose state PKG splits).
+LPTF, DLB-H, DLB-L) beside the key-granularity floor, with the paper's claims
+(:func:`switch_claims`); ``pkg-split-state`` DLB Table 1 (the share of keys,
+and events, whose state PKG splits).
 
-Setup where the seed is silent: 5 engines, 4,096 keys (the FSD key count),
-1 ms per tuple, a rate of 70% of the engines' total capacity, 40 minutes of
-event time with the paper's phases, all compressed by ``scale``; the check
-interval is 60 s (compressed); a moved key's tuples of the interval cost 1 ms
-each at the target (the paper's MongoDB read per tweet), modelled as a pause of
-the target engine (:mod:`skewlab.sim.rebalance_hook`).
+The paper fixes 5 engines, 4,096 keys, theta = 15 %, eps 0.2 for 5 min <-> 1.5
+for 10 min and 40 min runs; what it leaves open is chosen in :data:`SETUP_NOTE`
+(all times compressed by ``scale``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from skewlab.experiments import Experiment, ExperimentArgs, ExperimentReport
+from skewlab.experiments._dlb_runs import (
+    POLICIES,
+    PolicyStats,
+    Setup,
+    SwitchMeasure,
+    kg_reference,
+    measure_switch,
+)
+from skewlab.experiments.claims import Claim, at_most, band, ordered
 from skewlab.grouping import make_grouping
-from skewlab.rebalance import make_rebalancer
 from skewlab.report import format_table
-from skewlab.sim import ConstantService, SimConfig, simulate
-from skewlab.sim.rebalance_hook import RebalanceHook
 from skewlab.workload import EpsSwitchWorkload
 
-__all__ = ["EXPERIMENTS"]
+__all__ = [
+    "EXPERIMENTS",
+    "PolicyStats",
+    "SwitchMeasure",
+    "measure_switch",
+    "switch_claims",
+    "switch_setup",
+]
 
 log = logging.getLogger(__name__)
 
-D_ENGINES, D_KEYS, D_SERVICE_S, D_UTIL, D_RUN_S, D_CHECK_S = 5, 4096, 1e-3, 0.7, 2400.0, 60.0
-D_MIGRATE_S_PER_TUPLE = 1e-3
-D_POLICIES = ("kg", "pkg", "lptf", "dlb-h", "dlb-l")
+D_ENGINES, D_KEYS, D_THETA, D_RUN_S = 5, 4096, 15.0, 2400.0
+D_SERVICE_S, D_UTIL, D_MIGRATE_S_PER_TUPLE = 1e-3, 0.7, 1e-3
+D_CHECK_S = 150.0
+"""DLB's check interval (s): not in the paper; see :data:`SETUP_NOTE`."""
+D_WINDOW_S = 30.0
+"""The reporting window of RSTD over time and of the key floor (s)."""
+D_STATE_TUPLES = 256
+"""FSD state per key: its last ``H`` tuples (the paper's per-key averages imply a few hundred)."""
+D_POLICIES = POLICIES
+D_INTERVALS = (60.0, 300.0)
+"""Other check intervals (s) rerun for the rebalance count's sensitivity (the paper gives none)."""
+D_MOVERS = ("lptf", "dlb-h", "dlb-l")
+
+SETUP_NOTE = (
+    "paper fixes: 5 engines, 4,096 keys, theta 15 %, eps 0.2 (5 min) <-> 1.5 (10 min), "
+    "40 min, MongoDB 1 ms per tuple moved\n"
+    "we chose: Zipf P(rank) ~ rank^-eps over 4,096 keys named k0..k4095, KG = murmur3 of the "
+    "name; 1 ms/tuple service at 70 % of 5 engines' capacity (3,500 ev/s); DLB/LPTF check "
+    "every 150 s on that interval's key loads (the paper gives no interval: at eps 1.5 the "
+    "key floor, ~47 %, is above theta, so every check in an eps 1.5 phase rebalances and the "
+    "count is set by the interval, see the interval table; 150 s divides the 300 s / 600 s "
+    "phases and comes nearest the paper's 10-12); a moved key pauses its "
+    "target 1 ms per window tuple; RSTD and the floor per 30 s window (5 per check); "
+    "a key idle for a whole check returns to its hash; FSD state = a key's last 256 "
+    "tuples (sizes tuples moved)"
+)
+"""What the paper fixes and what we chose (``ExperimentReport.setup``)."""
+
 D_PAPER: dict[str, dict[str, str]] = {
     "kg": {"rstd_hi": "~77-80", "rstd_lo": "~3", "rebalances": "0", "keys": "-", "tuples": "-"},
     "pkg": {"rstd_hi": "-", "rstd_lo": "-", "rebalances": "0", "keys": "-", "tuples": "-"},
@@ -62,11 +98,33 @@ def _say(args: ExperimentArgs, msg: str) -> None:
     log.info(msg)
 
 
+def _progress(args: ExperimentArgs) -> Callable[[str], None]:
+    return lambda msg: _say(args, msg)
+
+
+def switch_setup(scale: float, seed: int, check_s: float = D_CHECK_S) -> Setup:
+    """The ``dlb-switch`` setup at ``scale`` (times and state size scaled, rate not)."""
+    c = float(scale)
+    return Setup(
+        engines=D_ENGINES,
+        keys=D_KEYS,
+        theta=D_THETA,
+        low_s=300.0 * c,
+        high_s=600.0 * c,
+        run_s=D_RUN_S * c,
+        rate=D_UTIL * D_ENGINES / D_SERVICE_S,
+        service_s=D_SERVICE_S,
+        check_s=check_s * c,
+        window_s=D_WINDOW_S * c,
+        migrate_s_per_tuple=D_MIGRATE_S_PER_TUPLE,
+        state_tuples=max(1, round(D_STATE_TUPLES * c)),
+        seed=seed,
+    )
+
+
 def _dlb_setup(args: ExperimentArgs) -> tuple[EpsSwitchWorkload, float, int, float]:
-    c = args.scale
-    wl = EpsSwitchWorkload(seed=args.seed, keys=D_KEYS, low_s=300.0 * c, high_s=600.0 * c)
-    rate = D_UTIL * D_ENGINES / D_SERVICE_S
-    return wl, rate, max(int(rate * D_RUN_S * c), 1000), D_CHECK_S * c
+    s = switch_setup(args.scale, args.seed)
+    return s.workload(), s.rate, s.events, s.window_s
 
 
 def _high_phase(t: np.ndarray, wl: EpsSwitchWorkload) -> np.ndarray:
@@ -83,7 +141,8 @@ def _plot_series(series: dict[str, list[tuple[float, float]]], path: Path) -> Pa
     for label, pts in series.items():
         if pts:
             t, v = zip(*pts)
-            ax.step(t, v, where="pre", label=label, linewidth=1.0)
+            style = "--" if label.startswith("floor") else "-"
+            ax.step(t, v, where="pre", label=label, linewidth=1.0, linestyle=style)
     ax.set_xlabel("event time (s)")
     ax.set_ylabel("RSTD (imbScore) %")
     ax.grid(alpha=0.3)
@@ -94,60 +153,234 @@ def _plot_series(series: dict[str, list[tuple[float, float]]], path: Path) -> Pa
     return path
 
 
-def dlb_switch(args: ExperimentArgs) -> ExperimentReport:
-    """DLB Fig. 3(b)/4(b): RSTD over time and moves per rebalance under eps switching."""
-    wl, rate, events, interval = _dlb_setup(args)
-    table, rows, series, metrics = [], [], {}, {}
-    for policy in D_POLICIES:
-        _say(args, policy)
-        grouping = make_grouping("pkg" if policy == "pkg" else "key", D_ENGINES)
-        name = "none" if policy in ("kg", "pkg") else policy
-        hook = RebalanceHook(
-            make_rebalancer(name, D_ENGINES).build(),
-            interval_s=interval,
-            pause_s_per_tuple=D_MIGRATE_S_PER_TUPLE,
+SEED = "dlb"
+
+
+def switch_claims(m: SwitchMeasure) -> list[Claim]:
+    """The paper's ``dlb-switch`` claims judged on ``m`` (DLB section 4, Fig. 3(b) / 4(b))."""
+    st = m.stats
+    out: list[Claim] = []
+    if "kg" in st:
+        kg = st["kg"]
+        rng = np.random.default_rng(m.setup.seed)
+        hi_ref = kg_reference(m.setup, 1.5, rng)
+        lo_ref = kg_reference(m.setup, 0.2, rng)
+        shared = ", ".join(str(r) for r in hi_ref.with_hottest)
+        out += [
+            Claim(
+                SEED,
+                "KG RSTD at eps 1.5 (mean of the eps 1.5 windows)",
+                "~77 % (text), up to 80 % (Fig. 4b)",
+                kg.rstd_high,
+                band(74.0, 83.0, " %"),
+                ours=f"{kg.rstd_high:.1f} %",
+                figure="Fig. 3b/4b",
+                why=(
+                    "KG's RSTD is set by where the hash puts the hottest keys: murmur3 puts "
+                    f"ranks {shared} of the 10 hottest on one engine ({hi_ref.ours:.1f} % on "
+                    "the exact eps 1.5 shares); over random key placements the median is "
+                    f"{hi_ref.random_median:.1f} % (5-95 %: {hi_ref.random_p5:.0f}-"
+                    f"{hi_ref.random_p95:.0f} %): the paper's figure is one typical draw, ours "
+                    "another"
+                ),
+            ),
+            Claim(
+                SEED,
+                "KG RSTD at eps 0.2 (mean of the eps 0.2 windows)",
+                "~3 %",
+                kg.rstd_low,
+                band(0.0, 6.0, " %"),
+                ours=f"{kg.rstd_low:.1f} %",
+                figure="Fig. 3b",
+                why=(
+                    f"murmur3 gives the engines {min(lo_ref.keys_per_engine)}-"
+                    f"{max(lo_ref.keys_per_engine)} of the {m.setup.keys:,} keys: "
+                    f"{lo_ref.ours:.1f} % on the exact eps 0.2 shares (random placements: "
+                    f"median {lo_ref.random_median:.1f} %, 95th pct {lo_ref.random_p95:.1f} %), "
+                    "plus each window's sampling noise"
+                ),
+            ),
+        ]
+    for p in ("dlb-h", "dlb-l"):
+        if p in st:
+            out.append(
+                Claim(
+                    SEED,
+                    f"{p.upper()} RSTD within 10 points of the key floor at eps 1.5 "
+                    "(windows after the phase's first check)",
+                    "DLB-H ~40 % (Fig. 4b), DLB-L ~20 % (Fig. 4a)",
+                    st[p].floor_gap_settled,
+                    at_most(10.0, " pts"),
+                    ours=(
+                        f"+{st[p].floor_gap_settled:.1f} pts over the floor "
+                        f"({m.floor_high:.1f} %); all eps 1.5 windows: "
+                        f"{st[p].rstd_high:.1f} % (+{st[p].floor_gap_high:.1f} pts)"
+                    ),
+                    why=(
+                        "the first check of a phase comes one interval into it; until then "
+                        "the policy runs on the previous phase's placement"
+                    ),
+                    figure="Fig. 3b/4b",
+                )
+            )
+    if "dlb-h" in st:
+        h = st["dlb-h"]
+        out.append(
+            Claim(
+                SEED,
+                "DLB-H moves few keys per rebalance (% of the interval's keys, mean)",
+                "5 % (Zipf), at most 10 % (default order)",
+                h.keys_pct,
+                at_most(10.0, " %"),
+                ours=f"{h.keys_pct:.1f} % (max {h.keys_pct_max:.1f} %)",
+                figure="Sec. 4",
+            )
         )
-        cfg = SimConfig(service=ConstantService(D_SERVICE_S), window_s=interval, seed=args.seed)
-        r = simulate(grouping, wl, events, rate, config=cfg, hooks=[hook])
-        pts = np.array(hook.series) if hook.series else np.zeros((0, 2))
-        hi = _high_phase(pts[:, 0] - interval / 2, wl) if len(pts) else np.zeros(0, bool)
-        rstd_hi = float(pts[hi, 1].mean()) if hi.any() else 0.0
-        rstd_lo = float(pts[~hi, 1].mean()) if (~hi).any() else 0.0
-        reb = hook.rebalances
-        keys_pct = [100.0 * d.keys_moved / max(d.keys_total, 1) for d in reb]
-        tuples = [d.tuples_moved for d in reb]
+    if "lptf" in st:
+        lp = st["lptf"]
+        out.append(
+            Claim(
+                SEED,
+                "LPTF moves most keys per rebalance (% of the interval's keys, mean)",
+                "~76 %",
+                lp.keys_pct,
+                band(71.0, 81.0, " %"),
+                ours=f"{lp.keys_pct:.1f} %",
+                figure="Sec. 4",
+            )
+        )
+    if "dlb-h" in st and "dlb-l" in st:
+        h, lo = st["dlb-h"], st["dlb-l"]
+        out.append(
+            Claim(
+                SEED,
+                "DLB-H moves fewer tuples per rebalance than DLB-L (FSD state: last H per key)",
+                "57,750 < 294,881",
+                {"dlb-h": h.tuples_state, "dlb-l": lo.tuples_state},
+                ordered(["dlb-h", "dlb-l"]),
+                ours=f"{h.tuples_state:,.0f} < {lo.tuples_state:,.0f}",
+                figure="Sec. 4",
+                why=(
+                    "in tuples of the check window (state proportional to load) DLB-H moves "
+                    f"{h.tuples_window:,.0f} vs DLB-L {lo.tuples_window:,.0f}: "
+                    "heavy keys carry more of them"
+                ),
+            )
+        )
+    for p, paper in (("lptf", "12"), ("dlb-h", "10"), ("dlb-l", "10")):
+        if p in st:
+            ts = np.asarray([d.ts for d in m.runs[p].rebalances], dtype=np.float64)
+            n_hi = int(m.setup.high(ts, m.setup.check_s).sum())
+            out.append(
+                Claim(
+                    SEED,
+                    f"{p.upper()} rebalances in 40 min",
+                    f"{paper} (Zipf); 7-12 over both streams",
+                    st[p].rebalances,
+                    band(7, 12),
+                    ours=str(st[p].rebalances),
+                    figure="Sec. 4",
+                    why=(
+                        f"{n_hi} of {st[p].rebalances} follow checks on eps 1.5 windows, where "
+                        f"the key floor ({m.floor_high:.0f} %) is above theta so every check "
+                        "rebalances (their "
+                        "number is set by the check interval, see the setup); the rest re-balance "
+                        "the eps 1.5 placement after eps drops to 0.2"
+                    ),
+                )
+            )
+    return out
+
+
+def _interval_sensitivity(
+    args: ExperimentArgs, m: SwitchMeasure
+) -> tuple[list[dict[str, object]], str]:
+    """The movers rerun at :data:`D_INTERVALS`: rebalances and the gap to the floor per interval."""
+    floor = (m.floor_lower, m.floor_achievable)
+    main = m.setup.check_s / args.scale
+    by: dict[float, SwitchMeasure] = {main: m}
+    for interval in D_INTERVALS:
+        setup = switch_setup(args.scale, args.seed, interval)
+        by[interval] = measure_switch(setup, D_MOVERS, _progress(args), floor=floor)
+    rows: list[dict[str, object]] = []
+    table: list[list[str]] = []
+    for interval in sorted(by):
+        st = by[interval].stats
+        cells = [f"{interval:g}s"]
+        for p in D_MOVERS:
+            cells += [str(st[p].rebalances), f"{st[p].floor_gap_high:+.1f}"]
+            if interval == main:
+                continue
+            rows.append(
+                {
+                    "policy": p,
+                    "check_s": interval,
+                    "rebalances": st[p].rebalances,
+                    "floor_gap_high": st[p].floor_gap_high,
+                    "floor_gap_settled": st[p].floor_gap_settled,
+                }
+            )
+        table.append(cells)
+    headers = ["check"]
+    for p in D_MOVERS:
+        headers += [f"{p} rebal", f"{p} vs floor eps1.5"]
+    return rows, format_table(headers, table)
+
+
+def dlb_switch(args: ExperimentArgs) -> ExperimentReport:
+    """DLB Fig. 3(b)/4(b): RSTD over time beside the key floor, moves per rebalance, claims."""
+    setup = switch_setup(args.scale, args.seed)
+    m = measure_switch(setup, progress=_progress(args))
+    table, rows, metrics = [], [], {}
+    for policy, st in m.stats.items():
         paper = D_PAPER[policy]
         table.append(
             [
                 policy,
-                f"{rstd_hi:.1f}",
+                f"{st.rstd_high:.1f}",
                 paper["rstd_hi"],
-                f"{rstd_lo:.1f}",
+                f"{st.rstd_low:.1f}",
                 paper["rstd_lo"],
-                f"{r.throughput:,.0f}",
-                str(len(reb)),
+                f"{st.floor_gap_high:+.1f}",
+                f"{st.throughput:,.0f}",
+                str(st.rebalances),
                 paper["rebalances"],
-                f"{np.mean(keys_pct) if reb else 0:.1f}",
+                f"{st.keys_pct:.1f}",
                 paper["keys"],
-                f"{np.mean(tuples) if reb else 0:,.0f}",
+                f"{st.tuples_window_pct:.1f}",
+                f"{st.tuples_state:,.0f}",
                 paper["tuples"],
             ]
         )
         rows.append(
-            {
-                "policy": policy,
-                "rstd_high": rstd_hi,
-                "rstd_low": rstd_lo,
-                "throughput": r.throughput,
-                "rebalances": len(reb),
-                "keys_moved_pct": float(np.mean(keys_pct)) if reb else 0.0,
-                "tuples_moved": float(np.mean(tuples)) if reb else 0.0,
-                "p99_sojourn_s": r.sojourn.p99,
-            }
+            {"check_s": D_CHECK_S, **{k: getattr(st, k) for k in PolicyStats.__dataclass_fields__}}
         )
-        series[policy] = hook.series
-        metrics[f"rstd_high_{policy}"] = rstd_hi
-        metrics[f"throughput_{policy}"] = r.throughput
+        metrics[f"rstd_high_{policy}"] = st.rstd_high
+        metrics[f"throughput_{policy}"] = st.throughput
+        metrics[f"rebalances_{policy}"] = float(st.rebalances)
+    table.append(
+        [
+            "key floor",
+            f"{m.floor_high:.1f}",
+            "-",
+            f"{m.floor_low:.1f}",
+            "-",
+            "0",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+        ]
+    )
+    rows.append({"policy": "floor", "rstd_high": m.floor_high, "rstd_low": m.floor_low})
+    metrics["floor_high"] = m.floor_high
+    metrics["floor_bracket"] = m.floor_bracket
+    series = {p: list(zip(r.times.tolist(), r.rstd.tolist())) for p, r in m.runs.items()}
+    series["floor (achievable)"] = list(zip(m.times.tolist(), m.floor_achievable.tolist()))
     plot = _plot_series(series, Path(args.out) / "dlb_rstd_over_time.png")
     headers = [
         "policy",
@@ -155,33 +388,46 @@ def dlb_switch(args: ExperimentArgs) -> ExperimentReport:
         "paper",
         "RSTD eps0.2",
         "paper",
+        "vs floor eps1.5",
         "throughput ev/s",
         "rebalances",
         "paper",
         "% keys/rebal",
         "paper",
-        "tuples/rebal",
+        "% window tuples/rebal",
+        "FSD tuples/rebal",
         "paper",
     ]
+    sens_rows, sens_table = _interval_sensitivity(args, m)
+    rows += sens_rows
     note = (
-        f"\n{D_ENGINES} engines, {D_KEYS} keys, 1 ms/tuple, {rate:,.0f} ev/s offered, "
-        f"{events:,} events, check every {interval:g}s, theta 15%, migration 1 ms/tuple; "
-        "paper tuples are for the full 40-min Twitter run; *DLB-L ~20% is Fig. 4(a)"
+        "\n\nrebalances by check interval (the paper gives none; every check on eps 1.5 "
+        "loads rebalances):\n"
+        + sens_table
+        + f"\n\nkey floor: per {setup.window_s:g}s window, the imbScore of the best whole-key "
+        "assignment we find (LPT + improving moves/swaps) on the window's true key loads; "
+        f"the water-filling lower bound is at most {m.floor_bracket:.2f} pts below it. "
+        "PKG splits keys, so it can go below the floor. Paper tuples are Twitter FSD state "
+        "(absolute, not comparable); *DLB-L ~20% is Fig. 4(a)"
     )
     return ExperimentReport(
         title="DLB under periodic eps 0.2 <-> 1.5 (Fig. 3b / 4b)",
         table=format_table(headers, table) + note,
         plots=[plot],
         params={
-            "engines": D_ENGINES,
-            "keys": D_KEYS,
-            "rate": rate,
-            "events": events,
-            "interval_s": interval,
-            "theta": 15.0,
+            "engines": setup.engines,
+            "keys": setup.keys,
+            "rate": setup.rate,
+            "events": setup.events,
+            "check_s": setup.check_s,
+            "window_s": setup.window_s,
+            "theta": setup.theta,
+            "state_tuples": setup.state_tuples,
         },
         metrics=metrics,
         rows=rows,
+        claims=switch_claims(m),
+        setup=SETUP_NOTE if args.scale == 1.0 else f"{SETUP_NOTE} (times x {args.scale:g})",
     )
 
 

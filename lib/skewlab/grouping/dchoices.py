@@ -197,6 +197,8 @@ class ChoicesRouter:
         self._loads = [0] * workers
         self._total = 0
         self._d = d if d is not None else 2
+        self._scan = 0
+        self._level = 0
         if state is not None:
             s = open_state(state, name, workers)
             self._loads = [int(x) for x in s["loads"]]
@@ -205,6 +207,7 @@ class ChoicesRouter:
             self._total = int(s["total"])
             self._d = int(s["d"])
             self._ss.restore(s["counters"])
+            self._level = min(self._loads)
 
     @property
     def workers(self) -> int:
@@ -259,6 +262,28 @@ class ChoicesRouter:
             d += 1
         return w
 
+    def _least_loaded(self, key: str) -> int:
+        """Step 4 for a heavy key: its least-loaded choice, the first in choice order on ties.
+
+        When the choices are all workers (``d >= W``) that is the lowest-numbered
+        worker at the minimum load. Loads only grow, so the workers at a given
+        minimum ``level`` only leave it: a scan pointer moves forward over them
+        and the level is recomputed only when none is left (amortised O(1)).
+        """
+        loads = self._loads
+        if self._d < self._workers:
+            return min(self.choices(key, self._d), key=loads.__getitem__)
+        i, level, w = self._scan, self._level, self._workers
+        while True:
+            while i < w and loads[i] != level:
+                i += 1
+            if i < w:
+                self._scan = i
+                return i
+            level = min(loads)
+            self._level = level
+            i = 0
+
     def route(self, key: str) -> int:
         self._total += 1
         total = self._total
@@ -267,11 +292,7 @@ class ChoicesRouter:
             self._d = self._solve_d()
         loads = self._loads
         if (e[0] + e[1]) / total > self.theta:
-            best = -1
-            low = 0
-            for c in self.choices(key, self._d):
-                if best < 0 or loads[c] < low:
-                    best, low = c, loads[c]
+            best = self._least_loaded(key)
         else:
             w = self._workers
             best = bucket(key, w, DKG_SEED)
@@ -304,12 +325,7 @@ class ChoicesRouter:
                 self._d = self._solve_d()
             if (e[0] + e[1]) / total > theta:
                 self._total = total
-                best = -1
-                low = 0
-                for c in self.choices(key, self._d):
-                    if best < 0 or loads[c] < low:
-                        best, low = c, loads[c]
-                c1 = best
+                c1 = self._least_loaded(key)
             elif loads[c1] > loads[c2]:
                 c1 = c2
             loads[c1] += 1

@@ -198,6 +198,11 @@ class DKGRouter:
         it = self._spaces.items.get(key)
         return self._cfg.initial_pool if it is None else it.pool
 
+    def grown_pools(self) -> dict[str, int]:
+        """Keys whose candidate pool is now above ``initial_pool``, with its size."""
+        init = self._cfg.initial_pool
+        return {k: it.pool for k, it in self._spaces.items.items() if it.pool > init}
+
     def space_of(self, key: str) -> str | None:
         """``"baby"``, ``"teenage"``, ``"old"`` or ``None``."""
         it = self._spaces.items.get(key)

@@ -3,30 +3,56 @@
 An event on topic ``events`` is a JSON object ``{"key": str, "ts": float,
 "seq": int, "payload": str}``: ``ts`` is the producer's wall time in seconds,
 ``seq`` the event's position in the produced stream. :func:`decode` never
-raises on bad input: each record either decodes or gets a reason from
-:data:`REASONS`, and the caller sends rejects to the ``quarantine`` table.
+raises on bad input: each record either decodes into values the whole pipeline
+represents exactly (Arrow strings, int64, finite float64, int64 window
+milliseconds) or gets a reason from :data:`REASONS`, and the caller sends
+rejects to the ``quarantine`` table.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 DEFAULT_MAX_BYTES = 64 * 1024
 """Records above this size are quarantined as ``too-large``."""
 
+MAX_KEY_BYTES = 1024
+"""Keys longer than this (UTF-8 bytes) are quarantined as ``key-too-large``: a key is a
+Kafka record key, a Delta column value and a hash input for every event of it."""
+
+MAX_TS = 253_402_300_799.0
+"""The largest accepted ``ts`` (9999-12-31T23:59:59 UTC). Any ``0 <= ts <= MAX_TS`` is
+an exact float64, and its window start in milliseconds (``floor(ts / w) * w * 1000``,
+at most ``ts * 1000`` ~ 2.5e14) fits int64 for every window ``w`` above 1e-280 s."""
+
+MAX_INT64 = 2**63 - 1
+"""The largest accepted ``seq`` (and routed ``size``): the Arrow / Delta column is int64."""
+
 REASONS = (
     "too-large",
+    "not-utf8",
     "not-json",
     "not-object",
     "missing-key",
     "bad-key",
+    "key-too-large",
     "bad-ts",
     "bad-seq",
+    "bad-payload",
     "empty",
 )
-"""Every reason a record can be quarantined for."""
+"""Every reason a record can be quarantined for.
+
+``not-utf8``: the bytes are not UTF-8; ``not-json``: not JSON (or nested too deeply,
+or a number beyond Python's digit limit); ``bad-key``: not a non-empty string, or a
+string UTF-8 cannot encode (a lone surrogate such as ``"\\ud800"``); ``bad-ts``: not
+a number in ``[0, MAX_TS]`` (``Infinity``, ``NaN``, ``1e300``, a 401-digit integer);
+``bad-seq``: not an integer in ``[0, MAX_INT64]``; ``bad-payload``: a ``payload`` that
+is not a string UTF-8 can encode."""
 
 
 def encode(key: str, ts: float, seq: int, payload: str = "") -> bytes:
@@ -82,6 +108,27 @@ class Decoded:
     rejects: list[tuple[int, str]] = field(default_factory=list)
 
 
+def _utf8_len(text: str) -> int | None:
+    """Bytes of ``text`` in UTF-8, ``None`` if it cannot be encoded (lone surrogates)."""
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None
+
+
+def _finite_ts(ts: object) -> bool:
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        return False
+    # int vs float comparisons are exact in Python, so a 401-digit int is simply > MAX_TS.
+    return 0 <= ts <= MAX_TS and (isinstance(ts, int) or math.isfinite(ts))
+
+
+def _int64(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT64
+
+
 def _reason(obj: object) -> str | None:
     if not isinstance(obj, dict):
         return "not-object"
@@ -90,12 +137,18 @@ def _reason(obj: object) -> str | None:
     key = obj["key"]
     if not isinstance(key, str) or not key:
         return "bad-key"
-    ts = obj.get("ts")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or ts != ts or ts < 0:
+    n = _utf8_len(key)
+    if n is None:
+        return "bad-key"
+    if n > MAX_KEY_BYTES:
+        return "key-too-large"
+    if not _finite_ts(obj.get("ts")):
         return "bad-ts"
-    seq = obj.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+    if not _int64(obj.get("seq")):
         return "bad-seq"
+    payload = obj.get("payload", "")
+    if not isinstance(payload, str) or _utf8_len(payload) is None:
+        return "bad-payload"
     return None
 
 
@@ -104,8 +157,13 @@ def decode(
 ) -> Decoded:
     """Decode record values; invalid ones become ``rejects`` with a reason, in input order.
 
-    ``routed=True`` reads records of ``routed`` (:func:`encode_routed`): their
-    ``size`` is the size of the input event they stand for.
+    Contract: never raises for any ``bytes`` / ``None`` values. Every index lands in
+    exactly one of ``index`` or ``rejects``; an accepted record has a non-empty key of
+    at most :data:`MAX_KEY_BYTES` UTF-8 bytes, ``0 <= ts <= MAX_TS`` (finite),
+    ``0 <= seq <= MAX_INT64`` and equals its JSON values exactly (an integer ``ts``
+    below ``MAX_TS`` is an exact float). ``routed=True`` reads records of ``routed``
+    (:func:`encode_routed`): their ``size`` (an int64) is the size of the input event
+    they stand for.
     """
     out = Decoded()
     for i, raw in enumerate(values):
@@ -116,8 +174,13 @@ def decode(
             out.rejects.append((i, "too-large"))
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            out.rejects.append((i, "not-utf8"))
+            continue
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
             out.rejects.append((i, "not-json"))
             continue
         reason = _reason(obj)
@@ -129,7 +192,7 @@ def decode(
         out.ts.append(float(obj["ts"]))
         out.seq.append(int(obj["seq"]))
         size = obj.get("size") if routed else None
-        out.sizes.append(size if isinstance(size, int) and size >= 0 else len(raw))
+        out.sizes.append(size if _int64(size) else len(raw))
     return out
 
 

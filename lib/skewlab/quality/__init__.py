@@ -1,18 +1,25 @@
-"""Data quality of a skewlab run, checked with Great Expectations (1.x).
+"""Data quality of a skewlab run, checked with Great Expectations (1.x), with Data Docs.
 
 The one call for a finished run::
 
     report = check_run(store, run_id, events_counts=counts, window_s=settings.window_s)
+    print(report.data_docs)  # the GX Data Docs site (index.html) holding the run's pages
     log_quality(tracker, mlflow_run_id, report)
     report.raise_for_failures()  # QualityError: one line naming each failed expectation
 
 :func:`check_run` reads the run's Delta tables (``quarantine``, ``key_loads``,
 ``partition_loads``, ``results``) and runs their suites
 (:mod:`skewlab.quality.suites`); given the input counts (``events_counts``, what
-:func:`skewlab.live.aggregate.plain_count` returns) it also checks exactness,
-and given a frame of decoded input events (:func:`events_frame`,
-:func:`read_events`) the ``events`` suite. A suite it cannot run is listed in
-``report.skipped`` with the reason.
+:func:`skewlab.live.aggregate.plain_count` returns) it also checks exactness.
+The ``events`` suite runs on the frame given, else on the run's events read
+back from its topic (:func:`run_events`: the full count, or a sample over
+:data:`EVENTS_LIMIT` records; the suite's ``note`` says which). A suite it
+cannot run is listed in ``report.skipped`` with the reason.
+
+With a data dir (``home``), validation goes through the file-backed GX project
+``<home>/gx/`` (:mod:`skewlab.quality.context`): checkpoints store every
+result and render it into the Data Docs site ``skewlab``; ``report.data_docs``
+is the site's ``index.html``, each suite's ``pages`` its validation pages.
 
 This is an adapter package: it imports pandas and (on first validation)
 Great Expectations; nothing in the domain library imports it.
@@ -20,18 +27,30 @@ Great Expectations; nothing in the domain library imports it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from skewlab.errors import ConfigError
-from skewlab.pipeline import events as wire
+from skewlab.quality.events import (
+    EVENTS_LIMIT,
+    EventsUnavailable,
+    RunEvents,
+    events_frame,
+    read_events,
+    run_events,
+)
 from skewlab.quality.report import (
+    DATA_DOCS,
     MAX_ROWS,
     REPORT_JSON,
     REPORT_MD,
+    Checked,
     Failure,
     QualityError,
     QualityReport,
@@ -49,25 +68,32 @@ from skewlab.quality.suites import (
     run_suite,
     window_grid,
 )
+from skewlab.services.datadir import HOME_ENV
 
 if TYPE_CHECKING:
     from skewlab.io.delta import DeltaStore
-    from skewlab.io.kafka.base import KafkaClient
+    from skewlab.quality.suites import Runner
 
 __all__ = [
+    "DATA_DOCS",
     "EVENTS_COLUMNS",
+    "EVENTS_LIMIT",
     "MAX_ROWS",
     "REPORT_JSON",
     "REPORT_MD",
+    "Checked",
+    "EventsUnavailable",
     "Failure",
     "QualityError",
     "QualityReport",
+    "RunEvents",
     "SuiteResult",
     "check_run",
     "counts_frame",
     "events_frame",
     "log_quality",
     "read_events",
+    "run_events",
     "validate_events",
     "validate_key_loads",
     "validate_partition_loads",
@@ -82,9 +108,11 @@ TABLES = ("quarantine", "key_loads", "partition_loads", "results")
 """The Delta tables :func:`check_run` reads, in the order their suites run."""
 
 
-def validate_events(frame: pd.DataFrame) -> SuiteResult:
+def validate_events(
+    frame: pd.DataFrame, expected_rows: int | None = None, runner: Runner | None = None
+) -> SuiteResult:
     """The ``events`` suite on a frame of decoded events (:data:`EVENTS_COLUMNS`)."""
-    return run_suite("events", events_checks(frame))
+    return run_suite("events", events_checks(frame, expected_rows), runner)
 
 
 def validate_key_loads(
@@ -120,42 +148,6 @@ def validate_quarantine(frame: pd.DataFrame) -> SuiteResult:
     return run_suite("quarantine", quarantine_checks(frame))
 
 
-def events_frame(records: Iterable[tuple[int, int, bytes | None]]) -> pd.DataFrame:
-    """Decoded input events from ``(partition, offset, value)`` records.
-
-    Records the route job would quarantine are left out (the ``quarantine``
-    suite covers them); the rest become rows of :data:`EVENTS_COLUMNS`.
-    """
-    parts: list[int] = []
-    offsets: list[int] = []
-    values: list[bytes | None] = []
-    for partition, offset, value in records:
-        parts.append(int(partition))
-        offsets.append(int(offset))
-        values.append(value)
-    dec = wire.decode(values)
-    return pd.DataFrame(
-        {
-            "partition": pd.Series([parts[i] for i in dec.index], dtype="int64"),
-            "offset": pd.Series([offsets[i] for i in dec.index], dtype="int64"),
-            "key": pd.Series(dec.keys, dtype="object"),
-            "ts": pd.Series(dec.ts, dtype="float64"),
-            "seq": pd.Series(dec.seq, dtype="int64"),
-        }
-    )
-
-
-def read_events(client: KafkaClient, topic: str) -> pd.DataFrame:
-    """Every record of ``topic`` (all partitions, begin to end) as :func:`events_frame`."""
-    begins = client.begin_offsets(topic)
-    records: list[tuple[int, int, bytes | None]] = []
-    for p, end in sorted(client.end_offsets(topic).items()):
-        records.extend(
-            (p, r.offset, r.value) for r in client.fetch(topic, p, begins.get(p, 0), end)
-        )
-    return events_frame(records)
-
-
 def _expected(
     events_counts: Mapping[tuple[float, str], tuple[int, int]] | pd.DataFrame | None,
     events: pd.DataFrame | None,
@@ -183,6 +175,30 @@ def _reference_windows(expected: pd.DataFrame | None, results: pd.DataFrame) -> 
     return None
 
 
+def data_dir_of(store: DeltaStore, home: str | Path | None = None) -> Path | None:
+    """The data dir of a run's tables: ``home``, else the parent of a local ``<home>/delta``
+    store root, else ``$SKEWLAB_HOME`` if set; None if none of them applies."""
+    if home is not None:
+        return Path(home).resolve()
+    root = str(store.root)
+    if "://" not in root and Path(root).name == "delta":
+        return Path(root).parent
+    if os.environ.get(HOME_ENV):
+        return Path(os.environ[HOME_ENV]).expanduser().resolve()
+    return None
+
+
+@contextlib.contextmanager
+def _runner(home: Path | None, run_id: str) -> Iterator[tuple[Runner | None, Path | None]]:
+    if home is None:
+        yield None, None
+        return
+    from skewlab.quality.context import Project
+
+    with Project.open(home, run_id) as project:
+        yield project, project.index
+
+
 def check_run(
     store: DeltaStore,
     run_id: str,
@@ -190,6 +206,8 @@ def check_run(
     *,
     events: pd.DataFrame | None = None,
     window_s: float | None = None,
+    home: str | Path | None = None,
+    events_limit: int | None = EVENTS_LIMIT,
 ) -> QualityReport:
     """Run every data-quality suite on run ``run_id`` of ``store``; never raises on bad data.
 
@@ -202,11 +220,16 @@ def check_run(
             key), or a frame with ``key``, ``count`` and optionally
             ``window_start``. Without it (and without ``events``) exactness is
             listed as skipped.
-        events: decoded input events (:func:`read_events`) for the ``events``
+        events: decoded input events (:func:`events_frame`) for the ``events``
             suite; also the input count (per key) when ``events_counts`` is None.
+            None: read back from the run's topic (:func:`run_events`).
         window_s: the run's window in seconds: the step of the window
             completeness checks when there is neither input counts per window
             nor any ``results`` row to take the windows from (inferred if None).
+        home: the data dir (see :func:`data_dir_of`): where the run's handle and
+            the GX project live. Without one, GX runs in memory (no Data Docs)
+            and the events topic is not looked up.
+        events_limit: most records read back from the events topic (None: all).
 
     Returns the :class:`QualityReport`; ``report.ok`` is the verdict.
     """
@@ -217,21 +240,48 @@ def check_run(
     for table in TABLES:
         frame: Any = store.read(table, run_id=run_id).to_pandas()
         frames[table] = frame.drop(columns=["run_id"], errors="ignore")
-    expected = _expected(events_counts, events)
-    windows = _reference_windows(expected, frames["results"])
+    data_dir = data_dir_of(store, home)
     skipped: dict[str, str] = {}
-    results = [
-        validate_quarantine(frames["quarantine"]),
-        validate_key_loads(frames["key_loads"], window_ms, windows=windows),
-        validate_partition_loads(frames["partition_loads"], window_ms, windows=windows),
-        validate_results(frames["results"], expected),
-    ]
+    read: RunEvents | None = None
+    if events is None and data_dir is None:
+        skipped["events"] = "no data dir, so no run handle naming the events topic"
+    elif events is None:
+        assert data_dir is not None
+        try:
+            read = run_events(data_dir, run_id, events_limit)
+            events = read.frame
+        except EventsUnavailable as exc:
+            skipped["events"] = str(exc)
+    if data_dir is None:
+        skipped["data_docs"] = "no data dir (pass home=): validated in memory"
+    # A sample of the topic is no input count: exactness against it would fail every key.
+    counted = events if read is None or read.full else None
+    expected = _expected(events_counts, counted)
+    windows = _reference_windows(expected, frames["results"])
+    with _runner(data_dir, run_id) as (runner, index):
+        results = []
+        if events is not None:
+            note = read.note() if read is not None else f"{len(events):,} events given"
+            checks = events_checks(events, read.expected_rows if read is not None else None)
+            results.append(run_suite("events", checks, runner, note))
+        results += [
+            run_suite("quarantine", quarantine_checks(frames["quarantine"]), runner),
+            run_suite(
+                "key_loads",
+                key_loads_checks(frames["key_loads"], window_ms, windows=windows),
+                runner,
+            ),
+            run_suite(
+                "partition_loads",
+                partition_loads_checks(frames["partition_loads"], window_ms, windows=windows),
+                runner,
+            ),
+            run_suite("results", results_checks(frames["results"], expected), runner),
+        ]
     if expected is None:
-        skipped["results.totals"] = "no input counts given (events_counts or events)"
-    if events is not None:
-        results.insert(0, validate_events(events))
-    else:
-        skipped["events"] = "no events frame given"
-    report = QualityReport(run_id=run_id, suites=tuple(results), skipped=skipped)
+        skipped["results.totals"] = "no input counts given (events_counts, or all events)"
+    report = QualityReport(run_id=run_id, suites=tuple(results), skipped=skipped, data_docs=index)
     log.info("%s", report.summary())
+    if index is not None:
+        log.info("data docs of %s: %s", run_id, index.as_uri())
     return report

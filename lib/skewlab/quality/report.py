@@ -1,22 +1,26 @@
-"""The outcome of the data-quality suites: failures as one line each, and the run's report.
+"""The outcome of the data-quality suites: every expectation checked, failures in one line.
 
-A :class:`Failure` is one failed expectation: which suite and frame, the
-expectation (its Great Expectations type and what it checks in words), how
-many rows broke it and up to :data:`MAX_ROWS` of them. :class:`QualityReport`
-collects the :class:`SuiteResult` of every suite run on one skewlab run and
-renders as a dict (the JSON artifact), Markdown (the human artifact) or one
-line (an Airflow task failure); :func:`log_quality` stores it in MLflow.
+A :class:`Checked` is one expectation as evaluated (frame, GX type, columns,
+what it checks, passed or failed, what GX observed); a :class:`Failure` is a
+failed one with up to :data:`MAX_ROWS` offending rows. :class:`QualityReport`
+collects the :class:`SuiteResult` of every suite run on one skewlab run, with
+the Data Docs index (``data_docs``) where GX rendered them; it renders as a dict
+(the JSON artifact), a short text (the MLflow / CLI summary, one line per
+expectation) or one line (an Airflow task failure). :func:`log_quality` stores
+it, and the run's Data Docs pages, in MLflow.
 
 Nothing here imports Great Expectations: results are plain data once
-:mod:`skewlab.quality.suites` has read them out of GE's objects.
+:mod:`skewlab.quality.suites` has read them out of GX's objects.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.errors import SkewlabError
@@ -31,7 +35,9 @@ MAX_ROWS = 5
 
 REPORT_JSON = "quality/report.json"
 REPORT_MD = "quality/report.md"
-"""Artifact paths of the report in an MLflow run."""
+"""Artifact paths of the report in an MLflow run (``report.md``: :meth:`QualityReport.text`)."""
+DATA_DOCS = "quality/data_docs"
+"""Artifact dir of the run's Data Docs pages (index, validation and suite pages, styles)."""
 
 
 class QualityError(SkewlabError):
@@ -99,41 +105,60 @@ class Failure:
         return ": ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "suite": self.suite,
-            "frame": self.frame,
-            "expectation": self.expectation,
-            "check": self.check,
-            "unexpected": self.unexpected,
-            "total": self.total,
-            "rows": [dict(r) for r in self.rows],
-            "detail": self.detail,
-            "message": self.line(),
-        }
+        return {**asdict(self), "rows": [dict(r) for r in self.rows], "message": self.line()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Failure:
         """The inverse of :meth:`to_dict` (``message`` is derived, not read)."""
-        return cls(
-            suite=data["suite"],
-            frame=data["frame"],
-            expectation=data["expectation"],
-            check=data["check"],
-            unexpected=data.get("unexpected"),
-            total=data.get("total"),
-            rows=tuple(data.get("rows", ())),
-            detail=data.get("detail", ""),
-        )
+        names = [f.name for f in fields(cls)]
+        kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in names}
+        return cls(**{**kwargs, "rows": tuple(kwargs.get("rows", ()))})
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """One expectation as GX evaluated it on one frame.
+
+    ``column`` names the columns it reads (``""`` for a table-level one);
+    ``observed`` is what GX saw: ``"k of n rows unexpected"`` for a row-level
+    expectation, else its observed value.
+    """
+
+    frame: str
+    expectation: str
+    column: str
+    check: str
+    success: bool
+    observed: str = ""
+
+    def line(self) -> str:
+        """``passed|FAILED <frame>: <check> [<expectation>(<column>)]: <observed>``."""
+        verdict = "passed" if self.success else "FAILED"
+        what = f"{self.expectation}({self.column})" if self.column else self.expectation
+        tail = f": {self.observed}" if self.observed else ""
+        return f"{verdict} {self.frame}: {self.check} [{what}]{tail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
 class SuiteResult:
-    """One suite on one run: rows checked, expectations evaluated, the failures."""
+    """One suite on one run: rows checked, expectations evaluated, each result, the failures.
+
+    ``checked`` lists every expectation evaluated (``len(checked) == evaluated``
+    when the suite ran through :func:`skewlab.quality.suites.run_suite`);
+    ``note`` says what the rows were (e.g. a sample of the events topic);
+    ``pages`` maps each validated frame to its Data Docs page (a file path).
+    """
 
     suite: str
     rows: int
     evaluated: int
     failures: tuple[Failure, ...] = ()
+    checked: tuple[Checked, ...] = ()
+    note: str = ""
+    pages: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -145,7 +170,10 @@ class SuiteResult:
             "ok": self.ok,
             "rows": self.rows,
             "evaluated": self.evaluated,
+            "note": self.note,
             "failures": [f.to_dict() for f in self.failures],
+            "checked": [c.to_dict() for c in self.checked],
+            "pages": dict(self.pages),
         }
 
     @classmethod
@@ -156,6 +184,9 @@ class SuiteResult:
             rows=data["rows"],
             evaluated=data["evaluated"],
             failures=tuple(Failure.from_dict(f) for f in data.get("failures", ())),
+            checked=tuple(Checked(**c) for c in data.get("checked", ())),
+            note=data.get("note", ""),
+            pages=dict(data.get("pages", {})),
         )
 
 
@@ -163,14 +194,17 @@ class SuiteResult:
 class QualityReport:
     """Every suite run on one skewlab run; ``ok`` only if no expectation failed.
 
-    ``skipped`` names suites that could not run and why (the ``events`` suite
-    without an events frame, exactness without the input counts), so a report
-    never passes silently on checks it did not make.
+    ``skipped`` names suites that could not run and why (exactness without the
+    input counts, the ``events`` suite when the run's events topic is gone), so
+    a report never passes silently on checks it did not make. ``data_docs`` is
+    the ``index.html`` of the GX Data Docs site holding this run's validations
+    (``None`` when they ran in memory).
     """
 
     run_id: str
     suites: tuple[SuiteResult, ...]
     skipped: Mapping[str, str] = field(default_factory=dict)
+    data_docs: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -180,6 +214,11 @@ class QualityReport:
     def failures(self) -> list[str]:
         """One line per failed expectation (see :meth:`Failure.line`)."""
         return [f.line() for s in self.suites for f in s.failures]
+
+    @property
+    def checked(self) -> list[Checked]:
+        """Every expectation evaluated, suite by suite."""
+        return [c for s in self.suites for c in s.checked]
 
     def summary(self) -> str:
         """One line: the verdict, then every failure separated by `` | ``."""
@@ -193,6 +232,21 @@ class QualityReport:
             + " | ".join(failed)
         )
 
+    def text(self) -> str:
+        """The short text summary: verdict, Data Docs link, per suite its rows and every
+        expectation (:meth:`Checked.line`), the skipped checks (a Markdown list)."""
+        verdict = "PASSED" if self.ok else "FAILED"
+        lines = [f"# Data quality of `{self.run_id}`: {verdict}", ""]
+        if self.data_docs is not None:
+            lines += [f"Data Docs: {self.data_docs.as_uri()}", ""]
+        for s in self.suites:
+            note = f"; {s.note}" if s.note else ""
+            lines.append(f"- {s.suite}: {s.rows} rows, {s.evaluated} expectations{note}")
+            lines += [f"  - {c.line()}" for c in s.checked]
+            lines += [f"  - {f.line()}" for f in s.failures if f.rows]
+        lines += [f"- {name}: skipped: {why}" for name, why in self.skipped.items()]
+        return "\n".join(lines) + "\n"
+
     def raise_for_failures(self) -> None:
         """Raise :class:`QualityError` (one line, every failure named) unless ``ok``."""
         if not self.ok:
@@ -205,62 +259,51 @@ class QualityReport:
             "suites": [s.to_dict() for s in self.suites],
             "skipped": dict(self.skipped),
             "failures": self.failures,
+            "data_docs": str(self.data_docs) if self.data_docs is not None else None,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> QualityReport:
         """The inverse of :meth:`to_dict` (a report saved by one task, read by the next)."""
+        docs = data.get("data_docs")
         return cls(
             run_id=data["run_id"],
             suites=tuple(SuiteResult.from_dict(s) for s in data.get("suites", ())),
             skipped=dict(data.get("skipped", {})),
+            data_docs=Path(docs) if docs else None,
         )
-
-    def to_markdown(self) -> str:
-        """A heading, one table row per suite, then each failure with its rows."""
-        verdict = "PASSED" if self.ok else "FAILED"
-        lines = [
-            f"# Data quality of `{self.run_id}`: {verdict}",
-            "",
-            "| suite | rows | expectations | failed |",
-            "|---|---:|---:|---:|",
-        ]
-        lines += [
-            f"| {s.suite} | {s.rows} | {s.evaluated} | {len(s.failures)} |" for s in self.suites
-        ]
-        for name, why in self.skipped.items():
-            lines.append(f"| {name} | - | skipped: {_md(why)} | - |")
-        failures = [f for s in self.suites for f in s.failures]
-        if failures:
-            lines += ["", "## Failures", ""]
-            for f in failures:
-                lines.append(f"- **{f.frame}**: {_md(f.check)} (`{f.expectation}`)")
-                if f.unexpected is not None:
-                    of = f" of {f.total}" if f.total is not None else ""
-                    lines.append(f"  - offending rows: {f.unexpected}{of}")
-                lines += [f"  - `{_row_text(r)}`" for r in f.rows]
-                if f.detail:
-                    lines.append(f"  - {_md(f.detail)}")
-        return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def log_quality(tracker: Tracker, mlflow_run_id: str, report: QualityReport) -> None:
     """Store ``report`` in MLflow run ``mlflow_run_id``.
 
-    Writes ``quality/report.json`` and ``quality/report.md`` (artifacts), the
-    metrics ``quality_ok`` (1/0) and ``quality_failures``, and the tag
-    ``quality`` = ``passed`` / ``failed``. Logging again overwrites the same
-    artifacts, so a retried task leaves one report.
+    Writes ``quality/report.json`` (:meth:`QualityReport.to_dict`),
+    ``quality/report.md`` (:meth:`QualityReport.text`), the run's Data Docs pages
+    under ``quality/data_docs/`` (the site index, this run's validation pages,
+    their suites' pages and the site's styles, in the site's own layout so the
+    links between them work), the metrics ``quality_ok`` (1/0),
+    ``quality_failures`` and ``quality_expectations``, and the tags ``quality`` =
+    ``passed`` / ``failed`` and ``quality_data_docs`` (the site index's file URI).
+    Logging again overwrites the same artifacts, so a retried task leaves one report.
     """
     tracker.log_dict(mlflow_run_id, report.to_dict(), REPORT_JSON)
-    tracker.client.log_text(mlflow_run_id, report.to_markdown(), REPORT_MD)
+    tracker.client.log_text(mlflow_run_id, report.text(), REPORT_MD)
+    tags = {"quality": "passed" if report.ok else "failed"}
+    if report.data_docs is not None and report.data_docs.is_file():
+        from skewlab.quality.context import copy_site
+
+        pages = [Path(p) for s in report.suites for p in s.pages.values()]
+        with tempfile.TemporaryDirectory(prefix="skewlab-docs-") as tmp:
+            copy_site(report.data_docs, pages, Path(tmp))
+            tracker.log_artifact(mlflow_run_id, tmp, DATA_DOCS)
+        tags["quality_data_docs"] = report.data_docs.as_uri()
     tracker.log_metrics(
         mlflow_run_id,
-        {"quality_ok": 1.0 if report.ok else 0.0, "quality_failures": len(report.failures)},
+        {
+            "quality_ok": 1.0 if report.ok else 0.0,
+            "quality_failures": len(report.failures),
+            "quality_expectations": sum(s.evaluated for s in report.suites),
+        },
     )
-    tracker.set_tags(mlflow_run_id, {"quality": "passed" if report.ok else "failed"})
+    tracker.set_tags(mlflow_run_id, tags)
     log.info("logged data quality of %s to MLflow run %s", report.run_id, mlflow_run_id)

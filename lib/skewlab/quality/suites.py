@@ -23,31 +23,29 @@ ordinary column expectations:
 * ``quarantine``: every row has a reason from
   :data:`skewlab.pipeline.events.REASONS`.
 
-Validation runs in one ephemeral GE context per process (no files, progress
-bars off, GE's loggers at WARNING): a pandas data source, one dataframe
-asset and whole-dataframe batch definition per frame name, and
-``batch.validate(ExpectationSuite)`` with a SUMMARY result that quotes up to
+:func:`run_suite` validates each frame with a runner of
+:mod:`skewlab.quality.context` (in memory, or the file-backed project whose
+checkpoints render Data Docs) with a SUMMARY result that quotes up to
 :data:`~skewlab.quality.report.MAX_ROWS` offending rows by their identifying
-columns.
+columns, and records every expectation's result.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import pairwise
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
 from skewlab.errors import ConfigError
 from skewlab.io.delta.schemas import KEY_LOADS, PARTITION_LOADS, QUARANTINE, RESULTS
 from skewlab.pipeline.events import REASONS
-from skewlab.quality.report import MAX_ROWS, Failure, SuiteResult
+from skewlab.quality.report import MAX_ROWS, Checked, Failure, SuiteResult
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +95,14 @@ class FrameCheck:
         checks = [e.check for e in self.expects]
         if len(set(checks)) != len(checks):
             raise ConfigError(f"frame check {self.name!r}: expectation descriptions must differ")
+
+
+class Runner(Protocol):
+    """Where GX validates a frame: its validation result and Data Docs page (or None)."""
+
+    def validate(
+        self, check: FrameCheck, expects: Sequence[Expect], max_rows: int
+    ) -> tuple[Any, Any]: ...
 
 
 # ---------------------------------------------------------------------------- building blocks
@@ -237,9 +243,24 @@ def totals_frame(results: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- the suites
 
 
-def events_checks(frame: pd.DataFrame) -> list[FrameCheck]:
-    """Schema, key present, ``ts`` monotone per partition (offset order)."""
+def events_checks(frame: pd.DataFrame, expected_rows: int | None = None) -> list[FrameCheck]:
+    """Schema, key present, ``ts`` monotone per partition (offset order); the row count.
+
+    ``expected_rows``: how many valid events the frame must hold (the produced
+    count less the records rejected on decoding), when the frame is the whole topic.
+    """
     expects = [
+        *(
+            [
+                Expect(
+                    "ExpectTableRowCountToEqual",
+                    f"holds every produced event ({expected_rows})",
+                    {"value": expected_rows},
+                )
+            ]
+            if expected_rows is not None
+            else []
+        ),
         _schema(EVENTS_COLUMNS),
         *_present("key", "ts", "partition", "offset"),
         Expect(
@@ -356,103 +377,64 @@ def quarantine_checks(frame: pd.DataFrame) -> list[FrameCheck]:
 # ---------------------------------------------------------------------------- running GE
 
 
-class _Gx:
-    """The process's ephemeral GE context: one pandas source, one batch definition per frame."""
-
-    def __init__(self) -> None:
-        for name in ("great_expectations", "great_expectations.core", "posthog"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-        import great_expectations as gx
-        from great_expectations.data_context.types.base import ProgressBarsConfig
-
-        self.gx = gx
-        self.context = gx.get_context(mode="ephemeral")
-        self.context.variables.progress_bars = ProgressBarsConfig(
-            globally=False, metric_calculations=False
-        )
-        self.source = self.context.data_sources.add_pandas(name="skewlab")
-        self.definitions: dict[str, Any] = {}
-        self.lock = threading.Lock()
-
-    def validate(self, check: FrameCheck, expects: Sequence[Expect]) -> Any:
-        import great_expectations.expectations as gxe
-
-        suite = self.gx.ExpectationSuite(name=check.name)
-        for e in expects:
-            suite.add_expectation(getattr(gxe, e.kind)(**e.kwargs, description=e.check))
-        index = [c for c in check.index if c in check.frame.columns]
-        result_format = {
-            "result_format": "SUMMARY",
-            "partial_unexpected_count": MAX_ROWS,
-            "unexpected_index_column_names": index,
-        }
-        with self.lock:
-            definition = self.definitions.get(check.name)
-            if definition is None:
-                asset = self.source.add_dataframe_asset(name=check.name)
-                definition = asset.add_batch_definition_whole_dataframe(f"{check.name}-whole")
-                self.definitions[check.name] = definition
-            batch = definition.get_batch(batch_parameters={"dataframe": check.frame})
-            return batch.validate(suite, result_format=result_format)
-
-
-_GX: _Gx | None = None
-_GX_LOCK = threading.Lock()
-
-
-def _gx() -> _Gx:
-    global _GX
-    with _GX_LOCK:
-        if _GX is None:
-            _GX = _Gx()
-        return _GX
-
-
 def _ordered(row: Mapping[str, Any], index: Sequence[str]) -> dict[str, Any]:
     """``row`` with its identifying columns first, then the values checked."""
     first = {c: row[c] for c in index if c in row}
     return {**first, **{k: v for k, v in row.items() if k not in first}}
 
 
-def _failure(check: FrameCheck, suite: str, description: str, result: Any) -> Failure:
-    """A :class:`Failure` from one failed GE ``ExpectationValidationResult``."""
-    frame = check.name
-    kind = str(result.expectation_config.type)
+def _observed(result: Any) -> str:
+    """What GX saw for one expectation, in a few words."""
     info = result.exception_info or {}
     if info.get("raised_exception"):
-        message = " ".join(str(info.get("exception_message") or "").split())
-        return Failure(suite, frame, kind, description, detail=f"GE raised: {message[:300]}")
+        return "GX raised: " + " ".join(str(info.get("exception_message") or "").split())[:300]
     res = dict(result.result or {})
     if "unexpected_count" in res:
+        return f"{res['unexpected_count']} of {res.get('element_count', 0)} rows unexpected"
+    missing = ((res.get("details") or {}).get("mismatched") or {}).get("missing")
+    if missing:
+        return f"missing columns {sorted(missing)}"
+    if "observed_value" in res:
+        return f"observed {res['observed_value']!r}"
+    return ""
+
+
+def _failure(check: FrameCheck, suite: str, description: str, result: Any) -> Failure:
+    """A :class:`Failure` from one failed GX ``ExpectationValidationResult``."""
+    kind = str(result.expectation_config.type)
+    res = dict(result.result or {})
+    if "unexpected_count" in res and not (result.exception_info or {}).get("raised_exception"):
         rows = res.get("partial_unexpected_index_list") or [
             {"value": v} for v in res.get("partial_unexpected_list") or []
         ]
         return Failure(
             suite,
-            frame,
+            check.name,
             kind,
             description,
             unexpected=int(res["unexpected_count"]),
             total=int(res.get("element_count", 0)),
             rows=tuple(_ordered(r, check.index) for r in rows),
         )
-    details = res.get("details") or {}
-    missing = (details.get("mismatched") or {}).get("missing")
-    if missing:
-        detail = f"missing columns {sorted(missing)}"
-    elif "observed_value" in res:
-        detail = f"observed {res['observed_value']!r}"
-    else:
-        detail = "no result"
-    return Failure(suite, frame, kind, description, detail=detail)
+    return Failure(suite, check.name, kind, description, detail=_observed(result) or "no result")
 
 
-def run_suite(suite: str, checks: Sequence[FrameCheck]) -> SuiteResult:
-    """Validate every frame of ``checks`` with GE; the suite's failures, one per expectation."""
+def run_suite(
+    suite: str, checks: Sequence[FrameCheck], runner: Runner | None = None, note: str = ""
+) -> SuiteResult:
+    """Validate every frame of ``checks`` with GX; every expectation's result, the failures.
+
+    ``runner``: where GX runs (:class:`skewlab.quality.context.Project` renders
+    Data Docs pages, recorded in ``SuiteResult.pages``); default the in-memory
+    context. ``note`` says what the suite's rows are.
+    """
+    from skewlab.quality.context import ephemeral
+
+    gx = runner if runner is not None else ephemeral()
     failures: list[Failure] = []
-    evaluated = 0
+    checked: list[Checked] = []
+    pages: dict[str, str] = {}
     rows = 0
-    gx = _gx()
     for check in checks:
         if check.name == suite:
             rows = len(check.frame)
@@ -460,14 +442,31 @@ def run_suite(suite: str, checks: Sequence[FrameCheck]) -> SuiteResult:
         expects = [e for e in check.expects if e.columns() <= columns]
         if not expects:
             continue
-        outcome = gx.validate(check, expects)
-        evaluated += len(expects)
+        outcome, page = gx.validate(check, expects, MAX_ROWS)
+        if page is not None:
+            pages[check.name] = str(page)
+        by_check = {e.check: e for e in expects}
         for r in outcome.results:
+            description = str(r.expectation_config.description or r.expectation_config.type)
+            e = by_check.get(description)
+            column = ", ".join(sorted(e.columns())) if e is not None else ""
+            kind = str(r.expectation_config.type)
+            checked.append(
+                Checked(check.name, kind, column, description, bool(r.success), _observed(r))
+            )
             if not r.success:
-                description = r.expectation_config.description or r.expectation_config.type
-                failures.append(_failure(check, suite, str(description), r))
+                failures.append(_failure(check, suite, description, r))
     order = {e.check: i for c in checks for i, e in enumerate(c.expects)}
     failures.sort(key=lambda f: (f.frame != suite, f.frame, order.get(f.check, 0)))
+    checked.sort(key=lambda c: (c.frame != suite, c.frame, order.get(c.check, 0)))
     for f in failures:
         log.warning("data quality: %s", f.line())
-    return SuiteResult(suite=suite, rows=rows, evaluated=evaluated, failures=tuple(failures))
+    return SuiteResult(
+        suite=suite,
+        rows=rows,
+        evaluated=len(checked),
+        failures=tuple(failures),
+        checked=tuple(checked),
+        note=note,
+        pages=pages,
+    )

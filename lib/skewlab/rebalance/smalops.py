@@ -6,10 +6,11 @@ is ``R_pi ~ R_pj`` (Eq. 1), measured by ``E_LB = sum_j |R_pj - R_avg|`` (Eq. 2).
 Every :meth:`SmalopsRebalancer.decide` (one decision interval, 10 s in the
 paper, which is also skewlab's counting window) runs these steps:
 
-1. Count the interval's keys into a lossy counter and close its counting
-   window; the heavy keys are those above ``threshold`` (a share of the
-   window's messages, 10% by default, or an absolute count). A key's size
-   ``R_k`` is its estimated count divided by the interval.
+1. Count the interval's keys into a lossy counter (unless the stream already
+   fed it, see below) and close its counting window; the heavy keys are
+   those above ``threshold`` (a share of the window's messages, 10% by
+   default, or an absolute count). A key's size ``R_k`` is its estimated
+   count divided by the interval.
 2. Keys in the map that are no longer heavy are dropped from it: they return
    to their hash partition (non-heavy keys always stay on hash).
 3. New heavy keys, heaviest first, are placed by the power of two random
@@ -33,7 +34,17 @@ paper, which is also skewlab's counting window) runs these steps:
 Eq. 4 read literally with rates in messages per second makes the waiting term
 on a loaded target ``1 - I / R_p2`` almost 1, so with ``t_SM >= 0`` a stream
 moves (step 4) only towards a partition with no heavy load or when it is a
-tiny part of its source; ``gate=False`` turns the check off for comparison.
+tiny part of its source, and the queueing gain is never more than ``t_msg``,
+so any ``t_SM >= t_msg`` blocks every move. The paper's experiments ran
+without it ("stream migrations ... at discrete time intervals", 10 s);
+``gate=False`` does the same.
+
+Fed by the stream (:meth:`SmalopsRebalancer.observe`, per batch of events)
+the counter sees every event as it arrives, and a key that becomes heavy
+within the window is placed at once by step 3 (the gateway's initial
+assignment, "power-of-two random choices") once the window holds
+:data:`DETECT_AFTER` events; migrations (step 4) and drops wait for
+:meth:`~SmalopsRebalancer.decide`.
 """
 
 from __future__ import annotations
@@ -47,15 +58,18 @@ from typing import ClassVar
 import numpy as np
 
 from skewlab.errors import ConfigError
+from skewlab.keys import KeyBatch
 from skewlab.rebalance.base import (
     DEFAULT_TUPLE_BYTES,
     Decision,
     LoadSnapshot,
+    Move,
     check_positive,
     check_state,
     check_workers,
     finish,
     hash_worker,
+    imbalance,
 )
 from skewlab.rebalance.dlb import check_bytes
 from skewlab.sketch import LossyCountingConfig, LossyCountingSnapshot
@@ -71,6 +85,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+DETECT_AFTER = 1000
+"""Events a counting window must hold before a key crossing the threshold is placed mid-window."""
 
 
 def eq4_holds(
@@ -183,6 +200,7 @@ class SmalopsRebalancer:
     def __init__(self, config: SmalopsConfig, state: SmalopsSnapshot | None = None) -> None:
         self.config = config
         self._rng = np.random.default_rng(config.seed)
+        self._fed = False
         if state is None:
             self._sketch = config.sketch.build()
             self._map: dict[str, int] = {}
@@ -224,6 +242,53 @@ class SmalopsRebalancer:
         a, b = (int(x) for x in self._rng.choice(self.workers, size=2, replace=False))
         return a if sizes[a] <= sizes[b] else b
 
+    def observe(self, now: float, batch: KeyBatch) -> Decision | None:
+        """Count a batch of the stream; place keys that just became heavy (step 3).
+
+        Once the window holds ``detect_after`` events, every key the counter
+        reports above the threshold and not yet in the map is placed by two
+        random choices over the partitions' heavy counts so far, heaviest
+        first. Returns the placements as a decision (``None`` if none); each
+        move's state is the key's counted tuples of the window.
+        """
+        sk = self._sketch
+        sk.update_batch(batch)
+        self._fed = True
+        if sk.n < DETECT_AFTER:
+            return None
+        hits = sk.heavy_hitters()
+        fresh = sorted((k for k in hits if k not in self._map), key=lambda k: (-hits[k], k))
+        if not fresh:
+            return None
+        W, previous = self.workers, dict(self._map)
+        counts = {k: float(sk.estimate(k)) for k in previous}
+        sizes = partition_sizes(counts, previous, W)
+        before = list(sizes)
+        moves = []
+        for k in fresh:
+            p = self._two_choices(sizes)
+            self._map[k] = p
+            sizes[p] += hits[k]
+            src = hash_worker(k, W)
+            if p != src:
+                tuples = int(hits[k])
+                moves.append(
+                    Move(k, src, p, tuples, tuples, tuples * self.config.tuple_bytes, "place")
+                )
+        return Decision(
+            ts=now,
+            policy=self.policy,
+            moves=tuple(moves),
+            imbalance_before=imbalance(np.asarray(before)),
+            imbalance_after=imbalance(np.asarray(sizes)),
+            reason="placed-online",
+            assignment=tuple(self._map.items()),
+            changed=True,
+            keys_total=len(hits),
+            load_total=int(sk.n),
+            extra={"heavy_keys": float(len(hits)), "tracked_keys": float(len(sk))},
+        )
+
     def decide(self, now: float, loads: LoadSnapshot) -> Decision:
         """Steps 1-4 of the module docstring over one interval."""
         cfg = self.config
@@ -231,7 +296,9 @@ class SmalopsRebalancer:
             raise ConfigError(f"smalops runs over {cfg.workers} workers, loads for {loads.workers}")
         W, T = cfg.workers, loads.interval_s
         # 1. heavy streams of this counting window
-        self._sketch.update_batch(loads.keys, loads.loads)
+        if not self._fed:
+            self._sketch.update_batch(loads.keys, loads.loads)
+        self._fed = False
         tracked = len(self._sketch)
         report = self._sketch.new_window()
         index = {k: i for i, k in enumerate(loads.keys)} if report.heavy or self._map else {}

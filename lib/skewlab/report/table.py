@@ -1,4 +1,4 @@
-"""Plain-text tables for terminals: one row per run, aligned columns."""
+"""Plain-text tables for terminals (drawn by ``tabulate``): one row per run, aligned columns."""
 
 from __future__ import annotations
 
@@ -9,22 +9,32 @@ from skewlab.sim.result import SimResult
 __all__ = ["SIM_COLUMNS", "format_table", "sim_rows", "sim_table"]
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Align ``rows`` under ``headers``: first column left-aligned, the others right.
+def format_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, align: str | None = None
+) -> str:
+    """Align ``rows`` under ``headers``: first column left-aligned, the others right
+    (``align="left"``: every column left-aligned, for text).
 
+    Cells are printed as given (no number parsing or reformatting); a rule of
+    dashes separates the header from the rows (tabulate's ``simple`` format).
     Every row must have as many cells as there are headers.
     """
+    from tabulate import tabulate
+
     for row in rows:
         if len(row) != len(headers):
             raise ValueError(f"row {list(row)!r} has {len(row)} cells, expected {len(headers)}")
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cells)]
-        return "  ".join(parts).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+    if align not in (None, "left"):
+        raise ValueError(f"align must be None or 'left', got {align!r}")
+    rest = "left" if align == "left" else "right"
+    colalign = ["left", *([rest] * (len(headers) - 1))]
+    return tabulate(
+        [[str(c) for c in r] for r in rows],
+        headers=[str(h) for h in headers],
+        tablefmt="simple",
+        disable_numparse=True,
+        colalign=colalign,
+    )
 
 
 def _ms(seconds: float) -> str:

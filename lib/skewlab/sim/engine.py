@@ -9,7 +9,9 @@ serves its events first come, first served with a per-event service time
 
 1. Pull a chunk of events from the workload (never more than one chunk is
    held) and draw every event's service time from the seeded generator in
-   stream order, so every grouping faces the same costs.
+   stream order, so every grouping faces the same costs. With
+   ``arrivals="poisson"`` the events' times are redrawn as a Poisson process
+   at the run's rate (an open-loop generator) from a second seeded stream.
 2. Cut the chunk into blocks no longer than ``block_s`` of event time nor
    ``block_events`` events, ending at any hook tick. Before each block, set
    the shared :class:`~skewlab.clock.ManualClock` to the block's first event
@@ -17,10 +19,20 @@ serves its events first come, first served with a per-event service time
 3. If a hook is due, run the queues up to the block, then call each due hook
    (:mod:`skewlab.sim.base`) and install the overrides it returns.
 4. Route the block: splitter ``seq % S`` routes event ``seq`` with
-   ``route_batch``; pinned keys of the overrides replace its decisions.
+   ``route_batch``; pinned keys of the overrides replace its decisions. A
+   hook with an ``on_events`` method sees the routed block (a heavy-hitter
+   detector fed by the stream); an override it returns is installed at once
+   (after running the queues up to the block's end), for the next block on.
 5. Run every worker's FIFO queue (:func:`~skewlab.sim.queue.route_queues`),
    carrying each worker's last departure across blocks and chunks; add the
-   waits and sojourns to bounded histograms.
+   waits and sojourns to bounded histograms. A key handed off by a hook (its
+   optional ``take_handoffs() -> [(key, old worker, transfer_s)]``, as
+   :mod:`skewlab.sim.rebalance_hook` has) is *held*: its records reach
+   the new worker's queue no earlier than ``ready = max(D_src, now) +
+   transfer_s``, with ``D_src`` the old worker's last departure at the switch
+   (it has served every record of the key routed to it) and ``transfer_s`` the
+   state's transfer time. A held record can overtake records of a later block
+   on its worker by at most the hold (blocks are queued one after another).
 6. Count the chunk per (window, worker) and each key's workers per window
    (:class:`~skewlab.sim.tracking.WindowTracker`); report progress.
 7. After the last chunk, close the last window and compute the metrics
@@ -55,6 +67,9 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 """``progress(events_done, events_total)``, called after every chunk."""
 
+ARRIVALS: tuple[str, ...] = ("workload", "poisson")
+"""Arrival processes of :attr:`SimConfig.arrivals`."""
+
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
@@ -71,10 +86,16 @@ class SimConfig:
     block_events: int = 8192
     chunk: int = 65_536
     seed: int = 0
+    arrivals: str = "workload"
+    """``workload``: the workload's event times; ``poisson``: a Poisson process at the rate."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.service, ServiceTime):
             raise ConfigError(f"service must be a ServiceTime model, got {self.service!r}")
+        if self.arrivals not in ARRIVALS:
+            raise ConfigError(
+                f"arrivals must be one of {', '.join(ARRIVALS)}, got {self.arrivals!r}"
+            )
         for name in ("splitters", "block_events", "chunk"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -202,11 +223,16 @@ class _Run:
             sim.grouping.build(clock=self.clock) for _ in range(cfg.splitters)
         ]
         self.rng = np.random.default_rng(cfg.seed)
+        self.arrival_rng = np.random.default_rng([cfg.seed, 1])
+        self.t_arrival = 0.0
         self.last_dep = np.zeros(self.W)
+        self.hold = np.zeros(0)
+        self.hold_until = -math.inf
         self.delay = LatencyHistogram()
         self.soj = LatencyHistogram()
         self.tracker = WindowTracker(self.W, cfg.window_s)
         self.hooks = [_HookState(h, self.W) for h in sim.hooks]
+        self.watchers = [h for h in self.hooks if callable(getattr(h.hook, "on_events", None))]
         self.pinned = np.zeros(0, dtype=np.int64)
         self.pinned_vocab = -1
         self.merged: dict[str, int] = {}
@@ -229,11 +255,15 @@ class _Run:
                 break
             if len(chunk) == 0:
                 continue
+            ts = np.asarray(chunk.ts, dtype=np.float64)
+            if self.cfg.arrivals == "poisson":
+                ts = self.t_arrival + np.cumsum(
+                    self.arrival_rng.exponential(1.0 / self.rate, ts.size)
+                )
+                self.t_arrival = float(ts[-1])
             if first_ts is None:
-                first_ts = float(chunk.ts[0])
-            self._chunk(
-                chunk.seq0, chunk.keys.ids, np.asarray(chunk.ts, dtype=np.float64), chunk.vocab
-            )
+                first_ts = float(ts[0])
+            self._chunk(chunk.seq0, chunk.keys.ids, ts, chunk.vocab)
             done += len(chunk)
             if self.progress is not None:
                 self.progress(done, self.n)
@@ -253,7 +283,7 @@ class _Run:
             t_block = float(ts[start])
             due = self._due()
             if t_block >= due:
-                self._queues(workers, ts, services, q_start, start)
+                self._queues(ids, workers, ts, services, q_start, start)
                 q_start = start
                 self._tick(t_block, vocab)
                 due = self._due()
@@ -267,8 +297,12 @@ class _Run:
             workers[start:end] = self._route(seq0 + start, ids[start:end], vocab)
             for h in self.hooks:
                 h.account(ids[start:end], workers[start:end], len(vocab))
+            if self.watchers and self._watch(float(ts[end - 1]), ids[start:end], vocab):
+                self._queues(ids, workers, ts, services, q_start, end)
+                q_start = end
+                self._handoffs(float(ts[end - 1]), vocab)
             start = end
-        self._queues(workers, ts, services, q_start, m)
+        self._queues(ids, workers, ts, services, q_start, m)
         self.tracker.add(ts, ids, workers, len(vocab))
 
     def _due(self) -> float:
@@ -310,13 +344,66 @@ class _Run:
                 self.pinned[i] = worker
         self.pinned_vocab = len(vocab)
 
+    def _watch(self, now: float, ids: np.ndarray, vocab: KeyVocab) -> bool:
+        """Step 4's stream watchers; true when one of them installed a new override."""
+        changed = False
+        for h in self.watchers:
+            decision = h.hook.on_events(now, ids, vocab)  # type: ignore[attr-defined]
+            if decision is not None:
+                self._install(h, decision)
+                changed = True
+        return changed
+
+    def _install(self, h: _HookState, decision: object) -> None:
+        if not isinstance(decision, RoutingOverride):
+            raise SimError(f"hook returned {type(decision).__name__}, not an override")
+        bad = [w for _, w in decision.pairs if w >= self.W]
+        if bad:
+            raise SimError(f"hook pinned a key to worker {bad[0]} of {self.W}")
+        h.override = decision
+        self.overrides += 1
+        self._merge()
+
+    def _handoffs(self, now: float, vocab: KeyVocab) -> None:
+        """Step 5's holds: each handed-off key is ready at ``max(D_src, now) + transfer_s``."""
+        for h in self.hooks:
+            take = getattr(h.hook, "take_handoffs", None)
+            if take is None:
+                continue
+            for key, src, transfer_s in take():
+                i = vocab.id_of(key)
+                if i is None:
+                    continue
+                if self.hold.size < len(vocab):
+                    grown = np.full(max(len(vocab), 2 * self.hold.size), -math.inf)
+                    grown[: self.hold.size] = self.hold
+                    self.hold = grown
+                ready = max(float(self.last_dep[src]), now) + float(transfer_s)
+                self.hold[i] = max(float(self.hold[i]), ready)
+                self.hold_until = max(self.hold_until, ready)
+
     def _queues(
-        self, workers: np.ndarray, ts: np.ndarray, services: np.ndarray, lo: int, hi: int
+        self,
+        ids: np.ndarray,
+        workers: np.ndarray,
+        ts: np.ndarray,
+        services: np.ndarray,
+        lo: int,
+        hi: int,
     ) -> None:
         """Step 5 for events ``lo:hi`` of the chunk."""
         if hi <= lo:
             return
-        wait, sojourn = route_queues(workers[lo:hi], ts[lo:hi], services[lo:hi], self.last_dep)
+        ready = None
+        if self.hold_until > float(ts[lo]):
+            if self.hold.size < int(ids[lo:hi].max()) + 1:
+                grown = np.full(int(ids[lo:hi].max()) + 1, -math.inf)
+                grown[: self.hold.size] = self.hold
+                self.hold = grown
+            ready = self.hold[ids[lo:hi]]
+        wait, sojourn = route_queues(
+            workers[lo:hi], ts[lo:hi], services[lo:hi], self.last_dep, ready
+        )
         self.delay.add(wait)
         self.soj.add(sojourn)
 
@@ -333,18 +420,12 @@ class _Run:
                 decision = h.hook.on_tick(due, h.view(due, backlog, vocab))
                 self.ticks += 1
                 if decision is not None:
-                    if not isinstance(decision, RoutingOverride):
-                        raise SimError(f"hook returned {type(decision).__name__}, not an override")
-                    bad = [w for _, w in decision.pairs if w >= self.W]
-                    if bad:
-                        raise SimError(f"hook pinned a key to worker {bad[0]} of {self.W}")
-                    h.override = decision
-                    self.overrides += 1
-                    self._merge()
+                    self._install(h, decision)
                 take_pauses = getattr(h.hook, "take_pauses", None)
                 if take_pauses is not None:  # optional: state-migration pauses (base.py)
                     for w, pause in take_pauses().items():
                         self.last_dep[w] = max(float(self.last_dep[w]), due) + pause
+                self._handoffs(due, vocab)
                 h.reset(due)
                 if h.next_due <= t_block:
                     # no events since ``due``: skip the empty ticks (a gap in a trace)

@@ -14,6 +14,11 @@ Python loop::
 
 The queueing delay (time waiting before service starts) is
 ``D_n - S_n - A_n``; the sojourn time (wait + service) is ``D_n - A_n``.
+
+A record held back (SMALOPS' split-state hand-off: the target consumer queues
+a moved key's records until its state arrives) joins its worker's queue at its
+*ready* time ``max(A_n, ready_n)`` instead of ``A_n``; its delay is still
+counted from ``A_n``.
 """
 
 from __future__ import annotations
@@ -44,13 +49,17 @@ def route_queues(
     arrivals: np.ndarray,
     services: np.ndarray,
     last_departure: np.ndarray,
+    ready: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run every worker's FIFO queue over one block of events in stream order.
 
     ``workers[i]`` serves event ``i``; ``last_departure`` (one per worker) is
     updated in place. Returns ``(wait, sojourn)`` per event, in stream order.
     Events of one worker keep their stream order (a stable sort), so each
-    worker sees its arrivals in FIFO order.
+    worker sees its arrivals in FIFO order. With ``ready`` (seconds, per
+    event), event ``i`` joins its queue at ``max(arrivals[i], ready[i])``
+    (a held record, see the module docstring), ties kept in stream order; its
+    wait and sojourn still count from ``arrivals[i]``.
     """
     n = workers.size
     wait = np.zeros(n)
@@ -67,9 +76,16 @@ def route_queues(
         lo, hi = int(bounds[w]), int(bounds[w + 1])
         a = a_sorted[lo:hi]
         s = s_sorted[lo:hi]
-        dep = fifo_departures(a, s, float(last_departure[w]))
-        last_departure[w] = dep[-1]
         idx = order[lo:hi]
+        joins = a
+        if ready is not None:
+            r = ready[idx]
+            if bool(np.any(r > a)):
+                joins = np.maximum(a, r)
+                by_join = np.argsort(joins, kind="stable")
+                a, s, idx, joins = a[by_join], s[by_join], idx[by_join], joins[by_join]
+        dep = fifo_departures(joins, s, float(last_departure[w]))
+        last_departure[w] = dep[-1]
         soj = dep - a
         sojourn[idx] = soj
         wait[idx] = soj - s

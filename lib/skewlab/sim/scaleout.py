@@ -7,7 +7,10 @@ every ``dt_s`` (small against every duration it resolves):
 
 * The input rate is ``base_rate * growth ** (t / period_s)`` (the seed:
   200 tuples/s, "increased continuously by almost doubling the rate after
-  every 500 seconds"); ``ramp="step"`` doubles at once every period instead.
+  every 500 seconds"); ``ramp="step"`` doubles at once every period instead;
+  ``ramp="alternate"`` switches between ``base_rate`` and ``base_rate *
+  growth`` every ``period_s`` (seed Fig. 15: "alternating low input rates and
+  high input rates after every 5 minutes").
   A key space of ``state_keys`` keys is split among ``n`` instances by
   :func:`~skewlab.state.decompose`'s hash, so instance ``i`` gets the share
   ``s_i`` of the input it owns.
@@ -26,11 +29,21 @@ every ``dt_s`` (small against every duration it resolves):
   (``copy_keys_per_s`` for a live copy), and a checkpoint can be read only
   once written (``keys / write_keys_per_s`` after it was taken).
   ``TakeCheckpoint``: each instance stalls ``keys_i / snapshot_keys_per_s``
-  (the synchronous copy; the write is asynchronous). ``FeedInput`` /
+  (the synchronous copy; the write is asynchronous). Snapshot stalls and
+  state loading add up to ``state_work_s``, the state management of Fig. 15. ``FeedInput`` /
   ``SwitchRouting`` / ``StopInstances`` set the flags.
 * The simulator acknowledges ``on_ready`` when a group's ``ready_at`` passes
   and ``on_caught_up`` when a fed, unconnected group's position reaches the
-  connected group's (their outputs agree).
+  connected group's (their outputs agree). With each score it reports the
+  share of keys changed since the last checkpoint, ``1 - exp(-n / keys)``
+  after ``n`` tuples processed (every key equally likely), which the
+  checkpointing policy compares with its ``change_fraction``.
+* A scale event is *decided* at the observation where the policy commits to
+  it (it enters SCALING, or switches routing at once); its take-over time
+  runs from there until the new instances are connected and ready. An active
+  backup whose secondaries are not ready at scale_out (alarming set close to
+  scale_out: the seed's "SE needs some time to set up backup servers") shows
+  the wait here.
 * Downstream sees ``D(t)``, the furthest position any connected group has
   reached (outputs are deduplicated, so a restored instance re-emits nothing
   until it passes ``D``). With the arrival curve ``A(t)``, the latency of the
@@ -57,9 +70,16 @@ import numpy as np
 from skewlab.clock import ManualClock
 from skewlab.errors import ConfigError
 from skewlab.keys import KeyVocab
+from skewlab.sim.scaleout_result import (
+    ScaleOutEvent,
+    ScaleOutResult,
+    arrival_latency,
+    weighted_quantile,
+)
 from skewlab.state.base import (
     Action,
     FeedInput,
+    Phase,
     Replay,
     Role,
     SplitState,
@@ -78,6 +98,7 @@ log = logging.getLogger(__name__)
 
 _DURATIONS = ("period_s", "duration_s", "startup_s", "redeploy_s", "measure_s", "dt_s")
 _RATES = ("base_rate", "service_rate")
+RAMPS = ("continuous", "step", "alternate")
 _KEY_RATES = ("snapshot_keys_per_s", "write_keys_per_s", "read_keys_per_s", "copy_keys_per_s")
 
 
@@ -90,7 +111,8 @@ class ScaleOutSimConfig:
     growth: float = 2.0
     period_s: float = 500.0
     ramp: str = "continuous"
-    """``continuous`` (the seed's "increased continuously ... doubling every 500 s") or ``step``."""
+    """``continuous`` (the seed's "increased continuously ... doubling every 500 s"), ``step``
+    or ``alternate`` (low ``base_rate`` / high ``base_rate * growth`` every ``period_s``)."""
     duration_s: float = 2000.0
     service_rate: float = 150.0
     """Tuples per second one instance processes."""
@@ -113,8 +135,8 @@ class ScaleOutSimConfig:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
         if self.growth < 1 or self.state_keys < 1 or self.noise < 0:
             raise ConfigError("need growth >= 1, state_keys >= 1 and noise >= 0")
-        if self.ramp not in ("continuous", "step"):
-            raise ConfigError(f"ramp must be 'continuous' or 'step', got {self.ramp!r}")
+        if self.ramp not in RAMPS:
+            raise ConfigError(f"ramp must be one of {', '.join(RAMPS)}, got {self.ramp!r}")
         if self.dt_s > self.measure_s:
             raise ConfigError(f"dt_s ({self.dt_s}) must not exceed measure_s ({self.measure_s})")
 
@@ -134,57 +156,15 @@ class ScaleOutSimConfig:
         return dataclasses.replace(self, **changes)
 
     def rate(self, t: float) -> float:
-        """``base_rate * growth ** (t / period_s)``, continuous or in steps (``ramp``)."""
-        periods = t / self.period_s if self.ramp == "continuous" else float(t // self.period_s)
+        """``base_rate * growth ** (t / period_s)``, continuous or in steps; alternating:
+        ``base_rate`` in even periods, ``base_rate * growth`` in odd ones (``ramp``)."""
+        if self.ramp == "continuous":
+            periods = t / self.period_s
+        elif self.ramp == "step":
+            periods = float(t // self.period_s)
+        else:
+            periods = float(int(t // self.period_s) % 2)
         return float(self.base_rate * self.growth**periods)
-
-
-@dataclass(frozen=True)
-class ScaleOutEvent:
-    """A scale event: decided at ``t``, the new instances took over at ``done`` (None: never)."""
-
-    t: float
-    kind: str
-    before: int
-    after: int
-    done: float | None
-
-
-@dataclass
-class ScaleOutResult:
-    """Series (one sample per ``measure_s``) and totals of one run."""
-
-    policy: str
-    t: np.ndarray
-    rate: np.ndarray
-    instances: np.ndarray
-    """Running instances (all roles, starting ones included)."""
-    throughput: np.ndarray
-    latency_s: np.ndarray
-    score: np.ndarray
-    events: list[ScaleOutEvent]
-    instance_seconds: float
-    backup_seconds: float
-    """Time during which secondaries (active backups) were running."""
-    pause_s: float
-    max_pause_s: float
-    latency_mean_s: float
-    latency_p99_s: float
-    fairness: float
-    processed: float
-    arrived: float
-    checkpoints: int
-    duration_s: float
-
-    @property
-    def backup_share(self) -> float:
-        """Fraction of the run during which secondaries were running (seed Fig. 12)."""
-        return self.backup_seconds / self.duration_s
-
-    @property
-    def takeover_s(self) -> list[float]:
-        """Per scale event: from the decision until the new instances served the outputs."""
-        return [e.done - e.t for e in self.events if e.done is not None]
 
 
 @dataclass
@@ -217,6 +197,9 @@ class _Run:
         self.checkpoints: dict[int, tuple[float, float]] = {}  # id -> (pos, usable_at)
         self.events: list[ScaleOutEvent] = []
         self.decided: float | None = None
+        self.stall = 0.0
+        self.load = 0.0
+        self.cp_pos = 0.0  # position of the connected group at the last checkpoint
         n = len(self.policy.active)
         g = self._group(self.policy.active, Role.PRIMARY, 0.0)
         g.fed = g.connected = g.announced = True
@@ -250,8 +233,6 @@ class _Run:
                 cold = not self.groups
                 ready = now + cfg.startup_s + (cfg.redeploy_s if cold else 0.0)
                 self._group(a.instances, a.role, ready)
-                if a.role is not Role.SECONDARY:
-                    self.decided = now
             elif isinstance(a, StopInstances):
                 self.groups = [g for g in self.groups if g.ids != a.instances]
             elif isinstance(a, TakeCheckpoint):
@@ -260,6 +241,8 @@ class _Run:
                     continue
                 keys_i = cfg.state_keys / len(src.ids)
                 src.stall_until = max(src.stall_until, now) + keys_i / cfg.snapshot_keys_per_s
+                self.stall += cfg.state_keys / cfg.snapshot_keys_per_s
+                self.cp_pos = src.pos
                 self.checkpoints[a.checkpoint] = (
                     src.pos,
                     now + cfg.state_keys / cfg.write_keys_per_s,
@@ -291,14 +274,16 @@ class _Run:
             src = self.find(a.sources)
             g.pos = src.pos if src is not None else self.down
             g.ready_at += keys_i / cfg.copy_keys_per_s
+            self.load += cfg.state_keys / cfg.copy_keys_per_s
         else:
             pos, usable_at = self.checkpoints[a.checkpoint]
             g.pos = pos
             g.ready_at = max(g.ready_at, usable_at) + keys_i / cfg.read_keys_per_s
+            self.load += cfg.state_keys / cfg.read_keys_per_s
         g.backlog = (self.arrived - g.pos) * g.shares
 
     def _record(self, now: float, before: int, after: int) -> None:
-        """A take-over: decided when its instances were started (active backup: now)."""
+        """A take-over, dated from its decision (:meth:`observe`)."""
         t = self.decided if self.decided is not None else now
         kind = "scale-in" if after < before else "scale-out"
         self.events.append(ScaleOutEvent(t, kind, before, after, None))
@@ -311,21 +296,40 @@ class _Run:
         if self.events and self.events[-1].done is None and g is not None and now >= g.ready_at:
             self.events[-1] = dataclasses.replace(self.events[-1], done=now)
 
+    def observe(self, score: float) -> None:
+        """Feed one score (and the changed share of keys) to the policy and run its actions.
+
+        The observation at which the policy enters SCALING, or switches routing
+        at once, is the scale decision the take-over time is measured from.
+        """
+        conn = self.connected()
+        n = 0.0 if conn is None else max(conn.pos - self.cp_pos, 0.0)
+        changed = float(-np.expm1(-n / self.cfg.state_keys))
+        before = self.policy.phase
+        actions = self.policy.observe(score, changed)
+        entered = self.policy.phase is Phase.SCALING and before is not Phase.SCALING
+        if self.decided is None and (entered or any(isinstance(a, SwitchRouting) for a in actions)):
+            self.decided = self.clock.now()
+        self.execute(actions)
+        self.finish_events()
+
     # ------------------------------------------------------------ step
 
     def step(self, dt: float, lam: float) -> tuple[float, np.ndarray | None]:
         """Advance ``dt``; returns the processing of the connected group's instances."""
         now = self.clock.now()
         self.arrived += lam * dt
-        cap = self.cfg.service_rate * dt
         done_conn: np.ndarray | None = None
         for g in self.groups:
             if g.fed:
                 g.backlog += lam * dt * g.shares
-            if now < g.ready_at or now < g.stall_until:
+            # the part of the step after start-up and snapshot stalls (fluid: a stall
+            # shorter than a step costs its own length, not the whole step)
+            usable = now + dt - max(now, g.ready_at, g.stall_until)
+            if usable <= 0:
                 done = np.zeros_like(g.backlog)
             else:
-                done = np.minimum(g.backlog, cap)
+                done = np.minimum(g.backlog, self.cfg.service_rate * usable)
                 g.backlog -= done
                 g.pos += float(done.sum())
             if g.connected:
@@ -406,7 +410,7 @@ def simulate_scaleout(cfg: ScaleOutSimConfig) -> ScaleOutResult:
             s = run.score(lam, window, cfg.measure_s)
             scores.append(s)
             window = np.zeros_like(window)
-            run.execute(run.policy.observe(s))
+            run.observe(s)
     arrivals, downs = _drain(run, arrivals, downs, steps)
     return _result(cfg, run, arrivals, downs, alive, scores, backup, pause, max_pause, fair)
 
@@ -446,21 +450,12 @@ def _result(
 ) -> ScaleOutResult:
     dt = cfg.dt_s
     steps = len(alive)
-    total = len(downs) - 1
-    times = np.arange(total + 1) * dt
-    # latency of the tuples arriving in step k: first time D reaches A(k+1)
-    j = np.searchsorted(downs, arrivals[1 : steps + 1] - 1e-9, side="left")
-    ends = times[np.minimum(j, total)]
-    lat = np.maximum(ends - times[1 : steps + 1], 0.0) + 1.0 / cfg.service_rate
-    weights = np.diff(arrivals[: steps + 1])
+    lat, weights = arrival_latency(arrivals, downs, steps, dt, 1.0 / cfg.service_rate)
     per = max(1, round(cfg.measure_s / dt))
     m = steps // per
     w = weights[: m * per].reshape(m, per)
     lat_series = (lat[: m * per].reshape(m, per) * w).sum(1) / np.maximum(w.sum(1), 1e-12)
     thr = np.diff(downs[::per][: m + 1]) / cfg.measure_s
-    order = np.argsort(lat)
-    cum = np.cumsum(weights[order])
-    p99 = float(lat[order][np.searchsorted(cum, 0.99 * cum[-1])])
     for e in run.events:
         log.debug("%s event %s", cfg.policy.name, e)
     return ScaleOutResult(
@@ -477,10 +472,12 @@ def _result(
         pause_s=pause,
         max_pause_s=max_pause,
         latency_mean_s=float((lat * weights).sum() / weights.sum()),
-        latency_p99_s=p99,
+        latency_p99_s=weighted_quantile(lat, weights, 0.99),
         fairness=fair.fd,
         processed=float(downs[-1]),
         arrived=float(arrivals[-1]),
         checkpoints=len(run.checkpoints),
         duration_s=steps * dt,
+        snapshot_stall_s=run.stall,
+        state_load_s=run.load,
     )

@@ -10,6 +10,12 @@ The settings it applies are the ones this project needs everywhere (ENVIRONMENT.
    partition of a stateful operator costs a task and a state store instance.
 4. No UI, warehouse and default checkpoint root under ``data_dir``, log level WARN.
 5. skewlab's Python data sources (``skewlab-kafka``) registered on the session.
+6. The driver listens on loopback only: ``spark.driver.host`` and
+   ``spark.driver.bindAddress`` are ``127.0.0.1`` on a ``local`` master (its RPC and
+   block manager ports are then unreachable from other machines). On a cluster
+   master executors must reach the driver, so Spark's own choice stands unless
+   ``$SKEWLAB_SPARK_DRIVER_HOST`` (and ``$SKEWLAB_SPARK_BIND_ADDRESS``, default: the
+   host) names the address; ``conf`` entries win over both.
 
 An active session is reused (only the data sources are registered again), so a test
 run and a job share one JVM.
@@ -30,6 +36,28 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+LOOPBACK = "127.0.0.1"
+DRIVER_HOST_ENV = "SKEWLAB_SPARK_DRIVER_HOST"
+"""The address executors reach the driver at (a cluster); default loopback on ``local``."""
+BIND_ADDRESS_ENV = "SKEWLAB_SPARK_BIND_ADDRESS"
+"""The address the driver's sockets bind (default: the driver host; ``0.0.0.0``: all)."""
+
+
+def driver_address(master: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``spark.driver.host`` / ``spark.driver.bindAddress`` for ``master`` (point 6).
+
+    ``{}`` on a cluster master without ``$SKEWLAB_SPARK_DRIVER_HOST``: Spark then
+    advertises the machine's address, which its executors need.
+    """
+    env = os.environ if env is None else env
+    host = env.get(DRIVER_HOST_ENV, "").strip()
+    bind = env.get(BIND_ADDRESS_ENV, "").strip()
+    if not host and master.strip().startswith("local"):
+        host = LOOPBACK
+    if not host:
+        return {"spark.driver.bindAddress": bind} if bind else {}
+    return {"spark.driver.host": host, "spark.driver.bindAddress": bind or host}
 
 
 def register_data_sources(spark: SparkSession) -> None:
@@ -82,6 +110,7 @@ def spark_session(
         "spark.sql.session.timeZone": "UTC",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        **driver_address(master),
     }
     settings.update(conf or {})
 

@@ -34,6 +34,7 @@ __all__ = [
     "KeyedOperator",
     "Reducer",
     "StreamTuple",
+    "changed_share",
     "count_sum",
     "replay_input",
     "restore",
@@ -173,6 +174,24 @@ class KeyedOperator:
         for t in cp.beta:
             op.receive(t)
         return op
+
+
+def changed_share(previous: Mapping[str, Any], current: Mapping[str, Any]) -> float:
+    """The share of keys whose value differs between two states (0..1), e.g. two checkpoints.
+
+    A key counts as changed when it was added, removed or its value differs;
+    the share is over the keys of either state (0.0 when both are empty).
+    This is what the checkpointing policy's ``change_fraction`` is compared
+    with (seed: a checkpoint "after a user-defined event, for example, when the
+    state has changed significantly"); feed it to the scale-out policy's
+    ``on_state_changed`` (:mod:`skewlab.state.policies`).
+    """
+    keys = previous.keys() | current.keys()
+    if not keys:
+        return 0.0
+    missing = object()
+    changed = sum(1 for k in keys if previous.get(k, missing) != current.get(k, missing))
+    return changed / len(keys)
 
 
 def replay_input(cp: Checkpoint, log: Iterable[StreamTuple]) -> list[StreamTuple]:

@@ -9,8 +9,11 @@ they replace). Time comes from an injected clock. Registry: :data:`POLICIES`.
 **checkpointing** (seed, "Checkpointing and scale out", Algorithm 3):
 
 1. at *alarming* take a checkpoint ``(theta, tau, beta)`` of the active
-   instances, then one every ``interval_s`` (the seed's ``c``) or when the
-   caller reports that at least ``change_fraction`` of the keys changed; stop
+   instances, then one every ``interval_s`` (the seed's ``c``) or, the seed's
+   "user-defined event ... when the state has changed significantly", as soon
+   as the caller reports (:meth:`on_state_changed`, fed by
+   :func:`~skewlab.state.checkpoint.changed_share`) that at least
+   ``change_fraction`` of the keys changed since the last checkpoint; stop
    checkpointing when the score falls back below alarming;
 2. at *scale_out* start ``factor x`` as many replacement instances, give each
    its hash part of the last checkpoint, replay ``beta`` and the input after
@@ -24,8 +27,10 @@ they replace). Time comes from an injected clock. Registry: :data:`POLICIES`.
    state onto them and feed them their part of the input while the primaries
    keep running;
 2. if the score falls back below alarming, stop the secondaries;
-3. at *scale_out* switch routing to the secondaries at once (if they are not
-   ready yet, as soon as ``on_ready`` says so) and stop the old primaries.
+3. at *scale_out*, unless cooling down, switch routing to the secondaries at
+   once (if they are not ready yet, as soon as ``on_ready`` says so) and stop
+   the old primaries. During the cool-down a take-over waits (the
+   secondaries keep running) until an observation at *scale_out* after it.
 
 **restart** (the seed's baseline: Storm 1.x checkpointing, "restart the
 topology with more resources"): a checkpoint every ``interval_s`` (Storm's
@@ -74,6 +79,12 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+def _elapsed(seconds: float, period: float) -> bool:
+    """``seconds >= period``, forgiving float rounding of a clock stepped in fractions
+    (20 steps of 0.05 s must count as 1 s, not 0.9999999999999999)."""
+    return seconds >= period - 1e-9 * max(1.0, abs(period))
 
 
 @dataclass(frozen=True)
@@ -179,7 +190,7 @@ class _Policy:
 
     def _cooling(self) -> bool:
         at = self._last_event_at
-        return at is not None and self.clock.now() - at < self.cfg.cooldown_s
+        return at is not None and not _elapsed(self.clock.now() - at, self.cfg.cooldown_s)
 
     def _checkpoint(self) -> TakeCheckpoint:
         cp = TakeCheckpoint(self._next_cp, self._active)
@@ -229,10 +240,28 @@ class _Policy:
 
     def observe(self, score: float, changed: float | None = None) -> list[Action]:
         """One measurement: the operator's score (max over its instances) and, optionally,
-        the fraction of keys changed since the last checkpoint."""
-        return self._on_level(self.detector.observe(score), changed)
+        the share of keys changed since the last checkpoint (as :meth:`on_state_changed`)."""
+        actions = self._on_level(self.detector.observe(score))
+        if changed is not None and not any(isinstance(a, TakeCheckpoint) for a in actions):
+            actions += self.on_state_changed(changed)
+        return actions
 
-    def _on_level(self, level: Level, changed: float | None) -> list[Action]:
+    def on_state_changed(self, fraction: float) -> list[Action]:
+        """``fraction`` (0..1) of the operator's keys changed since the last checkpoint.
+
+        The seed's "user-defined event" checkpoint trigger ("Checkpointing and
+        scale out": "triggered at every checkpointing interval c, or after a
+        user-defined event, for example, when the state has changed
+        significantly"). Only the checkpointing policy acts on it, and only
+        while alarmed and when ``change_fraction`` is set: a fraction at or above
+        it takes a checkpoint now, before the interval is due. Compute the
+        fraction with :func:`~skewlab.state.checkpoint.changed_share`.
+        """
+        if not 0.0 <= fraction <= 1.0:
+            raise ConfigError(f"changed fraction must be in [0, 1], got {fraction!r}")
+        return []
+
+    def _on_level(self, level: Level) -> list[Action]:
         raise NotImplementedError
 
     def on_ready(self, instances: tuple[int, ...]) -> list[Action]:
@@ -251,7 +280,15 @@ class _Policy:
 class _Checkpointing(_Policy):
     name = "checkpointing"
 
-    def _on_level(self, level: Level, changed: float | None) -> list[Action]:
+    def on_state_changed(self, fraction: float) -> list[Action]:
+        super().on_state_changed(fraction)
+        limit = self.cfg.change_fraction
+        if self._phase is Phase.ALARMED and limit is not None and fraction >= limit:
+            log.debug("%s: %.0f%% of the keys changed, checkpointing", self.name, 100 * fraction)
+            return [self._checkpoint()]
+        return []
+
+    def _on_level(self, level: Level) -> list[Action]:
         cfg: CheckpointingConfig = self.cfg
         if self._phase is Phase.SCALING:
             return []
@@ -267,13 +304,10 @@ class _Checkpointing(_Policy):
             if self._phase is Phase.NORMAL:
                 self._phase = Phase.ALARMED
                 return [self._checkpoint()]
-            due = self._last_cp_at is None or self.clock.now() - self._last_cp_at >= cfg.interval_s
-            significant = (
-                cfg.change_fraction is not None
-                and changed is not None
-                and changed >= cfg.change_fraction
+            due = self._last_cp_at is None or _elapsed(
+                self.clock.now() - self._last_cp_at, cfg.interval_s
             )
-            return [self._checkpoint()] if due or significant else []
+            return [self._checkpoint()] if due else []
         self._phase = Phase.NORMAL
         return self._maybe_scale_in(level)
 
@@ -281,17 +315,19 @@ class _Checkpointing(_Policy):
 class _ActiveBackup(_Policy):
     name = "active-backup"
 
-    def _on_level(self, level: Level, changed: float | None) -> list[Action]:
+    def _on_level(self, level: Level) -> list[Action]:
         if self._phase is Phase.SCALING:
             return []
         if self._phase is Phase.NORMAL:
             if level >= Level.ALARMING:
                 count = self._target_count(out=True)
                 if count > len(self._active):
-                    return self._start_secondaries(count) + self._on_level(level, changed)
+                    return self._start_secondaries(count) + self._on_level(level)
             return self._maybe_scale_in(level)
         # ALARMED: secondaries are running
         if level == Level.SCALE_OUT:
+            if self._cooling():
+                return []  # a take-over is a scale event: it waits for the cool-down
             if self._pending_ready:
                 return self._take_over()
             self._phase = Phase.SCALING
@@ -325,11 +361,12 @@ class _ActiveBackup(_Policy):
 class _Restart(_Policy):
     name = "restart"
 
-    def _on_level(self, level: Level, changed: float | None) -> list[Action]:
+    def _on_level(self, level: Level) -> list[Action]:
         cfg: RestartConfig = self.cfg
         actions: list[Action] = []
         if self._phase is not Phase.SCALING and (
-            self._last_cp_at is None or self.clock.now() - self._last_cp_at >= cfg.interval_s
+            self._last_cp_at is None
+            or _elapsed(self.clock.now() - self._last_cp_at, cfg.interval_s)
         ):
             actions.append(self._checkpoint())
         if self._phase is Phase.SCALING:
@@ -367,7 +404,12 @@ class _Restart(_Policy):
 
 @dataclass(frozen=True)
 class CheckpointingConfig(_Common):
-    """Checkpoint from alarming every ``interval_s`` (seed's ``c``) or on ``change_fraction``."""
+    """Checkpoint from alarming every ``interval_s`` (seed's ``c``) or on ``change_fraction``.
+
+    ``change_fraction``: when set, a share of changed keys at or above it
+    (reported through ``on_state_changed``) takes a checkpoint before the
+    interval is due; ``None`` checkpoints on the interval only.
+    """
 
     name: ClassVar[str] = "checkpointing"
     interval_s: float = 10.0

@@ -223,6 +223,12 @@ BAD_RECORDS: list[tuple[str, bytes]] = [
     ("not-object", b'["Turkey", 1.5, 3]'),
     ("too-large", events.encode("Turkey", 1.5, 3, "x" * (70 * 1024))),
     ("empty", b""),
+    # issue 18's poison records: each one stopped the route job
+    ("bad-ts", b'{"key": "poison", "ts": Infinity, "seq": 1}'),
+    ("bad-key", b'{"key": "\\ud800", "ts": 1.5, "seq": 1}'),
+    ("bad-ts", b'{"key": "poison", "ts": ' + b"9" * 401 + b', "seq": 1}'),
+    ("bad-seq", b'{"key": "poison", "ts": 1.5, "seq": %d}' % 2**70),
+    ("bad-ts", b'{"key": "poison", "ts": 1e300, "seq": 1}'),
 ]
 """One record of every kind the route job must quarantine, with its reason."""
 

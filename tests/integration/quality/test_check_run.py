@@ -1,30 +1,41 @@
-"""``check_run`` on real Delta tables and ``log_quality`` into a real MLflow store.
+"""``check_run`` on real Delta tables, a real events topic, real GX Data Docs and MLflow.
 
-Two runs share one store: a good one and one with every kind of damage (a
-negative count, a missing window, a result off by one, a quarantine row with
-an empty reason). Each is judged on its own rows only.
+Two runs share one store and one data dir: a good one and one with every kind
+of damage (a negative count, a missing window, a result off by one, a
+quarantine row with an empty reason). Each is judged on its own rows only.
+The data dir is laid out as a live run leaves it: ``<home>/delta`` for the
+tables, ``<home>/runs/<run_id>/handle.json`` naming the broker and the run's
+events topic; GX keeps its project and Data Docs in ``<home>/gx``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skewlab.pipeline.events import REASONS
+from skewlab.io.delta import DeltaStore
+from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.pipeline.events import REASONS, encode
 from skewlab.quality import (
+    DATA_DOCS,
     REPORT_JSON,
     REPORT_MD,
     QualityError,
+    QualityReport,
     check_run,
     events_frame,
     log_quality,
 )
 
 if TYPE_CHECKING:
-    from skewlab.io.delta import DeltaStore
+    from tests.integration.fixtures.broker import RunningBroker
+
     from skewlab.io.tracking import Tracker
 
 pytestmark = pytest.mark.integration
@@ -89,44 +100,127 @@ def _write_run(
         store.append(table, rows, app_id=f"test:{run_id}", version=0, run_id=run_id)
 
 
-def test_good_run_passes_and_its_report_lands_in_mlflow(
-    delta_store: DeltaStore, tracking: Tracker
-) -> None:
-    _write_run(delta_store, "good")
-    _write_run(delta_store, "bad", negative=True, off_by_one=True)  # must not leak into "good"
+def _produce_run_events(
+    home: Path, run_id: str, broker: RunningBroker, topic: str, *, late: bool = False
+) -> int:
+    """The run's input (key i: i + 1 events per window) in ``topic``, and its handle.
 
-    report = check_run(delta_store, "good", events_counts=_counts(), window_s=1.0)
+    Events go round-robin to 2 partitions in time order; ``late`` appends one
+    event whose ``ts`` goes back in time. Returns the number of events produced.
+    """
+    client = connect(KafkaSettings(broker.bootstrap))
+    seq = 0
+    try:
+        for w in WINDOWS:
+            for i, k in enumerate(KEYS):
+                for _ in range(i + 1):
+                    ts = w / 1000 + 0.01 * seq
+                    client.produce(topic, encode(k, ts, seq), partition=seq % 2)
+                    seq += 1
+        if late:
+            client.produce(topic, encode("a", 0.5, seq), partition=0)
+            seq += 1
+        client.flush()
+    finally:
+        client.close()
+    run_dir = home / "runs" / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handle = {
+        "run_id": run_id,
+        "bootstrap": broker.bootstrap,
+        "events_topic": topic,
+        "settings": {"client": "confluent"},
+        "produced": {"events": seq, "seconds": 1.0},
+    }
+    (run_dir / "handle.json").write_text(json.dumps(handle))
+    return seq
+
+
+def _validation_json(home: Path, report: QualityReport, frame: str) -> dict[str, Any]:
+    """The stored GX validation result of ``frame`` for the report's run (from Data Docs' store)."""
+    found = list((home / "gx" / "uncommitted" / "validations").rglob(f"skewlab-{frame}.json"))
+    mine = [p for p in found if report.run_id in p.parts]
+    assert len(mine) == 1, found
+    doc: dict[str, Any] = json.loads(mine[0].read_text())
+    return doc
+
+
+def _index_links(index: Path) -> set[str]:
+    return set(re.findall(r'href="(validations/[^"]+\.html)"', index.read_text()))
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+def test_good_run_passes_lists_its_expectations_and_lands_in_data_docs_and_mlflow(
+    home: Path, broker: RunningBroker, new_topic: Callable[..., str], tracking: Tracker
+) -> None:
+    store = DeltaStore(home / "delta")
+    _write_run(store, "good")
+    _write_run(store, "bad", negative=True, off_by_one=True)  # must not leak into "good"
+    produced = _produce_run_events(home, "good", broker, new_topic(2, "events"))
+
+    report = check_run(store, "good", events_counts=_counts(), window_s=1.0)
 
     assert report.ok, report.failures
     assert [s.suite for s in report.suites] == [
+        "events",
         "quarantine",
         "key_loads",
         "partition_loads",
         "results",
     ]
-    assert [s.rows for s in report.suites] == [1, 9, 6, 9]
-    assert report.skipped == {"events": "no events frame given"}
+    assert [s.rows for s in report.suites] == [produced, 1, 9, 6, 9]
+    assert report.skipped == {}
+    events = report.suites[0]
+    assert events.note.startswith(f"full count: all {produced} records")
+    assert "holds every produced event (18)" in {c.check for c in events.checked if c.success}
     report.raise_for_failures()
+    # A passing report names every expectation: type, column and verdict of each.
+    assert len(report.checked) == sum(s.evaluated for s in report.suites)
+    assert all(c.success and c.expectation.startswith("expect_") for c in report.checked)
+    assert ("key_loads", "count") in {(c.frame, c.column) for c in report.checked}
+
+    # The data dir's GX site: its index links every validation page of the run.
+    assert report.data_docs == home / "gx" / "uncommitted" / "data_docs" / "skewlab" / "index.html"
+    pages = {f: Path(p) for s in report.suites for f, p in s.pages.items()}
+    assert set(pages) >= {"events", "key_loads", "key_loads.windows", "results.totals"}
+    assert all(p.is_file() for p in pages.values())
+    links = _index_links(report.data_docs)
+    site = report.data_docs.parent
+    assert {str(p.relative_to(site)) for p in pages.values()} <= links
+    assert _validation_json(home, report, "events")["success"] is True
 
     rid = tracking.start_run(f"quality-{uuid.uuid4().hex[:8]}", "good")
     log_quality(tracking, rid, report)
     run = tracking.get_run_summary(rid)
     assert run.tags["quality"] == "passed"
+    assert run.tags["quality_data_docs"] == report.data_docs.as_uri()
     assert run.metrics["quality_ok"] == 1.0 and run.metrics["quality_failures"] == 0.0
+    assert run.metrics["quality_expectations"] == len(report.checked)
     artifacts = tracking.artifact_dir(rid)
     assert artifacts is not None
     doc = json.loads((artifacts / REPORT_JSON).read_text())
     assert doc["ok"] is True and doc["run_id"] == "good"
-    assert (artifacts / REPORT_MD).read_text().startswith("# Data quality of `good`: PASSED")
+    assert QualityReport.from_dict(doc) == report
+    text = (artifacts / REPORT_MD).read_text()
+    assert all(c.check in text for c in report.checked)
+    logged = artifacts / DATA_DOCS
+    assert (logged / "index.html").is_file()
+    for page in pages.values():
+        assert (logged / page.relative_to(site)).is_file()
 
 
-def test_damaged_run_fails_naming_each_expectation_and_row(
-    delta_store: DeltaStore, tracking: Tracker
+def test_damaged_run_fails_naming_each_expectation_in_the_report_and_the_data_docs(
+    home: Path, tracking: Tracker
 ) -> None:
-    _write_run(delta_store, "good")
-    _write_run(delta_store, "bad", negative=True, drop_window=1000, off_by_one=True, reason="")
+    store = DeltaStore(home / "delta")
+    _write_run(store, "good")
+    _write_run(store, "bad", negative=True, drop_window=1000, off_by_one=True, reason="")
 
-    report = check_run(delta_store, "bad", events_counts=_counts(), window_s=1.0)
+    report = check_run(store, "bad", events_counts=_counts(), window_s=1.0)
 
     assert not report.ok
     assert report.failures == [
@@ -141,8 +235,22 @@ def test_damaged_run_fails_naming_each_expectation_and_row(
         "[expect_column_pair_values_to_be_equal] failed on 1 of 9 rows: "
         "{window_start=2000, key='c', count=4, expected=3}",
     ]
+    failed = {(c.frame, c.check) for c in report.checked if not c.success}
+    assert ("key_loads", "count >= 0") in failed and len(failed) == 4
+    assert report.skipped["events"].startswith("run has no handle")
     with pytest.raises(QualityError, match=r"FAILED 4 of \d+ expectations: quarantine: reason"):
         report.raise_for_failures()
+
+    # The failure is in GX's own stored validation (what the Data Docs page renders).
+    doc = _validation_json(home, report, "key_loads")
+    assert doc["success"] is False
+    verdicts = {r["expectation_config"]["description"]: r["success"] for r in doc["results"]}
+    assert verdicts["count >= 0"] is False and verdicts["bytes >= 0"] is True
+    assert doc["results"][0]["expectation_config"]["type"].startswith("expect_")
+    assert report.data_docs is not None
+    assert str(Path(report.suites[1].pages["key_loads"]).relative_to(report.data_docs.parent)) in (
+        _index_links(report.data_docs)
+    )
 
     rid = tracking.start_run(f"quality-{uuid.uuid4().hex[:8]}", "bad")
     log_quality(tracking, rid, report)
@@ -150,8 +258,42 @@ def test_damaged_run_fails_naming_each_expectation_and_row(
     assert run.tags["quality"] == "failed" and run.metrics["quality_failures"] == 4.0
     artifacts = tracking.artifact_dir(rid)
     assert artifacts is not None
-    md = (artifacts / REPORT_MD).read_text()
-    assert "`{window_start=2000, key='c', count=4, expected=3}`" in md
+    text = (artifacts / REPORT_MD).read_text()
+    assert "FAILED key_loads: count >= 0 [expect_column_values_to_be_between(count)]" in text
+    assert "{window_start=2000, key='c', count=4, expected=3}" in text
+
+
+def test_events_suite_samples_a_large_topic_and_skips_a_deleted_one(
+    home: Path, broker: RunningBroker, new_topic: Callable[..., str]
+) -> None:
+    store = DeltaStore(home / "delta")
+    _write_run(store, "late")
+    topic = new_topic(2, "events")
+    produced = _produce_run_events(home, "late", broker, topic, late=True)
+
+    report = check_run(store, "late", window_s=1.0, events_limit=8)
+    # A sample is no input count: exactness is skipped, not judged against 8 events.
+    assert report.ok and report.skipped["results.totals"].startswith("no input counts")
+    events = report.suites[0]
+    assert events.suite == "events" and events.rows == 8
+    assert events.note.startswith(f"sample: the first 8 of {produced} records")
+    assert events.ok  # the late event is past the sample; no row count for a sample
+    assert "holds every produced event" not in " ".join(c.check for c in events.checked)
+
+    report = check_run(store, "late", events_counts=_counts(), window_s=1.0)
+    assert report.suites[0].rows == produced
+    assert [f.split(" [", 1)[0] for f in report.failures] == [
+        "events: ts never decreases within a partition (offset order)"
+    ]
+
+    admin = connect(KafkaSettings(broker.bootstrap))
+    admin.delete_topic(topic)
+    admin.close()
+    report = check_run(store, "late", events_counts=_counts(), window_s=1.0)
+    assert report.ok and "events" not in [s.suite for s in report.suites]
+    assert (
+        report.skipped["events"] == f"events topic {topic} is gone (deleted when the run stopped)"
+    )
 
 
 def test_events_frame_adds_the_events_suite_and_the_per_key_count(
@@ -172,7 +314,7 @@ def test_events_frame_adds_the_events_suite_and_the_per_key_count(
     report = check_run(delta_store, "ev", events=events, window_s=1.0)
     assert report.ok, report.failures
     assert report.suites[0].suite == "events" and report.suites[0].rows == 18
-    assert report.skipped == {}
+    assert report.data_docs is None and set(report.skipped) == {"data_docs"}
 
     late = events_frame(
         [*records, (0, offset, json.dumps({"key": "a", "ts": 0.5, "seq": 99}).encode())]

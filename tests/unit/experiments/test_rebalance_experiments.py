@@ -16,8 +16,8 @@ pytestmark = pytest.mark.unit
 
 EXPECTED_ROWS = {
     "smalops-latency": ["10", "20", "30", "40", "50"],
-    "smalops-threshold": ["hash", "0.5%", "1.0%", "10.0%", "20.0%"],
-    "smalops-dynamic": ["hash", "smalops 10%", "smalops 1%"],
+    "smalops-threshold": ["hash", "0.5%", "1.0%", "10.0%", "20.0%", "2.0% + Eq. 4"],
+    "smalops-dynamic": ["hash", "smalops 10%", "smalops 2%"],
     "dlb-switch": ["kg", "pkg", "lptf", "dlb-h", "dlb-l"],
     "pkg-split-state": ["whole eps 1.5 phases", "whole eps 0.2 phases", "per "],
 }
@@ -37,3 +37,5 @@ def test_runs_at_tiny_scale(name: str, tmp_path: Path) -> None:
         assert any(f.startswith(label) for f in firsts), (label, firsts)
     assert report.plots and all(p.exists() for p in report.plots)
     assert report.rows and report.metrics
+    if name.startswith("smalops"):
+        assert report.claims and report.setup

@@ -54,14 +54,85 @@ def test_w_choices_spreads_the_heavy_key_over_all_workers() -> None:
     assert loads.max() < pkg_loads.max()  # 40% of the stream cannot fit on 2 of 10 workers
 
 
-def test_d_choices_solves_d_from_the_head() -> None:
-    vocab, ids = heavy_stream()
-    g = DChoicesConfig(workers=10).build()
+def paper_d(head: list[float], workers: int, epsilon: float) -> int:
+    """The paper's rule for ``d`` (dchoices module docstring), written out independently.
+
+    The smallest ``d >= max(2, round(p1 W))`` below ``W`` with, for ``b(h) = 1 -
+    ((W - 1) / W) ** (h d)``, ``p1 + (pH - p1) b(1)^d + pT b(1)^2 <= b(1) + eps``
+    and ``pH + pT b(|H|)^2 <= b(|H|) + eps``; ``W`` when none is.
+    """
+    p1, ph = max(head), sum(head)
+    pt = 1.0 - ph
+
+    def b(h: int, d: int) -> float:
+        return 1.0 - ((workers - 1) / workers) ** (h * d)
+
+    for d in range(max(2, round(p1 * workers)), workers):
+        first = p1 + (ph - p1) * b(1, d) ** d + pt * b(1, d) ** 2 <= b(1, d) + epsilon
+        whole = ph + pt * b(len(head), d) ** 2 <= b(len(head), d) + epsilon
+        if first and whole:
+            return d
+    return workers
+
+
+def one_hot_key_stream(periods: int, tail: int = 500) -> tuple[KeyVocab, np.ndarray]:
+    """Periods of 10 events: the hot key ``h0`` 3 times, then 7 tail keys in rotation.
+
+    ``h0`` holds 30 % of the stream and is the whole head (theta = 2 / (5 W) = 4 %
+    at W = 10); each of the ``tail`` keys holds 0.14 %. At W = 10 the paper's rule
+    needs more than ``round(0.3 * 10) = 3`` choices but fewer than ``W``.
+    """
+    pattern = np.array([0, -1, -1, 0, -1, -1, 0, -1, -1, -1])
+    ids = np.tile(pattern, periods)
+    slots = np.flatnonzero(ids < 0)
+    ids[slots] = 1 + np.arange(len(slots)) % tail
+    # one more period's first event, so the last refresh point (total = 1 + k * refresh)
+    # falls on the final event
+    ids = np.append(ids, 0)
+    return KeyVocab(f"h{i}" for i in range(tail + 1)), ids.astype(np.int64)
+
+
+def test_d_choices_solves_an_intermediate_d_from_the_head() -> None:
+    workers, epsilon, refresh = 10, 0.01, 1000
+    vocab, ids = one_hot_key_stream(periods=2000)
+    g = DChoicesConfig(workers=workers, epsilon=epsilon, refresh=refresh).build()
     out = g.route_batch(KeyBatch(ids, vocab))
-    assert 4 <= g.d <= 10  # p1 = 0.4 needs at least round(0.4 * 10) choices
+    # d was last solved at event number 1 + k * refresh = len(ids); with 501 keys
+    # and 1000 counters SpaceSaving is exact, so the head is the true prefix shares.
+    last = 1 + (len(ids) - 1) // refresh * refresh
+    assert last == len(ids)
+    shares = np.bincount(ids[:last], minlength=len(vocab)) / last
+    theta = 2.0 / (5.0 * workers)
+    head = [float(p) for p in shares if p > theta]
+    assert len(head) == 1 and head[0] == pytest.approx(0.3, abs=1e-3)
+    expected = paper_d(head, workers, epsilon)
+    assert round(head[0] * workers) < expected < workers  # the rule's loop decides d
+    assert g.d == expected
     used = workers_per_key(vocab, ids, out)
     assert len(used["h0"]) > 2
-    assert max(len(ws) for k, ws in used.items() if k != "h0") <= max(2, g.d)
+
+
+def test_w_choices_sends_heavy_events_to_the_lowest_least_loaded_worker() -> None:
+    """All keys heavy, so every event goes to the first worker at the minimum load."""
+    vocab = KeyVocab(["a", "b", "c"])
+    rng = np.random.default_rng(3)
+    ids = np.concatenate([[0, 1, 2], rng.integers(0, 3, 3_000)]).astype(np.int64)
+    workers = 7
+    loads = [0] * workers
+    expected = []
+    for _ in ids:
+        w = loads.index(min(loads))
+        loads[w] += 1
+        expected.append(w)
+    cfg = WChoicesConfig(workers=workers, theta=0.05)
+    batched = cfg.build()
+    half = len(ids) // 2
+    first = batched.route_batch(KeyBatch(ids[:half], vocab))
+    resumed = cfg.build(state=batched.snapshot())
+    second = resumed.route_batch(KeyBatch(ids[half:], vocab))
+    single = cfg.build()
+    one_by_one = [single.route(vocab.keys[i]) for i in ids.tolist()]
+    assert np.concatenate([first, second]).tolist() == expected == one_by_one
 
 
 def test_d_choices_without_heavy_keys_is_pkg() -> None:

@@ -74,6 +74,22 @@ def test_scale_up_after_warm_up_and_check_interval() -> None:
     assert pools[122] == 4
 
 
+def test_grown_pools_lists_the_keys_above_the_initial_pool() -> None:
+    clock = FakeClock()
+    g = DKGConfig(workers=4).build(clock=clock)
+    for t in range(62):
+        clock.set(float(t))
+        for _ in range(3):
+            g.route(HOT)
+        g.route("cold")
+        if t == 60:
+            assert g.grown_pools() == {}
+    # HOT (75 % of the events) is old and its two workers are above loadToScaleUp
+    # (30 %) at its check of t=61; "cold" is old too, but its least-loaded candidate is
+    # below 30 %, so it keeps its 2 workers.
+    assert g.grown_pools() == {HOT: g.pool_size(HOT)} == {HOT: 3}
+
+
 def test_no_scale_up_outside_old_space() -> None:
     clock = FakeClock()
     g = DKGConfig(workers=4, old_every=1000, check_interval=1.0).build(clock=clock)

@@ -1,14 +1,15 @@
-"""QualityReport: verdict, one-line failures, dict / Markdown rendering, the raised error."""
+"""QualityReport: verdict, one-line failures, every expectation named, dict / text, the error."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from skewlab.errors import SkewlabError
-from skewlab.quality.report import Failure, QualityError, QualityReport, SuiteResult
+from skewlab.quality.report import Checked, Failure, QualityError, QualityReport, SuiteResult
 
 pytestmark = pytest.mark.unit
 
@@ -30,14 +31,24 @@ MISSING = Failure(
 )
 
 
+COUNT = Checked("key_loads", "expect_column_values_to_be_between", "count", "count >= 0", True)
+REASON = Checked(
+    "quarantine", "expect_column_values_to_be_in_set", "reason", "reason is known", True, "0 of 0"
+)
+
+
 def _report(*failures: Failure) -> QualityReport:
+    count = Checked(
+        COUNT.frame, COUNT.expectation, COUNT.column, COUNT.check, not failures, "2 of 10 rows"
+    )
     return QualityReport(
         run_id="dkg-1",
         suites=(
-            SuiteResult("quarantine", rows=0, evaluated=5),
-            SuiteResult("key_loads", rows=10, evaluated=7, failures=failures),
+            SuiteResult("quarantine", rows=0, evaluated=5, checked=(REASON,)),
+            SuiteResult("key_loads", rows=10, evaluated=7, failures=failures, checked=(count,)),
         ),
         skipped={"events": "no events frame given"},
+        data_docs=Path("/data/gx/uncommitted/data_docs/skewlab/index.html"),
     )
 
 
@@ -48,10 +59,17 @@ def test_passing_report() -> None:
         "data quality of dkg-1: PASSED 12 expectations (quarantine, key_loads)"
     )
     report.raise_for_failures()  # no error
-    md = report.to_markdown()
-    assert md.startswith("# Data quality of `dkg-1`: PASSED\n")
-    assert "| key_loads | 10 | 7 | 0 |" in md
-    assert "| events | - | skipped: no events frame given | - |" in md
+    lines = report.text().splitlines()
+    assert lines[0] == "# Data quality of `dkg-1`: PASSED"
+    assert "Data Docs: file:///data/gx/uncommitted/data_docs/skewlab/index.html" in lines
+    # A passing report names every expectation it checked: type, column, result.
+    reason = "  - passed quarantine: reason is known [expect_column_values_to_be_in_set(reason)]"
+    assert f"{reason}: 0 of 0" in lines
+    assert (
+        "  - passed key_loads: count >= 0 [expect_column_values_to_be_between(count)]: 2 of 10 rows"
+        in lines
+    )
+    assert "- events: skipped: no events frame given" in lines
 
 
 def test_failures_are_one_line_each_and_json_safe() -> None:
@@ -81,12 +99,19 @@ def test_raise_for_failures_names_every_failure_in_one_line() -> None:
     assert "count >= 0" in message and "missing columns ['ts']" in message
 
 
-def test_markdown_lists_failures_with_rows() -> None:
-    md = _report(NEGATIVE).to_markdown()
-    assert "# Data quality of `dkg-1`: FAILED" in md
-    assert "- **key_loads**: count >= 0 (`expect_column_values_to_be_between`)" in md
-    assert "  - offending rows: 2 of 10" in md
-    assert "  - `{window_start=1000, key='b', count=-2}`" in md
+def test_text_marks_the_failed_expectation_and_quotes_its_rows() -> None:
+    text = _report(NEGATIVE).text()
+    assert text.startswith("# Data quality of `dkg-1`: FAILED\n")
+    assert "FAILED key_loads: count >= 0 [expect_column_values_to_be_between(count)]" in text
+    assert "{window_start=1000, key='b', count=-2}" in text
+
+
+def test_report_round_trips_through_json() -> None:
+    report = _report(NEGATIVE, MISSING)
+    back = QualityReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert back == report
+    assert back.checked == [REASON, report.suites[1].checked[0]]
+    assert back.data_docs == report.data_docs
 
 
 def test_rows_are_capped_and_cells_cleaned() -> None:

@@ -110,6 +110,34 @@ def test_good_data_passes_every_suite() -> None:
     assert [r.rows for r in results] == [12, 6, 5, 3, 2]
 
 
+def test_every_expectation_is_named_with_its_column_and_result() -> None:
+    bad = good_key_loads()
+    bad.loc[3, "count"] = -5
+    result = validate_key_loads(bad, window_ms=1000)
+    assert len(result.checked) == result.evaluated
+    by_check = {c.check: c for c in result.checked}
+    count = by_check["count >= 0"]
+    assert (count.frame, count.expectation, count.column) == (
+        "key_loads",
+        "expect_column_values_to_be_between",
+        "count",
+    )
+    assert not count.success and count.observed == "1 of 6 rows unexpected"
+    bytes_ = by_check["bytes >= 0"]
+    assert bytes_.success and bytes_.column == "bytes"
+    assert by_check["has columns window_start, key, worker, count, bytes"].column == ""
+    assert [c.check for c in result.checked if not c.success] == ["count >= 0"]
+    assert {c.frame for c in result.checked} == {"key_loads", "key_loads.windows"}
+
+
+def test_events_row_count_must_match_the_produced_count() -> None:
+    frame = good_events()
+    assert validate_events(frame, expected_rows=len(frame)).ok
+    line = _only_failure(validate_events(frame, expected_rows=len(frame) + 1))
+    assert line.startswith(f"events: holds every produced event ({len(frame) + 1})")
+    assert f"observed {len(frame)}" in line
+
+
 def test_empty_quarantine_passes_but_empty_loads_do_not() -> None:
     assert validate_quarantine(good_quarantine().iloc[0:0]).ok
     line = _only_failure(validate_key_loads(good_key_loads().iloc[0:0]))

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 
 from skewlab.errors import ConfigError, UnknownNameError
+from skewlab.keys import KeyBatch, KeyVocab
 from skewlab.rebalance import (
     LoadSnapshot,
+    SmalopsConfig,
+    SmalopsRebalancer,
+    SmalopsSnapshot,
     dlb_pass,
     eq3_target,
     eq4_holds,
@@ -43,20 +50,68 @@ def test_eq4_gating() -> None:
     assert eq4_holds(1.0, 1.0, 10_000.0, 2.0, t_sm=0.0)
 
 
-def test_smalops_gate_blocks_and_unblocks_best_fit() -> None:
-    # two heavy keys share partition 0; partition 1 empty of heavy load
-    loads = {"a": 400, "b": 300, "c": 300}
-    where = {"a": 0, "b": 0, "c": 1}
-    s = snap(loads, where, 2)
-    kw = {"threshold": 0.2, "seed": 3, "t_msg": 1e-3}
-    moved = make_rebalancer("smalops", 2, **kw).build()
-    blocked = make_rebalancer("smalops", 2, t_sm=10.0, **kw).build()
-    d1, d2 = moved.decide(10.0, s), blocked.decide(10.0, s)
-    placed = {m.key for m in d1.moves if m.kind == "place"}
-    assert {m.key for m in d2.moves if m.kind == "migrate"} == set()
-    assert d2.extra["gated_eq4"] >= 0
-    assert set(d1.assignment_map()) == {"a", "b", "c"} == set(d2.assignment_map())
-    assert placed <= {"a", "b", "c"}
+def collided(t_sm: float = 0.0, t_sm_per_tuple: float = 0.0) -> SmalopsRebalancer:
+    """SMALOPS over 2 partitions whose map already holds heavy keys a and b on partition 0."""
+    cfg = SmalopsConfig(
+        workers=2, threshold=0.3, t_msg=1e-3, t_sm=t_sm, t_sm_per_tuple=t_sm_per_tuple, seed=3
+    )
+    state = SmalopsSnapshot(
+        policy="smalops",
+        workers=2,
+        sketch=cfg.sketch.build().snapshot(),
+        heavy=(("a", 0), ("b", 0)),
+        rng_state=json.dumps(np.random.default_rng(3).bit_generator.state),
+        decisions=1,
+    )
+    return cfg.build(state=state)
+
+
+COLLIDED = {"a": 500, "b": 500}
+"""Both keys heavy (50 % each) and both on partition 0: R = [100, 0] msgs/s, R_avg 50."""
+
+
+def test_eq4_gate_decisions_change_with_t_sm() -> None:
+    # Eq. 3 sends "a" to the empty partition 1. Eq. 4 there: stay = t_msg (2 - 50/100)
+    # = 1.5 ms, go = t_SM + t_msg (2 - 1) = t_SM + 1 ms: it holds only for t_SM < 0.5 ms.
+    s = snap(COLLIDED, {"a": 0, "b": 0}, 2)
+    free = collided(t_sm=0.0).decide(20.0, s)
+    costly = collided(t_sm=1e-3).decide(20.0, s)
+    assert [(m.key, m.dst, m.kind) for m in free.moves] == [("a", 1, "migrate")]
+    assert free.extra["gated_eq4"] == 0
+    assert costly.moves == () and costly.extra["gated_eq4"] == 2  # a, then b, both gated
+    assert free.assignment_map() != costly.assignment_map()
+
+
+def test_eq4_t_sm_grows_with_the_state_moved() -> None:
+    # t_SM = t_sm_per_tuple * 500 tuples of "a": 0.5 ms blocks the move, 0.4 ms lets it go
+    s = snap(COLLIDED, {"a": 0, "b": 0}, 2)
+    assert collided(t_sm_per_tuple=1e-6).decide(20.0, s).extra["gated_eq4"] == 2
+    assert [m.key for m in collided(t_sm_per_tuple=0.8e-6).decide(20.0, s).moves] == ["a"]
+
+
+def test_eq4_off_moves_regardless_of_t_sm() -> None:
+    s = snap(COLLIDED, {"a": 0, "b": 0}, 2)
+    rb = collided(t_sm=1.0)
+    rb.config = dataclasses.replace(rb.config, gate=False)
+    assert [m.kind for m in rb.decide(20.0, s).moves] == ["migrate"]
+
+
+def test_smalops_observe_places_keys_as_they_turn_heavy() -> None:
+    vocab = KeyVocab(["hot", *(f"c{i}" for i in range(20))])
+    rb = make_rebalancer("smalops", 4, threshold=0.2, seed=5).build()
+    cold = np.arange(1, 21, dtype=np.int64)
+    hot = np.zeros(600, dtype=np.int64)
+    # 300 hot of 900 events (33 %): heavy, but the window is below DETECT_AFTER (1000)
+    assert rb.observe(0.1, KeyBatch(np.concatenate([np.tile(cold, 30), hot[:300]]), vocab)) is None
+    # 300 more: 600 of 1200 counted (50 %) -> placed at once, state = its 600 tuples
+    d = rb.observe(0.2, KeyBatch(hot[:300], vocab))
+    assert d is not None and set(d.assignment_map()) == {"hot"}
+    assert all(m.kind == "place" and m.state_tuples == 600 for m in d.moves)
+    assert rb.observe(0.3, KeyBatch(np.zeros(10, dtype=np.int64), vocab)) is None  # already mapped
+    # the tick decision uses the fed counter (hot 610 of 1210), not the snapshot's counts
+    where = {"hot": rb.assignment["hot"], "c1": 0}
+    tick = rb.decide(10.0, snap({"hot": 10, "c1": 1000}, where, 4))
+    assert set(tick.assignment_map()) == {"hot"} and tick.extra["heavy_keys"] == 1
 
 
 def test_smalops_best_fit_moves_smallest_heavy_stream_first() -> None:

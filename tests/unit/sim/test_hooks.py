@@ -142,3 +142,67 @@ def test_gap_in_stream_skips_empty_ticks(fakes: Any) -> None:
     assert [v.since for v in hook.views] == [0.0, 1.0]
     assert [v.total for v in hook.views] == [2, 2]
     assert r.hook_ticks == 2
+
+
+@dataclass
+class HandOff:
+    """Pins ``key`` from ``src`` to ``dst`` at the first tick; its state takes ``transfer_s``."""
+
+    interval_s: float
+    key: str
+    src: int
+    dst: int
+    transfer_s: float
+    _pending: list[tuple[str, int, float]] = field(default_factory=list)
+
+    def on_tick(self, now: float, view: LoadView) -> RoutingOverride | None:
+        if now > self.interval_s:
+            return None
+        self._pending.append((self.key, self.src, self.transfer_s))
+        return RoutingOverride.of({self.key: self.dst})
+
+    def take_handoffs(self) -> list[tuple[str, int, float]]:
+        out, self._pending = self._pending, []
+        return out
+
+
+def test_handed_off_key_waits_for_its_state(fakes: Any) -> None:
+    wl = fakes.RandomWorkload(keys=1, seed=3)  # one key, k0: every event is the moved key
+    src = fakes.HashKeyConfig(2).build().route("k0")
+
+    def run(transfer_s: float) -> Any:
+        hook = HandOff(interval_s=1.0, key="k0", src=src, dst=1 - src, transfer_s=transfer_s)
+        cfg = SimConfig(service=ConstantService(1e-3))
+        return simulate(fakes.HashKeyConfig(2), wl, 300, rate=100.0, config=cfg, hooks=[hook])
+
+    free, held = run(0.0), run(0.5)
+    # 100 ev/s with 1 ms service never queues; with a 0.5 s hold the ~50 records that
+    # arrive during it wait for the state, the first almost 0.5 s
+    assert free.queue_delay.max < 1e-6
+    assert 0.45 < held.queue_delay.max <= 0.5 + 1e-9
+    assert held.worker_loads == free.worker_loads and free.worker_loads[1 - src] > 0
+
+
+def test_poisson_arrivals_queue_where_even_spacing_does_not(fakes: Any) -> None:
+    # 1 worker, rate 500/s, 1 ms service: evenly spaced arrivals (2 ms apart) never wait;
+    # Poisson arrivals at the same rate (utilisation 0.5) do, on about half the events
+    wl = fakes.RandomWorkload(keys=3, seed=4)
+    even = simulate(
+        fakes.HashKeyConfig(1),
+        wl,
+        20_000,
+        rate=500.0,
+        config=SimConfig(service=ConstantService(1e-3)),
+    )
+    pois = simulate(
+        fakes.HashKeyConfig(1),
+        wl,
+        20_000,
+        rate=500.0,
+        config=SimConfig(service=ConstantService(1e-3), arrivals="poisson"),
+    )
+    assert even.queue_delay.p99 == 0.0
+    # M/D/1 at rho 0.5: mean wait rho / (2 (1 - rho)) * S = 0.5 ms
+    assert 0.4e-3 < pois.queue_delay.mean < 0.6e-3
+    with pytest.raises(ConfigError, match="poisson"):
+        SimConfig(arrivals="bursty")

@@ -84,3 +84,27 @@ def test_route_queues_empty() -> None:
     wait, sojourn = route_queues(np.zeros(0, np.int64), np.zeros(0), np.zeros(0), last)
     assert wait.size == sojourn.size == 0
     assert last.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_held_records_join_at_their_ready_time() -> None:
+    # one server, 1 s per event; event 1 is held until t=5 (its state arrives then):
+    # event 0 at 0 -> 1; event 2 (arrived 2) goes first -> 3; event 1 joins at 5 -> 6
+    last = np.zeros(1)
+    ready = np.array([-np.inf, 5.0, -np.inf])
+    wait, sojourn = route_queues(
+        np.zeros(3, np.int64), np.array([0.0, 1.0, 2.0]), np.ones(3), last, ready
+    )
+    assert sojourn.tolist() == [1.0, 5.0, 1.0]
+    assert wait.tolist() == [0.0, 4.0, 0.0]  # counted from the arrival, not the ready time
+    assert last.tolist() == [6.0]
+
+
+def test_ready_in_the_past_changes_nothing() -> None:
+    who = np.array([0, 1, 0, 1])
+    arr = np.array([0.0, 0.5, 1.0, 1.5])
+    svc = np.full(4, 2.0)
+    a, b = np.zeros(2), np.zeros(2)
+    plain = route_queues(who, arr, svc, a)
+    held = route_queues(who, arr, svc, b, np.full(4, -1.0))
+    np.testing.assert_array_equal(plain[0], held[0])
+    assert a.tolist() == b.tolist()

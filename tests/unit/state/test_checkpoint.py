@@ -104,3 +104,14 @@ def test_from_checkpoint_continues_where_it_left_off():
     again = KeyedOperator.from_checkpoint(op.checkpoint(0))
     assert again.process() == op.process()
     assert again.state() == op.state()
+
+
+def test_changed_share_counts_added_removed_and_changed_keys():
+    from skewlab.state.checkpoint import changed_share
+
+    before = {"a": 1, "b": 2, "c": 3, "d": 4}
+    assert changed_share(before, dict(before)) == 0.0
+    assert changed_share({}, {}) == 0.0
+    # b changed, d removed, e added: 3 of the 5 keys in either state
+    assert changed_share(before, {"a": 1, "b": 5, "c": 3, "e": 0}) == pytest.approx(3 / 5)
+    assert changed_share({}, {"x": None}) == 1.0

@@ -156,3 +156,113 @@ def test_registry_and_config_errors():
         make_policy("active-backup", bogus=1)
     with pytest.raises(ConfigError, match="min_instances"):
         make_policy("checkpointing", start_instances=2, max_instances=1)
+
+
+# ---------------------------------------------------------------- cool-down of active backup
+
+
+def take_over_with_ready_secondaries(p, clock) -> list:
+    """Alarm, secondaries ready, then an observation at scale_out."""
+    p.observe(ALARM)
+    p.on_ready(p.pending)
+    return p.observe(OUT)
+
+
+def test_active_backup_second_take_over_waits_for_the_cooldown():
+    p, clock = build("active-backup", cooldown_s=60.0)
+    first = take_over_with_ready_secondaries(p, clock)
+    assert first == [SwitchRouting((0, 1), (2, 3, 4, 5)), StopInstances((0, 1))]
+    # 1 s later the load is still at scale_out (dwell 1): secondaries may start, no take-over
+    clock.advance(1)
+    started = p.observe(OUT)
+    assert started[0] == StartInstances((6, 7, 8, 9, 10, 11, 12, 13), Role.SECONDARY)
+    assert p.on_ready((6, 7, 8, 9, 10, 11, 12, 13)) == []
+    for _ in range(58):
+        clock.advance(1)
+        assert p.observe(OUT) == []
+    assert p.active == (2, 3, 4, 5) and p.phase is Phase.ALARMED
+    # 60 s after the first take-over the cool-down is over
+    clock.advance(1)
+    assert p.observe(OUT) == [
+        SwitchRouting((2, 3, 4, 5), (6, 7, 8, 9, 10, 11, 12, 13)),
+        StopInstances((2, 3, 4, 5)),
+    ]
+    assert len(p.active) == 8
+
+
+def test_active_backup_late_secondaries_do_not_take_over_within_the_cooldown():
+    p, clock = build("active-backup", cooldown_s=60.0)
+    take_over_with_ready_secondaries(p, clock)
+    clock.advance(1)
+    p.observe(OUT)  # secondaries started, not ready
+    assert p.phase is Phase.ALARMED  # not SCALING: on_ready must not switch now
+    clock.advance(1)
+    assert p.on_ready(p.pending) == []
+    assert p.active == (2, 3, 4, 5)
+    clock.advance(60)
+    assert p.observe(OUT)[0] == SwitchRouting((2, 3, 4, 5), p.active)
+
+
+def test_active_backup_cooldown_survives_a_snapshot():
+    p, clock = build("active-backup", cooldown_s=60.0)
+    take_over_with_ready_secondaries(p, clock)
+    clock.advance(1)
+    q = make_policy("active-backup", thresholds=THR, cooldown_s=60.0).build(p.snapshot(), clock)
+    q.observe(OUT)
+    q.on_ready(q.pending)
+    assert q.observe(OUT) == []
+    clock.advance(60)
+    assert isinstance(q.observe(OUT)[0], SwitchRouting)
+
+
+# ---------------------------------------------------------------- change_fraction
+
+
+def test_change_fraction_checkpoints_before_the_interval_is_due():
+    p, clock = build("checkpointing", interval_s=100.0, change_fraction=0.2)
+    assert p.on_state_changed(0.9) == []  # NORMAL: no checkpointing before alarming
+    assert p.observe(ALARM) == [TakeCheckpoint(0, (0, 1))]
+    clock.advance(5)
+    assert p.on_state_changed(0.19) == []
+    assert p.on_state_changed(0.2) == [TakeCheckpoint(1, (0, 1))]
+    clock.advance(5)
+    assert p.observe(ALARM) == []  # interval not due: the change reset it
+    # the newer checkpoint is the one a scale-out restores
+    assert SplitState(1, (0, 1), (2, 3, 4, 5)) in p.observe(OUT)
+
+
+def test_without_change_fraction_only_the_interval_checkpoints():
+    p, clock = build("checkpointing", interval_s=100.0)
+    p.observe(ALARM)
+    clock.advance(5)
+    assert p.on_state_changed(1.0) == []
+    assert p.observe(ALARM, changed=1.0) == []
+    clock.advance(95)
+    assert p.observe(ALARM) == [TakeCheckpoint(1, (0, 1))]
+
+
+def test_change_fraction_moves_the_restored_checkpoint_forward():
+    """Same scores and clock; only the reported change differs -> a newer checkpoint restored."""
+
+    def restored(changes: list[float]) -> int:
+        p, clock = build("checkpointing", interval_s=100.0, change_fraction=0.3)
+        p.observe(ALARM)
+        for c in changes:
+            clock.advance(2)
+            p.on_state_changed(c)
+        clock.advance(2)
+        split = next(a for a in p.observe(OUT) if isinstance(a, SplitState))
+        return split.checkpoint
+
+    assert restored([0.1, 0.2, 0.25]) == 0
+    assert restored([0.1, 0.35, 0.1, 0.4]) == 2
+
+
+def test_state_change_fraction_is_validated_and_ignored_by_other_policies():
+    for name in ("active-backup", "restart"):
+        p, _clock = build(name)
+        p.observe(ALARM)
+        assert p.on_state_changed(1.0) == []
+    p, _clock = build("checkpointing", change_fraction=0.5)
+    with pytest.raises(ConfigError, match="changed fraction"):
+        p.on_state_changed(1.5)

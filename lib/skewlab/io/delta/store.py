@@ -26,6 +26,7 @@ The append protocol (:meth:`DeltaStore.append`):
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,30 @@ _ALIAS = "t"
 
 class DeltaStoreError(SkewlabError):
     """A Delta operation failed after its retries; the message names the table."""
+
+
+class DamagedTableError(DeltaStoreError):
+    """A table's log or data files cannot be read (a corrupt, truncated or missing commit,
+    a missing or corrupt data file). The message names the table, its path, delta-rs's
+    cause and the command that repairs or isolates it
+    (:func:`skewlab.io.delta.recovery.repair_table`)."""
+
+    def __init__(self, table: str, path: str, cause: str, detail: str = "") -> None:
+        path = path.removeprefix("file://").rstrip("/")
+        first = cause.strip().splitlines()[0] if cause.strip() else "unreadable"
+        self.table, self.path = table, path
+        self.cause = first if len(first) <= 200 else first[:197] + "..."
+        root = path.rsplit("/", 1)[0]
+        self.command = f"skewlab doctor --delta-root {shlex.quote(root)} --repair {table}"
+        super().__init__(
+            f"delta table {table!r} at {path} is damaged ({self.cause}); repair it "
+            f"(roll back to its last readable version, or move it aside so the next run "
+            f"starts a fresh table) with: {self.command}{detail}"
+        )
+
+
+_DATA_DAMAGE = ("parquet", "not found", "no such file")
+"""Words of a read error that mean a data file is missing or corrupt (not a bad query)."""
 
 
 def _check_txn(app_id: str, version: int) -> None:
@@ -128,16 +153,21 @@ class DeltaStore:
     def _open(self, spec: TableSpec, *, create: bool) -> DeltaTable | None:
         """The cached table refreshed to its newest version, opened or created if needed."""
         dt = self._tables.get(spec.name)
-        if dt is not None:
-            dt.update_incremental()
-            return dt
         uri = self.path(spec.name)
+        if dt is not None:
+            try:
+                dt.update_incremental()
+            except DeltaError as exc:
+                raise DamagedTableError(spec.name, uri, str(exc)) from exc
+            return dt
         try:
             dt = DeltaTable(uri, storage_options=self.storage_options)
         except TableNotFoundError:
             if not create:
                 return None
             dt = self._create(spec, uri)
+        except DeltaError as exc:
+            raise DamagedTableError(spec.name, uri, str(exc)) from exc
         self._check_schema(spec, dt)
         self._tables[spec.name] = dt
         return dt
@@ -314,7 +344,9 @@ class DeltaStore:
         try:
             reader = QueryBuilder().register(_ALIAS, dt).execute(sql)
             result = pa.table(reader)
-        except DeltaError as exc:
+        except (DeltaError, pa.ArrowException, OSError) as exc:
+            if any(word in str(exc).lower() for word in _DATA_DAMAGE):
+                raise DamagedTableError(spec.name, dt.table_uri, str(exc)) from exc
             raise DeltaStoreError(f"query on {spec.name!r} failed: {exc}; sql: {sql}") from exc
         # DataFusion answers with string_view / binary_view; give callers the schema types.
         return result.cast(target)

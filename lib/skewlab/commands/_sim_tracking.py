@@ -1,0 +1,184 @@
+"""``skewlab simulate``'s MLflow runs: one per strategy, children of one parent with --compare.
+
+Each strategy's run is opened before that strategy is simulated (it shows as
+RUNNING meanwhile) and holds:
+
+* params: the simulation settings only (:meth:`SimulateSettings.params`) and
+  the strategy; the run dir and the command are tags;
+* metrics: the summary (STD_DEV %, DIST_COST, imbScore %, E_LB, throughput,
+  queueing-delay percentiles in ms, ...); the per-window series
+  ``window_std_dev`` and ``window_throughput`` stepped in whole seconds of
+  event time (the window's start), so runs with different windows line up;
+* ``window_loads.json``: the per-worker load of every window as one MLflow
+  table (columns ``t_s``, ``worker``, ``events``), read by ``skewlab compare``;
+* ``plots/worker_loads.png`` and ``plots/latency_cdf.png`` of that strategy
+  alone (stable names, so MLflow's compare view sets runs side by side).
+
+The parent (``--compare``) holds the same params, the strategies, the combined
+plots and ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skewlab.commands._links import run_link
+from skewlab.io.tracking import Tracker, TrackingSettings
+from skewlab.metrics import std_dev_pct
+from skewlab.report.plots import plot_latency_cdf, plot_worker_loads
+
+if TYPE_CHECKING:
+    from skewlab.io.tracking import Tracker
+    from skewlab.sim.result import SimResult
+
+LOADS_TABLE = "window_loads.json"
+"""The artifact holding the per-worker loads (``t_s``, ``worker``, ``events`` columns)."""
+
+PLOT_NAMES = ("worker_loads.png", "latency_cdf.png")
+"""Every simulate run's plots, under ``plots/`` of the run's artifacts."""
+
+
+def summary_metrics(r: SimResult) -> dict[str, float]:
+    """The scalar metrics of one strategy (delays in milliseconds)."""
+    metrics = {
+        "events": r.events,
+        "throughput": r.throughput,
+        "makespan_s": r.makespan_s,
+        "std_dev": r.std_dev,
+        "dist_cost": r.dist_cost,
+        "imb_score": r.imb_score,
+        "e_lb": r.e_lb,
+        "merge_cost": r.merge_cost,
+        "distinct_keys": r.distinct_keys,
+        "p50_ms": r.queue_delay.p50 * 1e3,
+        "p90_ms": r.queue_delay.p90 * 1e3,
+        "p99_ms": r.queue_delay.p99 * 1e3,
+        "max_ms": r.queue_delay.max * 1e3,
+        "sojourn_p99_ms": r.sojourn.p99 * 1e3,
+        "wall_s": r.wall_s,
+    }
+    return {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+
+
+def window_steps(windows: int, window_s: float) -> list[int]:
+    """The step of each window: its start in whole seconds of event time."""
+    return [round(i * window_s) for i in range(windows)]
+
+
+def loads_table(r: SimResult) -> dict[str, list[Any]]:
+    """The per-worker loads of every window as columns ``t_s``, ``worker``, ``events``."""
+    t_s: list[float] = []
+    worker: list[int] = []
+    events: list[int] = []
+    for i, row in enumerate(r.window_loads.tolist()):
+        for w, n in enumerate(row):
+            t_s.append(i * r.window_s)
+            worker.append(w)
+            events.append(int(n))
+    return {"t_s": t_s, "worker": worker, "events": events}
+
+
+@dataclass
+class SimTracking:
+    """The MLflow runs of one ``simulate`` invocation (run ids by strategy)."""
+
+    tracker: Tracker
+    experiment: str
+    params: dict[str, Any]
+    tags: dict[str, str]
+    out: Path
+    parent: str | None = None
+    runs: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls,
+        home: Path,
+        experiment: str,
+        params: Mapping[str, Any],
+        strategies: Sequence[str],
+        out: Path,
+    ) -> SimTracking:
+        """Connect to the store of ``home`` (or ``$MLFLOW_TRACKING_URI``); with several
+        strategies, open the parent run now."""
+
+        tracker = Tracker(TrackingSettings.for_runs(home))
+        tags = {"mode": "simulate", "run_dir": str(out)}
+        self = cls(tracker, experiment, dict(params), tags, out)
+        if len(strategies) > 1:
+            self.parent = tracker.start_run(
+                experiment,
+                f"compare {','.join(strategies)}",
+                params={**self.params, "strategies": ",".join(strategies)},
+                tags=tags,
+            )
+        return self
+
+    def started(self, strategy: str) -> str:
+        """Open ``strategy``'s run (RUNNING while it is simulated); its id."""
+        rid = self.tracker.start_run(
+            self.experiment,
+            strategy,
+            params={**self.params, "strategy": strategy},
+            tags={**self.tags, "strategy": strategy},
+            parent_run_id=self.parent,
+        )
+        self.runs[strategy] = rid
+        return rid
+
+    def failed(self) -> None:
+        """End every open run FAILED (the simulation raised or was interrupted)."""
+        for rid in [*self.runs.values(), *([self.parent] if self.parent else [])]:
+            self.tracker.end_run(rid, "FAILED")
+
+    def finish(self, results: Sequence[SimResult], files: Mapping[str, str]) -> dict[str, Any]:
+        """Log every result into its run (``results`` in the order the runs were started)
+        and end the runs FINISHED; the run ids."""
+        try:
+            for (name, rid), r in zip(self.runs.items(), results, strict=True):
+                self._log_one(rid, name, r, plots="loads_plot" in files)
+            if self.parent is not None:
+                for path in files.values():
+                    folder = "plots" if path.endswith(".png") else None
+                    self.tracker.log_artifact(self.parent, path, folder)
+        except BaseException:
+            self.failed()
+            raise
+        for rid in self.runs.values():
+            self.tracker.end_run(rid)
+        if self.parent is not None:
+            self.tracker.end_run(self.parent)
+        return {"parent_run_id": self.parent, "run_ids": dict(self.runs)}
+
+    def _log_one(self, rid: str, name: str, r: SimResult, plots: bool) -> None:
+        tracker = self.tracker
+        tracker.log_metrics(rid, summary_metrics(r))
+        loads = r.window_loads
+        if loads.size:
+            steps = window_steps(loads.shape[0], r.window_s)
+            tracker.log_series(rid, "window_std_dev", [std_dev_pct(row) for row in loads], steps)
+            tracker.log_series(
+                rid, "window_throughput", (loads.sum(axis=1) / r.window_s).tolist(), steps
+            )
+            tracker.log_table(rid, loads_table(r), LOADS_TABLE)
+        if plots:
+            folder = self.out / name
+            folder.mkdir(parents=True, exist_ok=True)
+            loads_png, cdf_png = (folder / name for name in PLOT_NAMES)
+            tracker.log_artifact(rid, plot_worker_loads([r], loads_png), "plots")
+            tracker.log_artifact(rid, plot_latency_cdf([r], cdf_png), "plots")
+
+    def links(self) -> list[str]:
+        """Lines for the user: each run id, and where to see the top run."""
+
+        lines = [f"mlflow run {name}: {rid}" for name, rid in self.runs.items()]
+        top = self.parent or next(iter(self.runs.values()), None)
+        if self.parent is not None:
+            lines.insert(0, f"mlflow parent run: {self.parent}")
+        if top is not None:
+            lines.append(f"mlflow: {run_link(self.tracker, top)}")
+        return lines

@@ -1,0 +1,128 @@
+"""The Great Expectations Data Docs of two runs, opened from file:// in headless chromium.
+
+Two runs' Delta tables (one good, one with a negative count) are checked by
+:func:`skewlab.quality.check_run` with a data dir, which renders them into the
+GX site ``<home>/gx/uncommitted/data_docs/skewlab/``. Chromium opens the site's
+index with every http(s) request blocked (this machine has no internet, and the
+stock GX index loads its table scripts from CDNs), so what it shows is what a
+user without network sees. The index must list each run's validations with
+their verdict; following the bad run's ``key_loads`` link must open its
+validation page naming the failed expectation. Screenshots:
+``screenshots/data-docs-index.png`` and ``screenshots/data-docs-validation.png``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skewlab.io.delta import DeltaStore
+from skewlab.quality import QualityReport, check_run
+
+if TYPE_CHECKING:
+    from tests.browser.conftest import Page
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+WINDOWS = (0, 1000)
+
+
+def _write(store: DeltaStore, run_id: str, count: int) -> None:
+    rows: dict[str, list[dict[str, Any]]] = {
+        "key_loads": [
+            {"window_start": w, "key": "a", "worker": 0, "count": count, "bytes": 10}
+            for w in WINDOWS
+        ],
+        "partition_loads": [
+            {
+                "window_start": w,
+                "topic": "routed",
+                "partition": 0,
+                "bytes": 10,
+                "records": 1,
+                "bytes_per_s": 10.0,
+            }
+            for w in WINDOWS
+        ],
+        "results": [{"window_start": w, "key": "a", "count": 1, "sum": 10.0} for w in WINDOWS],
+        "quarantine": [],
+    }
+    for table, data in rows.items():
+        store.append(table, data, app_id=f"test:{run_id}", version=0, run_id=run_id)
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> dict[str, QualityReport]:
+    home = tmp_path / "home"
+    store = DeltaStore(home / "delta")
+    out = {}
+    for run_id, count in (("dd-good", 1), ("dd-bad", -4)):
+        _write(store, run_id, count)
+        out[run_id] = check_run(store, run_id, window_s=1.0)
+    return out
+
+
+def _rows(page: Page) -> list[dict[str, str]]:
+    """The validation rows the index shows: verdict, run name, asset, link."""
+    script = """
+    Array.from(document.querySelectorAll('table')).flatMap(t => {
+      const heads = Array.from(t.querySelectorAll('thead th')).map(h => h.innerText.trim());
+      if (!heads.includes('Run Name')) return [];
+      return Array.from(t.querySelectorAll('tbody tr'))
+        .filter(r => r.offsetParent !== null)
+        .map(r => {
+          const cells = Array.from(r.children).map(c => c.innerText.trim());
+          const link = r.querySelector('a[href^="validations/"]');
+          return {
+            status: cells[heads.indexOf('Status')],
+            run: cells[heads.indexOf('Run Name')],
+            asset: cells[heads.indexOf('Asset Name')],
+            href: link ? link.getAttribute('href') : '',
+          };
+        });
+    })
+    """
+    rows: list[dict[str, str]] = page.eval(script)
+    return rows
+
+
+def test_data_docs_index_lists_each_run_and_links_its_validation_page(
+    browser: Page, reports: dict[str, QualityReport]
+) -> None:
+    bad = reports["dd-bad"]
+    assert bad.data_docs is not None and bad.data_docs == reports["dd-good"].data_docs
+    browser.send("Network.enable")
+    browser.send("Network.setBlockedURLs", urls=["http://*", "https://*"])
+
+    browser.goto(bad.data_docs.as_uri())
+    browser.wait_for(
+        "document.querySelectorAll('a[href*=\"/dd-bad/\"]').length > 0", "dd-bad listed"
+    )
+    rows = _rows(browser)
+    shot = browser.screenshot("data-docs-index")
+    assert shot.stat().st_size > 0
+
+    listed = {(r["run"], r["asset"]): r for r in rows}
+    for run_id, report in reports.items():
+        for suite in report.suites:
+            for frame in suite.pages:
+                assert (run_id, frame) in listed, (run_id, frame, sorted(listed))
+    assert listed[("dd-bad", "key_loads")]["status"] == "Failed"
+    assert listed[("dd-good", "key_loads")]["status"] == "Success"
+    assert listed[("dd-bad", "results")]["status"] == "Success"
+    page = Path(bad.suites[1].pages["key_loads"])
+    assert listed[("dd-bad", "key_loads")]["href"] == str(page.relative_to(bad.data_docs.parent))
+
+    browser.click('a[href*="/dd-bad/"][href$="skewlab-key_loads.html"]')
+    browser.wait_for(
+        f"location.href === {json.dumps(page.as_uri())} && document.readyState === 'complete'",
+        "validation page opened",
+    )
+    text = browser.text()
+    browser.screenshot("data-docs-validation")
+    assert "Status: Failed" in text
+    assert "count >= 0" in text and "bytes >= 0" in text
+    assert "dd-bad" in text.split("Run Name", 1)[1][:40]

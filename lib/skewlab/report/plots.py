@@ -19,6 +19,7 @@ from skewlab.sim.result import SimResult
 __all__ = [
     "CdfCurve",
     "LoadPanel",
+    "cdf_xlim",
     "load_shares",
     "plot_cdf_curves",
     "plot_latency_cdf",
@@ -115,24 +116,49 @@ def share_ylim(panels: Sequence[LoadPanel]) -> tuple[float, float]:
     return 0.0, (top or 100.0) * 1.05
 
 
+def cdf_xlim(curves: Sequence[CdfCurve]) -> tuple[float, float]:
+    """The x-range of log-x CDFs: from half the smallest positive value holding mass to
+    twice the value where the last curve reaches 1 (so an axis does not span 1 ns .. 100 s
+    when every curve lives in one decade). Zero values (the histogram's 1 ns floor) do not
+    widen the range: they are the step at its left edge."""
+    lows, highs = [], []
+    for c in curves:
+        values, frac = np.asarray(c.values, dtype=np.float64), np.asarray(c.frac)
+        if values.size == 0:
+            continue
+        held = np.flatnonzero(np.diff(np.concatenate([[0.0], frac])) > 0)
+        positive = held[values[held] > _MIN_DELAY_S * 1.5]
+        lows.append(values[positive[0]] if positive.size else values[0])
+        full = np.flatnonzero(frac >= 1.0 - 1e-12)
+        highs.append(values[full[0]] if full.size else values[-1])
+    if not lows:
+        return _MIN_DELAY_S, 1.0
+    low = max(float(min(lows)), _MIN_DELAY_S) / 2
+    high = max(float(max(highs)), low * 4) * 2
+    return low, high
+
+
 def plot_cdf_curves(curves: Sequence[CdfCurve], path: str | Path, xlabel: str, title: str) -> Path:
-    """CDFs on one log-x axis (values below 1 ns drawn at 1 ns); returns the path."""
+    """CDFs on one log-x axis over :func:`cdf_xlim` (smaller values drawn at its left edge);
+    returns the path."""
     if not curves:
         raise ValueError("nothing to plot")
     plt = _pyplot()
     out = Path(path)
+    low, high = cdf_xlim(curves)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for c in curves:
         if c.values.size == 0:
             continue
-        x = np.maximum(c.values, _MIN_DELAY_S)
+        x = np.maximum(c.values, low)
         ax.step(
-            np.concatenate([[_MIN_DELAY_S], x]),
+            np.concatenate([[low], x]),
             np.concatenate([[0.0], c.frac]),
             where="post",
             label=c.label,
         )
     ax.set_xscale("log")
+    ax.set_xlim(low, high)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of events")
     ax.set_ylim(0, 1.01)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from skewlab.commands.compare import metric_rows, split_params
-from skewlab.report.plots import LoadPanel, load_shares, share_ylim
+from skewlab.report.plots import CdfCurve, LoadPanel, cdf_xlim, load_shares, share_ylim
 
 pytestmark = pytest.mark.unit
 
@@ -58,3 +58,16 @@ def test_load_panels_share_one_y_range_from_zero() -> None:
     shares = load_shares(even.loads)
     assert (shares.max() - shares.min()) / (high - low) < 0.01
     assert share_ylim([even])[1] >= 50.04
+
+
+def test_cdf_axis_spans_the_data_not_the_histogram() -> None:
+    # histogram bin edges from 1 ns to 100 s; all mass between 10 and 100 ms, some at zero
+    edges = np.logspace(-9, 2, 111)
+    frac = np.clip((np.log10(edges) + 2) / 1.0, 0.0, 1.0)
+    frac[0] = 0.1  # 10 % of the events had no delay (the 1 ns floor bin)
+    frac = np.maximum.accumulate(frac)
+    low, high = cdf_xlim([CdfCurve("run", edges, frac)])
+    first_mass = edges[np.flatnonzero(np.diff(frac) > 0)[0] + 1]
+    assert first_mass / 2 == pytest.approx(low)
+    assert 0.1 <= high <= 0.2 + 1e-12  # reaches 1 at 100 ms: at most one doubling beyond
+    assert high / low < 1e3  # about two decades, not eleven

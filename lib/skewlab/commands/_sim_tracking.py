@@ -11,6 +11,7 @@ RUNNING meanwhile) and holds:
   event time (the window's start), so runs with different windows line up;
 * ``window_loads.json``: the per-worker load of every window as one MLflow
   table (columns ``t_s``, ``worker``, ``events``), read by ``skewlab compare``;
+* ``events_done`` (step = events simulated) while it runs;
 * ``plots/worker_loads.png`` and ``plots/latency_cdf.png`` of that strategy
   alone (stable names, so MLflow's compare view sets runs side by side).
 
@@ -21,7 +22,7 @@ plots and ``metrics.json``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 LOADS_TABLE = "window_loads.json"
 """The artifact holding the per-worker loads (``t_s``, ``worker``, ``events`` columns)."""
+
+PROGRESS_STEP_PCT = 10
+"""``events_done`` is logged into a running strategy's run every this many percent."""
 
 PLOT_NAMES = ("worker_loads.png", "latency_cdf.png")
 """Every simulate run's plots, under ``plots/`` of the run's artifacts."""
@@ -127,6 +131,21 @@ class SimTracking:
         )
         self.runs[strategy] = rid
         return rid
+
+    def progress(self, strategy: str) -> Callable[[int, int], None]:
+        """A simulator progress callback that logs ``events_done`` (step = events) into
+        ``strategy``'s run every :data:`PROGRESS_STEP_PCT` percent, so the run shows
+        how far it is while it runs."""
+        rid = self.runs[strategy]
+        shown = [-1]
+
+        def log(done: int, total: int) -> None:
+            step = 100 * done // total // PROGRESS_STEP_PCT if total else 0
+            if step != shown[0]:
+                shown[0] = step
+                self.tracker.log_metrics(rid, {"events_done": float(done)}, step=done)
+
+        return log
 
     def failed(self) -> None:
         """End every open run FAILED (the simulation raised or was interrupted)."""

@@ -21,6 +21,7 @@ plots and ``metrics.json``.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,14 @@ PROGRESS_STEP_PCT = 10
 
 PLOT_NAMES = ("worker_loads.png", "latency_cdf.png")
 """Every simulate run's plots, under ``plots/`` of the run's artifacts."""
+
+
+def quiet_mlflow() -> None:
+    """Import mlflow, then keep its INFO lines (a new store's migration notes) off stderr:
+    importing mlflow sets its logger to INFO, and the client migrates a new store at once."""
+    import mlflow  # noqa: F401 - imported for its logger set-up, undone below
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
 
 
 def summary_metrics(r: SimResult) -> dict[str, float]:
@@ -108,6 +117,7 @@ class SimTracking:
         strategies, open the parent run now."""
         from skewlab.io.tracking import Tracker, TrackingSettings
 
+        quiet_mlflow()
         tracker = Tracker(TrackingSettings.for_runs(home))
         tags = {"mode": "simulate", "run_dir": str(out)}
         self = cls(tracker, experiment, dict(params), tags, out)

@@ -126,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  plot: {p}")
     if not args.no_mlflow:
         from skewlab.commands._links import run_link
+        from skewlab.commands._sim_tracking import quiet_mlflow
         from skewlab.io.tracking import Tracker, TrackingSettings
 
+        quiet_mlflow()
         tracker = Tracker(TrackingSettings.for_runs(home))
         params = {"experiment": args.name, "scale": args.scale, "seed": args.seed, **report.params}
         rid = tracker.start_run(

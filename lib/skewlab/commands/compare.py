@@ -37,7 +37,10 @@ if TYPE_CHECKING:
 
     from skewlab.io.tracking import RunSummary, Tracker, TrackingSettings
 
-HELP = "compare MLflow runs side by side: params, summary metrics, load and latency plots"
+HELP = (
+    "compare MLflow runs side by side: the params that differ, every metric with its ratio "
+    "to the first run, load (one shared axis) and latency plots"
+)
 
 LOADS_PNG = "loads.png"
 LATENCY_PNG = "latency.png"
@@ -58,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(default: $MLFLOW_TRACKING_URI, else $SKEWLAB_HOME, else ./.skewlab)",
     )
     parser.add_argument(
-        "--out", type=Path, help="directory for the plots (default <home>/runs/compare-<UTC time>)"
+        "--out", type=Path, help="directory for the plots (default: <home>/runs/compare-<UTC time>)"
     )
 
 

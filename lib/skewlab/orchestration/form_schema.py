@@ -169,25 +169,32 @@ def _fits(value: Any, schema: Mapping[str, Any]) -> Any:
     return None
 
 
-def check(name: str, value: Any, schema: Mapping[str, Any]) -> Any:
+def check(name: str, value: Any, schema: Mapping[str, Any], words: str | None = None) -> Any:
     """``value`` if it satisfies ``schema``, else ConfigError ``param <name>: <bad> is not
-    allowed ...; allowed: <words>`` (the element too, when one item of a list is bad)."""
+    allowed ...; allowed: <words>`` (the element too, when one item of a list is bad).
+    ``words`` replaces :func:`allowed`'s text where the schema says it badly (a pattern)."""
     bad = _fits(value, schema)
     if bad is None:
         return value
     where = "" if bad[0] is value else f" (in {value!r})"
-    raise ConfigError(f"param {name}: {bad[0]!r}{where} is not allowed; allowed: {allowed(schema)}")
+    what = words or allowed(schema)
+    raise ConfigError(f"param {name}: {bad[0]!r}{where} is not allowed; allowed: {what}")
 
 
-def check_params(params: Mapping[str, Any], schemas: Mapping[str, Mapping[str, Any]]) -> None:
-    """Check every param of ``params`` against its schema; unknown names are refused too."""
+def check_params(
+    params: Mapping[str, Any],
+    schemas: Mapping[str, Mapping[str, Any]],
+    words: Mapping[str, str] | None = None,
+) -> None:
+    """Check every param of ``params`` against its schema (``words``: :func:`check`'s, by
+    name); unknown names are refused too."""
     unknown = sorted(set(params) - set(schemas))
     if unknown:
         raise ConfigError(
             f"unknown param(s) {', '.join(unknown)}; valid: {', '.join(sorted(schemas))}"
         )
     for name, value in params.items():
-        check(name, value, schemas[name])
+        check(name, value, schemas[name], (words or {}).get(name))
 
 
 def form_param(
@@ -198,6 +205,7 @@ def form_param(
     *,
     title: str | None = None,
     section: str | None = None,
+    words: str | None = None,
 ) -> dict[str, Any]:
     """``airflow.sdk.Param(**kwargs)`` arguments: ``schema`` plus a description that ends
     with ``Allowed: ...`` (the form shows it under the field) and an optional section.
@@ -209,9 +217,9 @@ def form_param(
     if extra:
         raise ConfigError(f"form schema: unsupported keyword(s) {', '.join(extra)}")
     kwargs: dict[str, Any] = {
-        "default": check(name, default, schema),
+        "default": check(name, default, schema, words),
         **schema,
-        "description": f"{description} Allowed: {allowed(schema)}.",
+        "description": f"{description} Allowed: {words or allowed(schema)}.",
     }
     if title is not None:
         kwargs["title"] = title

@@ -405,6 +405,11 @@ _PARAM_DOCS: dict[str, tuple[Any, dict[str, Any], str, str, str]] = {
 Integer scalars use exclusive bounds so the form refuses a bad value instead of
 clamping it (:mod:`skewlab.orchestration.form_schema`)."""
 
+_PARAM_WORDS = {
+    "workloads": "a list of 1..20 workload specs without repeats, each name[:args] with name "
+    f"one of {', '.join(WORKLOAD_NAMES)} (lower case), or DKG's COUNTRY_SKEW_R<n>"
+}
+"""What a param allows, in words, where its schema says it badly (a pattern)."""
 _PARAM_FIELDS = {"duration": "duration_s", "window": "window_s"}
 
 
@@ -412,7 +417,9 @@ def param_schemas() -> dict[str, dict[str, Any]]:
     """``{name: kwargs}`` for ``airflow.sdk.Param(**kwargs)`` of ``skewlab_sweep``: every
     default submittable, the allowed values in each description."""
     return {
-        name: form_param(name, default, schema, doc, title=title, section=section)
+        name: form_param(
+            name, default, schema, doc, title=title, section=section, words=_PARAM_WORDS.get(name)
+        )
         for name, (default, schema, doc, title, section) in _PARAM_DOCS.items()
     }
 
@@ -432,7 +439,7 @@ def settings_from_params(
     params = dict(params)
     if params.get("preset") == "":
         params["preset"] = CUSTOM
-    check_params(params, {name: doc[1] for name, doc in _PARAM_DOCS.items()})
+    check_params(params, {name: doc[1] for name, doc in _PARAM_DOCS.items()}, _PARAM_WORDS)
     values = {name: params.get(name, doc[0]) for name, doc in _PARAM_DOCS.items()}
     preset = values.pop("preset")
     preset = "" if preset == CUSTOM else preset

@@ -54,7 +54,7 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from skewlab.orchestration.run_links import run_link, run_url
+from skewlab.io.run_links import run_link, run_url
 from skewlab.orchestration.sweep import param_schemas
 
 log = logging.getLogger("skewlab.dags.sweep")

@@ -203,7 +203,7 @@ class SimTracking:
 
     def links(self) -> list[str]:
         """Lines for the user: each run id, and where to see the top run."""
-        from skewlab.commands._links import run_link
+        from skewlab.io.run_links import run_link
 
         lines = [f"mlflow run {name}: {rid}" for name, rid in self.runs.items()]
         top = self.parent or next(iter(self.runs.values()), None)

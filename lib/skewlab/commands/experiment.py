@@ -125,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
     for p in report.plots:
         print(f"  plot: {p}")
     if not args.no_mlflow:
-        from skewlab.commands._links import run_link
         from skewlab.commands._sim_tracking import quiet_mlflow
+        from skewlab.io.run_links import run_link
         from skewlab.io.tracking import Tracker, TrackingSettings
 
         quiet_mlflow()

@@ -1,4 +1,4 @@
-"""Where a task log points its reader: the MLflow run page of a run the task wrote."""
+"""Where a reader finds an MLflow run: its page URL, plus how to serve a local store."""
 
 from __future__ import annotations
 

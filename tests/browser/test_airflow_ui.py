@@ -7,6 +7,11 @@ fill the form with a small experiment (KEY grouping, 2 workers, 2 partitions,
 2,000 events/s for 5 s), trigger, and poll the REST API until the run succeeds.
 Screenshots (``screenshots/`` in the test's tmp dir): the login page, the filled
 form, the run page after triggering and after success.
+
+The sweep's form (``skewlab_sweep``): a workers list that is not a list is refused
+inline (the field's error, Trigger disabled); ``events`` 0 is kept as typed (not
+clamped) and refused by the API, the dialog naming the param and no run created;
+the untouched defaults trigger a run that succeeds and links its MLflow parent run.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 
 FORM = {"workers": "2", "partitions": "2", "rate": "2000", "duration": "5", "window": "2"}
 STRATEGY = "key"
+SWEEP_DAG = "skewlab_sweep"
 TRIGGER_DIALOG = (
     "Array.from(document.querySelectorAll('[role=dialog]'))"
     ".find(d => d.innerText.includes('Trigger Dag'))"
@@ -126,4 +132,132 @@ def test_trigger_form_runs_the_experiment(browser: Page, airflow_api: AirflowApi
     shots += sorted(browser.artifacts.glob("0[1-3]-*.png"))
     assert len(shots) == 4
     for shot in shots:
+        assert shot.stat().st_size > 5_000, f"{shot} looks empty"
+
+
+def _open_trigger(page: Page, url: str, dag_id: str, field: str) -> None:
+    """Open the Trigger dialog of ``dag_id`` and wait for its form field ``field``."""
+    page.goto(f"{url}/dags/{dag_id}")
+    buttons = "Array.from(document.querySelectorAll('button'))"
+    page.wait_for(
+        f"{buttons}.some(b => b.innerText.trim() === 'Trigger')", "Trigger button", timeout_s=120
+    )
+    _mark(page, f"{buttons}.find(b => b.innerText.trim() === 'Trigger')", "open-trigger")
+    page.click("[data-t=open-trigger]")
+    page.wait_for(f"!!{TRIGGER_DIALOG}?.querySelector('[name=element_{field}]')", "form")
+
+
+def _open_section(page: Page, title: str, field: str) -> None:
+    _mark(
+        page,
+        f"Array.from({TRIGGER_DIALOG}.querySelectorAll('button[data-part=item-trigger]'))"
+        f".find(b => b.innerText.trim() === '{title}')",
+        "section",
+    )
+    page.click("[data-t=section]")
+    page.eval("document.querySelector('[data-t=section]').removeAttribute('data-t')")
+    page.wait_for(
+        f"!!{TRIGGER_DIALOG}.querySelector('[id=element_{field}], [name=element_{field}]')"
+        "?.offsetParent",
+        f"section {title}",
+    )
+
+
+def _submit_button(page: Page) -> str:
+    """Mark the dialog's Trigger button; its selector."""
+    _mark(
+        page,
+        f"Array.from({TRIGGER_DIALOG}.querySelectorAll('button'))"
+        ".filter(b => b.innerText.trim() === 'Trigger').pop()",
+        "submit",
+    )
+    return "[data-t=submit]"
+
+
+def _close_dialog(page: Page) -> None:
+    _mark(page, f"{TRIGGER_DIALOG}.querySelector('[data-part=close-trigger]')", "close")
+    page.click("[data-t=close]")
+    page.wait_for(f"!{TRIGGER_DIALOG}", "dialog closed")
+
+
+def _replace_json(page: Page, field: str, text: str) -> None:
+    """Select all in the JSON editor of ``field`` and type ``text`` (no brackets or quotes:
+    the editor closes them itself)."""
+    _mark(page, f"{TRIGGER_DIALOG}.querySelector('#element_{field} .view-lines')", f"{field}-ed")
+    page.click(f"[data-t={field}-ed]")
+    page.wait_for("document.activeElement?.closest('.monaco-editor') != null", "editor focus")
+    select_all = {"key": "a", "code": "KeyA", "modifiers": 2, "windowsVirtualKeyCode": 65}
+    page.send("Input.dispatchKeyEvent", type="keyDown", commands=["selectAll"], **select_all)
+    page.send("Input.dispatchKeyEvent", type="keyUp", **select_all)
+    page.send("Input.insertText", text=text)
+
+
+def test_sweep_form_submits_defaults_and_refuses_bad_values(
+    browser: Page, airflow_api: AirflowApi
+) -> None:
+    server = airflow_api.server
+    airflow_api.unpause(SWEEP_DAG)
+    _log_in(browser, server.url, server.user, server.password)
+    runs = f"/dags/{SWEEP_DAG}/dagRuns"
+
+    # 1. workers must be a list: a bare number is refused in the field, Trigger disabled
+    _open_trigger(browser, server.url, SWEEP_DAG, "preset")
+    submit = _submit_button(browser)
+    assert browser.eval(f"document.querySelector('{submit}').disabled") is False  # defaults
+    _open_section(browser, "Grid", "workers")
+    browser.screenshot("11-sweep-form-defaults")
+    _replace_json(browser, "workers", "4")
+    error = browser.wait_for(
+        f"{TRIGGER_DIALOG}.querySelector('#element_workers')?.closest('[data-part=root]')"
+        "?.querySelector('[data-part=error-text]')?.innerText",
+        "inline error under workers",
+    )
+    assert "array" in str(error).lower()
+    assert browser.eval(f"document.querySelector('{_submit_button(browser)}').disabled") is True
+    browser.screenshot("12-sweep-inline-error")
+    _close_dialog(browser)
+
+    # 2. events 0 stays 0 (no silent clamp); the API refuses it and the dialog says why
+    _open_trigger(browser, server.url, SWEEP_DAG, "events")
+    _open_section(browser, "Cell size", "events")
+    events = "[role=dialog] input[name=element_events]"
+    assert browser.eval(f"document.querySelector('{events}').value") == "200000"  # reset
+    browser.type_into(events, "0")
+    browser.eval("document.activeElement && document.activeElement.blur()")
+    browser.click(_submit_button(browser))
+    refused = browser.wait_for(
+        f"Array.from({TRIGGER_DIALOG}.querySelectorAll('p'))"
+        ".map(p => p.innerText).find(t => t.includes('Invalid input for param'))",
+        "the refusal in the dialog",
+    )
+    assert "param events: 0 " in str(refused)
+    assert browser.eval(f"document.querySelector('{events}').value") == "0"
+    assert airflow_api.get(runs)["total_entries"] == 0
+    browser.scroll_to_text(str(refused).strip())
+    browser.screenshot("13-sweep-refused")
+    _close_dialog(browser)
+
+    # 3. the untouched defaults trigger a sweep that succeeds and links its MLflow run
+    _open_trigger(browser, server.url, SWEEP_DAG, "preset")
+    browser.click(_submit_button(browser))
+    href = browser.wait_for(
+        f"location.pathname.includes('/dags/{SWEEP_DAG}/runs/') && location.pathname",
+        "the sweep run's page",
+    )
+    run_id = unquote(str(href).rsplit("/runs/", 1)[1].strip("/"))
+    conf = airflow_api.get(f"{runs}/{run_id}")["conf"]
+    assert conf["preset"] == "custom" and conf["workers"] == [4] and conf["events"] == 200_000
+    state = airflow_api.wait_run(SWEEP_DAG, run_id)
+    assert state == "success", airflow_api.task_states(SWEEP_DAG, run_id)
+    parent = airflow_api.xcom(SWEEP_DAG, run_id, "compare", "parent_run_id")
+    url = airflow_api.xcom(SWEEP_DAG, run_id, "compare", "parent_run_url")
+    assert str(url).startswith("http") and str(url).endswith(f"/runs/{parent}")
+    log = airflow_api.get(f"{runs}/{run_id}/taskInstances/start_parent/logs/1")["content"]
+    ours = [e for e in log if isinstance(e, dict) and e.get("logger") == "skewlab.dags.sweep"]
+    assert any(str(url) in str(e.get("event")) for e in ours), ours
+    assert not [e for e in log if str(e.get("logger", "")).startswith("unusual_prefix")]
+    browser.goto(f"{server.url}/dags/{SWEEP_DAG}/runs/{run_id}")
+    browser.wait_for("document.body.innerText.toLowerCase().includes('success')", "success shown")
+    browser.screenshot("14-sweep-succeeded")
+    for shot in sorted(browser.artifacts.glob("1[1-4]-*.png")):
         assert shot.stat().st_size > 5_000, f"{shot} looks empty"

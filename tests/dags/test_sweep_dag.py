@@ -38,21 +38,74 @@ def test_sweep_dag_shape(dagbag: Any) -> None:
 
 
 @pytest.mark.unit
-def test_sweep_dag_params_form(dagbag: Any) -> None:
-    from airflow.sdk.exceptions import ParamValidationError
+def test_sweep_form_defaults_are_submittable_and_plan_a_grid(dagbag: Any, tmp_path: Path) -> None:
+    from skewlab.orchestration.sweep import PRESETS, settings_from_params
 
     params = dagbag.dags["skewlab_sweep"].params
     assert {"preset", "mode", "strategies", "workloads", "workers", "seeds"} <= set(params.keys())
-    params.validate()
-    assert "dkg-country" in params.get_param("preset").schema["enum"]
-    for name, bad in {"mode": "fast", "strategies": ["nope"], "workers": [0], "seeds": []}.items():
-        with pytest.raises(ParamValidationError):
-            params.get_param(name).resolve(bad)
+    defaults = params.validate()  # what the form submits untouched
+    for name in params:
+        schema = params.get_param(name).schema
+        assert schema.get("type"), name  # typed: the form picks a field and marks it required
+        constraints = {"enum", "items", "pattern"} | {k for k in schema if "imum" in k}
+        assert constraints & set(schema), f"{name} has no bounds, enum, items or pattern"
+        if "null" not in schema["type"]:  # a required field's default is never empty
+            assert defaults[name] not in (None, "", []), name
+    preset = params.get_param("preset").schema
+    assert defaults["preset"] == "custom" and preset["enum"] == ["custom", *PRESETS]
+    strategies = params.get_param("strategies").schema  # a multi-select of valid names
+    assert strategies["examples"] == strategies["items"]["enum"]
+    settings = settings_from_params(defaults, home=str(tmp_path))
+    assert settings.preset == "" and settings.n_cells == len(defaults["strategies"])
+    for name in PRESETS:  # each preset choice is submittable with the other defaults
+        settings_from_params({**defaults, "preset": name}, home=str(tmp_path))
+
+
+BAD = {
+    "mode": "fast",
+    "preset": "",
+    "strategies": ["key", "nope"],
+    "workloads": ["nosuch:s=1"],
+    "workers": [0],
+    "seeds": [],
+    "events": 0,
+    "partitions": 65,
+    "rate": -5,
+    "window": 0,
+}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_value_is_refused_by_the_form_and_again_by_plan(
+    dagbag: Any, tmp_path: Path, name: str
+) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from skewlab.errors import ConfigError
+    from skewlab.orchestration.sweep import settings_from_params
+
+    params = dagbag.dags["skewlab_sweep"].params
+    bad = BAD[name]
+    with pytest.raises(ParamValidationError):
+        params.get_param(name).resolve(bad)
+    if name == "preset":  # "" is the old spelling of custom: refused by the form only
+        assert settings_from_params({name: bad}, home=str(tmp_path)).preset == ""
+        return
+    with pytest.raises(ConfigError) as info:
+        settings_from_params({name: bad}, home=str(tmp_path))
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"param {name}: ")
+    shown = bad[-1] if isinstance(bad, list) and bad else bad
+    assert repr(shown) in message and "allowed: " in message
 
 
 @pytest.mark.integration
 def test_small_sim_sweep_end_to_end(
-    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    airflow_db: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
@@ -62,6 +115,8 @@ def test_small_sim_sweep_end_to_end(
     monkeypatch.setenv("SKEWLAB_HOME", str(home))
     bag = DagBag(dag_folder=str(DAGS_DIR))
     dag_run = bag.dags["skewlab_sweep"].test(run_conf=SMALL)
+    out = capfd.readouterr()
+    task_log = out.out + out.err  # Airflow's task logging writes the records here
 
     states = {(ti.task_id, ti.map_index): str(ti.state) for ti in dag_run.get_task_instances()}
     assert set(states.values()) == {"success"}, states
@@ -79,6 +134,12 @@ def test_small_sim_sweep_end_to_end(
     assert parents[0].data.tags["airflow.run_id"] == dag_run.run_id
     children = tracker.child_runs(parent)
     assert len(children) == 4
+    # the task logs come from the project's logger and link every run the sweep wrote
+    dag_lines = [line for line in task_log.splitlines() if "[skewlab.dags.sweep]" in line]
+    assert "unusual_prefix" not in task_log
+    for rid in [parent, *children]:
+        page = f"/#/experiments/{exp.experiment_id}/runs/{rid}"
+        assert any(page in line for line in dag_lines), rid
     rows = tracker.compare(children)
     assert {r["params.strategy"] for r in rows} == {"key", "dkg"}
     assert all(r["metrics.imb_score"] is not None for r in rows)

@@ -7,6 +7,7 @@ each with the rate and the time left, and no carriage returns.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -53,6 +54,7 @@ class EventProgress:
         from tqdm import tqdm
 
         if self._bar is None:
+            size = shutil.get_terminal_size()
             self._bar = tqdm(
                 total=total,
                 desc=self.label,
@@ -60,7 +62,10 @@ class EventProgress:
                 unit_scale=True,
                 file=self.stream,
                 leave=True,
-                dynamic_ncols=True,
+                # a terminal reporting no size (0 x 0) gets 80 x 24: tqdm draws
+                # nothing at 0 rows
+                ncols=size.columns,
+                nrows=size.lines,
             )
         self._bar.update(done - self._bar.n)
         if done >= total:

@@ -11,6 +11,7 @@ RUNNING meanwhile) and holds:
   event time (the window's start), so runs with different windows line up;
 * ``window_loads.json``: the per-worker load of every window as one MLflow
   table (columns ``t_s``, ``worker``, ``events``), read by ``skewlab compare``;
+* ``events_done`` (step = events simulated) while it runs;
 * ``plots/worker_loads.png`` and ``plots/latency_cdf.png`` of that strategy
   alone (stable names, so MLflow's compare view sets runs side by side).
 
@@ -20,13 +21,14 @@ plots and ``metrics.json``.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewlab.commands._links import run_link
+from skewlab.io.run_links import run_link
 from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.metrics import std_dev_pct
 from skewlab.report.plots import plot_latency_cdf, plot_worker_loads
@@ -38,8 +40,19 @@ if TYPE_CHECKING:
 LOADS_TABLE = "window_loads.json"
 """The artifact holding the per-worker loads (``t_s``, ``worker``, ``events`` columns)."""
 
+PROGRESS_STEP_PCT = 10
+"""``events_done`` is logged into a running strategy's run every this many percent."""
+
 PLOT_NAMES = ("worker_loads.png", "latency_cdf.png")
 """Every simulate run's plots, under ``plots/`` of the run's artifacts."""
+
+
+def quiet_mlflow() -> None:
+    """Import mlflow, then keep its INFO lines (a new store's migration notes) off stderr:
+    importing mlflow sets its logger to INFO, and the client migrates a new store at once."""
+    import mlflow  # noqa: F401 - imported for its logger set-up, undone below
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
 
 
 def summary_metrics(r: SimResult) -> dict[str, float]:
@@ -106,6 +119,7 @@ class SimTracking:
         """Connect to the store of ``home`` (or ``$MLFLOW_TRACKING_URI``); with several
         strategies, open the parent run now."""
 
+        quiet_mlflow()
         tracker = Tracker(TrackingSettings.for_runs(home))
         tags = {"mode": "simulate", "run_dir": str(out)}
         self = cls(tracker, experiment, dict(params), tags, out)
@@ -129,6 +143,21 @@ class SimTracking:
         )
         self.runs[strategy] = rid
         return rid
+
+    def progress(self, strategy: str) -> Callable[[int, int], None]:
+        """A simulator progress callback that logs ``events_done`` (step = events) into
+        ``strategy``'s run every :data:`PROGRESS_STEP_PCT` percent, so the run shows
+        how far it is while it runs."""
+        rid = self.runs[strategy]
+        shown = [-1]
+
+        def log(done: int, total: int) -> None:
+            step = 100 * done // total // PROGRESS_STEP_PCT if total else 0
+            if step != shown[0]:
+                shown[0] = step
+                self.tracker.log_metrics(rid, {"events_done": float(done)}, step=done)
+
+        return log
 
     def failed(self) -> None:
         """End every open run FAILED (the simulation raised or was interrupted)."""

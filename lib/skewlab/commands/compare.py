@@ -1,12 +1,17 @@
 """``skewlab compare RUN_ID [RUN_ID...]``: MLflow runs side by side, and their plots.
 
-Prints one table with a column per run: identity and status, every param
-(``*`` marks the params that differ between the runs) and every summary
-metric (the per-window series are left out of the table). Then draws, under
-``--out``, the same plots for all runs from their per-window series:
+Prints, with a column per run: identity and status; the params that differ
+between the runs (the count of the equal ones below; every param when there
+is one run); every summary metric, ``*`` where the runs differ, with one
+column per further run holding its ratio to the first run (the per-window
+series are left out of the tables). Then draws, under ``--out``, the same
+plots for all runs from their per-window series, under stable names:
 
-* ``loads.png``: per-worker share of each window's events, one panel per run
-  (series ``load_w<i>``, step = window);
+* ``loads.png``: per-worker share of each window's events, one panel per run,
+  every panel on the same y-axis (0 .. the highest share of any run), so a
+  49.96-50.04 % panel looks as flat as it is. The loads come from the run's
+  ``window_loads.json`` table (``t_s``, ``worker``, ``events``; ``skewlab
+  simulate``) or its ``load_w<i>`` series (step = window);
 * ``latency.png``: p50 (dashed) and p99 (solid) latency per window, one colour
   per run (series ``window_p50_ms`` / ``window_p99_ms``).
 
@@ -18,9 +23,11 @@ run id prints one line and exits with 2.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,7 +47,15 @@ if TYPE_CHECKING:
 
     from skewlab.io.tracking import RunSummary, Tracker, TrackingSettings
 
-HELP = "compare MLflow runs side by side: params, summary metrics, load and latency plots"
+HELP = (
+    "compare MLflow runs side by side: the params that differ, every metric with its ratio "
+    "to the first run, load (one shared axis) and latency plots"
+)
+
+LOADS_PNG = "loads.png"
+LATENCY_PNG = "latency.png"
+LOADS_TABLE = "window_loads.json"
+"""A run's per-worker loads as one MLflow table (``skewlab simulate`` logs it)."""
 
 LOAD_SERIES = re.compile(r"^load_w(\d+)$")
 LATENCY_SERIES = ("window_p50_ms", "window_p99_ms")
@@ -56,7 +71,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(default: $MLFLOW_TRACKING_URI, else $SKEWLAB_HOME, else ./.skewlab)",
     )
     parser.add_argument(
-        "--out", type=Path, help="directory for the plots (default <home>/runs/compare-<UTC time>)"
+        "--out", type=Path, help="directory for the plots (default: <home>/runs/compare-<UTC time>)"
     )
 
 
@@ -112,44 +127,123 @@ def _label(s: RunSummary) -> str:
     return s.run_name or s.run_id[:12]
 
 
-def side_by_side(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
-    """The rows of :meth:`Tracker.compare` as one table with a column per run."""
+def _ratio(value: Any, first: Any) -> str:
+    if not isinstance(value, int | float) or not isinstance(first, int | float):
+        return "-"
+    if first == 0:
+        return "1" if value == 0 else "-"
+    return f"{value / first:.3g}"
 
-    fields = [k for k in rows[0] if k not in ("run_name",)] if rows else []
-    body: list[list[str]] = []
-    for name in fields:
-        if name.startswith("metrics.") and SERIES.match(name[len("metrics.") :]):
-            continue
-        cells = [_fmt(r.get(name)) for r in rows]
-        differs = name.startswith("params.") and len(set(cells)) > 1
-        body.append([name + (" *" if differs else ""), *cells])
-    table = format_table(["", *labels], body)
-    if any(r[0].endswith(" *") for r in body):
-        table += "\n* differs between the runs"
-    return table
+
+def split_params(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
+    """The ``params.*`` fields of :meth:`Tracker.compare` rows: (differing, equal in every run)."""
+    names = [k for k in rows[0] if k.startswith("params.")] if rows else []
+    differ = [n for n in names if len({_fmt(r.get(n)) for r in rows}) > 1]
+    return differ, [n for n in names if n not in differ]
+
+
+def metric_rows(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """One row per summary metric: name (``*`` if the runs differ), each run's value, then
+    each further run's ratio to the first run's value (``-`` where undefined)."""
+    names = [
+        k
+        for k in (rows[0] if rows else {})
+        if k.startswith("metrics.") and not SERIES.match(k[len("metrics.") :])
+    ]
+    body = []
+    for name in names:
+        values = [r.get(name) for r in rows]
+        cells = [_fmt(v) for v in values]
+        mark = " *" if len(set(cells)) > 1 else ""
+        ratios = [_ratio(v, values[0]) for v in values[1:]]
+        body.append([name[len("metrics.") :] + mark, *cells, *ratios])
+    return body
+
+
+def side_by_side(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
+    """The rows of :meth:`Tracker.compare` as three tables with a column per run:
+    identity, the params that differ (all of them for one run), the metrics with ratios."""
+
+    if not rows:
+        return ""
+    head = ["", *labels]
+    identity = [[k, *(_fmt(r.get(k)) for r in rows)] for k in ("run_id", "status")]
+    parts = [format_table(head, identity)]
+
+    differ, equal = split_params(rows)
+    shown = differ if len(rows) > 1 else differ + equal
+    if shown:
+        params = [[n[len("params.") :], *(_fmt(r.get(n)) for r in rows)] for n in shown]
+        parts.append(format_table(["param", *labels], params))
+    if len(rows) > 1:
+        total = len(differ) + len(equal)
+        parts.append(f"{len(differ)} of {total} params differ; {len(equal)} equal in every run")
+
+    metrics = metric_rows(rows)
+    if metrics:
+        ratios = [f"{lab} / {labels[0]}" for lab in labels[1:]]
+        parts.append(format_table(["metric", *labels, *ratios], metrics))
+        if any(r[0].endswith(" *") for r in metrics):
+            parts.append("* differs between the runs")
+    return "\n\n".join(parts)
+
+
+def _table_loads(tracker: Tracker, s: RunSummary) -> tuple[np.ndarray, float] | None:
+    """``(loads[window, worker], window seconds)`` from the run's :data:`LOADS_TABLE`."""
+
+    if LOADS_TABLE not in tracker.list_artifacts(s.run_id):
+        return None
+    folder = tracker.artifact_dir(s.run_id)
+    if folder is not None:  # a local store: read in place
+        table = json.loads((folder / LOADS_TABLE).read_text())
+    else:
+        with tempfile.TemporaryDirectory(prefix="skewlab-compare-") as tmp:
+            local = tracker.client.download_artifacts(s.run_id, LOADS_TABLE, tmp)
+            table = json.loads(Path(local).read_text())
+    cols = {c: i for i, c in enumerate(table["columns"])}
+    data = table["data"]
+    if not data or not {"t_s", "worker", "events"} <= set(cols):
+        return None
+    starts = sorted({float(row[cols["t_s"]]) for row in data})
+    index = {t: i for i, t in enumerate(starts)}
+    workers = max(int(row[cols["worker"]]) for row in data) + 1
+    loads = np.zeros((len(starts), workers), dtype=np.float64)
+    for row in data:
+        loads[index[float(row[cols["t_s"]])], int(row[cols["worker"]])] = float(row[cols["events"]])
+    window_s = starts[1] - starts[0] if len(starts) > 1 else _window_param(s)
+    return loads, window_s
+
+
+def _window_param(s: RunSummary) -> float:
+    try:
+        window_s = float(s.params.get("window_s", "1"))
+    except ValueError:
+        return 1.0
+    return window_s if window_s > 0 else 1.0
 
 
 def _series(tracker: Tracker, s: RunSummary) -> RunSeries | None:
 
     workers = sorted(int(m.group(1)) for k in s.metrics if (m := LOAD_SERIES.match(k)))
-    if not workers:
-        return None
-    histories = {w: tracker.metric_history(s.run_id, f"load_w{w}") for w in workers}
-    steps = max((step for h in histories.values() for step, _ in h), default=-1) + 1
-    loads = np.zeros((steps, max(workers) + 1), dtype=np.float64)
-    for w, history in histories.items():
-        for step, value in history:
-            loads[step, w] = value
-    try:
-        window_s = float(s.params.get("window_s", "1"))
-    except ValueError:
-        window_s = 1.0
+    if workers:
+        histories = {w: tracker.metric_history(s.run_id, f"load_w{w}") for w in workers}
+        steps = max((step for h in histories.values() for step, _ in h), default=-1) + 1
+        loads = np.zeros((steps, max(workers) + 1), dtype=np.float64)
+        for w, history in histories.items():
+            for step, value in history:
+                loads[step, w] = value
+        window_s = _window_param(s)
+    else:
+        table = _table_loads(tracker, s)
+        if table is None:
+            return None
+        loads, window_s = table
     p50, p99 = (
         tracker.metric_history(s.run_id, n) if n in s.metrics else [] for n in LATENCY_SERIES
     )
     std = s.metrics.get("std_dev")
     label = _label(s) + (f": STD_DEV {std:.2f}%" if std is not None else "")
-    return RunSeries(label, window_s if window_s > 0 else 1.0, loads, p50, p99)
+    return RunSeries(label, window_s, loads, p50, p99)
 
 
 def plot_latency(runs: Sequence[RunSeries], path: Path) -> Path | None:
@@ -186,14 +280,14 @@ def plot_latency(runs: Sequence[RunSeries], path: Path) -> Path | None:
 
 
 def draw(runs: Sequence[RunSeries], out: Path) -> list[Path]:
-    """``loads.png`` and ``latency.png`` of ``runs`` under ``out``; the paths drawn."""
+    """:data:`LOADS_PNG` and :data:`LATENCY_PNG` of ``runs`` under ``out``; the paths drawn."""
 
     if not runs:
         return []
     out.mkdir(parents=True, exist_ok=True)
     panels = [LoadPanel(r.label, r.window_s, r.loads) for r in runs]
-    paths = [plot_load_panels(panels, out / "loads.png", "time since the first window (s)")]
-    latency = plot_latency(runs, out / "latency.png")
+    paths = [plot_load_panels(panels, out / LOADS_PNG, "time since the first window (s)")]
+    latency = plot_latency(runs, out / LATENCY_PNG)
     return paths + ([latency] if latency is not None else [])
 
 
@@ -214,7 +308,11 @@ def run(args: argparse.Namespace) -> int:
     for s in summaries:
         one = _series(tracker, s)
         if one is None:
-            print(f"compare: run {s.run_id} has no load_w<i> series; not plotted", file=sys.stderr)
+            print(
+                f"compare: run {s.run_id} has no {LOADS_TABLE} table and no load_w<i> series; "
+                "not plotted",
+                file=sys.stderr,
+            )
         else:
             series.append(one)
     if series:

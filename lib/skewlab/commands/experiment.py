@@ -18,10 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from skewlab.commands._args import positive_float
-from skewlab.commands._links import run_link
+from skewlab.commands._sim_tracking import quiet_mlflow
 from skewlab.errors import ConfigError
 from skewlab.experiments import ExperimentArgs, get, registry
 from skewlab.experiments.reproduce import REPRODUCE_SCALES, describe
+from skewlab.io.run_links import run_link
 from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.report import format_table
 from skewlab.services.datadir import resolve_home
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     for p in report.plots:
         print(f"  plot: {p}")
     if not args.no_mlflow:
+        quiet_mlflow()
         tracker = Tracker(TrackingSettings.for_runs(home))
         params = {"experiment": args.name, "scale": args.scale, "seed": args.seed, **report.params}
         rid = tracker.start_run(

@@ -169,10 +169,10 @@ def status_rows(home: str | None) -> list[list[str]]:
     store = root / "mlflow.db"
     uis = find_mlflow_ui(store)
     if uis:
-        rows.extend(["mlflow ui", "running", u.url, str(u.pid), f"kill {u.pid}"] for u in uis)
+        rows.extend(["mlflow-ui", "running", u.url, str(u.pid), f"kill {u.pid}"] for u in uis)
     else:
         how = f"mlflow ui --backend-store-uri sqlite:///{store}" if store.exists() else "-"
-        rows.append(["mlflow ui", "stopped", "-", "-", how])
+        rows.append(["mlflow-ui", "stopped", "-", "-", how])
     return rows
 
 

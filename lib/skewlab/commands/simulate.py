@@ -55,6 +55,7 @@ from skewlab.workload.spec import WORKLOAD_NAMES
 from skewlab.workload.trace import TraceWorkload
 
 if TYPE_CHECKING:
+    from skewlab.sim import Progress
     from skewlab.workload.spec import AnyWorkload
 
 HELP = "simulate groupings over one seeded stream; print metrics, save plots"
@@ -272,9 +273,11 @@ def run(args: argparse.Namespace) -> int:
     results = []
     try:
         for name, grouping in zip(settings.strategies, groupings):
-            progress = EventProgress(f"simulate {name}", sys.stderr) if show else None
+            shown = EventProgress(f"simulate {name}", sys.stderr) if show else None
+            progress: Progress | None = shown
             if tracking is not None:
                 tracking.started(name)
+                progress = _both(shown, tracking.progress(name))
             result = simulate(
                 grouping, workload, settings.events, rate, config=config, progress=progress
             )
@@ -324,6 +327,17 @@ def run(args: argparse.Namespace) -> int:
         for line in links:
             print(line)
     return 0
+
+
+def _both(*callbacks: Progress | None) -> Progress:
+    """One progress callback calling every given one."""
+    live = [c for c in callbacks if c is not None]
+
+    def progress(done: int, total: int) -> None:
+        for c in live:
+            c(done, total)
+
+    return progress
 
 
 def _plots(results: list[Any], out: Path) -> dict[str, str]:

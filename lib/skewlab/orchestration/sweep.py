@@ -49,9 +49,11 @@ from typing import TYPE_CHECKING, Any
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.grouping import GROUPING_NAMES, make_grouping
 from skewlab.io.tracking import PARENT_RUN_TAG
+from skewlab.orchestration.form_schema import check_params, form_param
 from skewlab.services.datadir import resolve_home
 from skewlab.sim import ConstantService, SimConfig, simulate
 from skewlab.workload import parse_workload
+from skewlab.workload.spec import WORKLOAD_NAMES
 
 if TYPE_CHECKING:
     from skewlab.io.tracking import RunSummary, Tracker
@@ -274,68 +276,153 @@ class SweepCell:
 # --------------------------------------------------------------------------- params
 
 
-_PARAM_DOCS: dict[str, tuple[Any, dict[str, Any], str]] = {
+CUSTOM = "custom"
+"""The ``preset`` choice that runs the grid of the form (``""`` is accepted as a synonym)."""
+GRID, SIZES = "Grid", "Cell size"
+_WORKLOAD_PATTERN = (
+    "^(" + "|".join(sorted(WORKLOAD_NAMES, key=len, reverse=True)) + ")(:.+)?$"
+    "|^COUNTRY_(HALF_)?SKEW_R[0-9]+$"
+)
+
+_PARAM_DOCS: dict[str, tuple[Any, dict[str, Any], str, str, str]] = {
     "preset": (
-        "",
-        {"type": "string", "enum": ["", *PRESETS]},
-        "A seed reproduction that fixes strategies, workloads, workers and service time "
-        "(empty: use the grid below). "
-        + "; ".join(f"{p.name}: {p.description}" for p in PRESETS.values()),
+        CUSTOM,
+        {
+            "type": "string",
+            "enum": [CUSTOM, *PRESETS],
+            "values_display": {
+                CUSTOM: "custom: the grid below",
+                **{p.name: f"{p.name}: {p.description}" for p in PRESETS.values()},
+            },
+        },
+        "A seed reproduction that fixes strategies, workloads, workers and service time, "
+        "or custom: the grid below.",
+        "Preset",
+        GRID,
     ),
     "mode": (
         "sim",
         {"type": "string", "enum": list(MODES)},
-        "sim: the simulator, seconds per cell; live: one small live experiment per cell",
+        "sim: the simulator, seconds per cell; live: one small live experiment per cell "
+        f"(at most {MAX_CELLS['live']} cells).",
+        "Mode",
+        GRID,
     ),
     "strategies": (
         ["key", "shuffle", "pkg", "dkg"],
-        {"type": "array", "items": {"type": "string", "enum": list(GROUPING_NAMES)}, "minItems": 1},
+        {
+            "type": "array",
+            "items": {"type": "string", "enum": list(GROUPING_NAMES)},
+            "examples": list(GROUPING_NAMES),
+            "minItems": 1,
+            "uniqueItems": True,
+        },
         "Groupings to compare.",
+        "Strategies",
+        GRID,
     ),
     "workloads": (
         ["zipf:s=1.1,v=2.72"],
-        {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
-        "Workload specs, e.g. zipf:s=1.1,v=2.72 or country:R80.",
+        {
+            "type": "array",
+            "items": {"type": "string", "pattern": _WORKLOAD_PATTERN},
+            "minItems": 1,
+            "maxItems": 20,
+            "uniqueItems": True,
+        },
+        "Workload specs, one per line, e.g. zipf:s=1.1,v=2.72,keys=10000 or country:R80.",
+        "Workloads",
+        GRID,
     ),
     "workers": (
         [4],
-        {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 64}, "minItems": 1},
-        "Worker counts W.",
+        {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 1, "maximum": 64},
+            "minItems": 1,
+            "maxItems": 16,
+            "uniqueItems": True,
+        },
+        "Worker counts W, a JSON list such as [4, 8, 16].",
+        "Workers",
+        GRID,
     ),
     "seeds": (
         [0],
-        {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
-        "Workload seeds (each seed is one more repetition of every cell).",
+        {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1},
+            "minItems": 1,
+            "maxItems": 20,
+            "uniqueItems": True,
+        },
+        "Workload seeds, a JSON list such as [0, 1, 2] (each seed repeats every cell).",
+        "Seeds",
+        GRID,
     ),
-    "events": (200_000, {"type": "integer", "minimum": 1}, "sim: events per cell."),
+    "events": (
+        200_000,
+        {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10_000_001},
+        "sim: events per cell.",
+        "Events",
+        SIZES,
+    ),
     "service_us": (
         1000.0,
-        {"type": "number", "minimum": 0},
+        {"type": "number", "minimum": 0, "exclusiveMaximum": 1e6},
         "Service time per event, us (sim: > 0).",
+        "Service time (us)",
+        SIZES,
     ),
     "rate": (
         None,
         {"type": ["number", "null"], "exclusiveMinimum": 0},
-        "Events/s (empty: sim 80% of capacity, live 2000).",
+        "Events/s (empty: sim 80% of the workers' capacity, live 2000).",
+        "Rate (events/s)",
+        SIZES,
     ),
     "duration": (
         5.0,
-        {"type": "number", "exclusiveMinimum": 0},
+        {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 3600},
         "live: seconds of producing per cell.",
+        "Duration (s)",
+        SIZES,
     ),
-    "partitions": (2, {"type": "integer", "minimum": 1, "maximum": 64}, "live: input partitions."),
-    "window": (5.0, {"type": "number", "exclusiveMinimum": 0}, "Metrics window, s."),
+    "partitions": (
+        2,
+        {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 65},
+        "live: input partitions.",
+        "Partitions",
+        SIZES,
+    ),
+    "window": (
+        5.0,
+        {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 3600},
+        "Metrics window, s.",
+        "Window (s)",
+        SIZES,
+    ),
 }
-"""DAG param name -> (default, JSON schema, description)."""
+"""DAG param name -> (default, JSON schema, description, form title, form section).
+Integer scalars use exclusive bounds so the form refuses a bad value instead of
+clamping it (:mod:`skewlab.orchestration.form_schema`)."""
 
+_PARAM_WORDS = {
+    "workloads": "a list of 1..20 workload specs without repeats, each name[:args] with name "
+    f"one of {', '.join(WORKLOAD_NAMES)} (lower case), or DKG's COUNTRY_SKEW_R<n>"
+}
+"""What a param allows, in words, where its schema says it badly (a pattern)."""
 _PARAM_FIELDS = {"duration": "duration_s", "window": "window_s"}
 
 
 def param_schemas() -> dict[str, dict[str, Any]]:
-    """``{name: kwargs}`` for ``airflow.sdk.Param(**kwargs)`` of ``skewlab_sweep``."""
+    """``{name: kwargs}`` for ``airflow.sdk.Param(**kwargs)`` of ``skewlab_sweep``: every
+    default submittable, the allowed values in each description."""
     return {
-        name: {"default": default, "description": doc, **schema}
-        for name, (default, schema, doc) in _PARAM_DOCS.items()
+        name: form_param(
+            name, default, schema, doc, title=title, section=section, words=_PARAM_WORDS.get(name)
+        )
+        for name, (default, schema, doc, title, section) in _PARAM_DOCS.items()
     }
 
 
@@ -344,36 +431,24 @@ def settings_from_params(
 ) -> SweepSettings:
     """Validate the DAG params and build the sweep settings (one-line ConfigError if bad).
 
-    A non-empty ``preset`` replaces ``strategies``, ``workloads``, ``workers`` and
-    ``service_us``; the other params apply as given. Unknown names are refused.
+    Each param is checked against its form schema first (:func:`form_schema.check_params`:
+    one line naming the param, the bad value and what is allowed; unknown names are
+    refused). A ``preset`` other than ``custom`` replaces ``strategies``, ``workloads``,
+    ``workers`` and ``service_us``; the other params apply as given.
     """
 
-    unknown = sorted(set(params) - set(_PARAM_DOCS))
-    if unknown:
-        raise ConfigError(
-            f"unknown param(s) {', '.join(unknown)}; valid: {', '.join(sorted(_PARAM_DOCS))}"
-        )
-    values = {name: params.get(name, default) for name, (default, _, _) in _PARAM_DOCS.items()}
-    preset = values.pop("preset") or ""
-    if not isinstance(preset, str):
-        raise ConfigError(f"preset must be a name, got {preset!r}")
-    kw: dict[str, Any] = {}
-    for name, value in values.items():
-        key = _PARAM_FIELDS.get(name, name)
-        kw[key] = tuple(value) if isinstance(value, list | tuple) else value
-    for name in ("events", "partitions"):
-        if isinstance(kw[name], bool) or not isinstance(kw[name], int):
-            raise ConfigError(f"{name} must be an integer, got {kw[name]!r}")
-    for name in ("service_us", "duration_s", "window_s", "rate"):
-        v = kw[name]
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
-            raise ConfigError(f"{name} must be a number, got {v!r}")
-    for name in ("strategies", "workloads", "workers", "seeds"):
-        if not isinstance(kw[name], tuple):
-            raise ConfigError(f"{name} must be a list, got {kw[name]!r}")
+    params = dict(params)
+    if params.get("preset") == "":
+        params["preset"] = CUSTOM
+    check_params(params, {name: doc[1] for name, doc in _PARAM_DOCS.items()}, _PARAM_WORDS)
+    values = {name: params.get(name, doc[0]) for name, doc in _PARAM_DOCS.items()}
+    preset = values.pop("preset")
+    preset = "" if preset == CUSTOM else preset
+    kw: dict[str, Any] = {
+        _PARAM_FIELDS.get(name, name): tuple(value) if isinstance(value, list | tuple) else value
+        for name, value in values.items()
+    }
     if preset:
-        if preset not in PRESETS:
-            raise ConfigError(f"unknown preset {preset!r}; valid: {', '.join(sorted(PRESETS))}")
         p = PRESETS[preset]
         kw.update(
             strategies=p.strategies,

@@ -142,7 +142,7 @@ def run_events(home: Path, run_id: str, limit: int | None = EVENTS_LIMIT) -> Run
     read (deleted by the run's ``stop`` phase, broker stopped).
     """
 
-    path = RunDir.of(Path(home) / "runs" / run_id).handle
+    path = RunDir.at(home, run_id).handle
     try:
         handle = json.loads(path.read_text())
     except FileNotFoundError:

@@ -19,10 +19,13 @@ from skewlab.sim.result import SimResult
 __all__ = [
     "CdfCurve",
     "LoadPanel",
+    "cdf_xlim",
+    "load_shares",
     "plot_cdf_curves",
     "plot_latency_cdf",
     "plot_load_panels",
     "plot_worker_loads",
+    "share_ylim",
 ]
 
 _MIN_DELAY_S = 1e-9
@@ -60,20 +63,21 @@ def plot_load_panels(panels: Sequence[LoadPanel], path: str | Path, xlabel: str)
     """Per-worker share of each window's events in %, one panel per run; returns the path.
 
     The quantity DKG's STD_DEV summarises; the dashed line is the ideal share ``100 / W``.
+    Every panel has the same axes: time, and 0 .. :func:`share_ylim` of all panels, so
+    panels compare at a glance and a near-even run (49.96-50.04 %) looks flat.
     """
     if not panels:
         raise ValueError("nothing to plot")
     plt = _pyplot()
     out = Path(path)
     fig, axes = plt.subplots(
-        len(panels), 1, figsize=(9, 2.6 * len(panels)), sharex=True, squeeze=False
+        len(panels), 1, figsize=(9, 2.6 * len(panels)), sharex=True, sharey=True, squeeze=False
     )
     for ax, p in zip(axes[:, 0], panels):
         loads = np.asarray(p.loads, dtype=np.float64)
         workers = loads.shape[1] if loads.ndim == 2 else 0
         if loads.size:
-            totals = loads.sum(axis=1, keepdims=True)
-            share = 100.0 * loads / np.where(totals == 0, 1.0, totals)
+            share = load_shares(loads)
             # one flat segment per window: repeat the last value at the last window's end
             t = np.arange(loads.shape[0] + 1) * p.window_s
             share = np.vstack([share, share[-1:]])
@@ -85,6 +89,7 @@ def plot_load_panels(panels: Sequence[LoadPanel], path: str | Path, xlabel: str)
         ax.grid(alpha=0.3)
         if 0 < workers <= 12:
             ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    axes[0, 0].set_ylim(*share_ylim(panels))
     axes[-1, 0].set_xlabel(xlabel)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -92,24 +97,68 @@ def plot_load_panels(panels: Sequence[LoadPanel], path: str | Path, xlabel: str)
     return out
 
 
+def load_shares(loads: np.ndarray) -> np.ndarray:
+    """``loads[t, w]`` as each worker's share of window ``t``'s events in % (0 for an empty
+    window)."""
+    arr = np.asarray(loads, dtype=np.float64)
+    totals = arr.sum(axis=1, keepdims=True)
+    return 100.0 * arr / np.where(totals == 0, 1.0, totals)
+
+
+def share_ylim(panels: Sequence[LoadPanel]) -> tuple[float, float]:
+    """The y-range every load panel shares: 0 .. 5 % above the highest share of any panel
+    (at least the highest ideal share ``100 / W`` with the same margin)."""
+    top = 0.0
+    for p in panels:
+        loads = np.asarray(p.loads, dtype=np.float64)
+        if loads.ndim == 2 and loads.size:
+            top = max(top, float(load_shares(loads).max()), 100.0 / loads.shape[1])
+    return 0.0, (top or 100.0) * 1.05
+
+
+def cdf_xlim(curves: Sequence[CdfCurve]) -> tuple[float, float]:
+    """The x-range of log-x CDFs: from half the smallest positive value holding mass to
+    twice the value where the last curve reaches 1 (so an axis does not span 1 ns .. 100 s
+    when every curve lives in one decade). Zero values (the histogram's 1 ns floor) do not
+    widen the range: they are the step at its left edge."""
+    lows, highs = [], []
+    for c in curves:
+        values, frac = np.asarray(c.values, dtype=np.float64), np.asarray(c.frac)
+        if values.size == 0:
+            continue
+        held = np.flatnonzero(np.diff(np.concatenate([[0.0], frac])) > 0)
+        positive = held[values[held] > _MIN_DELAY_S * 1.5]
+        lows.append(values[positive[0]] if positive.size else values[0])
+        full = np.flatnonzero(frac >= 1.0 - 1e-12)
+        highs.append(values[full[0]] if full.size else values[-1])
+    if not lows:
+        return _MIN_DELAY_S, 1.0
+    low = max(float(min(lows)), _MIN_DELAY_S) / 2
+    high = max(float(max(highs)), low * 4) * 2
+    return low, high
+
+
 def plot_cdf_curves(curves: Sequence[CdfCurve], path: str | Path, xlabel: str, title: str) -> Path:
-    """CDFs on one log-x axis (values below 1 ns drawn at 1 ns); returns the path."""
+    """CDFs on one log-x axis over :func:`cdf_xlim` (smaller values drawn at its left edge);
+    returns the path."""
     if not curves:
         raise ValueError("nothing to plot")
     plt = _pyplot()
     out = Path(path)
+    low, high = cdf_xlim(curves)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for c in curves:
         if c.values.size == 0:
             continue
-        x = np.maximum(c.values, _MIN_DELAY_S)
+        x = np.maximum(c.values, low)
         ax.step(
-            np.concatenate([[_MIN_DELAY_S], x]),
+            np.concatenate([[low], x]),
             np.concatenate([[0.0], c.frac]),
             where="post",
             label=c.label,
         )
     ax.set_xscale("log")
+    ax.set_xlim(low, high)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of events")
     ax.set_ylim(0, 1.01)

@@ -65,6 +65,8 @@ def test_home_holds_the_run_dir_and_one_mlflow_run_per_strategy(
         # per-window series stepped in seconds of event time (0.5 s windows -> 0, 0/1, 1, ...)
         steps = [m.step for m in client.get_metric_history(rid, "window_std_dev")]
         assert steps == sorted(steps) and steps[-1] <= doc["results"][0]["makespan_s"] + 1
+        done = client.get_metric_history(rid, "events_done")  # logged while it ran
+        assert done and max(m.value for m in done) == 6000
         artifacts = {f.path for f in client.list_artifacts(rid)}
         assert LOADS_TABLE in artifacts
         plots = {f.path for f in client.list_artifacts(rid, "plots")}

@@ -99,7 +99,14 @@ def _boom(args: ExperimentArgs) -> ExperimentReport:
 
 def _one_claim(args: ExperimentArgs) -> ExperimentReport:
     claim = Claim("test", "x is small", "<= 1", 2.0, at_most(1.0))
-    return ExperimentReport(title="t", table="x = 2", claims=[claim], setup="x from a constant")
+    return ExperimentReport(
+        title="t",
+        table="x = 2",
+        claims=[claim],
+        setup="x from a constant",
+        metrics={"p99_10%": 2.0},
+        params={"share (%)": 10},
+    )
 
 
 def test_a_failing_experiment_is_recorded_and_the_others_still_run(tmp_path, monkeypatch):
@@ -110,6 +117,19 @@ def test_a_failing_experiment_is_recorded_and_the_others_still_run(tmp_path, mon
     text = result.report_path.read_text()
     assert "RuntimeError: broken experiment" in text
     assert "does not hold" in text and "x from a constant" in text
+
+
+def test_failed_and_odd_named_runs_in_mlflow(tmp_path, monkeypatch):
+    from skewlab.io.tracking import Tracker, TrackingSettings
+
+    monkeypatch.setattr(rep, "registry", lambda: {"boom": _boom, "one": _one_claim})
+    tracker = Tracker(TrackingSettings.for_data_dir(tmp_path))
+    result = rep.reproduce(["boom", "one"], home=tmp_path, now=NOW, tracker=tracker)
+    assert tracker.client.get_run(result.parent_run_id).info.status == "FAILED"
+    boom, one = (tracker.client.get_run(o.run_id) for o in result.outcomes)
+    assert boom.info.status == "FAILED" and "broken experiment" in boom.data.tags["error"]
+    assert one.info.status == "FINISHED"
+    assert one.data.metrics["p99_10pct"] == 2.0 and one.data.params["share _pct_"] == "10"
 
 
 def test_cli_unknown_name_is_one_line_and_exit_2(capsys, tmp_path):

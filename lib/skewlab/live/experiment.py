@@ -225,16 +225,6 @@ def run_experiment(
     route job and workers are its children); whatever happens, :func:`~skewlab.live.phases.stop`
     runs last: loops stopped, processes killed, topics deleted unless ``keep_topics``.
     """
-    from skewlab.live import phases
+    from skewlab.live.run import Run
 
-    ctx = phases.new_run(s, run_id, progress=progress, hook=hook)
-    try:
-        phases.ensure_services(ctx)
-        phases.create_topics(ctx)
-        phases.start_jobs(ctx)
-        phases.produce(ctx)
-        phases.drain(ctx)
-        phases.aggregate(ctx)
-        return phases.summarize(ctx)
-    finally:
-        phases.stop(ctx)
+    return Run.new(s, run_id, progress=progress, hook=hook).run_all()

@@ -1,0 +1,121 @@
+"""A live run as one object: its phases as methods, its resources owned and released."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from skewlab.live import phases
+from skewlab.live.experiment import ExperimentSettings, Hook
+from skewlab.live.handle import Phase
+from skewlab.live.watch import ProgressFn
+from skewlab.rundir import RunDir
+
+if TYPE_CHECKING:
+    from skewlab.live.producer import ProduceReport
+    from skewlab.live.summary import RunSummary
+    from skewlab.pipeline.exactness import ExactnessReport
+
+__all__ = ["Run"]
+
+
+class Run:
+    """One live run in this process: its context (handle, processes, loop, client).
+
+    Each method is one phase of :mod:`skewlab.live.phases`, in this order:
+    :meth:`services`, :meth:`topics`, :meth:`start`, :meth:`produce`,
+    :meth:`drain`, :meth:`aggregate`, :meth:`summarize`; a phase whose
+    predecessor is not done raises a one-line
+    :class:`~skewlab.live.handle.HandleError` (the handle records the phases
+    done as :class:`~skewlab.live.handle.Phase` values). :meth:`stop` is safe
+    after any phase and runs when a ``with`` block leaves.
+    """
+
+    def __init__(self, ctx: phases.RunContext) -> None:
+        self.ctx = ctx
+
+    @classmethod
+    def new(
+        cls,
+        s: ExperimentSettings,
+        run_id: str | None = None,
+        progress: ProgressFn | None = None,
+        hook: Hook | None = None,
+        detached: bool = False,
+    ) -> Run:
+        """A new run of ``s`` (its run dir and handle written; nothing started)."""
+        return cls(phases.new_run(s, run_id, progress=progress, hook=hook, detached=detached))
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, progress: ProgressFn | None = None) -> Run:
+        """The run saved in ``run_dir``, its processes found again from their records."""
+        return cls(phases.resume(run_dir, progress))
+
+    @property
+    def run_id(self) -> str:
+        return self.ctx.handle.run_id
+
+    @property
+    def files(self) -> RunDir:
+        """The names of the run's files and ids."""
+        return self.ctx.files
+
+    @property
+    def phase(self) -> Phase | None:
+        """The last phase done (``None``: none yet)."""
+        done = self.ctx.handle.phases
+        return Phase(done[-1]) if done else None
+
+    def services(self) -> str:
+        """The bootstrap servers (the embedded broker started if needed)."""
+        return phases.ensure_services(self.ctx)
+
+    def topics(self) -> None:
+        phases.create_topics(self.ctx)
+
+    def start(self) -> None:
+        """The route job and the workers, running; needs :meth:`topics`."""
+        phases.start_jobs(self.ctx)
+
+    def produce(self) -> ProduceReport:
+        """The workload produced while the control loop runs; needs :meth:`start`."""
+        return phases.produce(self.ctx)
+
+    def drain(self) -> None:
+        """The route job and workers drained and exited; needs :meth:`produce`."""
+        phases.drain(self.ctx)
+
+    def aggregate(self) -> ExactnessReport:
+        """``partials`` merged and checked against the input; needs :meth:`drain`."""
+        return phases.aggregate(self.ctx)
+
+    def summarize(self) -> RunSummary:
+        """The summary, plots and MLflow run; needs :meth:`aggregate`."""
+        return phases.summarize(self.ctx)
+
+    def stop(self) -> list[str]:
+        """Loops stopped, processes killed, topics deleted (unless kept); the names killed."""
+        return phases.stop(self.ctx)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def run_all(self) -> RunSummary:
+        """Every phase in order, then :meth:`stop` whatever happened."""
+        with self:
+            self.services()
+            self.topics()
+            self.start()
+            self.produce()
+            self.drain()
+            self.aggregate()
+            return self.summarize()

@@ -1,0 +1,37 @@
+"""Run: the phases of one live run as methods, guarded by the phases done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from skewlab.live.experiment import ExperimentSettings
+from skewlab.live.handle import HandleError, Phase, RunHandle
+from skewlab.live.run import Run
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_phase_before_its_predecessor_is_refused_and_stop_is_always_safe(
+    tmp_path: Path,
+) -> None:
+    run = Run.new(ExperimentSettings(home=str(tmp_path), mlflow=False), run_id="key-t1")
+    assert run.phase is None and run.files.handle.is_file() and run.run_id == "key-t1"
+    order = [(run.start, "topics"), (run.drain, "produced"), (run.aggregate, "drained"),
+             (run.summarize, "aggregated")]  # fmt: skip
+    for phase_method, needs in order:
+        with pytest.raises(HandleError) as info:
+            phase_method()
+        assert needs in str(info.value) and "\n" not in str(info.value)
+    assert run.stop() == []  # nothing was started: nothing to kill
+    assert run.phase is Phase.STOPPED
+    again = Run.resume(run.files.path)
+    assert again.phase is Phase.STOPPED
+    assert RunHandle.load(run.files.path).phases == [Phase.STOPPED.value]
+
+
+def test_leaving_the_with_block_stops_the_run(tmp_path: Path) -> None:
+    with Run.new(ExperimentSettings(home=str(tmp_path), mlflow=False)) as run:
+        pass
+    assert run.phase is Phase.STOPPED

@@ -7,6 +7,7 @@ cells of 20,000 events (seconds), then the comparison on the parent run.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,17 @@ SMALL = {
 
 
 @pytest.mark.unit
+class _ListHandler(logging.Handler):
+    """Keeps the records a logger emits (Airflow's own task-log capture varies by test order)."""
+
+    def __init__(self, records: list[logging.LogRecord]) -> None:
+        super().__init__(logging.INFO)
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def test_sweep_dag_shape(dagbag: Any) -> None:
     dag = dagbag.dags["skewlab_sweep"]
     assert dag.schedule is None and dag.max_active_runs == 1
@@ -114,7 +126,14 @@ def test_small_sim_sweep_end_to_end(
     home = tmp_path / "skewlab"
     monkeypatch.setenv("SKEWLAB_HOME", str(home))
     bag = DagBag(dag_folder=str(DAGS_DIR))
-    dag_run = bag.dags["skewlab_sweep"].test(run_conf=SMALL)
+    records: list[logging.LogRecord] = []
+    handler = _ListHandler(records)
+    sweep_log = logging.getLogger("skewlab.dags.sweep")
+    sweep_log.addHandler(handler)
+    try:
+        dag_run = bag.dags["skewlab_sweep"].test(run_conf=SMALL)
+    finally:
+        sweep_log.removeHandler(handler)
     out = capfd.readouterr()
     task_log = out.out + out.err  # Airflow's task logging writes the records here
 
@@ -135,7 +154,7 @@ def test_small_sim_sweep_end_to_end(
     children = tracker.child_runs(parent)
     assert len(children) == 4
     # the task logs come from the project's logger and link every run the sweep wrote
-    dag_lines = [line for line in task_log.splitlines() if "[skewlab.dags.sweep]" in line]
+    dag_lines = [r.getMessage() for r in records if r.name == "skewlab.dags.sweep"]
     assert "unusual_prefix" not in task_log
     for rid in [parent, *children]:
         page = f"/#/experiments/{exp.experiment_id}/runs/{rid}"

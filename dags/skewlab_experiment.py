@@ -223,6 +223,9 @@ def skewlab_experiment() -> None:
         if rid:
             log_quality(Tracker(TrackingSettings.for_runs(home)), rid, report)
         log.info("%s", report.summary())
+        docs = report.data_docs.as_uri() if report.data_docs else None
+        if docs:
+            log.info("data docs (Great Expectations): %s", docs)
         if not report.ok:
             from skewlab.errors import SkewlabError
             from skewlab.orchestration.live_tasks import record_failed_quality
@@ -236,7 +239,7 @@ def skewlab_experiment() -> None:
             if failed_rid:
                 where = f" (MLflow run {failed_rid})"
             raise AirflowFailException(report.summary() + where)
-        return {**result, "quality_ok": True, "quality": report.summary()}
+        return {**result, "quality_ok": True, "quality": report.summary(), "data_docs": docs}
 
     @task(retries=0)
     def summarize(settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:

@@ -159,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         for r in summaries:
             print(f"{r.run_id}: {r.exactness}")
             print(f"  data quality: {r.quality}")
+            if r.data_docs:
+                print(f"  data docs: {r.data_docs}")
             if r.strategy in ("dkg", "dynamic-key"):
                 timing = (
                     "the seed's timings"

@@ -390,7 +390,11 @@ def check_quality(ctx: RunContext) -> QualityReport:
     h = ctx.handle
     expected = ctx.expected if ctx.expected is not None else load_expected(ctx.run_dir)
     report = check_run(
-        DeltaStore(h.delta_root), h.run_id, events_counts=expected, window_s=ctx.settings.window_s
+        DeltaStore(h.delta_root),
+        h.run_id,
+        events_counts=expected,
+        window_s=ctx.settings.window_s,
+        home=Path(h.home),
     )
     ctx.quality = report
     if ctx.detached:
@@ -429,6 +433,7 @@ def summarize(ctx: RunContext) -> RunSummary:
     if quality is not None:
         summary.quality = "passed" if quality.ok else "failed"
         summary.quality_failures = list(quality.failures)
+        summary.data_docs = quality.data_docs.as_uri() if quality.data_docs else None
     if s.mlflow:
         summary = log_run(summary, s, Path(h.home), quality)
     h.mlflow_run_id = summary.mlflow_run_id

@@ -96,6 +96,8 @@ class RunSummary:
     quality: str = "skipped"
     """``passed`` / ``failed`` (the data-quality suites) or ``skipped``."""
     quality_failures: list[str] = field(default_factory=list)
+    data_docs: str | None = None
+    """The Great Expectations Data Docs site holding this run's validations (a file URI)."""
 
     SERIES: ClassVar[tuple[str, ...]] = (
         "window_starts_ms",

@@ -155,7 +155,7 @@ def quality_report(home: str | Path, run_id: str, window_s: float) -> QualityRep
     if run_dir.handle.is_file():
         with _resumed({"run_dir": str(run_dir)}) as ctx:
             return phases.check_quality(ctx)
-    return check_run(DeltaStore(delta_root_of(home)), run_id, window_s=window_s)
+    return check_run(DeltaStore(delta_root_of(home)), run_id, window_s=window_s, home=home)
 
 
 def record_failed_quality(settings: Mapping[str, Any], result: Mapping[str, Any]) -> str | None:

@@ -9,6 +9,6 @@ bash "$root/infra/setup.sh"
 cd "$root"
 if [ "$#" -eq 0 ]; then
   set -- run --compare key,dkg --workers 4 --partitions 4 \
-    --workload zipf:s=1.1,v=2.72 --rate 5000 --duration 20 --window 5
+    --workload country:R80 --rate 5000 --duration 20 --window 5
 fi
 exec "$root/.venv/bin/skewlab" "$@"

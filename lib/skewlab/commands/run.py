@@ -18,7 +18,8 @@ of ``--strategy key``, with ``--service-us`` as the per-event cost) runs the sta
 manager: overloaded workers are split by hash onto new instances; with
 ``--load-ramp 2x/500s`` the input rate doubles every 500 s. The summary adds
 instances over time, scale events, pause, extra latency, instance-seconds and
-the fairness degree. The exit code is 1 when any run is not exact.
+the fairness degree. The exit code is 1 when any run is not exact or its
+data-quality check failed (:func:`exit_code`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ from skewlab.report.table import format_table
 from skewlab.spec import DKG_TIMINGS, SETTINGS, Setting
 
 HELP = "run a live experiment: Kafka -> Spark route job -> workers -> Delta, exact, in MLflow"
+
+EPILOG = (
+    "exit status: 0 when every run is exact and passed its data-quality check (or the check "
+    "was skipped); 1 when a run is not exact or its data-quality check failed; "
+    "2 on a bad flag."
+)
 
 
 def _flag_type(s: Setting) -> Any:
@@ -54,6 +61,7 @@ def _dest(s: Setting) -> str:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add ``run``'s options to its subparser: one flag per CLI setting of :data:`SETTINGS`."""
+    parser.epilog = EPILOG
     for s in SETTINGS:
         if s.flag is None:
             continue
@@ -201,4 +209,11 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  plot: {p}")
             if r.mlflow_run_id:
                 print(f"  mlflow run: {r.mlflow_run_id}")
-    return 0 if all(r.exact and r.state_exact for r in summaries) else 1
+    return exit_code(summaries)
+
+
+def exit_code(summaries: list[Any]) -> int:
+    """0 when every run is exact (events and key state) and its data-quality check did not
+    fail (``passed`` or ``skipped``); else 1 (see :data:`EPILOG`)."""
+    ok = all(r.exact and r.state_exact and r.quality != "failed" for r in summaries)
+    return 0 if ok else 1

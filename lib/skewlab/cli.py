@@ -13,7 +13,10 @@ dependencies (Spark, Kafka clients, matplotlib) inside ``run``.
 Conventions shared by every command: results go to stdout, logs and progress
 to stderr; a bad flag or a :class:`~skewlab.errors.ConfigError` prints ONE line
 on stderr saying what is wrong and what is allowed, and exits with 2 (no
-traceback); any other :class:`~skewlab.errors.SkewlabError` exits with 1.
+traceback); any other :class:`~skewlab.errors.SkewlabError` exits with 1. Any
+other exception prints ``skewlab: <Type>: <message> (details: <file>)`` and exits
+with 1, its traceback written to a file under the data dir's ``logs/`` (a temp
+file when there is no data dir); ``--debug`` or ``SKEWLAB_DEBUG=1`` also shows it.
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
@@ -49,6 +56,7 @@ function of that command is not called ``run`` (see the module docstring)."""
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+DEBUG_ENV = "SKEWLAB_DEBUG"
 
 log = logging.getLogger("skewlab")
 
@@ -83,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)"
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the full traceback of an unexpected error (also: {DEBUG_ENV}=1)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module, run = _load(name)
@@ -94,6 +107,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def _write_details(args: argparse.Namespace, text: str) -> Path | None:
+    """Write ``text`` (a traceback) to a new file under the data dir's ``logs/`` when the
+    data dir exists, else to a temp file; None when neither can be written."""
+    from skewlab.services.datadir import resolve_home
+
+    dirs: list[Path | None] = []
+    try:
+        home = resolve_home(getattr(args, "home", None))
+        if home.is_dir():
+            dirs.append(home / "logs")
+    except Exception:  # a bad --home must not hide the error being reported
+        pass
+    dirs.append(None)  # the system temp dir
+    for d in dirs:
+        try:
+            if d is not None:
+                d.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix="skewlab-error-", suffix=".log", dir=d)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            return Path(name)
+        except OSError:
+            continue
+    return None
+
+
+def _unexpected(args: argparse.Namespace, argv: Sequence[str], exc: Exception) -> int:
+    """Report an exception that is not a SkewlabError: one line, the traceback in a file."""
+    text = "".join(traceback.format_exception(exc))
+    if getattr(args, "debug", False) or os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        sys.stderr.write(text)
+    path = _write_details(args, f"skewlab {' '.join(argv)}\n{text}")
+    where = f" (details: {path})" if path is not None else ""
+    print(f"skewlab: {type(exc).__name__}: {_one_line(str(exc))}{where}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,6 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"skewlab {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # the CLI edge: any other error is one line + a details file
+        return _unexpected(args, args_list, exc)
 
 
 if __name__ == "__main__":

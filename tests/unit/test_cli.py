@@ -177,3 +177,91 @@ def test_bad_scale_out_flags_are_one_line_errors(
     assert code == 2
     assert says in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def _raise_in_simulate(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
+    def boom(args: Any) -> int:
+        raise exc
+
+    monkeypatch.setattr(simulate_cmd, "run", boom)
+
+
+def _unexpected_error(err: str) -> Path:
+    """The one stderr line of an unexpected error -> its details file (must exist)."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    _, sep, tail = lines[0].partition(" (details: ")
+    assert sep and tail.endswith(")"), err
+    path = Path(tail[:-1])
+    assert path.is_file()
+    return path
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+        OSError(28, "No space left on device"),
+        RuntimeError("Invalid table version: 99"),
+    ],
+)
+def test_unexpected_error_is_one_line_with_its_traceback_in_the_data_dir(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    _data_dir: Path,
+    exc: Exception,
+) -> None:
+    _data_dir.mkdir(parents=True)
+    _raise_in_simulate(monkeypatch, exc)
+    assert cli.main(["simulate", "--events", "10"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    path = _unexpected_error(captured.err)
+    assert captured.err.startswith(f"skewlab: {type(exc).__name__}: {exc}")
+    assert path.parent == (_data_dir / "logs").resolve()
+    details = path.read_text()
+    assert "Traceback" in details and "in boom" in details  # where it was raised
+
+
+def test_unexpected_error_without_a_data_dir_goes_to_a_temp_file(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    _data_dir: Path,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    _raise_in_simulate(monkeypatch, ValueError("bad"))
+    assert cli.main(["simulate", "--events", "10"]) == 1
+    path = _unexpected_error(capsys.readouterr().err)
+    assert not _data_dir.exists()  # reporting an error does not create a data dir
+    assert path.parent == tmp_path / "tmp"
+    assert "ValueError: bad" in path.read_text()
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_debug_shows_the_full_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    _raise_in_simulate(monkeypatch, KeyError("missing"))
+    argv = ["simulate", "--events", "10"]
+    if how == "flag":
+        argv = ["--debug", *argv]
+    else:
+        monkeypatch.setenv("SKEWLAB_DEBUG", "1")
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "in boom" in err
+    assert err.strip().splitlines()[-1].startswith("skewlab: KeyError: 'missing' (details: ")
+
+
+def test_keyboard_interrupt_still_exits_130(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _raise_in_simulate(monkeypatch, KeyboardInterrupt())
+    assert cli.main(["simulate", "--events", "10"]) == 130
+    assert "interrupted" in capsys.readouterr().err

@@ -183,7 +183,14 @@ def _bind_spawners(ctx: RunContext) -> None:
 
 def ensure_services(ctx: RunContext) -> str:
     """Phase 1: the bootstrap servers (``--bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else
-    the embedded broker under the data dir, started if needed)."""
+    the embedded broker under the data dir, started if needed). A local Delta root is
+    checked first: a damaged table raises
+    :class:`~skewlab.io.delta.store.DamagedTableError` (naming the table
+    and its repair command) before any service starts."""
+    if "://" not in ctx.handle.delta_root:
+        from skewlab.io.delta.recovery import check_tables
+
+        check_tables(ctx.handle.delta_root)
     s = ctx.settings
     bootstrap = s.bootstrap or os.environ.get(BOOTSTRAP_ENV)
     if not bootstrap:

@@ -26,13 +26,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skewlab.commands._args import count, names, positive_float, positive_int
 from skewlab.errors import ConfigError
 from skewlab.report.table import format_table
+from skewlab.services.datadir import resolve_home
 from skewlab.spec import DKG_TIMINGS, SETTINGS, Setting
+
+if TYPE_CHECKING:
+    from skewlab.services import ServiceStatus
 
 HELP = "run a live experiment: Kafka -> Spark route job -> workers -> Delta, exact, in MLflow"
 
@@ -152,12 +158,19 @@ def run(args: argparse.Namespace) -> int:
     from skewlab.live.experiment import run_experiment
 
     todo = settings_list(args)
+    broker_before = _embedded_broker(todo[0])
     summaries = []
-    for s in todo:
-        prog = None if args.no_progress else _progress(s.strategy)
-        summaries.append(run_experiment(s, progress=prog))
-        if prog is not None and sys.stderr.isatty():
-            sys.stderr.write("\n")
+    try:
+        for s in todo:
+            prog = None if args.no_progress else _progress(s.strategy)
+            summaries.append(run_experiment(s, progress=prog))
+            if prog is not None and sys.stderr.isatty():
+                sys.stderr.write("\n")
+    finally:  # also when a run failed: the broker it started outlives it
+        if broker_before is not None:
+            note = still_running_note(todo[0].home, broker_before, _embedded_broker(todo[0]))
+            if note:
+                print(note, file=sys.stderr)
     if args.json:
         print(json.dumps([r.row() for r in summaries], indent=2, default=str))
     else:
@@ -210,6 +223,32 @@ def run(args: argparse.Namespace) -> int:
             if r.mlflow_run_id:
                 print(f"  mlflow run: {r.mlflow_run_id}")
     return exit_code(summaries)
+
+
+def _embedded_broker(s: Any) -> ServiceStatus | None:
+    """The embedded broker's status under the run's data dir; None when the run uses
+    another Kafka (``--bootstrap`` or ``$SKEWLAB_KAFKA_BOOTSTRAP``)."""
+    from skewlab.live.experiment import BOOTSTRAP_ENV
+    from skewlab.services import get_service
+
+    if s.bootstrap or os.environ.get(BOOTSTRAP_ENV):
+        return None
+    return get_service("broker", s.home).status()
+
+
+def still_running_note(home: str, before: ServiceStatus, after: ServiceStatus | None) -> str | None:
+    """One line saying the embedded broker this command started is still running (the
+    next run reuses it) and how to stop it; None when it was already running before the
+    run (the user's) or is not running now."""
+    if before.running or after is None or not after.running or after.state is None:
+        return None
+    root = resolve_home(home)
+    flag = f" --home {shlex.quote(str(root))}" if root != resolve_home(None) else ""
+    st = after.state
+    return (
+        f"skewlab run: the embedded broker started for this run is still running "
+        f"(pid {st.pid}, {st.url}); the next run reuses it; stop it with: skewlab down{flag}"
+    )
 
 
 def exit_code(summaries: list[Any]) -> int:

@@ -3,13 +3,17 @@ summaries (the live stack is exercised by the integration tests)."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from skewlab import cli
+from skewlab.commands import services as services_cmd
+from skewlab.live.experiment import ExperimentError
 from skewlab.live.summary import RunSummary
+from skewlab.services import ServiceState, ServiceStatus, resolve_home
 
 pytestmark = pytest.mark.unit
 
@@ -79,3 +83,106 @@ def test_exit_status_counts_exactness_and_data_quality(
     out = capsys.readouterr().out
     if dkg.get("quality") == "failed":
         assert "events: 1 row with a null key" in out  # the failure is shown with the code
+
+
+# --- what the run leaves running (the broker's status faked at get_service) --------------
+
+
+def _status(running: bool, pid: int = 4242) -> ServiceStatus:
+    state = ServiceState("broker", pid, "127.0.0.1", 40123, "127.0.0.1:40123", "broker.log")
+    return ServiceStatus("broker", running, running, state if running else None)
+
+
+class _FakeBroker:
+    """A broker service whose successive status() answers are ``answers``."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers = answers
+        self.asked = 0
+
+    def status(self) -> ServiceStatus:
+        running = self.answers[min(self.asked, len(self.answers) - 1)]
+        self.asked += 1
+        return _status(running)
+
+
+def _run_with_broker(
+    monkeypatch: pytest.MonkeyPatch, answers: list[bool], *flags: str
+) -> tuple[int, _FakeBroker, list[Any]]:
+    import skewlab.services as services
+
+    broker = _FakeBroker(answers)
+    homes: list[Any] = []
+
+    def get_service(name: str, home: Any = None) -> _FakeBroker:
+        assert name == "broker"
+        homes.append(home)
+        return broker
+
+    monkeypatch.setattr(services, "get_service", get_service)
+    _fake_runs(monkeypatch, {"key": _summary("key")})
+    code = cli.main(["run", "--no-progress", "--strategy", "key", *flags])
+    return code, broker, homes
+
+
+def _down_home(line: str) -> Path:
+    """The data dir ``skewlab down`` would stop, parsed from the note's command."""
+    command = line.split("stop it with: ", 1)[1]
+    argv = shlex.split(command)
+    assert argv[0] == "skewlab"
+    args = cli.build_parser().parse_args(argv[1:])
+    assert args._run is services_cmd.down
+    return resolve_home(args.home)
+
+
+@pytest.mark.parametrize("where", ["default", "other"])
+def test_a_broker_the_run_started_is_reported_with_how_to_stop_it(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    _home: Path,
+    where: str,
+) -> None:
+    home = _home if where == "default" else tmp_path / "elsewhere"
+    code, broker, homes = _run_with_broker(monkeypatch, [False, True], "--home", str(home))
+    assert code == 0 and broker.asked == 2
+    assert all(resolve_home(h) == resolve_home(home) for h in homes)
+    err = capsys.readouterr().err.strip().splitlines()
+    notes = [ln for ln in err if "stop it with: " in ln]
+    assert len(notes) == 1 and "pid 4242" in notes[0]
+    assert _down_home(notes[0]) == resolve_home(home)
+    assert ("--home" in notes[0]) == (where == "other")  # the default needs no flag
+
+
+@pytest.mark.parametrize("answers", [[True, True], [False, False]])
+def test_no_note_for_a_broker_the_user_started_or_one_that_stopped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], answers: list[bool]
+) -> None:
+    code, broker, _ = _run_with_broker(monkeypatch, answers)
+    assert code == 0 and broker.asked == 2
+    assert "stop it with" not in capsys.readouterr().err
+
+
+def test_no_note_and_no_broker_lookup_with_another_kafka(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, broker, homes = _run_with_broker(monkeypatch, [False, True], "--bootstrap", "127.0.0.1:9")
+    assert code == 0 and broker.asked == 0 and not homes
+    assert "stop it with" not in capsys.readouterr().err
+
+
+def test_the_note_is_printed_when_the_run_fails(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import skewlab.live.experiment as live_experiment
+
+    _, broker, _ = _run_with_broker(monkeypatch, [False, True])
+
+    def failing(s: Any, progress: Any = None) -> RunSummary:
+        raise ExperimentError("route job exited with 1")
+
+    monkeypatch.setattr(live_experiment, "run_experiment", failing)
+    capsys.readouterr()
+    broker.asked = 0
+    assert cli.main(["run", "--no-progress", "--strategy", "key"]) == 1
+    assert len([ln for ln in capsys.readouterr().err.splitlines() if "stop it with" in ln]) == 1

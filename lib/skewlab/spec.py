@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from skewlab.grouping import GROUPING_NAMES
 from skewlab.rebalance import REBALANCER_NAMES
+from skewlab.workload.spec import WORKLOAD_NAMES
 
 __all__ = [
     "CONTROL_KINDS",
@@ -86,16 +88,18 @@ def _s(name: str, part: Part, default: Any, kind: Kind, help: str, **kw: Any) ->
 
 
 SETTINGS: tuple[Setting, ...] = (
-    _s("strategy", "grouping", "dkg", "string", "grouping (default: dkg)",
+    _s("strategy", "grouping", "dkg", "string", f"grouping: {', '.join(GROUPING_NAMES)}",
        flag="--strategy", param="strategy"),
     _s("strategy_params", "grouping", {}, "object",
        "grouping parameter, e.g. warmup=5 or d_max=8 (repeatable; names checked)",
        flag="--strategy-param", param="strategy_params", repeat=True),
-    _s("workers", "grouping", 4, "integer", "W (default: 4)", flag="--workers",
+    _s("workers", "grouping", 4, "integer", "W, the number of workers", flag="--workers",
        param="workers", minimum=1, maximum=64),
     _s("partitions", "workload", 4, "integer", "partitions of events = splitters",
        flag="--partitions", param="partitions", minimum=1, maximum=64),
-    _s("workload", "workload", "zipf:s=1.1,v=2.72", "string", "workload spec",
+    _s("workload", "workload", "zipf:s=1.1,v=2.72", "string",
+       f"workload spec KIND[:ARGS], KIND one of {', '.join(WORKLOAD_NAMES)}; e.g. "
+       "zipf:s=1.1,v=2.72, country:R80, trace:/path/events.csv",
        flag="--workload", param="workload"),
     _s("rate", "workload", 5_000.0, "number", "events/s", flag="--rate", param="rate",
        exclusive_minimum=0),
@@ -111,12 +115,12 @@ SETTINGS: tuple[Setting, ...] = (
        nullable=True),
     _s("service_us", "runtime", 0.0, "number", "per-event processing cost (busy us)",
        flag="--service-us", param="service_us", minimum=0),
-    _s("window_s", "runtime", 15.0, "number", "window in s (default 15, the DKG tick)",
+    _s("window_s", "runtime", 15.0, "number", "window in s (the DKG tick)",
        flag="--window", param="window", exclusive_minimum=0),
     _s("client", "runtime", "confluent", "string", "Kafka client", flag="--client",
        choices=CLIENTS),
-    _s("home", "runtime", ".skewlab", "string", "data directory (default .skewlab)",
-       flag="--home"),
+    _s("home", "runtime", ".skewlab", "string",
+       "data directory (default: $SKEWLAB_HOME, else ./.skewlab)", flag="--home"),
     _s("bootstrap", "runtime", None, "string",
        "use this Kafka instead of the embedded broker", flag="--bootstrap", nullable=True),
     _s("trigger_s", "runtime", 1.0, "number", "micro-batch s", flag="--trigger",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,10 @@ from skewlab.commands import run as run_cmd
 from skewlab.control.rebalance_loop import RebalanceSettings
 from skewlab.control.scaleout_loop import StateManagerSettings
 from skewlab.errors import ConfigError
-from skewlab.grouping import make_grouping
+from skewlab.grouping import GROUPING_NAMES, make_grouping
 from skewlab.live.experiment import ExperimentSettings
 from skewlab.orchestration.params import OFF, PARAMS, settings_from_params
+from skewlab.services.datadir import resolve_home
 from skewlab.spec import (
     DEFAULTS,
     DKG_TIMINGS,
@@ -26,7 +28,7 @@ from skewlab.spec import (
     ScaleOutControl,
     scaled_grouping_params,
 )
-from skewlab.workload import parse_workload
+from skewlab.workload import WORKLOAD_NAMES, parse_workload
 
 pytestmark = pytest.mark.unit
 
@@ -40,7 +42,7 @@ def _parse(*argv: str) -> argparse.Namespace:
 def test_every_shape_takes_its_defaults_from_the_one_table() -> None:
     lib = ExperimentSettings()
     (cli_settings,) = run_cmd.settings_list(_parse())
-    assert cli_settings == lib
+    assert cli_settings == dataclasses.replace(lib, home=str(resolve_home(None)))
     for s in SETTINGS:
         assert getattr(lib, s.name) == s.default, s.name
     params = {p.field: p for p in PARAMS if p.scope != "autoscale"}
@@ -122,3 +124,54 @@ def test_scaled_dkg_grows_pools_for_hot_keys_in_a_short_run() -> None:
     scaled, _ = scaled_grouping_params("dkg", {}, run_s)
     assert _keys_over_2({}, n, rate, workers) == 0  # the seed's timings: not yet
     assert _keys_over_2(scaled, n, rate, workers) >= 1
+
+
+def test_run_takes_its_data_dir_from_skewlab_home_like_simulate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SKEWLAB_HOME", raising=False)
+    (plain,) = run_cmd.settings_list(_parse())
+    assert Path(plain.home) == tmp_path.resolve() / ".skewlab"
+    monkeypatch.setenv("SKEWLAB_HOME", str(tmp_path / "env-home"))
+    (env,) = run_cmd.settings_list(_parse())
+    assert Path(env.home) == (tmp_path / "env-home").resolve()
+    (flag,) = run_cmd.settings_list(_parse("--home", "flag-home"))
+    assert Path(flag.home) == (tmp_path / "flag-home").resolve()  # --home wins
+
+
+def _flag_helps() -> dict[str, str]:
+    parser = argparse.ArgumentParser()
+    run_cmd.configure(parser)
+    return {a.option_strings[0]: a.help or "" for a in parser._actions if a.option_strings}
+
+
+def test_run_help_lists_every_strategy_and_workload_kind_and_each_is_accepted() -> None:
+    helps = _flag_helps()
+    listed = helps["--strategy"].split(": ", 1)[1].split(" (default")[0].split(", ")
+    assert listed == list(GROUPING_NAMES)
+    for name in listed:
+        (s,) = run_cmd.settings_list(_parse("--strategy", name))
+        assert s.strategy == name
+    kinds = helps["--workload"].split("one of ", 1)[1].split(";")[0].split(", ")
+    assert sorted(kinds) == sorted(WORKLOAD_NAMES)
+    for kind in kinds:
+        if kind != "trace":  # trace needs a file
+            assert parse_workload(kind) is not None
+
+
+def test_run_help_shows_each_default_and_the_shown_value_is_the_default() -> None:
+    helps = _flag_helps()
+    shown = 0
+    for s in SETTINGS:
+        if s.flag is None or s.repeat or s.kind == "boolean" or s.name == "home":
+            continue
+        text = " ".join(helps[s.flag].split())
+        if s.default is None:
+            assert "(default:" not in text, s.flag
+            continue
+        value = text.rsplit("(default: ", 1)[1].removesuffix(")")
+        # the value shown, given on the command line, is the value used without the flag
+        assert getattr(_parse(s.flag, value), run_cmd._dest(s)) == s.default, s.flag
+        shown += 1
+    assert shown >= 10

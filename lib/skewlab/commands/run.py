@@ -79,18 +79,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(s.flag, action="store_true", help=s.help)
         else:
             parser.add_argument(
-                s.flag, type=_flag_type(s), default=s.default, choices=s.choices, help=s.help
+                s.flag,
+                type=_flag_type(s),
+                default=None if s.name == "home" else s.default,  # None: $SKEWLAB_HOME
+                choices=s.choices,
+                help=_help(s),
             )
         if s.name == "strategy":
             parser.add_argument(
-                "--compare", type=names, metavar="A,B,...", help="run each of these"
+                "--compare",
+                type=names,
+                metavar="A,B,...",
+                help="comma-separated groupings to run instead of --strategy, each once",
             )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
 
 
+def _help(s: Setting) -> str:
+    """The flag's help: the setting's help (its allowed values) and its default, once."""
+    text = s.help
+    if s.default is not None and s.name != "home":
+        shown = f"{s.default:g}" if isinstance(s.default, float) else str(s.default)
+        text = f"{text} (default: {shown})"
+    return text.replace("%", "%%")  # argparse %-formats help texts
+
+
 def _value(args: argparse.Namespace, s: Setting) -> Any:
     given = getattr(args, _dest(s), [] if s.repeat else s.default)
+    if s.name == "home":  # --home, else $SKEWLAB_HOME, else ./.skewlab (as simulate)
+        return str(resolve_home(None if given is None else str(given)))
     if s.repeat:
         return _params(given)
     if s.kind == "boolean":  # --no-X flags

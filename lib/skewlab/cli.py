@@ -34,6 +34,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from skewlab.errors import ConfigError, SkewlabError
+from skewlab.services.datadir import resolve_home
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -112,8 +113,6 @@ def _one_line(text: str) -> str:
 def _write_details(args: argparse.Namespace, text: str) -> Path | None:
     """Write ``text`` (a traceback) to a new file under the data dir's ``logs/`` when the
     data dir exists, else to a temp file; None when neither can be written."""
-    from skewlab.services.datadir import resolve_home
-
     dirs: list[Path | None] = []
     try:
         home = resolve_home(getattr(args, "home", None))

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from skewlab.commands._args import count, names, positive_float, positive_int
 from skewlab.errors import ConfigError
 from skewlab.report.table import format_table
+from skewlab.services import get_service
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import DKG_TIMINGS, SETTINGS, Setting
 
@@ -247,7 +248,6 @@ def _embedded_broker(s: Any) -> ServiceStatus | None:
     """The embedded broker's status under the run's data dir; None when the run uses
     another Kafka (``--bootstrap`` or ``$SKEWLAB_KAFKA_BOOTSTRAP``)."""
     from skewlab.live.experiment import BOOTSTRAP_ENV
-    from skewlab.services import get_service
 
     if s.bootstrap or os.environ.get(BOOTSTRAP_ENV):
         return None

@@ -109,7 +109,7 @@ class _FakeBroker:
 def _run_with_broker(
     monkeypatch: pytest.MonkeyPatch, answers: list[bool], *flags: str
 ) -> tuple[int, _FakeBroker, list[Any]]:
-    import skewlab.services as services
+    import skewlab.commands.run as run_command
 
     broker = _FakeBroker(answers)
     homes: list[Any] = []
@@ -119,7 +119,7 @@ def _run_with_broker(
         homes.append(home)
         return broker
 
-    monkeypatch.setattr(services, "get_service", get_service)
+    monkeypatch.setattr(run_command, "get_service", get_service)
     _fake_runs(monkeypatch, {"key": _summary("key")})
     code = cli.main(["run", "--no-progress", "--strategy", "key", *flags])
     return code, broker, homes

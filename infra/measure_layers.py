@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 HEAVY = (
@@ -112,7 +113,7 @@ def scan(root: Path) -> dict[str, object]:
     }
 
 
-def cycles(edges: dict[str, list[str]]) -> list[list[str]]:
+def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
     """Strongly connected components with more than one package (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}

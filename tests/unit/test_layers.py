@@ -23,6 +23,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from infra.measure_layers import cycles
+
 LIB = Path(__file__).resolve().parents[2] / "lib"
 
 LAYERS: dict[str, int] = {
@@ -180,48 +182,17 @@ def test_no_package_imports_a_higher_layer() -> None:
     assert bad == []
 
 
-def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in edges.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in list(edges):
-        if v not in index:
-            visit(v)
-    return out
-
-
 def test_no_cycles_between_subpackages() -> None:
     edges: dict[str, set[str]] = defaultdict(set)
     for mod, found in IMPORTS.items():
         for target, _, _ in found:
             if target.startswith("skewlab.") and _package(target) != _package(mod):
                 edges[_package(mod)].add(_package(target))
-    assert _cycles(edges) == []
+    assert cycles(edges) == []
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def allowed_inside(target: str, heavy: set[str]) -> bool:

@@ -1,0 +1,87 @@
+"""Named crash points for fault-injection tests.
+
+A process crashes at a named point when the environment asks it to:
+``SKEWLAB_CRASH="route.after_produce@2,worker.before_commit"`` makes the
+second hit of ``route.after_produce`` and the first hit of
+``worker.before_commit`` end the process at once with exit code
+:data:`CRASH_EXIT` (``os._exit``: no ``finally``, no flush, like ``kill -9``).
+
+Each point fires at most once per marker directory: when
+``SKEWLAB_CRASH_DIR`` is set, firing writes ``<dir>/crash-<point>.fired``
+first, so a restarted process that reaches the point again runs on. Without
+the directory a point fires on every process that reaches its n-th hit.
+
+Production code calls :func:`crash_point` at the places named in
+``docs/crash-matrix.md``; with ``SKEWLAB_CRASH`` unset the call is one
+dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["CRASH_EXIT", "ENV_DIR", "ENV_POINTS", "crash_env", "crash_point", "fired", "parse"]
+
+CRASH_EXIT = 86
+ENV_POINTS = "SKEWLAB_CRASH"
+ENV_DIR = "SKEWLAB_CRASH_DIR"
+
+_hits: dict[str, int] = {}
+
+
+def parse(spec: str) -> dict[str, int]:
+    """``"a@2,b"`` -> ``{"a": 2, "b": 1}``; raises ValueError naming a bad entry."""
+    out: dict[str, int] = {}
+    for raw in spec.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        name, _, nth = item.partition("@")
+        if not name or (nth and not nth.isdigit()) or (nth and int(nth) < 1):
+            raise ValueError(f"bad crash point {item!r}: expected NAME or NAME@N with N >= 1")
+        out[name] = int(nth) if nth else 1
+    return out
+
+
+def _marker(directory: str, name: str) -> Path:
+    return Path(directory) / f"crash-{name}.fired"
+
+
+def fired(directory: str | Path, name: str) -> bool:
+    """Whether point ``name`` has fired for marker directory ``directory``."""
+    return _marker(str(directory), name).exists()
+
+
+def crash_point(name: str, env: Mapping[str, str] | None = None) -> None:
+    """End the process at once if ``SKEWLAB_CRASH`` names ``name`` and this is its n-th hit.
+
+    Counts hits per process. With ``SKEWLAB_CRASH_DIR`` set, a point whose
+    marker exists never fires again (the restarted process runs on).
+    """
+    env = os.environ if env is None else env
+    spec = env.get(ENV_POINTS)
+    if not spec:
+        return
+    want = parse(spec).get(name)
+    if want is None:
+        return
+    _hits[name] = _hits.get(name, 0) + 1
+    if _hits[name] != want:
+        return
+    directory = env.get(ENV_DIR)
+    if directory:
+        marker = _marker(directory, name)
+        if marker.exists():
+            return
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(str(os.getpid()))
+    os._exit(CRASH_EXIT)
+
+
+def crash_env(points: Mapping[str, int] | list[str], directory: str | Path) -> dict[str, str]:
+    """The environment entries that arm ``points`` with markers in ``directory``."""
+    items = points.items() if isinstance(points, Mapping) else ((p, 1) for p in points)
+    spec = ",".join(f"{p}@{n}" for p, n in items)
+    return {ENV_POINTS: spec, ENV_DIR: str(directory)}

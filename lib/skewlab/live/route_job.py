@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skewlab.errors import ConfigError
+from skewlab.faults import crash_point
 from skewlab.grouping import make_grouping
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaSettings
@@ -258,6 +259,7 @@ class BatchSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         t0 = time.perf_counter()
+        crash_point("route.in_batch")
         t = batch.toArrow()
         if t.num_rows == 0:
             return
@@ -310,6 +312,7 @@ class BatchSink:
                 headers=hdrs,
             )
         client.flush()
+        crash_point("route.after_produce")
         t_produced = time.perf_counter()
         app, run = app_id("route", s.run_id), s.run_id
         ts = np.asarray([cols["ts"][i] for i in good])

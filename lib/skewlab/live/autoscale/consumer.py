@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from skewlab.faults import crash_point
 from skewlab.io.kafka import KafkaClient, connect
 from skewlab.live.autoscale.protocol import (
     CONTROLLER_INBOX,
@@ -178,6 +179,7 @@ class LiveConsumer:
             lat = tuple(max(0, round(now_ms - ts)) for ts in stamps)
             self._evidence(Processed("batch", self.id, p, pos, upto, t0, t1, lat))
         self.client.flush()
+        crash_point("autoscale.consumer.before_commit")
         self.client.commit(self.s.group, self.s.topics.data, {p: v[1] for p, v in fetched.items()})
         for p, (_pos, upto, _stamps) in fetched.items():
             self.positions[p] = upto

@@ -59,6 +59,7 @@ from skewlab.autoscale import (
 )
 from skewlab.clock import Clock, SystemClock
 from skewlab.control.autoscale import record_reassignment
+from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaClient, connect
 from skewlab.live.autoscale.protocol import (
@@ -244,6 +245,10 @@ class LiveController:
                 h["to"], h["start_sent"] = a.consumer, now
         if actions:
             self.client.flush()
+        if self.pending is not None and any(
+            isinstance(a, (StopPartition, StartPartition)) for a in actions
+        ):
+            crash_point("autoscale.controller.mid_reassign")  # moves sent, not yet recorded
 
     def _send(self, msg: Message) -> None:
         self.client.produce(self.s.topics.metadata, msg.encode(), partition=inbox(msg.consumer))

@@ -1,20 +1,9 @@
 """Groupings: which worker processes each event (one module per strategy).
 
-Every grouping is a frozen config dataclass (validated in ``__post_init__``)
-whose ``build(state=None, clock=None)`` returns the working router; see
-:mod:`skewlab.grouping.base` for the contract. Look one up by name with
-:func:`make_grouping`:
-
-========================  =========================================  ==================
-name (aliases)            strategy                                   config
-========================  =========================================  ==================
-``shuffle``               round robin                                :class:`ShuffleConfig`
-``key``                   ``murmur3(13) % W``                        :class:`KeyConfig`
-``pkg`` (partial-key)     better of two hashed choices               :class:`PKGConfig`
-``dkg`` (dynamic-key)     per-key ring slice that grows and shrinks  :class:`DKGConfig`
-``d-choices``             heavy keys get ``d`` choices               :class:`DChoicesConfig`
-``w-choices``             heavy keys may use all ``W`` workers       :class:`WChoicesConfig`
-========================  =========================================  ==================
+Every grouping is a frozen config whose ``build(state=None, clock=None)`` returns the working
+router (contract: :class:`skewlab.grouping.base.Grouping`). Names: ``shuffle``, ``key``,
+``pkg`` (partial-key), ``dkg`` (dynamic-key), ``d-choices``, ``w-choices``; look one up with
+:func:`make_grouping`. Sources and deviations from the references: docs/grouping.md.
 """
 
 from __future__ import annotations

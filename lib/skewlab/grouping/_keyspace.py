@@ -1,30 +1,8 @@
 """DKG's generational key spaces (baby / teenage / old), deterministic and bounded.
 
-After the DKG seed ("KeySpace") and its reference implementation
-(``KeySpace``, ``KeySpaceManager``, ``KeyItem`` in odalabasmaz/DynamicKeyGrouping):
-
-* a key's *frequency* is the number of its events since it entered the spaces
-  (the reference's ``KeyItem.count``: 1 on entry, +1 per event, kept across
-  promotions and demotions, lost when the key leaves the spaces);
-* a key not in any space enters the baby space;
-* a promotion *cycle* (every 15 s in the seed) sorts the baby space by
-  frequency (descending, stable), truncates it to its capacity (the keys cut
-  off leave the spaces), sorts the teenage space and promotes baby -> teenage;
-  every 4th cycle it also promotes teenage -> old;
-* a promotion from a lower to an upper space first fills the upper space's
-  free slots with the lower space's most frequent keys, then swaps the lower
-  space's most frequent key with the upper space's least frequent one while the
-  former is *strictly* more frequent; demoted keys go to the end of the lower
-  space. The reference's list juggling (insert at the head, compare with the
-  tail) approximates this rule; we implement the rule as stated;
-* ``gc`` evicts keys of the teenage and old spaces not seen for ``ttl`` seconds.
-
-Capacities: the reference sizes the spaces from the ``distinctKeyCount`` hint
-(default 100) as ``int(0.5 c)`` / ``int(0.4 c)`` / ``int(0.1 c)``; we do the same
-with a ``capacity`` parameter. The reference lets the baby space grow without
-bound between cycles; to keep state bounded on streams of millions of distinct
-keys we *compact* it early (the same sort + truncate as a cycle, without
-promotion) whenever it exceeds ``baby_limit`` keys.
+The DKG seed's "KeySpace": keys enter the baby space, promotion cycles move the most frequent
+ones up, gc evicts stale ones; ``baby_limit`` (our addition) bounds the baby space between
+cycles. The rules in full, and where they differ from the reference: docs/grouping.md.
 """
 
 from __future__ import annotations
@@ -68,6 +46,7 @@ class KeyItem:
         self.b = -1
 
     def as_tuple(self) -> tuple[str, int, float, float, int]:
+        """``(key, count, last_seen, last_check, pool)``: the item as its snapshot stores it."""
         return (self.key, self.count, self.last_seen, self.last_check, self.pool)
 
 
@@ -151,6 +130,7 @@ class KeySpaces:
         return tuple(tuple(it.as_tuple() for it in s) for s in (self.baby, self.teen, self.old))
 
     def restore(self, spaces: Iterable[Iterable[tuple[str, int, float, float, int]]]) -> None:
+        """Replace the three spaces with ``spaces`` (as :meth:`snapshot` returned them)."""
         lists: list[list[KeyItem]] = [[], [], []]
         for level, space in enumerate(spaces):
             for key, count, last_seen, last_check, pool in space:

@@ -1,34 +1,8 @@
 """D-Choices and W-Choices: more than two choices for the heavy hitters.
 
-Nasir et al., "When Two Choices Are Not Enough: Balancing at Scale in
-Distributed Stream Processing" (ICDE 2016). Per event of ``key`` (facts from the
-paper and its reference ``DChoices_Partitioner``):
-
-1. ``total += 1`` and the key is offered to this splitter's frequency
-   estimator (SpaceSaving with ``counters`` counters, Metwally et al.);
-2. the key is *heavy* (in the head ``H``) when its estimated frequency
-   ``(count + error) / total`` exceeds ``theta``; default ``theta = 2 / (5 W)``
-   (the reference's ``choices / (numServers * threshold)`` with 2 choices and
-   ``threshold = 5``); like the reference there is no warm-up, so the first
-   events of a stream count as heavy (their frequency over a tiny total is high);
-3. a tail key gets PKG's two choices (murmur3_128 seeds 13 and 17, as
-   :mod:`skewlab.grouping.pkg`); a heavy key gets ``d`` choices, hashed with
-   seeds 13, 17, then ``1000 + i`` for ``i >= 2`` (the first two equal PKG's, so
-   a key moving between head and tail keeps its two PKG workers); when ``d >=
-   W`` the choices are all workers (W-Choices uses all W for every heavy key);
-4. the event goes to the least-loaded choice (first in choice order on ties,
-   which is PKG's rule for the tail) and that worker's load grows by one.
-
-``d``: a fixed integer, or ``None`` for the paper's rule, recomputed every
-``refresh`` events from the estimator's head (``p1`` the top frequency, ``pH``
-the head's total, ``pT = 1 - pH``): the smallest ``d >= max(2, round(p1 W))``
-(up to ``W``) with, for ``b(h) = 1 - ((W - 1) / W) ** (h d)``,
-
-* ``p1 + (pH - p1) * b(1) ** d + pT * b(1) ** 2 <= b(1) + epsilon`` and
-* ``pH + pT * b(|H|) ** 2 <= b(|H|) + epsilon``.
-
-The reference compares the second sum with ``epsilon`` alone, which a non-empty
-head never meets (it always ends at ``d = W``); we use the paper's bound.
+Nasir et al., "When Two Choices Are Not Enough" (ICDE 2016; not a seed). Tail keys get PKG's
+two choices, heavy keys (SpaceSaving estimate above ``theta``) ``d`` choices or all ``W``.
+The steps are on :meth:`ChoicesRouter.route`; the paper's rule for ``d``: docs/grouping.md.
 """
 
 from __future__ import annotations
@@ -138,6 +112,11 @@ class SpaceSaving:
         self._heap: list[tuple[int, int, str]] = []
 
     def offer(self, key: str, stamp: int) -> list[int]:
+        """Count one event of ``key`` at event number ``stamp``; return its live entry.
+
+        The entry is ``[count, error, stamp]`` (mutable, owned by the sketch): a tracked key
+        gains one; an untracked one evicts the smallest ``(count, stamp)`` counter when full.
+        """
         e = self.entries.get(key)
         if e is not None:
             e[0] += 1
@@ -163,16 +142,18 @@ class SpaceSaving:
             heapq.heappush(heap, (e[0], e[2], key))
 
     def restore(self, entries: tuple[tuple[str, int, int, int], ...]) -> None:
+        """Replace every counter with ``entries`` (as :meth:`snapshot` returned them)."""
         self.entries = {k: [int(c), int(err), int(s)] for k, c, err, s in entries}
         self._heap = [(e[0], e[2], k) for k, e in self.entries.items()]
         heapq.heapify(self._heap)
 
     def snapshot(self) -> tuple[tuple[str, int, int, int], ...]:
+        """Every counter as ``(key, count, error, stamp)``, in insertion order."""
         return tuple((k, e[0], e[1], e[2]) for k, e in self.entries.items())
 
 
 class ChoicesRouter:
-    """D-Choices / W-Choices router (steps 1-4 of the module docstring)."""
+    """D-Choices / W-Choices router: steps on :meth:`route`; the rule for ``d``: docs/grouping.md"""
 
     def __init__(
         self,
@@ -211,6 +192,7 @@ class ChoicesRouter:
 
     @property
     def workers(self) -> int:
+        """Number of downstream workers ``W``."""
         return self._workers
 
     @property
@@ -219,6 +201,7 @@ class ChoicesRouter:
         return self._d
 
     def loads(self) -> tuple[int, ...]:
+        """Events sent to each worker so far (this splitter's view)."""
         return tuple(self._loads)
 
     def is_heavy(self, key: str) -> bool:
@@ -240,7 +223,7 @@ class ChoicesRouter:
         return got
 
     def _solve_d(self) -> int:
-        """The paper's smallest ``d`` for the current head (module docstring)."""
+        """The paper's smallest ``d`` for the current head (docs/grouping.md)."""
         total = self._total
         probs = [(c + err) / total for c, err, _ in self._ss.entries.values()]
         head = [p for p in probs if p > self.theta]
@@ -285,6 +268,15 @@ class ChoicesRouter:
             i = 0
 
     def route(self, key: str) -> int:
+        """D-/W-Choices for one event of ``key``; returns the worker and counts the event.
+
+        1. ``total += 1`` and the key is offered to the SpaceSaving estimator; with
+           ``d=None`` the paper's ``d`` is recomputed every ``refresh`` events;
+        2. the key is heavy when ``(count + error) / total > theta``;
+        3. a tail key gets PKG's two choices (seeds 13, 17; ties keep the first); a heavy key
+           its ``d`` hashed choices (all ``W`` when ``d >= W``, always for W-Choices);
+        4. the least-loaded choice (first in choice order on ties) gets the event.
+        """
         self._total += 1
         total = self._total
         e = self._ss.offer(key, total)
@@ -334,6 +326,7 @@ class ChoicesRouter:
         return np.array(out, dtype=np.int64)
 
     def snapshot(self) -> FrozenState:
+        """Loads, event total, current ``d`` and the SpaceSaving counters."""
         return make_state(
             self._name,
             self._workers,

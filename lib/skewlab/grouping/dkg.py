@@ -1,47 +1,8 @@
 """DYNAMIC_KEY grouping (DKG): a per-key ring slice of workers that grows and shrinks.
 
-Dalabasmaz & Can, "Dynamic Key Grouping" (IEEE TPDS 2020), as the DKG seed and
-its reference implementation (``DynamicKeyGrouping`` in
-odalabasmaz/DynamicKeyGrouping) describe it. Per event of ``key``:
-
-1. ``home = abs(murmur3_128(13).asLong()) % W``; the candidate pool is the ring
-   slice ``(home + i) % W`` for ``i < poolSize`` (``poolSize`` starts at
-   ``initial_pool = 2`` and is at most ``W``).
-2. ``currentLoad(w) = 100 * count[w] // total`` (integer percentage of this
-   splitter's own cumulative counts; 0 before the first event); the event goes
-   to the least-loaded candidate, ties to the lowest ``i``.
-3. Scaling check, only for keys in the key spaces and at most once per
-   ``check_interval`` (60 s) per key (``now - lastCheck > check_interval``; a
-   key's first check is due at once):
-
-   * scale up (``poolSize + 1``) when the warm-up is over
-     (``now - start > warmup``, 15 s, counted from *build time* like the
-     reference's ``prepare``), the least-loaded candidate's load is above
-     ``loadToScaleUp = idealLoad + sqrt(idealLoad)`` with ``idealLoad = 100 / W``,
-     and the key is in the old space; the next ring worker
-     ``(home + poolSize) % W`` is accepted (and takes this event) only if its
-     load is below every current candidate's;
-   * otherwise scale down by one when ``poolSize > initial_pool`` and at least
-     two candidates are below ``loadToScaleDown = idealLoad - sqrt(idealLoad)``,
-     then choose again among the smaller pool. (The reference computes
-     ``loadToScaleDown`` but counts candidates below ``loadToScaleUp``; we
-     implement the seed's rule.)
-
-   The thresholds stay real numbers (the reference truncates them to ``int``):
-   "above" is ``load > loadToScaleUp``, "below" is ``load < loadToScaleDown``.
-4. The chosen worker's count and the total grow by one; the key's frequency
-   grows by one (or it enters the baby space, see :mod:`._keyspace`).
-
-Key spaces: promotion cycles run every ``promotion_interval`` (15 s) after
-build (cycle ``k`` at ``start + k * promotion_interval``; teenage -> old on every
-``old_every``-th = 4th cycle) and gc every ``gc_interval`` (60 s) evicts
-teenage/old keys unseen for ``gc_ttl`` (1 h). The reference's background
-threads become checks made on each routing call: when the injected clock has
-passed the next cycle or gc time, the missed runs are made in time order
-before the event is routed. A key's pool size and last check live on its key
-space item: a key that leaves the spaces starts again from ``initial_pool``
-(the reference keeps a separate, unbounded ``key -> poolSize`` map). So state is
-bounded by ``capacity`` and ``baby_limit`` however many distinct keys flow.
+Dalabasmaz & Can, "Dynamic Key Grouping" (TPDS 2020), the DKG seed. The per-event steps are
+on :meth:`DKGRouter.route`; the key spaces in :mod:`._keyspace`; the deviations from the
+reference implementation and why: docs/grouping.md.
 """
 
 from __future__ import annotations
@@ -122,7 +83,12 @@ class DKGConfig:
 
 
 class DKGRouter:
-    """The working DKG splitter (see the module docstring for the algorithm)."""
+    """The working DKG splitter: per-key candidate pools over a ring of ``W`` workers.
+
+    The algorithm is on :meth:`route`; the thresholds ``ideal_load``, ``load_to_scale_up`` and
+    ``load_to_scale_down`` are fixed at build (DKG: ``loadToScaleUp = idealLoad +
+    sqrt(idealLoad)``). State is bounded by the key spaces' capacities (docs/grouping.md).
+    """
 
     def __init__(self, cfg: DKGConfig, clock: Clock, state: Snapshot | None = None) -> None:
         w = cfg.workers
@@ -183,6 +149,7 @@ class DKGRouter:
 
     @property
     def workers(self) -> int:
+        """Number of downstream workers ``W``."""
         return self._workers
 
     def counts(self) -> tuple[int, ...]:
@@ -331,6 +298,23 @@ class DKGRouter:
         return best, low, below
 
     def route(self, key: str) -> int:
+        """DKG for one event of ``key`` at the clock's now; returns the worker (``0 <= w < W``).
+
+        First runs the promotion cycles and gc runs due by now. Then (DKG seed):
+
+        1. ``home = abs(murmur3_128(13)) % W``; candidates are the ring slice
+           ``(home + i) % W`` for ``i < poolSize`` (``initial_pool`` for a new key);
+        2. ``currentLoad(w) = 100 * count[w] // total``; the least-loaded candidate wins
+           (ties: lowest ``i``);
+        3. for a key in the spaces, at most once per ``check_interval``: scale up by one when
+           the warm-up is over, the winner's load exceeds
+           ``loadToScaleUp = idealLoad + sqrt(idealLoad)`` (``idealLoad = 100 / W``) and the
+           key is in the old space, taking the next ring worker only if it is less loaded than
+           every candidate; else scale down by one when ``poolSize > initial_pool`` and two
+           or more candidates are below ``loadToScaleDown = idealLoad - sqrt(idealLoad)``;
+        4. the winner's count, the total and the key's frequency grow by one (a new key
+           enters the baby space).
+        """
         now = self._clock.now()
         if now >= self._due:
             self._tick(now)

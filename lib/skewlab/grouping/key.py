@@ -1,9 +1,6 @@
 """KEY grouping: ``abs(murmur3_128(seed 13).asLong()) % W`` (DKG seed, "Key").
 
-Every event of a key goes to one worker, so no merge is needed, and hot keys
-overload their worker. The hash is the reference implementations' Guava
-``murmur3_128(13)`` (see :mod:`skewlab.hashing`). Stateless: the snapshot holds
-only the header.
+Every event of a key goes to one worker: no merge is needed, and hot keys overload it.
 """
 
 from __future__ import annotations
@@ -48,9 +45,11 @@ class KeyRouter:
 
     @property
     def workers(self) -> int:
+        """Number of downstream workers ``W``."""
         return self._workers
 
     def route(self, key: str) -> int:
+        """Worker ``abs(murmur3_128(13)(key).asLong()) % W`` (DKG seed, "Key"); stateless."""
         return bucket(key, self._workers, DKG_SEED)
 
     def route_batch(self, batch: KeyBatch) -> np.ndarray:
@@ -58,4 +57,5 @@ class KeyRouter:
         return self._buckets.get(batch.vocab, DKG_SEED)[batch.ids]
 
     def snapshot(self) -> FrozenState:
+        """The header only (grouping name, workers, version): there is no state."""
         return make_state(KeyConfig.name, self._workers)

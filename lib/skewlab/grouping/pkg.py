@@ -1,17 +1,7 @@
 """PARTIAL_KEY grouping (PKG): the better of two hashed choices.
 
-Nasir et al., "The Power of Both Choices" (ICDE 2015), as its reference
-implementation (``PartialKeyGrouping`` in gdfm/partial-key-grouping) computes it:
-
-1. first choice ``c1 = abs(murmur3_128(13).asLong()) % W``, second choice
-   ``c2 = abs(murmur3_128(17).asLong()) % W`` (the two may coincide);
-2. the event goes to ``c2`` only when ``load[c1] > load[c2]`` (ties keep
-   ``c1``), where ``load`` is this splitter's own cumulative count per worker;
-3. the chosen worker's load grows by one.
-
-The reference casts the absolute hash to ``int`` before ``% W`` (Java operator
-precedence); like :func:`skewlab.hashing.bucket` we take the 64-bit value mod
-``W``, as the design asks. Each key reaches at most two workers.
+Nasir et al., "The Power of Both Choices" (ICDE 2015), as the DKG seed's "Partial Key"
+describes it; steps on :meth:`PKGRouter.route`, notes on the hash in docs/grouping.md.
 """
 
 from __future__ import annotations
@@ -61,6 +51,7 @@ class PKGRouter:
 
     @property
     def workers(self) -> int:
+        """Number of downstream workers ``W``."""
         return self._workers
 
     def loads(self) -> tuple[int, ...]:
@@ -73,6 +64,15 @@ class PKGRouter:
         return bucket(key, w, DKG_SEED), bucket(key, w, PKG_SECOND_SEED)
 
     def route(self, key: str) -> int:
+        """PKG for one event of ``key``; returns the worker and counts the event on it.
+
+        1. ``c1 = abs(murmur3_128(13)) % W``, ``c2 = abs(murmur3_128(17)) % W`` (may coincide);
+        2. the event goes to ``c2`` only when ``load[c1] > load[c2]`` (ties keep ``c1``),
+           ``load`` being this router's own cumulative count per worker;
+        3. the chosen worker's load grows by one.
+
+        So each key reaches at most two workers (DKG seed, "Partial Key").
+        """
         c1, c2 = self.candidates(key)
         loads = self._loads
         chosen = c2 if loads[c1] > loads[c2] else c1
@@ -95,4 +95,5 @@ class PKGRouter:
         return np.array(out, dtype=np.int64)
 
     def snapshot(self) -> FrozenState:
+        """The per-worker loads; a restored router makes the same choices from there."""
         return make_state(PKGConfig.name, self._workers, loads=tuple(self._loads))

@@ -1,8 +1,6 @@
 """SHUFFLE grouping: round robin over the workers (DKG seed, "Shuffle").
 
-Perfect balance, no key locality: every key may reach every worker, so the
-results need a cross-worker merge. The round robin starts at worker 0 when
-built and continues from the snapshot's position when restored.
+Perfect balance, no key locality: the results need a cross-worker merge.
 """
 
 from __future__ import annotations
@@ -47,9 +45,11 @@ class ShuffleRouter:
 
     @property
     def workers(self) -> int:
+        """Number of downstream workers ``W``."""
         return self._workers
 
     def route(self, key: str) -> int:
+        """The next worker in round-robin order, whatever ``key`` is (DKG seed, "Shuffle")."""
         w = self._next
         self._next = (w + 1) % self._workers
         return w
@@ -62,4 +62,5 @@ class ShuffleRouter:
         return out
 
     def snapshot(self) -> FrozenState:
+        """The round robin's position (``next``), so a restored router continues it."""
         return make_state(ShuffleConfig.name, self._workers, next=self._next)

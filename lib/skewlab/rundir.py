@@ -33,8 +33,8 @@ class RunDir:
     ``worker-<i>.json`` (per-process settings), markers ``route.ready``,
     ``route.stop``, ``workers.stop``, ``spares.stop``, ``worker-<i>.ready``,
     ``stop`` (autoscale), ``expected.json`` / ``quality.json`` (results a later
-    task reads), logs ``<role>.log``, and the route job's Spark
-    ``checkpoint/`` and ``spark/`` data folders.
+    task reads), ``mlflow.json`` (the open MLflow run), logs ``<role>.log``,
+    and the route job's Spark ``checkpoint/`` and ``spark/`` data folders.
     """
 
     path: Path
@@ -91,6 +91,11 @@ class RunDir:
     def quality(self) -> Path:
         """The data-quality report (for a later summarize task)."""
         return self.path / "quality.json"
+
+    @property
+    def mlflow_run(self) -> Path:
+        """The run's open MLflow run (id, store, URL), so a later process can attach to it."""
+        return self.path / "mlflow.json"
 
     @property
     def controller_state(self) -> Path:

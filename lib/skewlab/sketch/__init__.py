@@ -1,8 +1,8 @@
-"""Heavy-hitter sketches: lossy counting (SMALOPS) and space saving (DKG).
+"""Heavy-hitter sketches: lossy counting (SMALOPS) and space saving (DKG's related work).
 
-Both are frozen configs whose ``build(state=None)`` returns the working sketch
-(see :mod:`skewlab.sketch.base` for the contract). :data:`SKETCHES` is the
-registry; :func:`sketch_config` builds a config by name.
+Frozen configs whose ``build(state=None)`` returns the working sketch (contract:
+:class:`skewlab.sketch.base.Sketch`); :data:`SKETCHES` is the registry, :func:`sketch_config`
+builds one by name. Algorithms, bounds and batched updates: docs/sketch.md.
 """
 
 from __future__ import annotations

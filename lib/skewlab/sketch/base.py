@@ -1,32 +1,8 @@
-"""The heavy-hitter sketch contract and the helpers every sketch shares.
+"""The heavy-hitter sketch contract (:class:`Sketch`, :class:`SketchConfig`) and what every
+sketch shares (:class:`WindowedSketch`: update paths, windows, ranking of heavy keys).
 
-A *sketch* counts keys of a stream in bounded memory and reports the heavy
-ones. Like groupings (STYLE.md rule 1):
-
-1. ``cfg = LossyCountingConfig(epsilon=0.001, threshold=0.1)`` validates itself
-   and raises :class:`~skewlab.errors.ConfigError` naming what is allowed.
-2. ``sk = cfg.build()`` returns the working sketch; ``sk.update(key, count)``
-   counts one key, ``sk.update_batch(batch, counts)`` a whole
-   :class:`~skewlab.keys.KeyBatch` (or a sequence of string keys) at once: the
-   batch is first aggregated per distinct key (``np.unique`` of the ids, keys
-   looked up as strings for distinct ids only), then each distinct key is
-   applied with its count. Both algorithms keep their guarantees under such
-   aggregated (weighted) updates.
-3. ``sk.estimate(key)``, ``sk.heavy_hitters(threshold)``, ``sk.n`` (events
-   counted in the current window).
-4. ``sk.new_window()`` closes the counting window (SMALOPS uses one counter per
-   strictly demarcated window), returns its :class:`WindowReport` and starts a
-   fresh, empty window.
-5. ``snap = sk.snapshot()`` is an immutable, picklable value naming keys by
-   string; ``cfg.build(state=snap)`` continues with identical behaviour.
-
-Both sketches derive from :class:`WindowedSketch`, which holds what steps 2-4
-share (the update paths, the window bookkeeping, the ranking of heavy keys);
-each sketch supplies only its algorithm.
-
-Thresholds: an ``int`` is an absolute count of events in the window; a
-``float`` in ``(0, 1]`` is a share of the window's events ``n`` (SMALOPS' "10%
-of the messages received").
+Thresholds are an ``int`` count of events in the window or a ``float`` share of them in
+(0, 1] (SMALOPS' "10% of the messages received"). Lifecycle in full: docs/sketch.md.
 """
 
 from __future__ import annotations
@@ -124,6 +100,7 @@ def distinct_counts(
 
 
 def check_count(count: object) -> int:
+    """``count`` as an int; raise :class:`~skewlab.errors.ConfigError` unless it is an int >= 0."""
     if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
         raise ConfigError(f"count must be an integer >= 0, got {count!r}")
     return int(count)
@@ -227,26 +204,46 @@ class WindowedSketch(ABC):
 
 @runtime_checkable
 class Sketch(Protocol):
-    """A working heavy-hitter sketch over one counting window at a time."""
+    """A working heavy-hitter sketch over one counting window at a time.
+
+    Memory is bounded by the algorithm's guarantee, not by the number of distinct keys;
+    :meth:`snapshot` is immutable and picklable and its config's ``build(state=snap)``
+    continues identically.
+    """
 
     @property
     def n(self) -> int:
         """Events counted in the current window."""
         ...
 
-    def update(self, key: str, count: int = 1) -> None: ...
+    def update(self, key: str, count: int = 1) -> None:
+        """Count ``count`` (an int >= 0) occurrences of ``key`` in the current window."""
+        ...
 
     def update_batch(
         self, keys: KeyBatch | Sequence[str], counts: Sequence[int] | np.ndarray | None = None
-    ) -> None: ...
+    ) -> None:
+        """Count a batch, aggregated per distinct key first (optionally weighted by ``counts``)."""
+        ...
 
-    def estimate(self, key: str) -> int: ...
+    def estimate(self, key: str) -> int:
+        """The sketch's estimate of ``key``'s count in this window (0 if not tracked)."""
+        ...
 
-    def heavy_hitters(self, threshold: Threshold | None = None) -> dict[str, int]: ...
+    def heavy_hitters(self, threshold: Threshold | None = None) -> dict[str, int]:
+        """Keys whose estimate clears ``threshold`` (default: the config's), hottest first.
 
-    def new_window(self) -> WindowReport: ...
+        No key whose true count reaches the threshold is missed.
+        """
+        ...
 
-    def snapshot(self) -> Any: ...
+    def new_window(self) -> WindowReport:
+        """Close the window, report its heavy keys, and start an empty one."""
+        ...
+
+    def snapshot(self) -> Any:
+        """Immutable, picklable state from which ``config.build(state=...)`` continues."""
+        ...
 
     def __len__(self) -> int:
         """Number of keys currently tracked (the memory in use)."""
@@ -259,4 +256,9 @@ class SketchConfig(Protocol):
 
     name: ClassVar[str]
 
-    def build(self, state: Any = None) -> Sketch: ...
+    def build(self, state: Any = None) -> Sketch:
+        """The working sketch, empty or continuing from ``state``.
+
+        Raises :class:`~skewlab.errors.StateError` for a snapshot of another sketch or size.
+        """
+        ...

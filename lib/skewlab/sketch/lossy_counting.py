@@ -1,31 +1,7 @@
-"""Lossy counting (Manku & Motwani, VLDB 2002) as SMALOPS uses it for heavy streams.
+"""Lossy counting (Manku & Motwani, VLDB 2002), SMALOPS' heavy-stream detector (Sec. II).
 
-SMALOPS (section II) detects "heavy" streams with lossy counting, using "a
-single lossy counter over [a] strictly demarcated window": a key is heavy when
-its size in the window exceeds a threshold, given as a share of the window's
-messages (10% works best, Fig. 9) or as an absolute count (100+ messages).
-
-The algorithm, with ``w = ceil(1 / epsilon)`` (bucket width) and ``N`` events
-seen so far in the window:
-
-1. Entries are ``(key, f, delta)``: ``f`` counted occurrences since the entry
-   was made, ``delta`` the most the key may have occurred before that.
-2. An occurrence of a tracked key does ``f += 1``; of an untracked key inserts
-   ``(key, 1, b - 1)`` where ``b = ceil(N / w)`` is the current bucket id
-   (equivalently ``delta = floor(N_before / w)``).
-3. At each bucket boundary (``N % w == 0``, ``b = N / w``) entries with
-   ``f + delta <= b`` are deleted.
-4. Query: ``f <= true <= f + delta`` and ``delta <= epsilon * N``; reporting every
-   key with ``f >= (s - epsilon) * N`` misses no key with true count ``>= s * N``
-   and reports none below ``(s - epsilon) * N``. At most
-   ``(1 / epsilon) * log(epsilon * N)`` entries survive a boundary.
-
-Batches are applied aggregated per distinct key: a key new to the sketch gets
-``delta = floor(N_before_batch / w)`` and step 3 runs once at the end of the
-batch with ``b = floor(N / w)`` if a boundary was crossed. Both keep the bounds
-of step 4 (a deleted key's true count is at most the ``b`` of its deletion,
-which is at most any later insertion's ``delta``); memory may exceed the bound
-by the distinct keys of one batch until the batch's prune.
+One counter per strictly demarcated window; the steps and bounds are on :class:`LossyCounter`,
+why batched updates keep them: docs/sketch.md.
 """
 
 from __future__ import annotations
@@ -87,7 +63,14 @@ class LossyCountingConfig:
 
 
 class LossyCounter(WindowedSketch):
-    """Working lossy counter (see module doc for the algorithm and its bounds).
+    """Working lossy counter with bucket width ``w = ceil(1 / epsilon)``, over ``N`` events.
+
+    1. Entries are ``(key, f, delta)``; a tracked key's occurrence does ``f += 1``, an untracked
+       key enters as ``(key, 1, floor(N_before / w))``.
+    2. At each bucket boundary ``b = N / w`` entries with ``f + delta <= b`` are deleted.
+    3. Guarantees: ``f <= true <= f + delta``, ``delta <= epsilon * N``; reporting
+       ``f >= (s - epsilon) * N`` misses no key with true count ``>= s * N``. Batches are
+       applied per distinct key and keep these bounds (docs/sketch.md).
 
     Entries live in parallel ``int64`` arrays indexed by slot, with a dict from
     key to slot; deleted slots are reused, so memory is the peak entry count.

@@ -1,26 +1,6 @@
 """Space saving (Metwally, Agrawal & El Abbadi, ICDT 2005) with ``capacity`` counters.
 
-DKG (and SMALOPS' related work on it) finds heavy keys with space saving. The
-algorithm keeps at most ``k = capacity`` entries ``(key, count, error)``:
-
-1. An occurrence of a monitored key does ``count += 1``.
-2. An unmonitored key takes a free entry with ``(count, error) = (1, 0)``; if
-   all ``k`` are taken it replaces the entry with the minimum count ``m``:
-   ``(count, error) = (m + 1, m)``.
-3. Bounds: ``count - error <= true <= count`` for monitored keys,
-   ``error <= m <= N / k`` (the counts sum to ``N``), every key with true count
-   ``> m`` (in particular ``> N / k``) is monitored, and an unmonitored key's
-   true count is at most ``m``.
-
-Batches are applied aggregated per distinct key as one *merge*: monitored keys
-add their batch counts; each unmonitored key ``e`` with batch count ``c``
-becomes a candidate ``(m + c, m)`` with ``m`` the minimum count before the
-batch (0 while there are free entries); the ``k`` largest counts among old and
-new entries survive (old entries win ties). For a batch of one key this is
-steps 1-2 exactly; for larger batches the bounds of step 3 still hold (the
-surviving counts sum to at most ``N``, each count is an upper bound, and a
-dropped key's upper bound is at most the new minimum), as for the mergeable
-summaries of Agarwal et al. (PODS 2012).
+The steps and bounds are on :class:`SpaceSaving`; why batched merges keep them: docs/sketch.md.
 """
 
 from __future__ import annotations
@@ -73,7 +53,14 @@ class SpaceSavingConfig:
 
 
 class SpaceSaving(WindowedSketch):
-    """Working space-saving summary (see module doc for the algorithm and its bounds).
+    """Working space-saving summary of at most ``k = capacity`` entries ``(key, count, error)``.
+
+    1. An occurrence of a monitored key does ``count += 1``.
+    2. An unmonitored key takes a free entry ``(1, 0)``; when all ``k`` are taken it replaces
+       the entry with the minimum count ``m`` by ``(m + 1, m)``.
+    3. Guarantees: ``count - error <= true <= count`` for monitored keys, ``error <= m <= N / k``,
+       every key with true count ``> m`` is monitored, an unmonitored key's true count is
+       ``<= m``. Batches are merged per distinct key and keep these bounds (docs/sketch.md).
 
     Entries live in ``int64`` arrays of length ``capacity`` (slots ``0 .. used-1``)
     with a dict from key to slot; memory never exceeds ``capacity`` entries
@@ -110,6 +97,7 @@ class SpaceSaving(WindowedSketch):
 
     @property
     def capacity(self) -> int:
+        """``k``: the most entries the summary keeps."""
         return self._k
 
     def __len__(self) -> int:

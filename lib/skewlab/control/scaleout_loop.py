@@ -18,6 +18,7 @@ from typing import Any
 from skewlab.clock import Clock, EpochClock
 from skewlab.control.loop import ThreadLoop
 from skewlab.errors import ConfigError
+from skewlab.faults import crash_point
 from skewlab.hashing import bucket
 from skewlab.io.delta import DeltaStore
 from skewlab.io.state_store import CheckpointStore, state_rows_at
@@ -371,6 +372,8 @@ class StateManager:
         return out
 
     def _switch(self, grp: Group, logical: tuple[int, ...]) -> dict[str, Any]:
+        if grp.policy.snapshot().last_checkpoint is not None:
+            crash_point("scaleout.between_checkpoint_and_switch")
         old = list(grp.active)
         grp.active = [grp.phys[lid] for lid in logical]
         moved = self._sweep()

@@ -16,6 +16,7 @@ import numpy as np
 
 from skewlab.clock import Clock, SystemClock
 from skewlab.errors import ConfigError
+from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.io.state_store import state_rows_at
@@ -115,6 +116,8 @@ class Worker:
         self.sets: KeySets | None = None
         if settings.splitters:
             self.sets = self._key_sets_at(committed)
+        if self.sets is not None:
+            crash_point("worker.restoring")  # state restored, nothing read yet
         self.handoffs_sent = 0
         self._applied_ms: dict[tuple[str, int], tuple[int, int]] = {}
         """(sent, applied) wall ms of each received hand-off, until it is committed."""
@@ -314,7 +317,9 @@ class Worker:
             }
             for p in self.agg.drain()
         ]
+        crash_point("worker.before_commit")  # everything but the partials (the commit) written
         self.store.append("partials", rows, app_id=app, version=o, run_id=run)
+        crash_point("worker.after_commit")
         lat = [
             {
                 "window_start": _ms(r.window_start),

@@ -1,18 +1,9 @@
 """Hot-key rebalancing: SMALOPS best fit, DLB-H / DLB-L, LPTF, and the static baseline.
 
-Every rebalancer is a frozen config whose ``build(state=None)`` returns the
-working object with ``decide(now, loads) -> Decision`` (see
-:mod:`skewlab.rebalance.base`). Look one up with :func:`make_rebalancer`:
-
-==============  ==========================================================  ===================
-name            policy                                                      config
-==============  ==========================================================  ===================
-``smalops``     lossy-counting heavy keys, two choices, best fit (Eq. 3/4)  :class:`SmalopsConfig`
-``dlb-h``       DLB Algorithm 1, heaviest improving key                     :class:`DLBConfig`
-``dlb-l``       DLB Algorithm 1, lightest key                               :class:`DLBConfig`
-``lptf``        every key re-packed, longest first                          :class:`LPTFConfig`
-``none``/``kg`` never moves a key (KEY grouping alone)                      :class:`StaticConfig`
-==============  ==========================================================  ===================
+Frozen configs whose ``build(state=None)`` returns a working object with
+``decide(now, loads) -> Decision`` (contract: :class:`skewlab.rebalance.base.Rebalancer`).
+Names: ``smalops``, ``dlb-h``, ``dlb-l``, ``lptf``, ``none`` / ``kg``; look one up with
+:func:`make_rebalancer`. How each policy reads its paper: docs/rebalance.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,5 @@
-"""The rebalancer contract: loads in, a decision record out.
-
-A *rebalancer* (SMALOPS best-fit, DLB-H / DLB-L, LPTF, or the static KG
-baseline) runs beside a grouping and pins hot keys to workers. It is shaped
-like every other skewlab strategy (STYLE.md rule 1):
-
-1. ``cfg = SmalopsConfig(workers=8)`` validates itself in ``__post_init__`` and
-   raises :class:`~skewlab.errors.ConfigError` naming what is allowed.
-2. ``rb = cfg.build(state=None)`` returns the working rebalancer.
-3. Every control interval the caller hands it a :class:`LoadSnapshot` (per-key
-   loads of the last interval and where each key was processed) and gets back
-   a :class:`Decision`: ``rb.decide(now, loads)``. ``decision.assignment`` is
-   the full explicit ``key -> worker`` map to route by from now on (keys it
-   does not name stay on the grouping's hash); ``decision.moves`` says which
-   keys changed worker and what that costs.
-4. ``snap = rb.snapshot()`` is immutable and picklable;
-   ``cfg.build(state=snap)`` makes the same decisions from there on.
-
-Imbalance in every record is DLB's imbScore (DLB Eq. 2,
-``100 * std / mean`` of the per-worker loads of the interval), before the
-decision and as it would have been had the decision been in force, so all
-policies are compared on one scale. State moved with a key is the key's
-tuples of the interval (what a windowed operator holds for it) and their bytes.
+"""The rebalancer contract: per-key loads of an interval in (:class:`LoadSnapshot`), a
+:class:`Decision` record out, scored on one scale (DLB Eq. 2 imbScore) for every policy.
 """
 
 from __future__ import annotations
@@ -54,6 +33,7 @@ DEFAULT_TUPLE_BYTES = 100
 
 
 def check_workers(workers: object) -> None:
+    """Raise :class:`~skewlab.errors.ConfigError` unless ``workers`` is an int >= 1."""
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
 
@@ -176,6 +156,7 @@ class Move:
     kind: str = "migrate"
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-able form for the ``decisions`` detail (``src``/``dst`` as ``from``/``to``)."""
         return {
             "key": self.key,
             "from": self.src,
@@ -214,6 +195,7 @@ class Decision:
 
     @property
     def keys_moved(self) -> int:
+        """Number of keys that changed worker."""
         return len(self.moves)
 
     @property
@@ -223,13 +205,16 @@ class Decision:
 
     @property
     def tuples_moved(self) -> int:
+        """State moved, in tuples (DLB's "retransmitted tuples"; the row's ``cost``)."""
         return sum(m.state_tuples for m in self.moves)
 
     @property
     def bytes_moved(self) -> int:
+        """State moved, in bytes."""
         return sum(m.state_bytes for m in self.moves)
 
     def assignment_map(self) -> dict[str, int]:
+        """:attr:`assignment` as a ``key -> worker`` dict."""
         return dict(self.assignment)
 
     def detail(self, max_moves: int = 1000) -> dict[str, Any]:
@@ -266,19 +251,41 @@ class Decision:
 
 @runtime_checkable
 class Rebalancer(Protocol):
-    """A working rebalancer (see the module docstring)."""
+    """A working rebalancer: it runs beside a grouping and pins hot keys to workers.
+
+    Lifecycle (STYLE.md rule 1):
+
+    1. ``cfg = SmalopsConfig(workers=8)`` validates itself in ``__post_init__`` and raises
+       :class:`~skewlab.errors.ConfigError` naming what is allowed.
+    2. ``rb = cfg.build(state=None)`` returns the working rebalancer.
+    3. Every control interval the caller hands it a :class:`LoadSnapshot` and gets back a
+       :class:`Decision`: ``rb.decide(now, loads)``. ``decision.assignment`` is the full
+       explicit ``key -> worker`` map to route by from now on (keys it does not name stay on
+       the grouping's hash); ``decision.moves`` says which keys changed worker and the cost.
+    4. ``snap = rb.snapshot()`` is immutable and picklable; ``cfg.build(state=snap)`` makes
+       the same decisions from there on.
+    """
 
     @property
-    def workers(self) -> int: ...
+    def workers(self) -> int:
+        """Number of workers (engines, partitions) balanced."""
+        ...
 
     @property
     def assignment(self) -> Mapping[str, int]:
         """The explicit ``key -> worker`` map currently in force."""
         ...
 
-    def decide(self, now: float, loads: LoadSnapshot) -> Decision: ...
+    def decide(self, now: float, loads: LoadSnapshot) -> Decision:
+        """One decision over the interval's ``loads``; updates :attr:`assignment`.
 
-    def snapshot(self) -> Any: ...
+        Raises :class:`~skewlab.errors.ConfigError` when ``loads.workers`` differs.
+        """
+        ...
+
+    def snapshot(self) -> Any:
+        """Immutable, picklable state from which ``build(state=...)`` continues."""
+        ...
 
 
 @runtime_checkable
@@ -288,7 +295,12 @@ class RebalancerConfig(Protocol):
     name: ClassVar[str]
     workers: int
 
-    def build(self, state: Any = None) -> Rebalancer: ...
+    def build(self, state: Any = None) -> Rebalancer:
+        """The working rebalancer, empty or continuing from ``state``.
+
+        Raises :class:`~skewlab.errors.StateError` for another policy's or size's snapshot.
+        """
+        ...
 
 
 def check_state(state: Any, cls: type, policy: str, workers: int) -> None:

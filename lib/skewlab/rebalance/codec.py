@@ -1,17 +1,7 @@
 """Rebalancer snapshots <-> JSON-safe dicts, and a fresh policy seeded with a key map.
 
-A rebalancer's state leaves it only through ``snapshot()`` (STYLE.md rule 1).
-The in-process loops keep the working object in memory; the scheduled control
-DAG runs each interval in a new process and so stores the snapshot between
-intervals (as an ``operator_state`` checkpoint, see
-:mod:`skewlab.control`). These functions turn the two snapshot
-kinds into plain JSON values and back:
-
-* :class:`~skewlab.rebalance.smalops.SmalopsSnapshot` (lossy counter, heavy map,
-  generator state, decision count);
-* :class:`~skewlab.rebalance.dlb.MapSnapshot` (DLB-H, DLB-L, LPTF, static).
-
-Invariant: ``snapshot_from_dict(json.loads(json.dumps(snapshot_to_dict(s)))) == s``.
+The scheduled control DAG stores a snapshot between intervals; invariant:
+``snapshot_from_dict(json.loads(json.dumps(snapshot_to_dict(s)))) == s``.
 """
 
 from __future__ import annotations

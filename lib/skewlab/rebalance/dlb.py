@@ -1,26 +1,7 @@
 """DLB (Algorithm 1) with its DLB-H / DLB-L key policies, and the static KG baseline.
 
-DLB (section 3.2) keeps ``keys_map`` (hash by default) and, when the engines'
-imbalance ``imbScore = 100 * std / mean`` (DLB Eq. 2) of the last interval
-exceeds ``theta`` (15% in the paper), repeats:
-
-1. Sort the engines by load, most loaded first; ``e_min`` is the least loaded.
-2. Take the most loaded engine ``e_loaded`` and pick one of its keys ``k*``
-   with the policy: DLB-H the heaviest key whose move improves imbScore,
-   DLB-L the lightest key.
-3. If moving ``k*`` from ``e_loaded`` to ``e_min`` improves imbScore, move it
-   and go back to 1 unless imbScore is now at or below ``theta``.
-4. Otherwise examine the next most loaded engine; when every engine has been
-   examined without an improving move, stop and keep the best allocation found.
-
-Moving a key of load ``x`` from an engine of load ``L_e`` to ``e_min`` changes
-the sum of squared loads by ``2x(x - (L_e - L_min))`` and keeps the mean, so it
-improves imbScore exactly when ``0 < x < L_e - L_min``; the pass therefore never
-makes the imbalance worse and always ends (loads are integers, each move lowers
-the sum of squares by at least 2).
-
-The explicit map holds the keys DLB has moved; a key idle for a whole interval
-has no state left in the window and leaves the map (it returns to its hash).
+The steps are on :func:`dlb_pass`; why a pass never worsens imbScore and always ends:
+docs/rebalance.md.
 """
 
 from __future__ import annotations
@@ -71,10 +52,12 @@ class MapSnapshot:
 
 
 def check_theta(theta: object) -> None:
+    """Raise :class:`~skewlab.errors.ConfigError` unless ``theta`` is a finite number >= 0 (%)."""
     check_positive("theta (imbScore threshold, %)", theta, zero_ok=True)
 
 
 def check_bytes(tuple_bytes: object) -> None:
+    """Raise :class:`~skewlab.errors.ConfigError` unless ``tuple_bytes`` is an int >= 0."""
     if not isinstance(tuple_bytes, int) or isinstance(tuple_bytes, bool) or tuple_bytes < 0:
         raise ConfigError(f"tuple_bytes must be an integer >= 0, got {tuple_bytes!r}")
 
@@ -128,7 +111,14 @@ class _Engines:
 def dlb_pass(
     loads: np.ndarray, placement: np.ndarray, workers: int, theta: float, pick: str
 ) -> tuple[np.ndarray, str, int]:
-    """Algorithm 1 over one interval: ``(new placement, reason, moves made)``.
+    """DLB Algorithm 1 over one interval: ``(new placement, reason, moves made)``.
+
+    When imbScore (DLB Eq. 2) of ``placement`` exceeds ``theta``, repeat: ``e_min`` is the
+    least loaded engine; for the engines from most loaded down, pick one key ``k*`` (DLB-H: the
+    heaviest whose move improves imbScore; DLB-L: the lightest) and move it to ``e_min`` if
+    that improves imbScore, i.e. if its load is below ``L_e - L_min``; stop at ``theta`` or
+    when no engine has an improving key. imbScore never rises and the loop ends
+    (docs/rebalance.md).
 
     ``pick`` is ``"heavy"`` (DLB-H) or ``"light"`` (DLB-L). Reasons:
     ``below-threshold`` (no pass needed), ``balanced`` (reached ``theta``),
@@ -264,14 +254,16 @@ class DLBConfig:
 
     @property
     def policy(self) -> str:
+        """``dlb-h`` (pick heavy) or ``dlb-l`` (pick light): the name in decision rows."""
         return "dlb-h" if self.pick == "heavy" else "dlb-l"
 
     def build(self, state: MapSnapshot | None = None) -> DLBRebalancer:
+        """The working DLB, empty or continuing from ``state`` (StateError if not its own)."""
         return DLBRebalancer(self, state)
 
 
 class DLBRebalancer(_MapRebalancer):
-    """Working DLB: one :func:`dlb_pass` per :meth:`decide` (see the module docstring)."""
+    """Working DLB: one :func:`dlb_pass` per :meth:`decide`; the map holds the moved keys."""
 
     def __init__(self, config: DLBConfig, state: MapSnapshot | None = None) -> None:
         self.policy = config.policy  # type: ignore[misc]
@@ -279,7 +271,11 @@ class DLBRebalancer(_MapRebalancer):
         super().__init__(config.workers, config.tuple_bytes, state)
 
     def decide(self, now: float, loads: LoadSnapshot) -> Decision:
-        """Algorithm 1 on the interval's loads; the moved keys join the explicit map."""
+        """DLB Algorithm 1 on the interval's loads; the moved keys join the explicit map.
+
+        Mapped keys idle for the interval leave the map (back to hash). Raises
+        :class:`~skewlab.errors.ConfigError` when ``loads`` is for another worker count.
+        """
         self._check(loads)
         cfg = self.config
         final, reason, n = dlb_pass(loads.loads, loads.placement, cfg.workers, cfg.theta, cfg.pick)
@@ -301,6 +297,7 @@ class StaticConfig:
         check_bytes(self.tuple_bytes)
 
     def build(self, state: MapSnapshot | None = None) -> StaticRebalancer:
+        """The baseline, empty or continuing from ``state`` (StateError if not its own)."""
         return StaticRebalancer(self, state)
 
 
@@ -314,6 +311,7 @@ class StaticRebalancer(_MapRebalancer):
         super().__init__(config.workers, config.tuple_bytes, state)
 
     def decide(self, now: float, loads: LoadSnapshot) -> Decision:
+        """A record with no moves and the interval's imbScore (DLB Eq. 2) before and after."""
         self._check(loads)
         imb = imbalance(loads.worker_loads())
         self._decisions += 1

@@ -1,17 +1,7 @@
 """LPTF: Longest Processing Time First re-packing of every key (DLB's baseline [14]).
 
-LPTF "assigns the most loaded key to the least loaded engine and repeats this
-procedure for all the keys" (DLB, section 5). As a rebalancer it is triggered
-by the same rule as DLB (the interval's imbScore above ``theta``), then:
-
-1. Sort the interval's keys by load, heaviest first (ties: first seen first).
-2. Start every engine at load 0; give each key in turn to the least loaded
-   engine (ties: lowest engine index), adding the key's load to it.
-3. The result is the whole new map: every active key is pinned, and each key
-   whose engine changed carries its state with it (DLB measured ~76% of the
-   keys moving per rebalance).
-
-LPT's bound: the most loaded engine ends within ``4/3 - 1/(3W)`` of the optimum.
+LPTF "assigns the most loaded key to the least loaded engine and repeats this procedure for all
+the keys" (DLB, Sec. 5); steps on :func:`lpt_pack`, notes in docs/rebalance.md.
 """
 
 from __future__ import annotations
@@ -35,7 +25,12 @@ __all__ = ["LPTFConfig", "LPTFRebalancer", "lpt_pack"]
 
 
 def lpt_pack(loads: np.ndarray, workers: int) -> np.ndarray:
-    """Steps 1-2: the LPT engine of every key (``int64``, aligned with ``loads``)."""
+    """The LPT engine of every key (``int64``, aligned with ``loads``); deterministic.
+
+    1. Sort the keys by load, heaviest first (ties: first seen first).
+    2. Start every engine at 0 and give each key in turn to the least loaded engine (ties:
+       lowest index). LPT's bound: the maximum ends within ``4/3 - 1/(3W)`` of the optimum.
+    """
     loads = np.asarray(loads, dtype=np.int64)
     out = np.empty(loads.size, dtype=np.int64)
     if loads.size == 0:
@@ -68,11 +63,12 @@ class LPTFConfig:
         check_bytes(self.tuple_bytes)
 
     def build(self, state: MapSnapshot | None = None) -> LPTFRebalancer:
+        """The working LPTF, empty or continuing from ``state`` (StateError if not its own)."""
         return LPTFRebalancer(self, state)
 
 
 class LPTFRebalancer(_MapRebalancer):
-    """Working LPTF (see the module docstring); the map pins every key of the last re-pack."""
+    """Working LPTF; after a re-pack the map pins every key of that interval."""
 
     policy: ClassVar[str] = "lptf"
 
@@ -81,7 +77,13 @@ class LPTFRebalancer(_MapRebalancer):
         super().__init__(config.workers, config.tuple_bytes, state)
 
     def decide(self, now: float, loads: LoadSnapshot) -> Decision:
-        """Re-pack all keys with :func:`lpt_pack` when the interval's imbScore exceeds theta."""
+        """Re-pack all keys with :func:`lpt_pack` when the interval's imbScore exceeds theta.
+
+        Below ``theta`` (DLB Eq. 2 trigger) nothing moves (reason ``below-threshold``); else
+        every active key is pinned where LPT puts it and each key whose engine changed is a
+        ``repack`` move carrying its interval's tuples (reason ``repacked``). Raises
+        :class:`~skewlab.errors.ConfigError` when ``loads`` is for another worker count.
+        """
         self._check(loads)
         if imbalance(loads.worker_loads()) <= self.config.theta:
             return self._decide_with(

@@ -1,50 +1,9 @@
 """SMALOPS: heavy streams by lossy counting, two-choice placement, greedy best-fit migration.
 
-SMALOPS (section II) balances only the *heavy* streams: the size ``R_p`` of a
-partition is the sum of the rates of the heavy keys assigned to it, and the aim
-is ``R_pi ~ R_pj`` (Eq. 1), measured by ``E_LB = sum_j |R_pj - R_avg|`` (Eq. 2).
-Every :meth:`SmalopsRebalancer.decide` (one decision interval, 10 s in the
-paper, which is also skewlab's counting window) runs these steps:
-
-1. Count the interval's keys into a lossy counter (unless the stream already
-   fed it, see below) and close its counting window; the heavy keys are
-   those above ``threshold`` (a share of the window's messages, 10% by
-   default, or an absolute count). A key's size ``R_k`` is its estimated
-   count divided by the interval.
-2. Keys in the map that are no longer heavy are dropped from it: they return
-   to their hash partition (non-heavy keys always stay on hash).
-3. New heavy keys, heaviest first, are placed by the power of two random
-   choices: two distinct partitions drawn from the seeded generator, the one
-   with the smaller ``R_p`` wins (ties: the first drawn).
-4. Best fit: with ``R_avg`` the mean ``R_p``, partitions above it are
-   overloaded, those below underloaded. For each overloaded partition (most
-   loaded first) and each of its heavy streams, *smallest first* (the paper's
-   bias: large streams stay pinned), while the partition is still overloaded:
-
-   a. keep the underloaded targets where the move reduces the load distance
-      ``|R_src - R_target|``; if there is none the stream stays;
-   b. among them choose the target minimising ``|(R_m + R_target) - R_avg|``
-      (Eq. 3; ties: lowest index);
-   c. move only if Eq. 4 holds: ``t_msg (1 + (1 - R_k / R_p1)) > t_SM +
-      t_msg (1 + (1 - I / R_p2))`` with ``R_p1`` the source's and ``R_p2`` the
-      target's size before the move, ``I`` the unit rate (1 message per
-      second) and ``I / R_p2`` capped at 1 (an empty target has no queue).
-      ``t_SM = t_sm + t_sm_per_tuple * (the key's tuples of the interval)``.
-
-Eq. 4 read literally with rates in messages per second makes the waiting term
-on a loaded target ``1 - I / R_p2`` almost 1, so with ``t_SM >= 0`` a stream
-moves (step 4) only towards a partition with no heavy load or when it is a
-tiny part of its source, and the queueing gain is never more than ``t_msg``,
-so any ``t_SM >= t_msg`` blocks every move. The paper's experiments ran
-without it ("stream migrations ... at discrete time intervals", 10 s);
-``gate=False`` does the same.
-
-Fed by the stream (:meth:`SmalopsRebalancer.observe`, per batch of events)
-the counter sees every event as it arrives, and a key that becomes heavy
-within the window is placed at once by step 3 (the gateway's initial
-assignment, "power-of-two random choices") once the window holds
-:data:`DETECT_AFTER` events; migrations (step 4) and drops wait for
-:meth:`~SmalopsRebalancer.decide`.
+Bhattacharya & Wood, Sec. II: balance only heavy streams, ``R_pi ~ R_pj`` (Eq. 1) measured by
+``E_LB`` (Eq. 2). Steps on :meth:`SmalopsRebalancer.decide` and ``observe``; how Eq. 4 reads
+with rates in messages per second, and why ``gate=False`` is the paper's setup:
+docs/rebalance.md.
 """
 
 from __future__ import annotations
@@ -152,7 +111,7 @@ class SmalopsSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class SmalopsConfig:
-    """SMALOPS over ``workers`` partitions (see the module docstring for every step).
+    """SMALOPS over ``workers`` partitions (steps on :meth:`SmalopsRebalancer.decide`).
 
     ``threshold``: heavy above this share of the window's messages (float in
     (0, 1], default 0.1) or this absolute count (int). ``epsilon``: the lossy
@@ -189,6 +148,7 @@ class SmalopsConfig:
         object.__setattr__(self, "sketch", sketch)
 
     def build(self, state: SmalopsSnapshot | None = None) -> SmalopsRebalancer:
+        """The working SMALOPS, empty or continuing from ``state`` (StateError if not its own)."""
         return SmalopsRebalancer(self, state)
 
 
@@ -214,10 +174,12 @@ class SmalopsRebalancer:
 
     @property
     def workers(self) -> int:
+        """Number of partitions (workers) balanced."""
         return self.config.workers
 
     @property
     def assignment(self) -> Mapping[str, int]:
+        """The heavy map in force: ``key -> partition`` (a copy)."""
         return dict(self._map)
 
     @property
@@ -226,6 +188,7 @@ class SmalopsRebalancer:
         return len(self._sketch)
 
     def snapshot(self) -> SmalopsSnapshot:
+        """Lossy counter, heavy map, generator state and decision count (immutable)."""
         return SmalopsSnapshot(
             self.policy,
             self.workers,
@@ -290,7 +253,21 @@ class SmalopsRebalancer:
         )
 
     def decide(self, now: float, loads: LoadSnapshot) -> Decision:
-        """Steps 1-4 of the module docstring over one interval."""
+        """SMALOPS over one interval (Sec. II); returns the decision and updates the map.
+
+        1. Count the interval into the lossy counter (unless ``observe`` fed it) and close the
+           window: keys above ``threshold`` are heavy, ``R_k`` = estimate / interval.
+        2. Mapped keys no longer heavy return to their hash partition (``drop`` moves).
+        3. New heavy keys, heaviest first, go to the less loaded of two distinct random
+           partitions (``place`` moves; power of two choices).
+        4. Best fit: for each partition above ``R_avg`` (most loaded first) and its heavy
+           streams smallest first, while it is overloaded, move the stream to the underloaded
+           target that reduces the load distance and minimises ``|(R_m + R_target) - R_avg|``
+           (:func:`eq3_target`, Eq. 3), if Eq. 4 holds (:func:`eq4_holds`; skipped with
+           ``gate=False``).
+
+        Raises :class:`~skewlab.errors.ConfigError` when ``loads`` is for another worker count.
+        """
         cfg = self.config
         if loads.workers != cfg.workers:
             raise ConfigError(f"smalops runs over {cfg.workers} workers, loads for {loads.workers}")

@@ -1,4 +1,4 @@
-"""Replay of a user's trace file (CSV or JSON lines), streamed row by row.
+"""Replay of a user's trace file (CSV or JSON lines), validated up front, streamed row by row.
 
 Accepted formats (chosen by ``format``, or by extension when ``"auto"``:
 ``.jsonl`` / ``.ndjson`` / ``.json`` are JSON lines, anything else CSV):
@@ -9,23 +9,31 @@ Accepted formats (chosen by ``format``, or by extension when ``"auto"``:
   Every row must have as many fields as the first one. Blank lines are skipped.
 - **JSON lines**: one object per line with ``"key"`` (string or integer) and
   optionally ``"timestamp"`` (or ``"ts"``, seconds) and ``"size"`` (bytes).
-  Whether rows carry a timestamp / size is fixed by the first row.
+  Whether rows carry a timestamp / size is fixed by the first valid row.
 
 Timestamps are seconds; the stream's event time is ``timestamp - first
 timestamp`` and must never decrease. Without timestamps, ``ts = seq / rate``.
-Without sizes, every event is ``size`` bytes. A malformed row raises
-:class:`~skewlab.errors.ConfigError` naming ``file:line`` and the problem.
+Without sizes, every event is ``size`` bytes.
+
+Every row is checked when the workload is built (so before any service of a
+live run starts): :func:`validate_trace` reads the file once and returns a
+:class:`TraceCheck` with every bad row as ``file:line: reason`` (not UTF-8, a
+CSV error such as a field over the csv module's limit, a missing column, a
+key that is empty or over :data:`MAX_KEY_BYTES`, a timestamp that is not a
+finite number or goes back, a bad size). A file that cannot be used at all
+(missing, unreadable, empty, no valid row) raises :class:`TraceError`. With
+``bad="fail"`` (the default) any bad row refuses the trace with one line
+naming the first ones; ``bad="skip"`` replays the good rows and leaves the
+bad ones out (counted and logged once).
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import math
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,145 +47,38 @@ from skewlab.workload._common import (
     parse_params,
 )
 from skewlab.workload.base import EventChunk
+from skewlab.workload.trace_check import (
+    FORMATS,
+    BadRow,
+    Row,
+    TraceCheck,
+    TraceError,
+    checked,
+    format_of,
+    scan,
+    validate_trace,
+)
 
-FORMATS = ("auto", "csv", "jsonl")
-_TS_NAMES = ("timestamp", "ts")
-_COLUMNS = {"key", "size", *_TS_NAMES}
+__all__ = ["BadRow", "TraceCheck", "TraceError", "TraceWorkload", "validate_trace"]
 
-Row = tuple[str, float | None, int | None]
-"""``(key, timestamp or None, size or None)`` of one trace row."""
+log = logging.getLogger(__name__)
 
-
-def _parse_ts(raw: Any, where: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise ConfigError(f"{where}: timestamp must be a number of seconds, got {raw!r}")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{where}: timestamp must be a number of seconds, got {raw!r}") from None
-    if not math.isfinite(value):
-        raise ConfigError(f"{where}: timestamp must be finite, got {raw!r}")
-    return value
-
-
-def _parse_size(raw: Any, where: str) -> int:
-    if isinstance(raw, bool | float):
-        raise ConfigError(f"{where}: size must be an integer number of bytes >= 0, got {raw!r}")
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"{where}: size must be an integer number of bytes >= 0, got {raw!r}"
-        ) from None
-    if value < 0:
-        raise ConfigError(f"{where}: size must be an integer number of bytes >= 0, got {raw!r}")
-    return value
-
-
-def _parse_key(raw: Any, where: str) -> str:
-    if isinstance(raw, bool) or not isinstance(raw, str | int):
-        raise ConfigError(f"{where}: key must be a string or an integer, got {raw!r}")
-    key = str(raw).strip()
-    if not key:
-        raise ConfigError(f"{where}: key is empty")
-    return key
-
-
-def _check_order(ts: float | None, prev: float, where: str) -> float:
-    """Timestamps never decrease; returns the new previous timestamp."""
-    if ts is None:
-        return prev
-    if ts < prev:
-        raise ConfigError(f"{where}: timestamp {ts} is before the previous row's {prev}")
-    return ts
-
-
-def _csv_rows(path: str) -> Iterator[Row]:
-    prev = -math.inf
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        columns: dict[str, int] | None = None
-        width = -1
-        for fields in reader:
-            where = f"{path}:{reader.line_num}"
-            if not fields or (len(fields) == 1 and not fields[0].strip()):
-                continue
-            if width < 0:
-                width = len(fields)
-                names = [x.strip().lower() for x in fields]
-                if "key" in names and set(names) <= _COLUMNS and len(set(names)) == len(names):
-                    columns = {n: i for i, n in enumerate(names)}
-                    continue
-                if width > 3:
-                    raise ConfigError(
-                        f"{where}: {width} fields; expected key[,timestamp][,size] "
-                        f"or a header naming key, timestamp, size"
-                    )
-                columns = {"key": 0, "timestamp": 1, "size": 2}
-                columns = {k: i for k, i in columns.items() if i < width}
-            if len(fields) != width:
-                raise ConfigError(f"{where}: {len(fields)} fields, expected {width}")
-            assert columns is not None
-            key = _parse_key(fields[columns["key"]], where)
-            ts_col = next((columns[n] for n in _TS_NAMES if n in columns), None)
-            ts = None if ts_col is None else _parse_ts(fields[ts_col].strip(), where)
-            size_col = columns.get("size")
-            size = None if size_col is None else _parse_size(fields[size_col].strip(), where)
-            prev = _check_order(ts, prev, where)
-            yield key, ts, size
-
-
-def _jsonl_rows(path: str) -> Iterator[Row]:
-    has_ts: bool | None = None
-    has_size: bool | None = None
-    prev = -math.inf
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            where = f"{path}:{lineno}"
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{where}: not valid JSON ({e.msg})") from None
-            if not isinstance(obj, dict):
-                raise ConfigError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-            if "key" not in obj:
-                raise ConfigError(f'{where}: missing "key"')
-            unknown = set(obj) - _COLUMNS
-            if unknown:
-                raise ConfigError(
-                    f"{where}: unknown field(s) {', '.join(sorted(unknown))}; "
-                    f"allowed: key, timestamp (or ts), size"
-                )
-            ts_name = next((n for n in _TS_NAMES if n in obj), None)
-            if has_ts is None:
-                has_ts, has_size = ts_name is not None, "size" in obj
-            if has_ts != (ts_name is not None):
-                raise ConfigError(
-                    f"{where}: timestamp {'missing' if has_ts else 'present'} but the first row "
-                    f"{'has' if has_ts else 'has none'}"
-                )
-            if has_size != ("size" in obj):
-                raise ConfigError(
-                    f"{where}: size {'missing' if has_size else 'present'} but the first row "
-                    f"{'has' if has_size else 'has none'}"
-                )
-            key = _parse_key(obj["key"], where)
-            ts = None if ts_name is None else _parse_ts(obj[ts_name], where)
-            size = _parse_size(obj["size"], where) if has_size else None
-            prev = _check_order(ts, prev, where)
-            yield key, ts, size
+ON_BAD = ("fail", "skip")
+"""What a replay does with bad rows: refuse the trace, or leave them out."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class TraceWorkload:
     """Replays ``path`` (see module doc for formats); ``seed`` is unused (kept for the contract).
 
-    ``events(n)`` yields exactly the first ``n`` rows; if the file has fewer,
+    Building it validates the whole file (:func:`validate_trace`, once per file
+    version): a file with bad rows raises :class:`TraceError` naming the first
+    ones unless ``bad="skip"``, which replays only the valid rows. ``events(n)``
+    yields exactly the first ``n`` (valid) rows; if the file has fewer,
     ``loop=True`` replays it again (event time continuing after the previous
     pass by one mean inter-arrival gap) and ``loop=False`` raises
-    :class:`ConfigError` once it runs out. Only one chunk of rows is held.
+    :class:`ConfigError` once it runs out (:meth:`check_length` says so up
+    front). Only one chunk of rows is held.
     """
 
     name: ClassVar[str] = "trace"
@@ -186,6 +87,7 @@ class TraceWorkload:
     format: str = "auto"
     size: int = DEFAULT_SIZE
     loop: bool = False
+    bad: str = "fail"
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
@@ -195,21 +97,51 @@ class TraceWorkload:
                 f"trace: format must be one of {', '.join(FORMATS)}, got {self.format!r}"
             )
         if not isinstance(self.path, str) or not os.path.isfile(self.path):
-            raise ConfigError(f"trace: file not found: {self.path!r}")
+            raise TraceError(f"trace: file not found: {self.path!r}")
         if not isinstance(self.loop, bool):
             raise ConfigError(f"trace: loop must be true or false, got {self.loop!r}")
+        if self.bad not in ON_BAD:
+            raise ConfigError(f"trace: bad must be one of {', '.join(ON_BAD)}, got {self.bad!r}")
+        check = self.check()
+        if not check.ok and self.bad == "fail":
+            raise TraceError(
+                f"{check.describe()}; fix them, or add bad=skip to replay the "
+                f"{check.rows} valid rows without them"
+            )
+
+    def check(self) -> TraceCheck:
+        """The file's :class:`TraceCheck` (validated once per version of the file)."""
+        return checked(self.path, self.format)
+
+    def check_length(self, n: int) -> None:
+        """Raise :class:`TraceError` if ``n`` events need more valid rows than the file has
+        and it does not loop (what ``events(n)`` would find out only at its end)."""
+        rows = self.check().rows
+        if n > rows and not self.loop:
+            raise TraceError(
+                f"{self.path}: trace has {rows} valid events but {n} were asked for; "
+                "ask for fewer or set loop=true (trace:path=FILE,loop=true)"
+            )
 
     def resolved_format(self) -> str:
-        if self.format != "auto":
-            return self.format
-        ext = os.path.splitext(self.path)[1].lower()
-        return "jsonl" if ext in (".jsonl", ".ndjson", ".json") else "csv"
+        return format_of(self.path, self.format)
 
     def rows(self) -> Iterator[Row]:
-        """The file's rows, parsed and validated, one at a time."""
-        if self.resolved_format() == "jsonl":
-            return _jsonl_rows(self.path)
-        return _csv_rows(self.path)
+        """The file's valid rows, one at a time (bad rows skipped with ``bad="skip"``,
+        else the first one raises :class:`TraceError`: the file changed since it was checked)."""
+        first: BadRow | None = None
+        skipped = 0
+        for item in scan(self.path, self.format):
+            if isinstance(item, BadRow):
+                if self.bad == "fail":
+                    raise TraceError(str(item))
+                first = first or item
+                skipped += 1
+                continue
+            yield item
+        if first is not None:
+            log.warning("trace %s: %d bad row(s) left out (bad=skip), the first: %s",
+                        self.path, skipped, first)  # fmt: skip
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
         check_stream_args(n, chunk, rate)
@@ -284,15 +216,24 @@ class TraceWorkload:
             extras.append(f"size={self.size}")
         if self.loop:
             extras.append("loop=true")
+        if self.bad != "fail":
+            extras.append(f"bad={self.bad}")
         if not extras:
             return f"trace:{self.path}"
         return f"trace:path={self.path}," + ",".join(extras)
 
-    PARAMS: ClassVar[dict[str, type]] = {"path": str, "format": str, "size": int, "loop": bool}
+    PARAMS: ClassVar[dict[str, type]] = {
+        "path": str,
+        "format": str,
+        "size": int,
+        "loop": bool,
+        "bad": str,
+    }
 
     @classmethod
     def from_args(cls, args: list[str], seed: int) -> TraceWorkload:
-        """Build from ``<path>`` or ``path=<path>[,format=csv|jsonl][,size=..][,loop=true]``."""
+        """Build from ``<path>`` or
+        ``path=<path>[,format=csv|jsonl][,size=..][,loop=true][,bad=fail|skip]``."""
         joined = ",".join(args)
         if not joined.lower().startswith("path="):
             if not joined.strip():
@@ -301,8 +242,9 @@ class TraceWorkload:
         positional, params = parse_params(cls.name, args, cls.PARAMS)
         if positional:
             raise ConfigError(
-                f"trace: unexpected {positional[0]!r}; use path=..,format=..,size=..,loop=.."
+                f"trace: unexpected {positional[0]!r}; use path=..,format=..,size=..,loop=..,bad=.."
             )
-        if "format" in params:
-            params["format"] = params["format"].lower()
+        for name in ("format", "bad"):
+            if name in params:
+                params[name] = params[name].lower()
         return cls(seed=seed, **params)

@@ -9,6 +9,7 @@ import pytest
 
 from skewlab.errors import ConfigError
 from skewlab.workload import TraceWorkload, parse_workload
+from skewlab.workload.trace import TraceError
 
 pytestmark = pytest.mark.unit
 
@@ -74,9 +75,11 @@ def test_fewer_rows_than_asked_is_an_error_unless_looping(tmp_path):
     assert np.allclose(ts[3:6] - ts[3], [0.0, 1.0, 3.0])
 
 
-def test_streams_without_reading_past_what_is_asked(tmp_path):
+def test_a_bad_row_refuses_the_trace_up_front_unless_skipped(tmp_path):
     path = _write(tmp_path, "t.csv", "a\nb\nc\nthis,row,is,broken,badly\n")
-    _, keys, _, _ = _all(TraceWorkload(path=path), 3)
+    with pytest.raises(TraceError, match=r"t\.csv:4: 5 fields, expected 1.*bad=skip"):
+        TraceWorkload(path=path)
+    _, keys, _, _ = _all(TraceWorkload(path=path, bad="skip"), 3)
     assert keys == ["a", "b", "c"]
 
 
@@ -128,6 +131,7 @@ def test_spec_round_trip(tmp_path):
     for w in (
         TraceWorkload(path=path),
         TraceWorkload(path=path, size=64, loop=True, format="csv"),
+        TraceWorkload(path=path, bad="skip"),
     ):
         assert parse_workload(w.spec()) == w
     assert parse_workload(f"trace:{path}", seed=4) == TraceWorkload(path=path, seed=4)

@@ -1,17 +1,9 @@
-"""Consumer-group autoscaling by bin packing (Landau et al., the seed
-consumer-group-autoscaling-bin-packing.txt). Pure library: no Kafka here.
+"""Consumer-group autoscaling by bin packing (Landau et al., the autoscaling seed).
 
-* :mod:`.base` -- :class:`Assignment` (``X(t_k)``), :class:`Capacity` (``C``,
-  ``C_bar``, the 5/6 rule), the :class:`BinPacker` contract, ``f``/``g``/``h``.
-* :mod:`.binpack` -- NF, NFD, FF, FFD, BF, BFD, WF, WFD adapted with ``h(j, k)``.
-* :mod:`.modified` -- MWF, MBF, MWFP, MBFP (Algorithm 1).
-* :mod:`.kafka_assignor` -- Kafka's range / round-robin assignor over N consumers.
-* :mod:`.algorithms` -- the :data:`ALGORITHMS` registry, :class:`AutoscalerConfig`,
-  :func:`run_stream`.
-* :mod:`.metrics` -- Rscore (Eq. 11), CBS (Eq. 28), average Rscore (Eq. 29), Pareto front.
-* :mod:`.streams` -- measurement streams (Sec. VI-B, Eq. 15).
-* :mod:`.latency` -- fixed / rebalanced queue latency model (Sec. VI-C, Eq. 16-27).
-* :mod:`.controller` -- the Sec. V-C state machine, emitting actions as data.
+Pure library, no Kafka: the contract (:mod:`.base`), the adapted any-fit and modified any-fit
+heuristics (:mod:`.binpack`, :mod:`.modified`, Algorithm 1), Kafka's assignors, the registry
+and autoscaler (:mod:`.algorithms`), costs (:mod:`.metrics`, Eq. 11/28/29), measurement streams
+(Eq. 15), the latency model (Eq. 16-27) and the Sec. V-C controller. Notes: docs/autoscale.md.
 """
 
 from __future__ import annotations

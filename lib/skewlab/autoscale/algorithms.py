@@ -1,20 +1,8 @@
-"""The registry of assignment algorithms and the autoscaler that runs one of them.
+"""The registry of assignment algorithms (:data:`ALGORITHMS`) and the autoscaler that runs one.
 
-:data:`ALGORITHMS` is the literal registry (STYLE.md rule 2): the eight
-adapted any-fit heuristics, the four modified ones (Landau et al. Table II)
-and Kafka's two assignors. :func:`make_algorithm` resolves a spec such as
-``"mwf"`` or ``"kafka:15"`` (Kafka's range assignor over 15 consumers;
-``"kafka-rr:15"`` round-robin).
-
-:class:`AutoscalerConfig` is the frozen config; ``build(state=None)`` returns
-an :class:`Autoscaler` that keeps ``X(t_{k-1})`` and, for each measurement,
-returns a :class:`Reassignment` (the next assignment, moved partitions,
-Rscore, consumers). :func:`run_stream` replays a whole measurement stream.
-
-Both take an ``order`` (:data:`ORDERS`): ``"random"`` (default) gives the
-online heuristics NF / FF / BF / WF a fresh seeded permutation of the
-partitions every iteration, as the authors' controller does; ``"index"`` takes
-them in index order. The other algorithms are deterministic either way.
+:func:`make_algorithm` resolves ``"mwf"``, ``"kafka:15"``...; :class:`AutoscalerConfig` builds
+an :class:`Autoscaler` stepping through measurements; :func:`run_stream` replays a stream.
+The ``order`` option and the online heuristics' shuffle: docs/autoscale.md.
 """
 
 from __future__ import annotations
@@ -149,9 +137,11 @@ class AutoscalerConfig:
 
     @property
     def capacities(self) -> Capacity:
+        """``C_bar`` and ``C`` (default ``5/6 C_bar``, Sec. VI-C) as a :class:`Capacity`."""
         return Capacity(consumer=self.consumer_capacity, bin=self.capacity)
 
     def build(self, state: AutoscalerSnapshot | None = None) -> Autoscaler:
+        """The autoscaler at iteration 0, or continuing from ``state`` (StateError otherwise)."""
         if state is not None and not isinstance(state, AutoscalerSnapshot):
             raise StateError(f"expected an AutoscalerSnapshot, got {type(state).__name__}")
         return Autoscaler(self, state)
@@ -194,6 +184,7 @@ class Autoscaler:
         )
 
     def snapshot(self) -> AutoscalerSnapshot:
+        """Iteration, ``X(t_k)`` and the generator state (immutable)."""
         rng_state = dict(self.rng.bit_generator.state) if self.rng is not None else None
         return AutoscalerSnapshot(self.iteration, self.assignment, rng_state)
 

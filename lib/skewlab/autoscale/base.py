@@ -1,24 +1,8 @@
-"""The consumer-group bin-packing contract (Landau et al., Sec. III-IV).
+"""The consumer-group bin-packing contract (Landau et al., Sec. III-IV, Eq. 3-14).
 
-Partitions are *items* whose size is their measured write speed ``s_j(t_k)``
-(bytes/s); consumers are *bins* of capacity ``C``. Every iteration ``k`` an
-algorithm turns the current assignment ``X(t_{k-1})`` and the new speeds into
-the next assignment ``X(t_k)`` (Eq. 3-7).
-
-* :class:`Assignment` -- ``owner[j]`` is the consumer id of partition ``j``
-  (``-1`` = unassigned, Eq. 8). Consumer ids are stable across iterations: a
-  partition counts as *moved* only when its consumer id changes.
-* :class:`Capacity` -- the bin capacity ``C`` used by the algorithms and the
-  real consumer capacity ``C_bar``; by default ``C = 5/6 * C_bar`` (Sec. VI-C:
-  a 5 s rebalance inside a 30 s iteration, ``30 C <= 25 C_bar``).
-* :class:`BinPacker` -- anything with ``name`` and
-  ``assign(speeds, previous, capacity) -> Assignment``.
-* :class:`Bins` -- the working consumer list the heuristics share: open bins,
-  their loads, ``f(k)`` (Eq. 12), ``g(j, k)`` (Eq. 13) and ``h(j, k)`` (Eq. 14).
-
-An item larger than ``C`` fits no bin: it gets a bin of its own (opened with
-``h``), which is then over capacity; nothing else is put there. The
-controller's Sentinel sees that consumer as over capacity.
+Partitions are items of size ``s_j(t_k)`` (bytes/s), consumers bins of capacity ``C``; each
+iteration turns ``X(t_{k-1})`` and the new speeds into ``X(t_k)``. Longer notes:
+docs/autoscale.md.
 """
 
 from __future__ import annotations
@@ -123,6 +107,7 @@ class Assignment:
 
     @classmethod
     def from_owner(cls, owner: ArrayLike, members: Sequence[int] = ()) -> Assignment:
+        """From an owner per partition (any int array-like); ``members`` adds idle consumers."""
         return cls(tuple(int(o) for o in np.asarray(owner).ravel().tolist()), tuple(members))
 
     @classmethod
@@ -138,6 +123,7 @@ class Assignment:
 
     @property
     def partitions(self) -> int:
+        """Number of partitions ``|P|``."""
         return len(self.owner)
 
     @property
@@ -146,9 +132,11 @@ class Assignment:
         return len(self.members)
 
     def array(self) -> np.ndarray:
+        """``owner`` as a fresh ``int64`` array (``-1`` = unassigned)."""
         return np.asarray(self.owner, dtype=np.int64)
 
     def unassigned(self) -> list[int]:
+        """Partitions with no consumer, in index order."""
         return [j for j, o in enumerate(self.owner) if o < 0]
 
     def groups(self) -> dict[int, list[int]]:
@@ -173,13 +161,15 @@ class Assignment:
 
 @runtime_checkable
 class BinPacker(Protocol):
-    """One heuristic: the current assignment + measured speeds -> the next assignment.
+    """One heuristic: the current assignment + measured speeds -> the next assignment (Eq. 3-7).
 
     Invariants every implementation keeps (the contract tests check them):
     every partition gets exactly one consumer; a bin-packing heuristic never
     puts more than ``capacity`` into a consumer unless a single partition is
     larger than ``capacity`` (then it is alone); ``previous`` is not modified;
-    the same ``rng`` state gives the same result (no other randomness).
+    the same ``rng`` state gives the same result (no other randomness). An item larger
+    than ``capacity`` fits no bin: it gets a bin of its own (opened with ``h``), which is then
+    over capacity, and nothing else goes there.
     """
 
     @property
@@ -233,6 +223,7 @@ class Bins:
         """The most recently opened bin (Next Fit's only open bin)."""
 
     def used(self, c: int) -> bool:
+        """Consumer ``c`` is open in this iteration (``y_c(t_k) = 1``)."""
         return bool(self.loads[c] != np.inf)
 
     def f(self) -> int:
@@ -266,6 +257,7 @@ class Bins:
         return self.count[c] == 0 or self.loads[c] + self.speeds[j] <= self._lim
 
     def put(self, c: int, j: int) -> None:
+        """Assign partition ``j`` to open consumer ``c`` (``x_cj = 1``); no capacity check."""
         self.loads[c] += self.speeds[j]
         self.count[c] += 1
         self.owner[j] = c

@@ -1,27 +1,7 @@
-"""The classic any-fit heuristics, adapted to consecutive iterations with ``h(j, k)``.
+"""The classic any-fit heuristics (NF, FF, BF, WF and their decreasing versions, Sec. II-B),
+adapted to consecutive iterations with ``h(j, k)`` (Sec. VI-A, Eq. 14).
 
-Landau et al. Sec. II-B lists Next/First/Best/Worst Fit and their Decreasing
-(offline) versions; Sec. VI-A adapts them: whenever an item fits no open bin,
-the bin opened is ``h(j, k)`` (Eq. 14) -- the partition's previous consumer if
-it is not in use yet in this iteration, else the lowest unused id (Eq. 12).
-This changes *which* bins are opened, never *how many*.
-
-Per item (partitions in index order, or largest first for ``*D``):
-
-* **NF** -- only the last opened bin is open; put the item there if it fits,
-  else open ``h(j, k)``.
-* **FF** -- the lowest-id open bin that fits.
-* **BF** -- the open bin with the least slack that fits (tightest).
-* **WF** -- the open bin with the most slack, if it fits.
-
-Bins are ordered by consumer id (the "left to right" list of Sec. II-B);
-ties go to the lowest id. The online versions take the partitions in the
-order they arrive: the authors' controller shuffles them every iteration, so
-given an ``rng`` (a seeded numpy Generator) :meth:`AnyFit.assign` draws a
-fresh permutation per call; without one it takes them in index order (the
-deterministic option, ``order="index"`` in
-:class:`~skewlab.autoscale.algorithms.AutoscalerConfig`). The decreasing
-versions sort by speed and ignore ``rng``.
+The adaptation changes *which* bins open, never *how many*; details in docs/autoscale.md.
 """
 
 from __future__ import annotations

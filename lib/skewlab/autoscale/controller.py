@@ -1,30 +1,8 @@
 """The autoscaling controller as a pure state machine (Landau et al. Sec. V-C, Fig. 4).
 
-Phases: ``SYNCHRONIZE -> SENTINEL -> REASSIGN -> GROUP_MANAGEMENT -> SENTINEL``.
-The controller performs no I/O: every ``on_*`` method takes one event and
-returns the :data:`Action` list to execute (start / stop a consumer process,
-stop / start a partition on a consumer, ask a consumer its assignment). A
-live controller executes the actions and feeds back the replies; tests feed
-events by hand with a :class:`~skewlab.testing.FakeClock`.
-
-1. **SYNCHRONIZE** (start, and restart from a snapshot): ask every known
-   consumer for its assignment (:class:`QueryAssignment`); the replies
-   (:meth:`Controller.on_report`) become the believed group, so a controller
-   that died mid-reassignment continues from what consumers really read. A
-   partition claimed twice stays with the lowest id; the others are stopped.
-2. **SENTINEL**: keep the latest measurement; leave when (a) ``timeout_s``
-   passed since the last reassignment, (b) a consumer's load is above the bin
-   capacity ``C`` (and it holds more than one partition: a single partition
-   faster than ``C`` cannot be fixed by moving it), or (c) a partition has no
-   consumer. Evaluated on each measurement, each :meth:`Controller.tick` and
-   when a consumer is lost.
-3. **REASSIGN**: run the algorithm (:class:`~skewlab.autoscale.Autoscaler`).
-4. **GROUP_MANAGEMENT**, in order: (i) start the new consumers and wait for
-   each to be ready; (ii) for each moved partition send Stop to its old
-   owner, and only after that owner's ack send Start to the new owner (a
-   partition is never read by two consumers); partitions without an owner
-   get Start at once; (iii) when every Start is acknowledged, stop the
-   consumers left without partitions; back to SENTINEL.
+Phases ``SYNCHRONIZE -> SENTINEL -> REASSIGN -> GROUP_MANAGEMENT -> SENTINEL`` (:class:`Phase`);
+no I/O: every ``on_*`` method takes one event and returns the :data:`Action` list to execute.
+The phases step by step are on :class:`Controller`; notes in docs/autoscale.md.
 """
 
 from __future__ import annotations
@@ -62,6 +40,8 @@ log = logging.getLogger(__name__)
 
 
 class Phase(enum.Enum):
+    """The controller's state (Landau et al. Fig. 4)."""
+
     SYNCHRONIZE = "synchronize"
     SENTINEL = "sentinel"
     REASSIGN = "reassign"
@@ -70,28 +50,38 @@ class Phase(enum.Enum):
 
 @dataclass(frozen=True)
 class StartConsumer:
+    """Action: start a consumer process with id ``consumer`` (it reports ready when up)."""
+
     consumer: int
 
 
 @dataclass(frozen=True)
 class StopConsumer:
+    """Action: stop consumer ``consumer`` (it holds no partition any more)."""
+
     consumer: int
 
 
 @dataclass(frozen=True)
 class StartPartition:
+    """Action: ``consumer`` starts reading ``partition`` and acks (``on_ack(started=True)``)."""
+
     consumer: int
     partition: int
 
 
 @dataclass(frozen=True)
 class StopPartition:
+    """Action: ``consumer`` stops reading ``partition`` and acks (``on_ack(started=False)``)."""
+
     consumer: int
     partition: int
 
 
 @dataclass(frozen=True)
 class QueryAssignment:
+    """Action: ask ``consumer`` which partitions it reads (the reply is ``on_report``)."""
+
     consumer: int
 
 
@@ -173,11 +163,13 @@ class ControllerConfig:
 
     @property
     def autoscaler(self) -> AutoscalerConfig:
+        """The :class:`AutoscalerConfig` the REASSIGN phase runs."""
         return AutoscalerConfig(self.algorithm, self.consumer_capacity, self.capacity)
 
     def build(
         self, state: ControllerSnapshot | None = None, clock: Clock | None = None
     ) -> Controller:
+        """A controller (call :meth:`Controller.start`), fresh or restarted from ``state``."""
         if state is not None and not isinstance(state, ControllerSnapshot):
             raise StateError(f"expected a ControllerSnapshot, got {type(state).__name__}")
         return Controller(self, clock or SystemClock(), state)
@@ -195,7 +187,21 @@ class _Plan:
 
 
 class Controller:
-    """The Sec. V-C controller; see the module docstring for the phases and their order."""
+    """The Sec. V-C controller. It performs no I/O; a live driver executes its actions.
+
+    1. **SYNCHRONIZE** (start, and restart from a snapshot): ask every known consumer for its
+       assignment (:class:`QueryAssignment`); the replies (:meth:`on_report`) become the
+       believed group, so a controller that died mid-reassignment continues from what
+       consumers really read. A partition claimed twice stays with the lowest id.
+    2. **SENTINEL**: keep the latest measurement; leave when (a) ``timeout_s`` passed since
+       the last reassignment, (b) a consumer holding two or more partitions is above ``C``,
+       or (c) a partition has no consumer (:func:`sentinel_reason`).
+    3. **REASSIGN**: run the algorithm (:func:`reassign`).
+    4. **GROUP_MANAGEMENT**, in order: (i) start the new consumers and wait until each is
+       ready; (ii) for each moved partition send Stop to its old owner and only after that
+       ack send Start to the new one (a partition is never read by two consumers); (iii)
+       when every Start is acknowledged, stop the consumers left empty; back to SENTINEL.
+    """
 
     def __init__(self, config: ControllerConfig, clock: Clock, state: ControllerSnapshot | None):
         self.config = config
@@ -408,4 +414,5 @@ class Controller:
         return self._sentinel() if self.phase is Phase.SENTINEL else []
 
     def snapshot(self) -> ControllerSnapshot:
+        """Believed group, iteration and last reassignment time; a restart re-synchronizes."""
         return ControllerSnapshot(self.iteration, self.current, self.last_reassign)

@@ -1,18 +1,7 @@
-"""Kafka's load-blind assignors over a fixed group of N consumers (the seed's baseline).
+"""Kafka's load-blind range / round-robin assignors over a fixed group of N consumers.
 
-Landau et al. Sec. VI-C compare against "Kafka's assignment strategy": a fixed
-number of consumers, each given an (almost) equal number of partitions,
-whatever their write speeds -- e.g. 32 partitions over 20 consumers gives 12
-consumers two partitions and 8 consumers one. Two of Kafka's assignors:
-
-* **range** (``RangeAssignor``, one topic): partitions in index order cut into
-  ``N`` contiguous ranges; the first ``P mod N`` consumers get one more.
-* **round-robin** (``RoundRobinAssignor``): partition ``j`` -> consumer ``j mod N``.
-
-Consumers are ids ``0..N-1``; all ``N`` are members even when ``N > P``
-(idle consumers still cost). The result does not depend on the speeds or
-on the previous assignment, so it never rebalances and ignores ``capacity``
-(a consumer may be over capacity: that is the point of the comparison).
+The seed's baseline (Landau et al. Sec. VI-C, "Kafka's assignment strategy"): equal partition
+counts whatever the speeds, never rebalanced, capacity ignored.
 """
 
 from __future__ import annotations
@@ -46,6 +35,7 @@ class KafkaAssignor:
 
     @property
     def name(self) -> str:
+        """``kafka:N`` (range) or ``kafka-rr:N`` (round-robin)."""
         base = "kafka" if self.strategy == "range" else "kafka-rr"
         return f"{base}:{self.consumers}"
 
@@ -56,7 +46,13 @@ class KafkaAssignor:
         capacity: float,
         rng: np.random.Generator | None = None,
     ) -> Assignment:
-        """The fixed assignment over ``consumers`` (``rng`` is accepted and unused)."""
+        """The fixed assignment over ``consumers`` (``rng`` is accepted and unused).
+
+        Range: partitions in index order cut into ``N`` contiguous ranges, the first
+        ``P mod N`` consumers one more. Round-robin: partition ``j`` -> consumer ``j mod N``.
+        All ``N`` consumers are members even when ``N > P``; speeds and ``previous`` are
+        ignored, so a consumer may be over capacity.
+        """
         p = len(check_speeds(speeds))
         n = self.consumers
         j = np.arange(p)

@@ -1,33 +1,8 @@
 """The per-byte latency model of a consumer group (Landau et al. Sec. VI-C, Eq. 16-27).
 
-Each iteration lasts ``iteration_s`` (30 s) at the stable speeds of one
-measurement. Every consumer ``c`` has two queues:
-
-* the **rebalanced** queue: partitions moved to ``c`` at ``k`` (Eq. 16),
-  unreadable for the first ``rebalance_s`` (5 s);
-* the **fixed** queue: partitions ``c`` keeps from ``k - 1`` (Eq. 17).
-
-With ``W_F``, ``W_R`` their production rates (Eq. 18, 24), the reading rates
-are ``R_F = C_bar`` if ``W_R = 0`` else ``min(C_bar, W_F)``, and ``R_R = C_bar -
-R_F``. Byte ``i`` of a queue is written at ``i / W`` and read at ``i / R`` (+
-the offset), so its latency is linear in ``i``:
-
-* fixed (Eq. 19-22): ``L_F(c, i) = max{(1/R_F - 1/W_F) i + b_F, 0}`` for ``i``
-  in ``[0, T_F]``, ``T_F = 30 W_F`` (Eq. 21); ``b_F`` is the latency of the
-  last fixed byte of ``c`` at ``k - 1`` (Eq. 20), 0 for a new consumer;
-* rebalanced (Eq. 25-27): ``L_R(c, i) = max{(1/R_R - 1/W_R) i + 5, 0}``.
-
-A sample per byte would be billions of samples, so a
-:class:`LatencySegments` keeps each queue-iteration as one linear segment
-``(slope, intercept, bytes)`` and answers percentiles exactly (bytes as a
-continuous mass), counting bytes at or below a latency in closed form.
-
-Choices where the seed is silent: a partition with no consumer at ``k - 1``
-(the first iteration) is not a rebalance, so it starts in the fixed queue;
-a consumer with ``W_F = 0`` carries no backlog to ``k + 1``; ``R_R = 0`` (the
-fixed queue takes all of ``C_bar``) leaves the rebalanced bytes unread for
-the iteration, modelled with a slope of ``1 / W_R`` (latency grows as fast
-as bytes arrive).
+Each consumer has a fixed queue (Eq. 17-22) and a rebalanced queue (Eq. 16, 24-27);
+:class:`LatencyModel` turns assignments and a stream into :class:`LatencySegments`, which
+answer percentiles exactly. Equations and choices where the seed is silent: docs/autoscale.md.
 """
 
 from __future__ import annotations
@@ -59,7 +34,11 @@ class LatencyStats:
 
 
 class LatencySegments:
-    """Linear latency segments ``max(slope * i + intercept, 0)`` over ``i in [0, bytes]``."""
+    """Linear latency segments ``max(slope * i + intercept, 0)`` over ``i in [0, bytes]``.
+
+    One segment per queue and iteration instead of one sample per byte; bytes count as a
+    continuous mass, so percentiles are exact (closed-form counts below a latency).
+    """
 
     def __init__(self, slope: ArrayLike, intercept: ArrayLike, nbytes: ArrayLike) -> None:
         self.slope = np.asarray(slope, dtype=np.float64).ravel()
@@ -72,6 +51,7 @@ class LatencySegments:
 
     @property
     def total(self) -> float:
+        """Bytes covered by all segments."""
         return float(self.nbytes.sum())
 
     def count_le(self, x: float) -> float:
@@ -87,6 +67,7 @@ class LatencySegments:
         return float(out.sum())
 
     def max(self) -> float:
+        """The largest latency of any byte (0 without bytes)."""
         if not self.nbytes.size:
             return 0.0
         ends = np.maximum(self.intercept, self.slope * self.nbytes + self.intercept)
@@ -132,6 +113,7 @@ class LatencySegments:
         return hi
 
     def stats(self) -> LatencyStats:
+        """Percentiles, mean, max and the share of bytes with latency > 0, in one record."""
         total = self.total
         summary = LatencySummary(
             n=round(total),
@@ -171,7 +153,16 @@ class LatencyModel:
             )
 
     def segments(self, assignments: Sequence[Assignment], stream: ArrayLike) -> LatencySegments:
-        """Every queue-iteration's latency segment for ``assignments[k]`` under ``stream[k]``."""
+        """Every queue-iteration's latency segment for ``assignments[k]`` under ``stream[k]``.
+
+        Per consumer ``c`` and iteration ``k``: the fixed queue (kept partitions, Eq. 17) has
+        ``W_F`` (Eq. 18), ``R_F = C_bar`` if ``W_R = 0`` else ``min(C_bar, W_F)``, slope
+        ``1/R_F - 1/W_F`` (Eq. 19), intercept the backlog carried from ``k - 1`` (Eq. 20), over
+        ``T_F = iteration_s * W_F`` bytes (Eq. 21-22). The rebalanced queue (partitions moved
+        to ``c``, Eq. 16) has ``W_R`` (Eq. 24), ``R_R = C_bar - R_F``, slope
+        ``1/R_R - 1/W_R`` (Eq. 25) and intercept ``rebalance_s`` over ``iteration_s * W_R``
+        bytes (Eq. 26-27). Raises ConfigError when the stream and assignments disagree.
+        """
         speeds = np.asarray(stream, dtype=np.float64)
         if speeds.ndim != 2 or speeds.shape[0] != len(assignments):
             raise ConfigError(

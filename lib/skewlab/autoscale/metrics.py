@@ -1,16 +1,7 @@
 """Rebalance and operational costs of consumer-group assignments (Landau et al.).
 
-* :func:`moved_partitions` -- partitions whose column of ``Delta(k) = X(t_k) -
-  X(t_{k-1})`` (Eq. 9) holds both a 1 and a -1: assigned at both iterations,
-  to different consumers. Arrivals (no previous consumer) and departures are
-  not rebalances (Sec. IV-A).
-* :func:`rscore` -- Eq. 11: ``Rscore(k) = (1/C) * sum_{j in P_k} s_j(t_k)``.
-* :func:`cbs` -- Eq. 28, the Cardinal Bin Score of each algorithm of a
-  compared set: the mean over iterations of ``(z_a(i) - min_b z_b(i)) /
-  min_b z_b(i)``, ``z`` the number of consumers.
-* :func:`average_rscore` -- Eq. 29, the mean Rscore over the iterations.
-* :func:`pareto_front` -- the non-dominated points when every objective is
-  minimised (Sec. VI-E uses (CBS, average Rscore)).
+Moved partitions (Eq. 9, Sec. IV-A), Rscore (Eq. 11), CBS (Eq. 28), average Rscore (Eq. 29)
+and the Pareto front over (CBS, average Rscore) (Sec. VI-E).
 """
 
 from __future__ import annotations

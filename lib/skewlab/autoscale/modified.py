@@ -1,25 +1,8 @@
-"""The modified any-fit algorithms MWF, MBF, MWFP, MBFP (Landau et al. Algorithm 1).
+"""The modified any-fit algorithms MWF, MBF, MWFP, MBFP (Landau et al. Algorithm 1, Table II).
 
-They sort *consumers* instead of items, so that most partitions stay where
-they are and the ones that move are the slow ones (low Rscore). With ``C``
-the current group ``X(t_{k-1})``, ``U`` the partitions without a consumer and
-``N`` the new, empty group, the steps (line numbers of Algorithm 1):
-
-1. (2) ``S`` = the consumers of ``C`` sorted biggest first, by the cumulative
-   speed of their partitions (MWF, MBF) or by their fastest partition (MWFP,
-   MBFP), both measured at ``t_k``; ties: lower consumer id first.
-2. (3-13) For each consumer ``c`` in ``S``: its partitions sorted decreasing;
-   from the smallest up, put each into an *already open* bin of ``N`` chosen by
-   the fit strategy (worst or best fit); stop at the first that fits none.
-3. (14-17) If partitions remain, open ``c`` itself in ``N``.
-4. (18-24) Put the remaining partitions into ``c`` largest first; stop at the
-   first that does not fit.
-5. (25) What is still left goes to ``U``.
-6. (27-30) ``U`` sorted decreasing; each goes to an open bin by the fit
-   strategy, or to a new bin ``h(j, k)`` (Eq. 14) when none fits.
-
-The authors' public controller swaps the fit used in step 2 (its MWF picks
-the fullest open bin); we follow the paper: ``assignStrategy`` everywhere.
+They sort *consumers* instead of items, so most partitions stay put and the ones that move
+are the slow ones (low Rscore). Steps on :meth:`ModifiedAnyFit.assign`; notes in
+docs/autoscale.md.
 """
 
 from __future__ import annotations
@@ -54,6 +37,7 @@ class ModifiedAnyFit:
 
     @property
     def name(self) -> str:
+        """``mwf``, ``mbf``, ``mwfp`` or ``mbfp`` (Table II)."""
         return "m" + self.fit[0] + "f" + ("p" if self.sort == "max-partition" else "")
 
     def _sorted_consumers(self, groups: dict[int, list[int]], s: np.ndarray) -> list[int]:
@@ -71,7 +55,18 @@ class ModifiedAnyFit:
         capacity: float,
         rng: np.random.Generator | None = None,
     ) -> Assignment:
-        """Algorithm 1 (deterministic: ``rng`` is accepted and unused)."""
+        """Algorithm 1 (deterministic: ``rng`` is accepted and unused); line numbers in brackets.
+
+        1. (2) Consumers of ``X(t_{k-1})`` biggest first, by cumulative speed (MWF, MBF) or
+           fastest partition (MWFP, MBFP) at ``t_k``; ties: lower id.
+        2. (3-13) Each consumer's partitions, smallest first, go into an already open bin by
+           the fit strategy; stop at the first that fits none.
+        3. (14-17) If partitions remain, open the consumer itself.
+        4. (18-24) Put the rest into it, largest first; stop at the first that does not fit.
+        5. (25) What is left joins the unassigned ``U``.
+        6. (27-30) ``U`` largest first into an open bin by the fit strategy, or a new bin
+           ``h(j, k)`` (Eq. 14) when none fits.
+        """
         s = check_speeds(speeds)
         bins = Bins(s, previous, capacity)
         prev = bins.prev

@@ -1,17 +1,7 @@
 """Streams of write-speed measurements (Landau et al. Sec. VI-B, Eq. 15).
 
-A *measurement* is one speed per partition; a *stream* is ``N`` of them, an
-``(N, P)`` array. The first row is the initial speed ``s_j(t_1)``: uniform in
-``[0, 100]% C`` or fixed at a percentage of ``C`` (the seed tries 0, 50 and
-100%). Every later row follows Eq. 15::
-
-    s_j(t_k) = max{0, s_j(t_{k-1}) + phi(delta) / 100 * C},  phi(delta) ~ U[-delta, delta]
-
-Eq. 15 bounds speeds only from below, so a random walk of 500 steps drifts
-far above ``C`` (at delta = 25 most partitions would end larger than a
-consumer). The authors' generator (their public ``make_sequence.py``) also
-caps each speed at ``C``; ``clip=True`` (default) does the same, so every
-measurement is a packable instance. ``clip=False`` is Eq. 15 verbatim.
+A stream is an ``(N, P)`` array of speeds; ``clip=True`` caps them at ``C`` like the authors'
+generator (``clip=False`` is Eq. 15 verbatim; why: docs/autoscale.md).
 """
 
 from __future__ import annotations

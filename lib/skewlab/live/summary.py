@@ -1,9 +1,11 @@
 """The summary of a live run, computed from its Delta tables.
 
 Loads come from ``key_loads`` (what the route job decided), latency from the
-workers' ``latency`` rows. Latency percentiles over the whole run merge every
-(window, worker) reservoir sample weighted by ``n / len(sample)``, so a busy
-window counts as much as its events do.
+workers' ``latency`` rows. Latency percentiles merge the (window, worker)
+reservoir samples weighted by ``n / len(sample)``, so a busy window counts as
+much as its events do, over the steady state only: windows ending after the
+first produced event after warm-up (``t_first_s``). The consumer backlog is a
+separate figure (:func:`backlog`), never folded into latency.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from skewlab.report.plots import CdfCurve, LoadPanel, plot_cdf_curves, plot_load
 if TYPE_CHECKING:
     from skewlab.live.experiment import ExperimentSettings
     from skewlab.live.producer import ProduceReport
+
+
+PLOT_NAMES = ("worker_loads.png", "latency_cdf.png", "instances.png")
+"""The plots' file names, the same in every run (and in ``skewlab simulate``'s runs), so
+MLflow's compare view sets them side by side."""
 
 
 @dataclass
@@ -53,6 +60,15 @@ class RunSummary:
     """Keys routed to more than 2 workers (for DKG: keys whose pool grew past 2)."""
     time_scale: float = 1.0
     """The factor DKG's timings were scaled by to fit the run (1: the seed's timings)."""
+    t_first_s: float = float("nan")
+    """Wall time (epoch s) of the first produced event after warm-up: where the steady state
+    (latency figures) and the MLflow steps (seconds of event time) start."""
+    latency_events: int = 0
+    """Events the latency percentiles cover (windows ending after ``t_first_s``)."""
+    backlog_max: float = float("nan")
+    """Most events produced but not yet processed at any moment of the run (:func:`backlog`)."""
+    backlog_at_s: float = float("nan")
+    """When the backlog peaked, in seconds since ``t_first_s``."""
     rebalance: str = ""
     rebalances: int = 0
     keys_moved: int = 0
@@ -93,6 +109,8 @@ class RunSummary:
     processed_rate: list[float] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
     mlflow_run_id: str | None = None
+    mlflow_url: str | None = None
+    """The run's page in the MLflow UI (:attr:`skewlab.live.tracking.LiveRun.url`)."""
     quality: str = "skipped"
     """``passed`` / ``failed`` (the data-quality suites) or ``skipped``."""
     quality_failures: list[str] = field(default_factory=list)
@@ -131,13 +149,19 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs: list[float
     return [float(v[min(int(np.searchsorted(cdf, q / 100.0)), v.size - 1)]) for q in qs]
 
 
-def _latency(store: DeltaStore, run_id: str) -> tuple[dict[int, tuple[float, float]], Any, Any]:
+def _latency(
+    store: DeltaStore, run_id: str, from_ms: float, window_s: float
+) -> tuple[dict[int, tuple[float, float]], Any, Any, int]:
+    """Per-window (p50, p99), the merged sample and its weights, and the events they
+    cover, over the rows of windows ending after ``from_ms`` (the steady state)."""
     t = store.read("latency", run_id=run_id).to_pylist()
     vals, wts = [], []
     per_window: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+    covered = 0
     for r in t:
-        if not r["sample_ms"]:
+        if not r["sample_ms"] or r["window_start"] + window_s * 1e3 <= from_ms:
             continue
+        covered += int(r["n"])
         sample = np.frombuffer(r["sample_ms"], dtype="<f4").astype(np.float64)
         weight = np.full(sample.size, r["n"] / sample.size)
         vals.append(sample)
@@ -151,7 +175,77 @@ def _latency(store: DeltaStore, run_id: str) -> tuple[dict[int, tuple[float, flo
         series[w] = (p50, p99)
     v = np.concatenate(vals) if vals else np.zeros(0)
     wt = np.concatenate(wts) if wts else np.zeros(0)
-    return series, v, wt
+    return series, v, wt, covered
+
+
+def _flushes(store: DeltaStore, run_id: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(wall time s, events)`` of every worker flush of ``run_id``, oldest first.
+
+    A flush's ``latency`` rows count the events the worker processed since its
+    last flush; their Delta file's modification time is when it flushed. Empty
+    when the Delta root is not a local directory.
+    """
+    from urllib.parse import unquote
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    if "://" in store.root and not store.root.startswith("file://"):
+        return np.zeros(0), np.zeros(0)
+    try:
+        dt = DeltaTable(store.path("latency"))
+    except TableNotFoundError:  # no worker flushed
+        return np.zeros(0), np.zeros(0)
+    adds = pa.table(dt.get_add_actions(flatten=True))
+    root = Path(unquote(dt.table_uri.removeprefix("file://")))
+    times, counts = [], []
+    for path, mtime, rid in zip(
+        adds["path"].to_pylist(),
+        adds["modification_time"].to_pylist(),
+        adds["partition.run_id"].to_pylist(),
+    ):
+        if rid != run_id:
+            continue
+        n = pq.read_table(root / unquote(path), columns=["n"])["n"].to_pylist()
+        times.append(mtime / 1e3)
+        counts.append(sum(n))
+    order = np.argsort(times, kind="stable")
+    return np.asarray(times, dtype=np.float64)[order], np.asarray(counts, dtype=np.float64)[order]
+
+
+def backlog(
+    window_starts_ms: list[int],
+    window_events: np.ndarray,
+    window_s: float,
+    t_first: float,
+    t_last: float,
+    flush_t: np.ndarray,
+    flush_n: np.ndarray,
+) -> tuple[float, float]:
+    """The largest consumer backlog (events produced, not yet processed) and when (s since
+    ``t_first``).
+
+    Produced by time ``t``: each window's events spread evenly over the part of
+    the window inside ``[t_first, t_last]`` (the producer paces at a constant
+    rate). Processed by ``t``: the events of every flush before ``t``. The
+    backlog only grows between flushes, so its maximum is at a flush's eve;
+    it is exact up to one flush interval of processing (credited at the flush).
+    ``(nan, nan)`` without flushes.
+    """
+    if flush_t.size == 0 or not window_starts_ms:
+        return float("nan"), float("nan")
+    ws = np.asarray(window_starts_ms, dtype=np.float64) / 1e3
+    a = np.clip(ws, t_first, t_last)
+    b = np.clip(ws + window_s, t_first, t_last)
+    span = np.maximum(b - a, 1e-9)
+    frac = np.clip((flush_t[:, None] - a[None, :]) / span[None, :], 0.0, 1.0)
+    produced = frac @ np.asarray(window_events, dtype=np.float64)
+    processed_before = np.concatenate([[0.0], np.cumsum(flush_n)[:-1]])
+    level = produced - processed_before
+    i = int(np.argmax(level))
+    return float(max(level[i], 0.0)), float(flush_t[i] - t_first)
 
 
 def summarize(
@@ -166,7 +260,11 @@ def summarize(
     wall_s: float,
     scale: dict[str, Any] | None = None,
 ) -> RunSummary:
-    """Compute the run's summary from Delta (and draw its plots into ``run_dir``)."""
+    """Compute the run's summary from Delta (and draw its plots into ``run_dir``).
+
+    ``t_produce``: wall time of the first produced event after warm-up; latency
+    counts the windows ending after it, MLflow steps count seconds from it.
+    """
     kl = store.read("key_loads", run_id=run_id, columns=["window_start", "key", "worker", "count"])
     windows = sorted(set(kl["window_start"].to_pylist()))
     widx = {w: i for i, w in enumerate(windows)}
@@ -188,7 +286,18 @@ def summarize(
             key_counts[k] = key_counts.get(k, 0) + c
     totals = loads.sum(axis=0)
     quarantined = store.read("quarantine", run_id=run_id, columns=["offset"]).num_rows
-    lat_series, lat_v, lat_w = _latency(store, run_id)
+    lat_series, lat_v, lat_w, lat_n = _latency(store, run_id, t_produce * 1e3, s.window_s)
+    t_last = t_produce + max(produced.seconds, 0.0)
+    flush_t, flush_n = _flushes(store, run_id)
+    backlog_max, backlog_at = backlog(
+        [int(w) for w in windows],
+        loads.sum(axis=1),
+        s.window_s,
+        t_produce,
+        t_last,
+        flush_t,
+        flush_n,
+    )
     p50, p90, p99 = weighted_percentiles(lat_v, lat_w, [50, 90, 99])
     order = np.argsort(lat_v, kind="stable")
     frac = np.cumsum(lat_w[order]) / lat_w.sum() if lat_w.size else np.zeros(0)
@@ -213,6 +322,10 @@ def summarize(
         window_s=s.window_s,
         keys_over_2=sum(1 for v in workers_of.values() if len(v) > 2),
         time_scale=s.time_scale,
+        t_first_s=t_produce,
+        latency_events=lat_n,
+        backlog_max=backlog_max,
+        backlog_at_s=backlog_at,
         window_starts_ms=[int(w) for w in windows],
         window_loads=loads.tolist(),
         window_latency_ms=[lat_series.get(w, (float("nan"), float("nan"))) for w in windows],
@@ -379,12 +492,12 @@ def draw(summary: RunSummary, out_dir: Path) -> list[str]:
                         np.asarray(summary.window_loads, dtype=np.float64),
                     )
                 ],
-                out_dir / "load_per_worker.png",
+                out_dir / PLOT_NAMES[0],
                 f"time since the first window (s), windows of {summary.window_s:g} s",
             )
         )
     if summary.instances_t:
-        paths.append(_plot_instances(summary, out_dir / "instances.png"))
+        paths.append(_plot_instances(summary, out_dir / PLOT_NAMES[2]))
     if summary.latency_values_ms:
         paths.append(
             plot_cdf_curves(
@@ -395,9 +508,9 @@ def draw(summary: RunSummary, out_dir: Path) -> list[str]:
                         np.asarray(summary.latency_frac),
                     )
                 ],
-                out_dir / "latency_cdf.png",
+                out_dir / PLOT_NAMES[1],
                 "end-to-end latency (s)",
-                "end-to-end latency CDF",
+                "steady-state end-to-end latency CDF",
             )
         )
     return [str(p) for p in paths]

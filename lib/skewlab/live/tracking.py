@@ -1,27 +1,39 @@
-"""Logging a live run to MLflow: one run per experiment configuration.
+"""A live run as one MLflow run, opened when the run starts and finished with its summary.
 
-Params are the experiment settings, tags name the strategy (so the compare
-view lines strategies up), metric series are per window (step = window index):
-per-worker load, STD_DEV, throughput, p50/p99 latency; the summary metrics and
-the plots and summary JSON are artifacts.
+:func:`open_live_run` creates the MLflow run (RUNNING) and writes
+``<run dir>/mlflow.json`` (:attr:`RunDir.mlflow_run`), so a phase in another
+process (the DAG) gets it back with :meth:`LiveRun.attach`. What goes where
+(docs/mlflow.md): params are the experiment's settings only; ids (the skewlab
+run id, the run dir) are tags; progress and per-window series are stepped in
+whole seconds of event time since the run's first produced event; the
+per-worker loads are one table (``window_loads.json``); plots keep the same
+artifact names in every run (``plots/worker_loads.png``...).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skewlab.io.tracking import Tracker, TrackingSettings
+from skewlab.io.run_links import run_link, run_url
+from skewlab.io.tracking import Tracker, TrackingError, TrackingSettings
 from skewlab.metrics import std_dev_pct
+from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
     from skewlab.live.experiment import ExperimentSettings
     from skewlab.live.summary import RunSummary
     from skewlab.quality import QualityReport
+
+log = logging.getLogger(__name__)
 
 SUMMARY_METRICS = (
     "events",
@@ -35,8 +47,11 @@ SUMMARY_METRICS = (
     "p90_ms",
     "p99_ms",
     "max_ms",
+    "backlog_max",
+    "backlog_at_s",
     "wall_s",
 )
+"""Scalar metrics of every live run (latency: steady state, see :mod:`skewlab.live.summary`)."""
 
 REBALANCE_METRICS = (
     "rebalances",
@@ -50,7 +65,6 @@ REBALANCE_METRICS = (
     "imb_key_after",
 )
 """Added when the run rebalanced (``skewlab run --rebalance``)."""
-
 
 SCALE_OUT_METRICS = (
     "scale_events",
@@ -67,70 +81,293 @@ SCALE_OUT_METRICS = (
 )
 """Added when the run scaled out (``skewlab run --scale-out``)."""
 
+NOT_PARAMS = ("home", "bootstrap", "experiment", "mlflow", "keep_topics")
+"""Settings that say where or whether to log, not what the run does: not params."""
+
+LOADS_TABLE = "window_loads.json"
+"""The per-worker loads, one row per window x worker (the name ``skewlab simulate`` uses)."""
+
+PROGRESS_METRICS = ("produced", "routed", "processed", "backlog")
+"""Logged by :meth:`LiveRun.progress` while the run goes (step = seconds of event time)."""
+
+RUN_ID_TAG = "skewlab.run_id"
+RUN_DIR_TAG = "skewlab.run_dir"
+FAILURE_TAG = "skewlab.failure"
+MAX_TAG_CHARS = 5000
+
 
 def experiment_name(s: ExperimentSettings) -> str:
     """One MLflow experiment per workload family (``zipf``, ``country``...)."""
     return s.experiment or f"skewlab-live-{s.workload.split(':', 1)[0]}"
 
 
-def log_run(
-    summary: RunSummary, s: ExperimentSettings, home: Path, quality: QualityReport | None = None
-) -> RunSummary:
-    """Record ``summary`` and its data-quality report as one MLflow run (sets its run id)."""
-    tracker = Tracker(TrackingSettings.for_runs(home))
-    params = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("home", "bootstrap")}
-    params["run_id"] = summary.run_id
-    tags = {"strategy": s.strategy, "mode": "live", "exact": str(summary.exact).lower()}
+def run_params(s: ExperimentSettings) -> dict[str, Any]:
+    """The experiment's settings as MLflow params (no ids, paths or logging switches)."""
+    return {k: v for k, v in dataclasses.asdict(s).items() if k not in NOT_PARAMS}
+
+
+def run_tags(s: ExperimentSettings, run_dir: RunDir) -> dict[str, str]:
+    """Ids and labels: the skewlab run id and dir, the strategy, the control policies."""
+    tags = {
+        RUN_ID_TAG: run_dir.run_id,
+        RUN_DIR_TAG: str(run_dir.path),
+        "mode": "live",
+        "strategy": s.strategy,
+    }
     if s.rebalance:
         tags["rebalance"] = s.rebalance
     if s.scale_out:
         tags["scale_out"] = s.scale_out
-    rid = tracker.start_run(experiment_name(s), summary.run_id, params=params, tags=tags)
-    try:
-        metrics = {k: float(getattr(summary, k)) for k in SUMMARY_METRICS}
-        metrics["exact"] = 1.0 if summary.exact else 0.0
-        if s.rebalance:
-            metrics.update({k: float(getattr(summary, k)) for k in REBALANCE_METRICS})
-            metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
-        if s.scale_out:
-            metrics.update({k: float(getattr(summary, k)) for k in SCALE_OUT_METRICS})
-            metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
-        tracker.log_metrics(rid, {k: v for k, v in metrics.items() if math.isfinite(v)})
-        loads = np.asarray(summary.window_loads, dtype=np.float64)
-        steps = list(range(loads.shape[0]))
-        if loads.size:
-            for w in range(loads.shape[1]):
-                tracker.log_series(rid, f"load_w{w}", loads[:, w].tolist(), steps)
-            tracker.log_series(rid, "window_std_dev", [std_dev_pct(r) for r in loads], steps)
-            tracker.log_series(
-                rid, "window_throughput", (loads.sum(axis=1) / summary.window_s).tolist(), steps
+    return tags
+
+
+def window_steps(starts_ms: Sequence[int], window_s: float, t_first_s: float) -> list[int]:
+    """The step of each window: its end in whole seconds since the first produced event.
+
+    The end, not the start: a window may begin before the first event (windows
+    are aligned to multiples of their size), its end never does; so every step
+    is >= 0 and runs with different window sizes share one time axis.
+    """
+    if not math.isfinite(t_first_s):
+        t_first_s = starts_ms[0] / 1e3 if starts_ms else 0.0
+    return [max(0, round(ws / 1e3 + window_s - t_first_s)) for ws in starts_ms]
+
+
+def loads_table(summary: RunSummary) -> dict[str, list[Any]]:
+    """Columns ``t_s`` (window start, s since the first event; < 0 when the window began
+    before it), ``step`` (its MLflow step), ``window_start_ms``, ``worker``, ``events``."""
+    loads = summary.window_loads
+    t_first = summary.t_first_s
+    if not math.isfinite(t_first):
+        t_first = summary.window_starts_ms[0] / 1e3 if summary.window_starts_ms else 0.0
+    steps = window_steps(summary.window_starts_ms, summary.window_s, summary.t_first_s)
+    cols: dict[str, list[Any]] = {
+        "t_s": [],
+        "step": [],
+        "window_start_ms": [],
+        "worker": [],
+        "events": [],
+    }
+    for ws, step, row in zip(summary.window_starts_ms, steps, loads):
+        for w, n in enumerate(row):
+            cols["t_s"].append(round(ws / 1e3 - t_first, 3))
+            cols["step"].append(step)
+            cols["window_start_ms"].append(int(ws))
+            cols["worker"].append(w)
+            cols["events"].append(int(n))
+    return cols
+
+
+@dataclass
+class LiveRun:
+    """One live run's MLflow run, open from the run's start to its summary.
+
+    Invariants: :meth:`finish` or :meth:`fail` ends the run once (later calls
+    are no-ops); progress steps only grow (a call within the same second as
+    the last logged one is dropped).
+    """
+
+    tracker: Tracker
+    mlflow_run_id: str
+    experiment_id: str
+    run_dir: RunDir
+    _last_step: int = -1
+
+    @property
+    def url(self) -> str:
+        """The run's page in the MLflow UI (the tracking server's, else ``mlflow ui``'s)."""
+        return run_url(self.tracker.settings.tracking_uri, self.experiment_id, self.mlflow_run_id)
+
+    @property
+    def link(self) -> str:
+        """:attr:`url`, plus how to serve a local store (one log-line fragment)."""
+        return run_link(self.tracker, self.mlflow_run_id)
+
+    @property
+    def status(self) -> str:
+        """MLflow's status of the run (RUNNING, FINISHED, FAILED, KILLED)."""
+        return str(self.tracker.client.get_run(self.mlflow_run_id).info.status)
+
+    # ------------------------------------------------------------ open / attach
+
+    def _save(self) -> None:
+        ts = self.tracker.settings
+        data = {
+            "mlflow_run_id": self.mlflow_run_id,
+            "experiment_id": self.experiment_id,
+            "tracking_uri": ts.tracking_uri,
+            "artifact_location": ts.artifact_location,
+            "url": self.url,
+        }
+        path = self.run_dir.mlflow_run
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(path)
+
+    @classmethod
+    def attach(cls, run_dir: str | Path | RunDir) -> LiveRun:
+        """The MLflow run :func:`open_live_run` opened for the run in ``run_dir`` (from
+        ``<run dir>/mlflow.json``); :class:`TrackingError` if there is none."""
+        rd = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
+        try:
+            data = json.loads(rd.mlflow_run.read_text())
+        except FileNotFoundError:
+            raise TrackingError(
+                f"run {rd.run_id} has no open MLflow run ({rd.mlflow_run})"
+            ) from None
+        except ValueError as exc:
+            raise TrackingError(f"unreadable {rd.mlflow_run}: {exc}") from None
+        tracker = Tracker(
+            TrackingSettings(
+                tracking_uri=data["tracking_uri"], artifact_location=data["artifact_location"]
             )
-            tracker.log_series(
-                rid, "window_p50_ms", [a for a, _ in summary.window_latency_ms], steps
-            )
-            tracker.log_series(
-                rid, "window_p99_ms", [b for _, b in summary.window_latency_ms], steps
-            )
+        )
+        return cls(tracker, data["mlflow_run_id"], data["experiment_id"], rd)
+
+    @classmethod
+    def find(cls, run_dir: str | Path | RunDir) -> LiveRun | None:
+        """:meth:`attach`, or ``None`` when the run has no MLflow run."""
+        rd = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
+        return cls.attach(rd) if rd.mlflow_run.exists() else None
+
+    # ------------------------------------------------------------ while it runs
+
+    def progress(
+        self,
+        t_event_s: float,
+        produced: float,
+        routed: float,
+        processed: float,
+        lag: float | None = None,
+    ) -> bool:
+        """Log the run's counters at step ``int(t_event_s)``: ``t_event_s`` is seconds of
+        event time since the first produced event. ``backlog`` is ``lag`` (events produced
+        but not processed), ``produced - processed`` if not given. Whether it was logged
+        (one point per second at most)."""
+        step = max(0, int(t_event_s))
+        if step <= self._last_step:
+            return False
+        backlog = produced - processed if lag is None else lag
+        values = {
+            "produced": produced,
+            "routed": routed,
+            "processed": processed,
+            "backlog": backlog,
+        }
+        self.tracker.log_metrics(
+            self.mlflow_run_id,
+            {k: float(v) for k, v in values.items() if math.isfinite(float(v))},
+            step=step,
+        )
+        self._last_step = step
+        return True
+
+    # ------------------------------------------------------------ end
+
+    def _open(self) -> bool:
+        return self.status == "RUNNING"
+
+    def fail(self, reason: str) -> None:
+        """End the run FAILED with ``reason`` as tag ``skewlab.failure`` (no-op if ended)."""
+        if not self._open():
+            log.debug("MLflow run %s already ended; fail(%r) ignored", self.mlflow_run_id, reason)
+            return
+        text = reason.strip() or "failed"
+        self.tracker.set_tags(self.mlflow_run_id, {FAILURE_TAG: text[:MAX_TAG_CHARS]})
+        self.tracker.end_run(self.mlflow_run_id, "FAILED")
+        log.info("MLflow run %s: FAILED (%s)", self.mlflow_run_id, text.splitlines()[0])
+
+    def finish(self, summary: RunSummary, quality: QualityReport | None = None) -> RunSummary:
+        """Log ``summary`` (metrics, series, loads table, plots, JSON) and ``quality`` into
+        the run and end it: FINISHED if the run was exact, else FAILED with the reason.
+        Sets ``summary.mlflow_run_id`` / ``mlflow_url``."""
+        rid = self.mlflow_run_id
+        summary.mlflow_run_id, summary.mlflow_url = rid, self.url
+        if not self._open():
+            log.warning("MLflow run %s already ended; summary not logged", rid)
+            return summary
+        try:
+            _log_summary(self.tracker, rid, summary)
+            if quality is not None:
+                from skewlab.quality import log_quality
+
+                log_quality(self.tracker, rid, quality)
+            tags = {"exact": str(summary.exact).lower()}
+            if not summary.exact:
+                tags[FAILURE_TAG] = f"not exact: {summary.exactness}"[:MAX_TAG_CHARS]
+            self.tracker.set_tags(rid, tags)
+            self.tracker.end_run(rid, "FINISHED" if summary.exact else "FAILED")
+        except BaseException as exc:
+            self.fail(f"logging the summary failed: {type(exc).__name__}: {exc}")
+            raise
+        return summary
+
+
+def open_live_run(
+    s: ExperimentSettings,
+    run_dir: str | Path | RunDir,
+    tracking: TrackingSettings | None = None,
+) -> LiveRun:
+    """Create the run's MLflow run (RUNNING, params and tags set) and record it in
+    ``<run dir>/mlflow.json``. ``tracking`` defaults to :meth:`TrackingSettings.for_runs`
+    of the run's home. Call it when the run starts."""
+    rd = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
+    rd.path.mkdir(parents=True, exist_ok=True)
+    tracker = Tracker(tracking or TrackingSettings.for_runs(s.home))
+    name = experiment_name(s)
+    rid = tracker.start_run(name, rd.run_id, params=run_params(s), tags=run_tags(s, rd))
+    run = LiveRun(tracker, rid, tracker.experiment_id(name), rd)
+    run._save()
+    log.info("MLflow run of %s: %s", rd.run_id, run.link)
+    return run
+
+
+def log_run(
+    summary: RunSummary, s: ExperimentSettings, home: Path, quality: QualityReport | None = None
+) -> RunSummary:
+    """Record a finished run as one MLflow run: the run's open one (:func:`open_live_run`)
+    if it has one, else a new one opened now. Sets ``summary.mlflow_run_id``."""
+    rd = RunDir.at(home, summary.run_id)
+    run = LiveRun.find(rd)
+    if run is None:
+        run = open_live_run(s, rd, TrackingSettings.for_runs(home))
+    return run.finish(summary, quality)
+
+
+def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+
+
+def _log_summary(tracker: Tracker, rid: str, summary: RunSummary) -> None:
+    metrics = {k: float(getattr(summary, k)) for k in SUMMARY_METRICS}
+    metrics["exact"] = 1.0 if summary.exact else 0.0
+    if summary.rebalance:
+        metrics.update({k: float(getattr(summary, k)) for k in REBALANCE_METRICS})
+        metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
+    if summary.scale_out:
+        metrics.update({k: float(getattr(summary, k)) for k in SCALE_OUT_METRICS})
+        metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
+    tracker.log_metrics(rid, _finite(metrics))
+    loads = np.asarray(summary.window_loads, dtype=np.float64)
+    if loads.size:
+        steps = window_steps(summary.window_starts_ms, summary.window_s, summary.t_first_s)
+        tracker.log_series(rid, "window_std_dev", [std_dev_pct(r) for r in loads], steps)
+        tracker.log_series(
+            rid, "window_throughput", (loads.sum(axis=1) / summary.window_s).tolist(), steps
+        )
+        tracker.log_series(rid, "window_p50_ms", [a for a, _ in summary.window_latency_ms], steps)
+        tracker.log_series(rid, "window_p99_ms", [b for _, b in summary.window_latency_ms], steps)
         if summary.window_imb:
             tracker.log_series(rid, "window_imb", summary.window_imb, steps)
             tracker.log_series(rid, "window_imb_key", summary.window_imb_key, steps)
-        if summary.instances_t:
-            ticks = list(range(len(summary.instances_t)))
-            tracker.log_series(rid, "instances_running", summary.instances_running, ticks)
-            tracker.log_series(rid, "instances_active", summary.instances_active, ticks)
-            tracker.log_series(rid, "input_rate", summary.input_rate, ticks)
-            tracker.log_series(rid, "processed_rate", summary.processed_rate, ticks)
-            tracker.log_dict(rid, {"events": summary.scale_log}, "scale_events.json")
-        for p in summary.plots:
-            tracker.log_artifact(rid, p, "plots")
-        tracker.log_dict(rid, summary.row(), "summary.json")
-        if quality is not None:
-            from skewlab.quality import log_quality
-
-            log_quality(tracker, rid, quality)
-        tracker.end_run(rid, "FINISHED" if summary.exact else "FAILED")
-    except BaseException:
-        tracker.end_run(rid, "FAILED")
-        raise
-    summary.mlflow_run_id = rid
-    return summary
+        tracker.log_table(rid, loads_table(summary), LOADS_TABLE)
+    if summary.instances_t:
+        ticks = [max(0, round(t)) for t in summary.instances_t]
+        tracker.log_series(rid, "instances_running", summary.instances_running, ticks)
+        tracker.log_series(rid, "instances_active", summary.instances_active, ticks)
+        tracker.log_series(rid, "input_rate", summary.input_rate, ticks)
+        tracker.log_series(rid, "processed_rate", summary.processed_rate, ticks)
+        tracker.log_dict(rid, {"events": summary.scale_log}, "scale_events.json")
+    for p in summary.plots:
+        tracker.log_artifact(rid, p, "plots")
+    tracker.log_dict(rid, summary.row(), "summary.json")

@@ -5,6 +5,7 @@ Read back with ``MlflowClient`` from the SQLite store under the run's home.
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -47,7 +48,9 @@ def test_live_run_is_logged_to_mlflow(run_live, tmp_path):
     assert params["workers"] == str(W)
     assert params["workload"] == LIVE_DEFAULTS["workload"]
     assert float(params["rate"]) == LIVE_DEFAULTS["rate"]
-    assert params["run_id"] == run.run_id
+    assert "run_id" not in params and "home" not in params  # ids and paths are tags
+    assert mr.data.tags["skewlab.run_id"] == run.run_id
+    assert s.mlflow_url and s.mlflow_url.endswith(f"/runs/{s.mlflow_run_id}")
 
     metrics = mr.data.metrics
     assert metrics["events"] == N
@@ -57,24 +60,26 @@ def test_live_run_is_logged_to_mlflow(run_live, tmp_path):
     assert metrics["std_dev"] == pytest.approx(s.std_dev)
     assert metrics["throughput"] > 0
 
-    # Per-window series: one step per window, load_w<i> is worker i's column.
+    # Per-worker loads: one table, a row per (window, worker); series stepped in seconds.
     loads = s.window_loads
     assert len(loads) >= 2
-    total = 0.0
-    for w in range(W):
-        hist = sorted(
-            client.get_metric_history(s.mlflow_run_id, f"load_w{w}"), key=lambda m: m.step
-        )
-        assert [m.step for m in hist] == list(range(len(loads)))
-        assert [m.value for m in hist] == [float(row[w]) for row in loads]
-        total += sum(m.value for m in hist)
-    assert total == N  # every event is in exactly one (window, worker) point
+    table = json.loads(
+        Path(
+            client.download_artifacts(s.mlflow_run_id, "window_loads.json", str(tmp_path))
+        ).read_text()
+    )
+    rows = [dict(zip(table["columns"], r)) for r in table["data"]]
+    assert len(rows) == len(loads) * len(loads[0])
+    assert sum(r["events"] for r in rows) == N  # every event in exactly one (window, worker)
+    assert not [m for m in mr.data.metrics if m.startswith("load_w")]
     sd = sorted(client.get_metric_history(s.mlflow_run_id, "window_std_dev"), key=lambda m: m.step)
     assert [m.value for m in sd] == pytest.approx([std_dev_pct(row) for row in loads])
+    ends = [ws / 1e3 + s.window_s - s.t_first_s for ws in s.window_starts_ms]
+    assert [m.step for m in sd] == [max(0, round(e)) for e in ends]
 
     # The two plots and the summary are artifacts, and the plots are PNG files.
     names = {a.path for a in client.list_artifacts(s.mlflow_run_id, "plots")}
-    assert names == {"plots/load_per_worker.png", "plots/latency_cdf.png"}
+    assert names == {"plots/worker_loads.png", "plots/latency_cdf.png"}
     assert "summary.json" in {a.path for a in client.list_artifacts(s.mlflow_run_id)}
     for name in names:
         local = client.download_artifacts(s.mlflow_run_id, name, str(tmp_path))

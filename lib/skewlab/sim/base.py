@@ -1,30 +1,7 @@
-"""The simulator's plug-in point for control loops: hooks, views, overrides.
+"""The simulator's plug-in point for control loops: hooks (:class:`SimHook`), the loads they see
+(:class:`LoadView`) and the keys they pin (:class:`RoutingOverride`).
 
-A control loop (a rebalancer such as SMALOPS best-fit or DLB-H/L, an
-autoscaler, a scale-out manager) runs beside the grouping. The simulator calls
-it every ``interval_s`` of *event time*:
-
-1. The simulator routes events up to the tick time ``now`` and runs the
-   workers' queues up to there, so the view's backlog is current.
-2. It calls ``hook.on_tick(now, view)`` with a :class:`LoadView` of the last
-   interval ``[view.since, now)``: events routed per worker and per key, and
-   the work still queued at each worker.
-3. If the hook returns a :class:`RoutingOverride`, that override *replaces*
-   the hook's previous one (``None`` keeps it; an empty override clears it).
-   The overrides of all hooks are layered in hook order (a later hook wins a
-   key) and pin those keys' events to the named workers *on top of* the
-   grouping's own decisions, from the next event on (SMALOPS' assignment
-   table read by the router, DLB's ``keys_map'``).
-
-4. Optionally, a hook with a ``take_pauses() -> Mapping[int, float]`` method
-   pauses workers: worker ``w`` starts nothing new until ``now + seconds``
-   after its queued work (a state migration's cost at the target, as the
-   rebalancing hook models it).
-
-Ticks come only while events flow: when a gap in the stream spans several
-intervals, the empty ones are skipped and the next view's ``since`` reaches back
-to the previous tick. Hooks see time only through ``now``; they must not read
-a clock of their own.
+The tick protocol step by step is on :class:`SimHook`; longer notes in docs/sim.md.
 """
 
 from __future__ import annotations
@@ -76,6 +53,7 @@ class RoutingOverride:
         return cls(tuple(sorted((k, int(w)) for k, w in assignments.items())), reason)
 
     def as_dict(self) -> dict[str, int]:
+        """The pins as a ``key -> worker`` dict."""
         return dict(self.pairs)
 
     def __len__(self) -> int:
@@ -109,10 +87,12 @@ class LoadView:
 
     @property
     def workers(self) -> int:
+        """Number of workers ``W``."""
         return int(self.worker_loads.size)
 
     @property
     def total(self) -> int:
+        """Events routed in the interval, over all workers."""
         return int(self.worker_loads.sum())
 
     def key_loads(self, top: int | None = None) -> dict[str, int]:
@@ -127,7 +107,21 @@ class LoadView:
 
 @runtime_checkable
 class SimHook(Protocol):
-    """A control loop called every ``interval_s`` seconds of event time."""
+    """A control loop called every ``interval_s`` seconds of event time.
+
+    1. The simulator routes events up to the tick time ``now`` and runs the workers' queues up
+       to there, so the view's backlog is current.
+    2. It calls ``on_tick(now, view)`` with a :class:`LoadView` of ``[view.since, now)``.
+    3. A returned :class:`RoutingOverride` *replaces* the hook's previous one (``None`` keeps
+       it; an empty one clears it). Overrides of all hooks are layered in hook order (a later
+       hook wins a key) and pin those keys on top of the grouping, from the next event on
+       (SMALOPS' assignment table, DLB's ``keys_map'``).
+    4. Optionally ``take_pauses() -> {worker: seconds}`` pauses workers after their queued
+       work (a state migration's cost at the target).
+
+    Ticks come only while events flow (empty intervals are skipped; the next ``since`` reaches
+    back to the previous tick). Hooks see time only through ``now``, never a clock of their own.
+    """
 
     interval_s: float
 

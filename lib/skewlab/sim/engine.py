@@ -1,42 +1,8 @@
 """Discrete-event queueing simulation of a grouping feeding ``W`` FIFO workers.
 
-The model is DKG's topology reduced to its queues: a stream of keyed events
-(the workload, event time from its chunks) is dealt round-robin to ``S``
-splitter instances (DKG's SplitterBolt parallelism), each holding its own
-grouping built from the same config; the grouping picks a worker; each worker
-serves its events first come, first served with a per-event service time
-(DKG's ``processDuration``, SMALOPS' 10..50 us). One run, step by step:
-
-1. Pull a chunk of events from the workload (never more than one chunk is
-   held) and draw every event's service time from the seeded generator in
-   stream order, so every grouping faces the same costs. With
-   ``arrivals="poisson"`` the events' times are redrawn as a Poisson process
-   at the run's rate (an open-loop generator) from a second seeded stream.
-2. Cut the chunk into blocks no longer than ``block_s`` of event time nor
-   ``block_events`` events, ending at any hook tick. Before each block, set
-   the shared :class:`~skewlab.clock.ManualClock` to the block's first event
-   time, so DKG's warm-up and check intervals see simulated time pass.
-3. If a hook is due, run the queues up to the block, then call each due hook
-   (:mod:`skewlab.sim.base`) and install the overrides it returns.
-4. Route the block: splitter ``seq % S`` routes event ``seq`` with
-   ``route_batch``; pinned keys of the overrides replace its decisions. A
-   hook with an ``on_events`` method sees the routed block (a heavy-hitter
-   detector fed by the stream); an override it returns is installed at once
-   (after running the queues up to the block's end), for the next block on.
-5. Run every worker's FIFO queue (:func:`~skewlab.sim.queue.route_queues`),
-   carrying each worker's last departure across blocks and chunks; add the
-   waits and sojourns to bounded histograms. A key handed off by a hook (its
-   optional ``take_handoffs() -> [(key, old worker, transfer_s)]``, as
-   :mod:`skewlab.sim.rebalance_hook` has) is *held*: its records reach
-   the new worker's queue no earlier than ``ready = max(D_src, now) +
-   transfer_s``, with ``D_src`` the old worker's last departure at the switch
-   (it has served every record of the key routed to it) and ``transfer_s`` the
-   state's transfer time. A held record can overtake records of a later block
-   on its worker by at most the hold (blocks are queued one after another).
-6. Count the chunk per (window, worker) and each key's workers per window
-   (:class:`~skewlab.sim.tracking.WindowTracker`); report progress.
-7. After the last chunk, close the last window and compute the metrics
-   (:mod:`skewlab.metrics`) into a :class:`~skewlab.sim.result.SimResult`.
+DKG's topology reduced to its queues: keyed events dealt to ``S`` splitters, each routing with
+its own grouping, workers serving first come, first served. Entry points :func:`simulate`
+and :class:`SimConfig`; the order of one run is on :class:`Simulator`, in full in docs/sim.md.
 """
 
 from __future__ import annotations
@@ -177,7 +143,22 @@ class _HookState:
 
 
 class Simulator:
-    """Runs one grouping config over one workload (see the module docstring).
+    """Runs one grouping config over one workload. One :meth:`run`, in order:
+
+    1. pull one chunk of events; draw every event's service time from the seeded generator in
+       stream order (every grouping faces the same costs); ``arrivals="poisson"`` redraws the
+       times as a Poisson process at the rate;
+    2. cut the chunk into blocks (``block_s``, ``block_events``, hook ticks); set the shared
+       :class:`~skewlab.clock.ManualClock` to each block's first event time;
+    3. call the hooks that are due (:class:`~skewlab.sim.base.SimHook`), install overrides;
+    4. route the block: splitter ``seq % S`` routes event ``seq`` with ``route_batch``; pins
+       replace its decisions; hooks with ``on_events`` see the routed block;
+    5. run every worker's FIFO queue (:func:`~skewlab.sim.queue.route_queues`), holding
+       handed-off keys until their state is ready; record waits and sojourns;
+    6. count per (window, worker) and each key's workers per window;
+    7. after the last chunk compute the metrics into a :class:`SimResult`.
+
+    Details and the hand-off's bound on overtaking: docs/sim.md.
 
     Every :meth:`run` builds fresh groupings, so runs are repeatable: the same
     config, workload seed and service seed give the same result.
@@ -273,7 +254,7 @@ class _Run:
         return self._result(first_ts or 0.0, timer.now() - t_start)
 
     def _chunk(self, seq0: int, ids: np.ndarray, ts: np.ndarray, vocab: KeyVocab) -> None:
-        """Steps 1-6 of the module docstring for one chunk."""
+        """Steps 1-6 of :class:`Simulator` for one chunk."""
         cfg = self.cfg
         m = ids.size
         services = cfg.service.sample(m, self.rng)

@@ -1,24 +1,5 @@
-"""FIFO single-server queues, vectorized.
-
-One worker serves its events first in, first out. With arrivals ``A_n``,
-service times ``S_n`` and the previous departure ``D_{n-1}`` (carried across
-chunks; 0 before the first event) the Lindley recursion is::
-
-    D_n = max(A_n, D_{n-1}) + S_n
-
-Unrolled with the inclusive cumulative service ``C_n = S_1 + ... + S_n``
-(``C_0 = 0``) it becomes a prefix maximum, which numpy computes without a
-Python loop::
-
-    D_n = C_n + max(D_0, max_{k <= n} (A_k - C_{k-1}))
-
-The queueing delay (time waiting before service starts) is
-``D_n - S_n - A_n``; the sojourn time (wait + service) is ``D_n - A_n``.
-
-A record held back (SMALOPS' split-state hand-off: the target consumer queues
-a moved key's records until its state arrives) joins its worker's queue at its
-*ready* time ``max(A_n, ready_n)`` instead of ``A_n``; its delay is still
-counted from ``A_n``.
+"""FIFO single-server queues, vectorized: the Lindley recursion ``D_n = max(A_n, D_{n-1}) + S_n``
+as a prefix maximum (derivation in docs/sim.md).
 """
 
 from __future__ import annotations
@@ -32,6 +13,9 @@ def fifo_departures(
     arrivals: np.ndarray, services: np.ndarray, last_departure: float
 ) -> np.ndarray:
     """Departure times of one FIFO server (arrivals nondecreasing, seconds).
+
+    Lindley ``D_n = max(A_n, D_{n-1}) + S_n`` computed as the prefix maximum
+    ``D_n = C_n + max(D_0, max_{k <= n} (A_k - C_{k-1}))`` with ``C_n`` the cumulative service.
 
     ``last_departure`` is ``D_0``: when the server finished its previous event.
     """
@@ -58,7 +42,7 @@ def route_queues(
     Events of one worker keep their stream order (a stable sort), so each
     worker sees its arrivals in FIFO order. With ``ready`` (seconds, per
     event), event ``i`` joins its queue at ``max(arrivals[i], ready[i])``
-    (a held record, see the module docstring), ties kept in stream order; its
+    (a held record: SMALOPS' split-state hand-off, docs/sim.md), ties kept in stream order; its
     wait and sojourn still count from ``arrivals[i]``.
     """
     n = workers.size

@@ -1,34 +1,7 @@
 """A rebalancer as a simulator hook (adapter only: the rebalancer decides).
 
-Every ``interval_s`` of event time the simulator hands the hook a
-:class:`~skewlab.sim.base.LoadView`; the hook:
-
-1. turns the view into a :class:`~skewlab.rebalance.base.LoadSnapshot`: the
-   keys with events in the interval, their counts and the worker that
-   processed them (``view.last_worker``: exact for KEY grouping plus pins);
-2. calls ``rebalancer.decide(now, snapshot)`` and keeps the
-   :class:`~skewlab.rebalance.base.Decision`;
-3. returns the decision's whole ``assignment`` as a
-   :class:`~skewlab.sim.base.RoutingOverride` when it changed (else ``None``,
-   which keeps the override in force);
-4. models the state migration of the moved keys as a *pause of the target
-   worker*: each worker receiving keys stops serving for
-   ``pause_s_per_tuple * (tuples moved to it)`` seconds after its queued work
-   (DLB's step (iv): the new engine buffers the key's tuples until their state
-   is loaded; skewlab pessimistically blocks the whole worker meanwhile). The
-   simulator collects the pauses through :meth:`take_pauses`. The default
-   ``pause_s_per_tuple = 0`` makes moves free;
-5. with a :class:`StateTransfer` (``handoff``), models SMALOPS' split-state
-   hand-off instead, per moved key: the new consumer holds the key's records
-   until the old one has served the key's records and the key's state (the
-   move's bytes) has arrived, ``latency_s + bytes / bytes_per_s`` later; other
-   keys are served meanwhile. The simulator collects these through
-   :meth:`take_handoffs`.
-
-Between ticks, a rebalancer with an ``observe(now, batch)`` method (SMALOPS'
-lossy counter) is fed every routed batch of events (``feed=True``); a
-decision it returns (keys placed as soon as they turn heavy) is kept in
-``online`` and installed at once, hand-offs included.
+The tick's steps (loads in, decision, override, migration cost as pauses or SMALOPS hand-offs)
+are on :class:`RebalanceHook`; the model in full: docs/sim.md.
 """
 
 from __future__ import annotations
@@ -83,7 +56,22 @@ class StateTransfer:
 
 @dataclass
 class RebalanceHook:
-    """Runs ``rebalancer`` every ``interval_s`` seconds (see the module docstring).
+    """Runs ``rebalancer`` every ``interval_s`` seconds of event time. Each tick:
+
+    1. turns the view into a :class:`~skewlab.rebalance.base.LoadSnapshot` (the interval's
+       keys, counts and the worker that processed them, ``view.last_worker``);
+    2. calls ``rebalancer.decide(now, snapshot)`` and keeps the decision;
+    3. returns the decision's whole ``assignment`` as a :class:`RoutingOverride` when it
+       changed (else ``None``, which keeps the override in force);
+    4. models the moved keys' state migration as a pause of each receiving worker,
+       ``pause_s_per_tuple * tuples moved to it`` (DLB's step (iv), pessimistically blocking
+       the whole worker; default 0: free moves), collected by :meth:`take_pauses`;
+    5. or, with ``handoff``, SMALOPS' split-state hand-off per moved key: the new worker holds
+       the key's records until the old one has served them and the state arrived
+       (:class:`StateTransfer`), collected by :meth:`take_handoffs`.
+
+    Between ticks a rebalancer with ``observe`` (SMALOPS' lossy counter) is fed every routed
+    batch (``feed=True``) and what it places is installed at once.
 
     ``decisions`` keeps every tick's decision; ``online`` the decisions taken
     between ticks from the stream; ``series`` the ``(now, imbScore)`` of each
@@ -108,7 +96,7 @@ class RebalanceHook:
         check_positive("pause_s_per_tuple", self.pause_s_per_tuple, zero_ok=True)
 
     def on_tick(self, now: float, view: LoadView) -> RoutingOverride | None:
-        """Steps 1-5."""
+        """Steps 1-5 of the class docstring; returns the override to install, or ``None``."""
         self.series.append((now, imbalance(view.worker_loads)))
         snap = snapshot_of_view(view)
         decision = self.rebalancer.decide(now, snap)

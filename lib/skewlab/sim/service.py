@@ -1,13 +1,5 @@
-"""Per-event service (processing) time models of the simulator.
-
-* :class:`ConstantService` -- every event costs the same, like DKG's WorkerBolt
-  ``processDuration`` (default 1 ms) or SMALOPS' 50 us consumers.
-* :class:`UniformService` -- uniform in ``[low, high]``, like SMALOPS' sweep of
-  consumer processing times between 10 and 50 us.
-
-Samples are drawn from an injected :class:`numpy.random.Generator` in stream
-order, so two runs over the same seeded stream give every event the same cost
-whichever grouping routes it.
+"""Per-event service (processing) time models of the simulator: constant (DKG's
+``processDuration``) and uniform (SMALOPS' 10..50 us sweep), drawn from an injected generator.
 """
 
 from __future__ import annotations
@@ -30,7 +22,9 @@ class ServiceTime(Protocol):
     name: ClassVar[str]
 
     @property
-    def mean(self) -> float: ...
+    def mean(self) -> float:
+        """Mean service time in seconds."""
+        ...
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` service times in seconds (``float64``)."""
@@ -54,9 +48,11 @@ class ConstantService:
 
     @property
     def mean(self) -> float:
+        """``seconds``."""
         return float(self.seconds)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` copies of ``seconds``; ``rng`` is not drawn from."""
         return np.full(n, float(self.seconds))
 
 
@@ -76,9 +72,11 @@ class UniformService:
 
     @property
     def mean(self) -> float:
+        """``(low + high) / 2``."""
         return 0.5 * (self.low + self.high)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` draws from ``U[low, high]`` (``float64``) in stream order from ``rng``."""
         return rng.uniform(self.low, self.high, size=n)
 
 

@@ -1,20 +1,7 @@
-"""Bounded per-window counters: worker loads, merge cost and DIST_COST.
+"""Bounded per-window counters: worker loads, merge cost and DKG's DIST_COST.
 
-Memory never grows with the number of events:
-
-* per-window worker loads are one row of ``W`` counts per window of event
-  time (DKG's WorkerBolt tick, ``timeIntervalOfWorkerBolts`` = 15 s);
-* which workers saw which key is a bitmask per key, ``ceil(W / 64)`` words of
-  ``uint64`` in a numpy array indexed by vocabulary id -- one array for the
-  open window, one OR-ed over the whole run.
-
-The *merge cost* follows DKG's topology: each WorkerBolt emits one partial
-aggregate per (window, key) it saw, and the AggregatorBolt merges them into
-one result per (window, key). So ``partials`` counts distinct
-(window, key, worker) and ``window_keys`` distinct (window, key); KEY grouping
-gives ``partials == window_keys`` (no merge), SHUFFLE up to ``W`` times more.
-DKG's ``DIST_COST`` (``totalWorkersUsed / distinctKeys``) comes from the
-whole-run masks.
+Memory never grows with the number of events (one row of ``W`` counts per window, a bitmask
+per key); how the merge cost follows DKG's topology: docs/sim.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""The exactness check: merged results against a plain count of the input.
-
-Every run ends here. ``expected`` is counted straight from the input (the
-``events`` topic, minus quarantined records); ``actual`` is what the workers'
-partials merge to. A (window, key) whose count is lower was *lost*, higher was
-*doubled*; the run is exact only if both totals are zero and the sums agree.
-"""
+"""The exactness check: merged results against a plain count of the input, per (window, key)."""
 
 from __future__ import annotations
 
@@ -28,9 +22,11 @@ class ExactnessReport:
 
     @property
     def exact(self) -> bool:
+        """True when nothing was lost or doubled and every sum agrees."""
         return self.lost == 0 and self.doubled == 0 and self.sum_mismatches == 0
 
     def summary(self) -> str:
+        """One line: the verdict, both event totals and the three error counts."""
         verdict = "EXACT" if self.exact else "NOT EXACT"
         return (
             f"{verdict}: expected {self.expected_events} events, merged {self.actual_events}; "
@@ -39,7 +35,13 @@ class ExactnessReport:
 
 
 def check(expected: Counts, actual: Counts, max_examples: int = 5) -> ExactnessReport:
-    """Compare merged results with the plain count, per (window, key)."""
+    """Compare merged results with the plain count, per (window, key).
+
+    ``expected`` is counted straight from the input (minus quarantined records), ``actual`` is
+    what the workers' partials merge to. A (window, key) whose count is lower is *lost*, higher
+    *doubled*; equal counts with different sums are sum mismatches. Up to ``max_examples``
+    offending slots are described in ``examples``.
+    """
     lost = doubled = bad_sums = 0
     examples: list[str] = []
     for slot in sorted(set(expected) | set(actual)):

@@ -1,29 +1,8 @@
-"""One splitter instance of the live route job: grouping + explicit assignments.
+"""One splitter instance of the live route job: grouping + explicit assignments, on event time.
 
-The route job keeps one :class:`Splitter` per Kafka partition of ``events``
-(DKG's SplitterBolt). Its grouping runs on *event time*: the splitter's clock is
-the event timestamps it has routed, never the wall clock, so a micro-batch that
-Spark replays after a crash gets exactly the decisions it got the first time
-(same state from the checkpoint, same input, same clock).
-
-Decisions, in order, for each batch (sorted by source offset):
-
-1. events are routed in blocks of at most ``block_s`` seconds of event time;
-   before each block the clock moves to the block's first timestamp, so DKG's
-   warm-up, promotion cycles and check intervals see time pass;
-2. the grouping decides every event of the block (its own state advances);
-3. keys named by the explicit ``assignments`` map (a rebalancer's decision)
-   go to the worker it names instead, whatever the grouping said.
-
-With a live rebalancer, :meth:`Splitter.route_sets` replaces step 3 by versions
-of the map, each with an ``effective`` event time (set by the rebalancer at or
-after the wall time it wrote the version, so no event already routed can fall
-under it). Per event, the newest version whose effective time is <= the event's
-ts applies; the splitter keeps the last version it applied (and its map) in its
-state, so a replayed batch routes exactly as the first attempt, however many
-versions were written meanwhile. When a version starts applying, the splitter
-emits one end-of-set :class:`Marker` per moved key, placed before the first
-event under the new version, to the key's old worker.
+A replayed micro-batch routes exactly as the first attempt (state from the checkpoint, the
+event timestamps as clock). The order of decisions is on :meth:`Splitter.route` and
+:meth:`Splitter.route_sets`; the reasoning: docs/pipeline.md.
 """
 
 from __future__ import annotations
@@ -105,7 +84,12 @@ class RoutedSets:
 
 
 class Splitter:
-    """Routes one splitter's events with ``cfg`` and an optional assignments override."""
+    """Routes one splitter's events (DKG's SplitterBolt) with ``cfg`` on event time.
+
+    The grouping is built at the first event with a :class:`~skewlab.clock.ManualClock` set
+    from the event timestamps, never the wall clock; :meth:`state` carries grouping, clock and
+    applied assignments between micro-batches, so a replayed batch routes identically.
+    """
 
     def __init__(
         self, cfg: GroupingConfig, state: SplitterState | None = None, block_s: float = 0.1
@@ -138,7 +122,13 @@ class Splitter:
         ts: Sequence[float] | np.ndarray,
         assignments: Mapping[str, int] | None = None,
     ) -> np.ndarray:
-        """Workers (``int64``) of the events, in order; ``ts`` must be nondecreasing per block."""
+        """Workers (``int64``) of the events, in order; ``ts`` must be nondecreasing per block.
+
+        1. Events go in blocks of at most ``block_s`` s of event time; before each block the
+           clock moves to its first timestamp (DKG's warm-up and intervals see time pass).
+        2. The grouping decides every event of the block (its state advances).
+        3. Keys named in ``assignments`` go to the worker it names instead.
+        """
         n = len(keys)
         out = np.empty(n, dtype=np.int64)
         if n == 0:
@@ -174,9 +164,11 @@ class Splitter:
     ) -> RoutedSets:
         """Route by the grouping, then by the assignments version in force at each event.
 
-        Versions at or below the applied one are ignored; the others apply in
-        order from their effective time (see the module doc). Keys a version
-        does not name keep the grouping's worker and set 0.
+        Versions at or below the applied one are ignored; per event the newest version whose
+        ``effective`` time is <= its ts applies. When a version starts applying, one end-of-set
+        :class:`Marker` per moved key goes to the key's old worker before the first event under
+        it: SMALOPS' message sets (Sec. II), whose id grows at each reassignment. Keys a
+        version does not name keep the grouping's worker and set 0.
         """
         workers = self.route(keys, ts)
         n = len(keys)

@@ -1,18 +1,8 @@
 """The worker's stateful operator: windowed per-key count and sum, exactly once.
 
-Input reaches a worker at least once (a replayed route micro-batch re-sends its
-records), so the operator drops replays itself: every routed record names its
-source (partition, offset) of ``events``, and per source partition the offsets
-a worker receives only grow (the route job emits each splitter's records in
-offset order). A record at or below the watermark of its source partition was
-seen before and is dropped.
-
-Results leave the operator as *increments*: :meth:`WindowedAggregate.drain`
-returns the (window, key) -> (count, sum) added since the last drain. The job
-commits each drain to Delta ``partials`` together with the routed offset and the
-watermarks in one transaction, so after a crash the worker resumes from the
-last commit and nothing is lost or counted twice. The final result of a
-(window, key) is the sum of its increments over all workers.
+Replays are dropped by per-source-partition offset watermarks; results leave as increments
+that the job commits with the watermarks in one transaction (why this is exact:
+docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -44,7 +34,10 @@ class WindowedAggregate:
     """Per-key count and sum of ``value`` per tumbling window, deduplicated by source offset.
 
     Invariant: every (source partition, offset) contributes at most once over
-    the operator's life, including across restarts from ``watermarks``.
+    the operator's life, including across restarts from ``watermarks``: per source partition
+    the offsets a worker receives only grow, so a record at or below its partition's watermark
+    is a replay and is dropped. Committing each :meth:`drain` with :attr:`watermarks` in one
+    transaction makes the sum of increments over all workers exact.
     """
 
     def __init__(self, window_s: float = 15.0, watermarks: Mapping[int, int] | None = None):
@@ -143,6 +136,7 @@ class LatencyWindows:
         self._max: dict[float, float] = {}
 
     def add(self, window: float, latency_s: float) -> None:
+        """Record one latency sample of ``window`` (reservoir-sampled beyond ``cap``)."""
         n = self._n.get(window, 0) + 1
         self._n[window] = n
         if latency_s > self._max.get(window, float("-inf")):

@@ -7,7 +7,9 @@ process (the DAG) gets it back with :meth:`LiveRun.attach`. What goes where
 run id, the run dir) are tags; progress and per-window series are stepped in
 whole seconds of event time since the run's first produced event; the
 per-worker loads are one table (``window_loads.json``); plots keep the same
-artifact names in every run (``plots/worker_loads.png``...).
+artifact names in every run, at the root of its artifacts (``worker_loads.png``,
+``latency_cdf.png``): MLflow's compare view offers the root's files common to
+all runs, one preview per run side by side.
 """
 
 from __future__ import annotations
@@ -368,6 +370,6 @@ def _log_summary(tracker: Tracker, rid: str, summary: RunSummary) -> None:
         tracker.log_series(rid, "input_rate", summary.input_rate, ticks)
         tracker.log_series(rid, "processed_rate", summary.processed_rate, ticks)
         tracker.log_dict(rid, {"events": summary.scale_log}, "scale_events.json")
-    for p in summary.plots:
-        tracker.log_artifact(rid, p, "plots")
+    for p in summary.plots:  # at the root: the compare view offers only the root's files
+        tracker.log_artifact(rid, p)
     tracker.log_dict(rid, summary.row(), "summary.json")

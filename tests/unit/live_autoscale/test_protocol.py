@@ -13,8 +13,8 @@ from skewlab.live.autoscale.protocol import (
     Message,
     Processed,
     Topics,
-    check_exact,
     downtimes,
+    evidence_counts,
     inbox,
     overlaps,
     ownerships,
@@ -22,6 +22,7 @@ from skewlab.live.autoscale.protocol import (
     speed_plan,
 )
 from skewlab.live.autoscale.run import AutoscaleSettings
+from skewlab.pipeline.exactness import ExactnessReport, check
 
 pytestmark = pytest.mark.unit
 
@@ -114,11 +115,27 @@ def _batch(c: int, p: int, s: int, e: int, t0: float, t1: float) -> Processed:
     return Processed("batch", c, p, s, e, t0, t1, tuple(range(e - s)))
 
 
+def _verdict(ev: list[Processed], ends: dict[int, int]) -> ExactnessReport:
+    return check(*evidence_counts(ev, ends))
+
+
 def test_exactness_counts_missing_doubled_and_past_the_end() -> None:
     ev = [_batch(0, 0, 0, 5, 0, 1), _batch(1, 0, 5, 10, 2, 3), _batch(0, 1, 0, 3, 0, 1)]
-    assert check_exact(ev, {0: 10, 1: 3}).exact
-    r = check_exact([*ev, _batch(1, 0, 4, 6, 4, 5), _batch(1, 1, 3, 5, 4, 5)], {0: 12, 1: 3})
-    assert (r.missing, r.doubled, r.outside, r.exact) == (2, 2, 2, False)
+    r = _verdict(ev, {0: 10, 1: 3})
+    assert r.exact and (r.expected_events, r.actual_events) == (13, 13)
+    # p0: offsets 10, 11 never processed, 4 and 5 twice; p1: offsets 3, 4 past the end
+    r = _verdict([*ev, _batch(1, 0, 4, 6, 4, 5), _batch(1, 1, 3, 5, 4, 5)], {0: 12, 1: 3})
+    assert (r.lost, r.doubled, r.sum_mismatches, r.exact) == (2, 4, 0, False)
+    assert (r.expected_events, r.actual_events) == (15, 17)
+
+
+def test_exactness_slots_are_offset_ranges_covered_alike() -> None:
+    expected, actual = evidence_counts([_batch(0, 0, 0, 4, 0, 1), _batch(1, 0, 2, 6, 1, 2)], {0: 6})
+    # one expected slot per stretch of equal cover: [0, 2) once, [2, 4) twice, [4, 6) once
+    assert expected == {(0.0, "partition 0"): (2, 1), (2.0, "partition 0"): (2, 5),
+                        (4.0, "partition 0"): (2, 9)}  # fmt: skip
+    assert actual[(2.0, "partition 0")] == (4, 10)
+    assert evidence_counts([], {0: 0, 1: 2}) == ({(0.0, "partition 1"): (2, 1)}, {})
 
 
 def test_ownership_intervals_and_overlaps() -> None:

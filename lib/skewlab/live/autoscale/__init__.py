@@ -12,14 +12,16 @@ Processes of one run, each a module with a ``main``:
   writes evidence (offset ranges, latencies) to the ``processed`` topic.
 
 :mod:`.protocol` holds what they share (settings, topics, messages, the
-evidence and its checks); :mod:`.run` drives a whole run (``skewlab autoscale``).
+evidence and its checks); :mod:`.run` is the run (:class:`AutoscaleRun`, the
+phases of a grouping run's :class:`~skewlab.live.run.Run`; ``skewlab
+autoscale``), :mod:`.summary` its summary, plot and MLflow run.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AutoscaleSettings", "AutoscaleSummary", "run_autoscale"]
+__all__ = ["AutoscaleRun", "AutoscaleSettings", "AutoscaleSummary", "run_autoscale"]
 
 
 def __getattr__(name: str) -> Any:

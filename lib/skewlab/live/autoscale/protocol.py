@@ -22,6 +22,7 @@ neither loses nor doubles that batch.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -42,6 +43,7 @@ __all__ = [
     "Message",
     "Processed",
     "Topics",
+    "evidence_counts",
     "inbox",
     "resume_offset",
     "speed_plan",
@@ -330,44 +332,46 @@ def percentiles(values: list[int] | np.ndarray) -> dict[str, float]:
 # -- checks over the evidence -----------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Exactness:
-    """Every offset ``[0, end)`` of every partition processed exactly once?"""
+def evidence_counts(
+    evidence: list[Processed], ends: dict[int, int]
+) -> tuple[dict[tuple[float, str], tuple[int, int]], dict[tuple[float, str], tuple[int, int]]]:
+    """The data topic and the consumers' batches as counts for the shared exactness check.
 
-    records: int
-    missing: int
-    doubled: int
-    outside: int
-
-    @property
-    def exact(self) -> bool:
-        return self.missing == 0 and self.doubled == 0 and self.outside == 0
-
-    def __str__(self) -> str:
-        verdict = "exact" if self.exact else "NOT exact"
-        return (
-            f"{verdict}: {self.records:,} records, {self.missing} missing, "
-            f"{self.doubled} doubled, {self.outside} past the end"
-        )
-
-
-def check_exact(evidence: list[Processed], ends: dict[int, int]) -> Exactness:
-    """Count each offset's batches: 0 is missing, 2+ doubled (a difference array per partition)."""
-    missing = doubled = outside = 0
-    for p, end in ends.items():
-        diff = np.zeros(end + 1, dtype=np.int64)
-        for e in evidence:
-            if e.kind != "batch" or e.partition != p:
-                continue
-            if e.end > end:
-                outside += e.end - max(e.start, end)
-            lo, hi = min(e.start, end), min(e.end, end)
-            diff[lo] += 1
-            diff[hi] -= 1
-        cover = np.cumsum(diff[:end])
-        missing += int((cover == 0).sum())
-        doubled += int(np.maximum(cover - 1, 0).sum())
-    return Exactness(sum(ends.values()), missing, doubled, outside)
+    Returns ``(expected, actual)`` for :func:`skewlab.pipeline.exactness.check`:
+    every offset ``[0, end)`` of partition ``p`` is expected once; each ``batch``
+    evidence counts the offsets ``[start, end)`` it processed (past the true end
+    too: those are doubled). A slot is a maximal range of offsets of one
+    partition that the batches cover alike, keyed ``(first offset, "partition
+    <p>")``, valued ``(offsets, sum of offsets)`` times the cover, so the check's
+    lost / doubled are exact offset counts and an exact run has one slot per
+    partition.
+    """
+    expected: dict[tuple[float, str], tuple[int, int]] = {}
+    actual: dict[tuple[float, str], tuple[int, int]] = {}
+    batches: dict[int, list[Processed]] = {}
+    for e in evidence:
+        if e.kind == "batch" and e.end > e.start:
+            batches.setdefault(e.partition, []).append(e)
+    for p in sorted(set(ends) | set(batches)):
+        end = ends.get(p, 0)
+        mine = batches.get(p, [])
+        top = max([end, *(e.end for e in mine)])
+        if top == 0:
+            continue
+        diff = np.zeros(top + 1, dtype=np.int64)
+        np.add.at(diff, [e.start for e in mine], 1)
+        np.add.at(diff, [e.end for e in mine], -1)
+        cover = np.cumsum(diff[:top])
+        want = (np.arange(top) < end).astype(np.int64)
+        cuts = np.flatnonzero((cover[1:] != cover[:-1]) | (want[1:] != want[:-1])) + 1
+        bounds = [0, *cuts.tolist(), top]
+        for a, b in itertools.pairwise(bounds):
+            n, total, slot = b - a, (a + b - 1) * (b - a) // 2, (float(a), f"partition {p}")
+            if want[a]:
+                expected[slot] = (n, total)
+            if cover[a]:
+                actual[slot] = (int(cover[a]) * n, int(cover[a]) * total)
+    return expected, actual
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,15 @@
-"""One live autoscaling run on the embedded (or a real) stack, start to verdict.
+"""One live autoscaling run, with the phases and the run machinery of a grouping run.
 
-``run_autoscale(settings)`` does, in order:
-
-1. make sure the broker runs; create the run's topics (data, monitor,
-   consumer.metadata, processed) and write ``settings.json`` under
-   ``<home>/runs/<run>/``;
-2. start the monitor and the controller processes (the controller starts the
-   consumers it decides on);
-3. produce the load: iteration ``k`` writes each partition at the speed of
-   row ``k`` of the workload's speed plan for ``iteration_s`` seconds; at each
-   iteration boundary sample consumers and lag (and call ``hook``, which the
-   fault tests use to kill processes);
-4. drain: wait until the group's committed offsets reach the true ends;
-5. stop: create the stop file (the controller stops its consumers), wait for
-   the processes, kill any straggler (consumers adopted from a killed
-   controller included);
-6. verdict from the evidence: exactly once, no overlapping ownership,
-   latency percentiles, hand-off downtime, decisions from Delta; plots and
-   one MLflow run; delete the topics.
+:class:`AutoscaleRun` is the autoscale kind of :class:`skewlab.live.run.Run`:
+the same phase methods (``services``, ``topics``, ``start``, ``produce``,
+``drain``, ``aggregate``, ``summarize``, ``stop``), guarded by the same
+:class:`~skewlab.live.handle.RunHandle` and :class:`~skewlab.live.handle.Phase`,
+so the ``skewlab_experiment`` DAG can run each phase as its own task. Shared with
+grouping runs: the run id (:func:`~skewlab.live.experiment.new_run_id`), the run
+directory (:class:`~skewlab.rundir.RunDir`), the broker (``--bootstrap``,
+``$SKEWLAB_KAFKA_BOOTSTRAP``, else the embedded one), the Delta root, the process
+launcher (:class:`~skewlab.live.launch.LocalLauncher`) and the exactness check
+(:func:`skewlab.pipeline.exactness.check`). Details: docs/autoscale.md.
 """
 
 from __future__ import annotations
@@ -27,44 +19,53 @@ import logging
 import math
 import os
 import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import numpy as np
 
 from skewlab.autoscale import AutoscalerConfig, Capacity
 from skewlab.errors import ConfigError, SkewlabError
-from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaClient, connect
-from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.controller import ConsumerProc
 from skewlab.live.autoscale.protocol import (
     LiveSettings,
-    Processed,
-    check_exact,
+    Topics,
     downtimes,
+    evidence_counts,
     overlaps,
     ownerships,
     percentiles,
     speed_plan,
 )
+from skewlab.live.autoscale.summary import (
+    AutoscaleSummary,
+    log_run,
+    plot_run,
+    read_decisions,
+    read_evidence,
+)
+from skewlab.live.experiment import BOOTSTRAP_ENV, ExperimentError, delta_root_of, new_run_id
+from skewlab.live.handle import Phase as P
+from skewlab.live.handle import RunHandle
+from skewlab.live.launch import LocalLauncher, Proc, module_command, tail
+from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
 
-__all__ = ["AutoscaleSettings", "AutoscaleSummary", "RunHandle", "run_autoscale"]
+__all__ = ["AutoscaleRun", "AutoscaleSettings", "AutoscaleSummary", "Hook", "run_autoscale"]
 
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
-
-
-class AutoscaleRunError(SkewlabError):
-    """A process of the run failed or the run did not drain; the message says where."""
+CONTROLLER_RESTARTS = 3
+"""A controller that dies is restarted this many times (it resumes from its state file)."""
+EXIT_WAIT_S = 30.0
+ROLES = ("monitor", "controller")
 
 
 @dataclass(frozen=True)
@@ -125,91 +126,104 @@ class AutoscaleSettings:
         )  # fmt: skip
 
 
-@dataclass
-class AutoscaleSummary:
-    """What a run produced: the verdict, the numbers, the series, where to look."""
+Hook = Callable[[int, "AutoscaleRun"], None]
+"""Called with the iteration index at each iteration boundary of the produce phase."""
 
-    run_id: str
-    algorithm: str
-    workload: str
-    records: int
-    exact: bool
-    exactness: str
-    overlaps: int
-    latency: dict[str, float]
-    decisions: list[dict[str, Any]]
-    samples: list[dict[str, float]]
-    downtime: list[dict[str, float]]
-    iteration_s: float
-    wall_s: float
-    run_dir: str
-    plots: list[str] = field(default_factory=list)
-    mlflow_run_id: str | None = None
+
+class AutoscaleRun:
+    """One autoscale run in this process: its handle, settings, processes and client.
+
+    Phases, in order (each refuses to run before its predecessor, as
+    :class:`skewlab.live.run.Run`'s): :meth:`services` (the broker),
+    :meth:`topics` (data, monitor, consumer.metadata, processed; the processes'
+    ``settings.json``), :meth:`start` (monitor and controller; the controller
+    starts the consumers it decides on), :meth:`produce` (iteration ``k`` writes
+    partition ``p`` at ``plan[k, p]`` bytes/s for ``iteration_s``; consumers and
+    lag sampled and the hook called at each boundary), :meth:`drain` (the group's
+    committed offsets reach the true ends, then the stop file and the processes'
+    exit), :meth:`aggregate` (the verdict from the evidence), :meth:`summarize`
+    (decisions, plot, MLflow). :meth:`stop` is safe after any phase.
+    """
+
+    def __init__(
+        self,
+        handle: RunHandle,
+        s: AutoscaleSettings,
+        detached: bool = False,
+        hook: Hook | None = None,
+    ) -> None:
+        self.handle, self.s, self.detached, self.hook = handle, s, detached, hook
+        self.procs: dict[str, Proc] = {}
+        self.samples: list[dict[str, float]] = []
+        self.restarts = 0
+        self._client: KafkaClient | None = None
+
+    @classmethod
+    def new(
+        cls,
+        s: AutoscaleSettings,
+        run_id: str | None = None,
+        hook: Hook | None = None,
+        detached: bool = False,
+    ) -> AutoscaleRun:
+        """A new run of ``s`` (its run dir and handle written; nothing started)."""
+        run_id = run_id or new_run_id(s.algorithm.replace(":", ""))
+        home = Path(s.home).resolve()
+        files = RunDir.create(home, run_id)
+        handle = RunHandle(
+            run_id=run_id, home=str(home), run_dir=str(files), delta_root=delta_root_of(home),
+            settings=asdict(s), events_topic=Topics.of(run_id).data,
+        )  # fmt: skip
+        handle.save()
+        return cls(handle, s, detached, hook)
+
+    @classmethod
+    def resume(cls, run_dir: str | Path) -> AutoscaleRun:
+        """The run saved in ``run_dir``, its processes found again from their records."""
+        handle = RunHandle.load(run_dir)
+        run = cls(handle, AutoscaleSettings(**handle.settings), detached=True)
+        for name, rec in handle.procs.items():
+            run.procs[name] = run.launcher.attach(rec)
+        run.samples = list((handle.produced or {}).get("samples", []))
+        return run
+
+    # -- what the run is -----------------------------------------------------------------
 
     @property
-    def avg_consumers(self) -> float:
-        return float(np.mean([d["consumers"] for d in self.decisions])) if self.decisions else 0.0
+    def run_id(self) -> str:
+        return self.handle.run_id
 
     @property
-    def avg_rscore(self) -> float:
-        return float(np.mean([d["rscore"] for d in self.decisions])) if self.decisions else 0.0
+    def files(self) -> RunDir:
+        return RunDir.of(self.handle.run_dir)
 
     @property
-    def moved(self) -> int:
-        return sum(len(d["moved"]) for d in self.decisions)
+    def phase(self) -> P | None:
+        """The last phase done (``None``: none yet)."""
+        return P(self.handle.phases[-1]) if self.handle.phases else None
 
     @property
-    def downtime_ratio(self) -> float:
-        """Mean stop-sent -> first-record time over the iteration length."""
-        if not self.downtime:
-            return math.nan
-        return float(np.mean([d["first_record_s"] for d in self.downtime])) / self.iteration_s
+    def launcher(self) -> LocalLauncher:
+        return LocalLauncher(self.detached)
 
-    def row(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id, "algorithm": self.algorithm, "workload": self.workload,
-            "records": self.records, "exact": self.exact, "overlaps": self.overlaps,
-            "rebalances": len(self.decisions), "moved": self.moved,
-            "avg_consumers": self.avg_consumers, "avg_rscore": self.avg_rscore,
-            "downtime_ratio": self.downtime_ratio, **self.latency, "wall_s": self.wall_s,
-            "exactness": self.exactness, "mlflow_run_id": self.mlflow_run_id,
-        }  # fmt: skip
+    @property
+    def live(self) -> LiveSettings:
+        """The settings every process of the run reads (needs the broker)."""
+        h = self.handle
+        if h.bootstrap is None:
+            raise ExperimentError(f"run {h.run_id} has no broker yet")
+        return self.s.live(h.run_id, h.bootstrap, h.run_dir, h.delta_root)
 
-
-@dataclass
-class RunHandle:
-    """The run's processes, for hooks (fault tests kill and restart them)."""
-
-    live: LiveSettings
-    client: KafkaClient
-    controller: subprocess.Popen[bytes] | None = None
-    monitor: subprocess.Popen[bytes] | None = None
-
-    def spawn(self, role: str) -> subprocess.Popen[bytes]:
-        files = RunDir.of(self.live.run_dir)
-        out = open(files.log(role), "ab")  # noqa: SIM115 - the child's
-        try:
-            return subprocess.Popen(
-                [sys.executable, "-m", f"skewlab.live.autoscale.{role}",
-                 str(files.settings)],
-                stdout=out, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )  # fmt: skip
-        finally:
-            out.close()
-
-    def start_controller(self) -> None:
-        self.controller = self.spawn("controller")
-
-    def kill_controller(self) -> None:
-        if self.controller is not None:
-            self.controller.kill()
-            self.controller.wait()
+    @property
+    def client(self) -> KafkaClient:
+        if self._client is None:
+            self._client = connect(self.live.kafka)
+        return self._client
 
     def state(self) -> dict[str, Any]:
         """The controller's persisted state (``{}`` before its first write)."""
         try:
-            return dict(json.loads(self.live.state_file.read_text()))
+            return dict(json.loads(self.files.controller_state.read_text()))
         except (OSError, ValueError):
             return {}
 
@@ -217,228 +231,250 @@ class RunHandle:
         return {int(c): int(p) for c, p in self.state().get("pids", {}).items()}
 
     def lag(self) -> int:
-        ends = self.client.end_offsets(self.live.topics.data)
-        done = self.client.committed(self.live.group, self.live.topics.data)
+        """Records of the data topic not yet committed by the group."""
+        live = self.live
+        ends = self.client.end_offsets(live.topics.data)
+        done = self.client.committed(live.group, live.topics.data)
         return sum(e - done.get(p, 0) for p, e in ends.items())
 
+    # -- processes -----------------------------------------------------------------------
 
-Hook = Callable[[int, RunHandle], None]
-"""Called with the iteration index at each iteration boundary of the produce phase."""
+    def _start(self, role: str) -> None:
+        cmd = module_command(f"skewlab.live.autoscale.{role}", str(self.files.settings))
+        proc, rec = self.launcher.start(role, cmd, self.files.log(role))
+        self.procs[role] = proc
+        self.handle.procs[role] = rec
+        self.handle.save()
 
+    def start_controller(self) -> None:
+        self._start("controller")
 
-def new_run_id(algorithm: str) -> str:
-    name = algorithm.replace(":", "")
-    return f"{name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+    def kill_controller(self) -> None:
+        p = self.procs.get("controller")
+        if p is not None:
+            p.kill()
+            p.wait()
+
+    def _check_running(self) -> None:
+        """Raise if the monitor failed; restart a controller that died (up to a limit)."""
+        for role in ROLES:
+            p = self.procs.get(role)
+            if p is None or p.poll() is None or p.returncode == 0:
+                continue
+            log_path = self.files.log(role)
+            if role == "controller" and self.restarts < CONTROLLER_RESTARTS:
+                self.restarts += 1
+                log.warning("controller exited (%s); restarting it", p.returncode)
+                self.start_controller()
+                continue
+            raise ExperimentError(f"{role} exited ({p.returncode}); {log_path}: {tail(log_path)}")
+
+    # -- phases --------------------------------------------------------------------------
+
+    def services(self) -> str:
+        """The bootstrap servers: ``s.bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else the
+        embedded broker (started if needed); a local Delta root is checked first."""
+        h = self.handle
+        if "://" not in h.delta_root:
+            from skewlab.io.delta.recovery import check_tables
+
+            check_tables(h.delta_root)
+        bootstrap = self.s.bootstrap or os.environ.get(BOOTSTRAP_ENV)
+        if not bootstrap:
+            bootstrap = get_service("broker", Path(h.home)).start().url
+        h.bootstrap = bootstrap
+        h.mark(P.SERVICES)
+        return bootstrap
+
+    def topics(self) -> None:
+        """The run's four topics, and ``settings.json`` for its processes."""
+        self.handle.require(P.SERVICES, "create the topics of")
+        live = self.live
+        topics = live.topics
+        sizes = (
+            (topics.data, self.s.partitions),
+            (topics.monitor, 1),
+            (topics.metadata, live.max_consumers + 1),
+            (topics.processed, self.s.partitions),
+        )
+        for name, n in sizes:
+            self.client.create_topic(name, n)
+        self.files.settings.write_text(live.to_json())
+        self.handle.mark(P.TOPICS)
+
+    def start(self) -> None:
+        """The monitor and the controller, running."""
+        self.handle.require(P.TOPICS, "start the processes of")
+        self.handle.t_start = time.time()
+        for role in ROLES:
+            self._start(role)
+        self.handle.mark(P.STARTED)
+
+    def produce(self) -> int:
+        """The load of the speed plan; the records produced."""
+        s, h = self.s, self.handle
+        h.require(P.STARTED, "produce into")
+        plan = speed_plan(s.workload, s.partitions, s.iterations, s.c)
+        topic, value = self.live.topics.data, b"x" * s.record_bytes
+        credit = np.zeros(s.partitions)
+        sent = 0
+        h.t_produce = t0 = last = time.time()
+        k_seen = -1
+        while (now := time.time()) - t0 < s.duration_s:
+            k = min(int((now - t0) / s.iteration_s), s.iterations - 1)
+            if k != k_seen:
+                k_seen = k
+                self.samples.append(
+                    {"t": now - t0, "iteration": k, "consumers": len(self.consumer_pids()),
+                     "lag": self.lag()}
+                )  # fmt: skip
+                if self.hook is not None:
+                    self.hook(k, self)
+                self._check_running()
+            credit += plan[k] * (now - last)
+            last = now
+            n = np.floor(credit / s.record_bytes).astype(np.int64)
+            credit -= n * s.record_bytes
+            for p in np.flatnonzero(n):
+                for _ in range(int(n[p])):
+                    self.client.produce(topic, value, partition=int(p))
+            sent += int(n.sum())
+            self.client.flush()
+            time.sleep(max(0.0, TICK_S - (time.time() - now)))
+        h.produced = {"events": sent, "seconds": time.time() - t0, "samples": self.samples}
+        h.mark(P.PRODUCED)
+        return sent
+
+    def drain(self) -> None:
+        """Wait until the group committed every record, then stop the processes."""
+        h = self.handle
+        if h.done(P.DRAINED):
+            return
+        h.require(P.PRODUCED, "drain")
+        deadline = time.time() + self.s.drain_timeout_s
+        while (lag := self.lag()) > 0:
+            self._check_running()
+            if time.time() > deadline:
+                raise ExperimentError(
+                    f"run {h.run_id} did not drain within {self.s.drain_timeout_s:g} s "
+                    f"({lag} records left)"
+                )
+            time.sleep(0.25)
+        self.files.stop.touch()  # the controller stops its consumers, then everyone exits
+        for role in ("controller", "monitor"):
+            p = self.procs.get(role)
+            if p is None:
+                continue
+            try:
+                p.wait(timeout=EXIT_WAIT_S)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not exit within %g s; killed", role, EXIT_WAIT_S)
+                p.kill()
+                p.wait()
+        h.t_done = time.time()
+        h.mark(P.DRAINED)
+
+    def aggregate(self) -> ExactnessReport:
+        """The evidence against the data topic (the shared exactness check), ownership
+        overlaps, latency percentiles and hand-off downtimes."""
+        h = self.handle
+        h.require(P.DRAINED, "aggregate")
+        live = self.live
+        evidence = read_evidence(self.client, live)
+        expected, actual = evidence_counts(evidence, self.client.end_offsets(live.topics.data))
+        report = check(expected, actual)
+        bad = overlaps(ownerships(evidence))
+        for a, b in bad[:5]:
+            log.error("partition %d read by consumers %d and %d at once", a.partition,
+                      a.consumer, b.consumer)  # fmt: skip
+        log.info("exactness of %s: %s; %d overlaps", h.run_id, report.summary(), len(bad))
+        handoffs = [x for d in read_decisions(live) for x in d["handoffs"] if "stop_sent" in x]
+        lat = [x for e in evidence if e.kind == "batch" for x in e.latency_ms]
+        h.exactness = asdict(report)
+        h.scale = {
+            "overlaps": len(bad),
+            "latency": percentiles(lat),
+            "downtime": downtimes(handoffs, evidence),
+        }
+        h.mark(P.AGGREGATED)
+        return report
+
+    def summarize(self) -> AutoscaleSummary:
+        """The summary (decisions from Delta), its plot and MLflow run (unless disabled)."""
+        s, h = self.s, self.handle
+        h.require(P.AGGREGATED, "summarize")
+        assert h.exactness is not None and h.scale is not None and h.t_start is not None
+        report = ExactnessReport(**{**h.exactness, "examples": tuple(h.exactness["examples"])})
+        n_overlaps = int(h.scale["overlaps"])
+        summary = AutoscaleSummary(
+            run_id=h.run_id, algorithm=s.algorithm, workload=s.workload,
+            records=report.expected_events, exact=report.exact and n_overlaps == 0,
+            exactness=report.summary(), overlaps=n_overlaps, latency=h.scale["latency"],
+            decisions=read_decisions(self.live), samples=self.samples,
+            downtime=h.scale["downtime"], iteration_s=s.iteration_s,
+            wall_s=time.time() - h.t_start, run_dir=h.run_dir, lost=report.lost,
+            doubled=report.doubled,
+        )  # fmt: skip
+        if s.mlflow:
+            summary.plots.append(str(plot_run(summary, self.files.path / "autoscale.png")))
+            summary = log_run(summary, s, Path(h.home))
+        h.mlflow_run_id = summary.mlflow_run_id
+        h.mark(P.SUMMARIZED)
+        return summary
+
+    def stop(self) -> list[str]:
+        """Processes stopped (consumers too), topics deleted unless ``keep_topics``, client
+        closed; safe after any phase. Returns the names of the processes it killed."""
+        h = self.handle
+        self.files.stop.touch()
+        killed = []
+        for role, p in self.procs.items():
+            if p.poll() is None:
+                killed.append(role)
+            p.kill()
+            p.wait()
+        for c, pid in self.consumer_pids().items():
+            proc = ConsumerProc(pid)
+            if proc.alive():
+                killed.append(f"consumer-{c}")
+            proc.kill()
+        if h.bootstrap is not None and not self.s.keep_topics:
+            for t in self.live.topics.all():
+                try:
+                    self.client.delete_topic(t)
+                except SkewlabError as exc:
+                    log.warning("could not delete topic %s: %s", t, exc)
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        h.mark(P.STOPPED)
+        return killed
+
+    def __enter__(self) -> AutoscaleRun:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def run_all(self) -> AutoscaleSummary:
+        """Every phase in order, then :meth:`stop` whatever happened."""
+        with self:
+            self.services()
+            self.topics()
+            self.start()
+            self.produce()
+            self.drain()
+            self.aggregate()
+            return self.summarize()
 
 
 def run_autoscale(
     s: AutoscaleSettings, hook: Hook | None = None, run_id: str | None = None
 ) -> AutoscaleSummary:
-    """Run steps 1-6 of the module docstring; the summary (MLflow-logged unless disabled)."""
-    t_start = time.time()
-    run_id = run_id or new_run_id(s.algorithm)
-    home = Path(s.home).resolve()
-    run_dir = RunDir.create(home, run_id)
-    bootstrap = s.bootstrap or _ensure_broker(home)
-    live = s.live(run_id, bootstrap, str(run_dir), str(home / "delta"))
-    client = connect(live.kafka)
-    topics = live.topics
-    handle = RunHandle(live, client)
-    try:
-        for name, n in ((topics.data, s.partitions), (topics.monitor, 1),
-                        (topics.metadata, live.max_consumers + 1),
-                        (topics.processed, s.partitions)):  # fmt: skip
-            client.create_topic(name, n)
-        run_dir.settings.write_text(live.to_json())
-        handle.monitor = handle.spawn("monitor")
-        handle.start_controller()
-        samples = _produce(s, live, handle, hook)
-        samples += _drain(s, handle)
-        live.stop_file.touch()
-        _stop(handle)
-        summary = _verdict(s, live, client, samples, time.time() - t_start)
-        if s.mlflow:
-            summary = _log_mlflow(summary, s, home)
-        return summary
-    finally:
-        live.stop_file.touch()
-        for p in (handle.controller, handle.monitor):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
-        for pid in handle.consumer_pids().values():
-            ConsumerProc(pid).kill()
-        if not s.keep_topics:
-            for t in topics.all():
-                try:
-                    client.delete_topic(t)
-                except SkewlabError as exc:
-                    log.warning("could not delete topic %s: %s", t, exc)
-        client.close()
-
-
-def _ensure_broker(home: Path) -> str:
-
-    return get_service("broker", home).start().url
-
-
-def _sample(handle: RunHandle, t0: float, k: int) -> dict[str, float]:
-    return {
-        "t": time.time() - t0,
-        "iteration": k,
-        "consumers": len(handle.consumer_pids()),
-        "lag": handle.lag(),
-    }
-
-
-def _produce(
-    s: AutoscaleSettings, live: LiveSettings, handle: RunHandle, hook: Hook | None
-) -> list[dict[str, float]]:
-    """Step 3: write speeds row ``k`` during iteration ``k``; sample at boundaries."""
-    plan = speed_plan(s.workload, s.partitions, s.iterations, s.c)
-    client, value = handle.client, b"x" * s.record_bytes
-    credit = np.zeros(s.partitions)
-    samples: list[dict[str, float]] = []
-    t0 = last = time.time()
-    k_seen = -1
-    while (now := time.time()) - t0 < s.duration_s:
-        k = min(int((now - t0) / s.iteration_s), s.iterations - 1)
-        if k != k_seen:
-            k_seen = k
-            samples.append(_sample(handle, t0, k))
-            if hook is not None:
-                hook(k, handle)
-            _check_running(handle)
-        credit += plan[k] * (now - last)
-        last = now
-        n = np.floor(credit / s.record_bytes).astype(np.int64)
-        credit -= n * s.record_bytes
-        for p in np.flatnonzero(n):
-            for _ in range(int(n[p])):
-                client.produce(live.topics.data, value, partition=int(p))
-        client.flush()
-        time.sleep(max(0.0, TICK_S - (time.time() - now)))
-    return samples
-
-
-def _check_running(handle: RunHandle) -> None:
-    for role, p in (("controller", handle.controller), ("monitor", handle.monitor)):
-        if p is not None and p.poll() is not None and p.returncode != 0:
-            log_path = RunDir.of(handle.live.run_dir).log(role)
-            tail = " | ".join(log_path.read_text(errors="replace").splitlines()[-5:])
-            raise AutoscaleRunError(f"{role} exited ({p.returncode}); {log_path}: {tail}")
-
-
-def _drain(s: AutoscaleSettings, handle: RunHandle) -> list[dict[str, float]]:
-    """Step 4: wait until every record is committed by the group."""
-    deadline = time.time() + s.drain_timeout_s
-    while (lag := handle.lag()) > 0:
-        _check_running(handle)
-        if time.time() > deadline:
-            raise AutoscaleRunError(f"run did not drain within {s.drain_timeout_s} s ({lag} left)")
-        time.sleep(0.25)
-    return []
-
-
-def _stop(handle: RunHandle) -> None:
-    """Step 5: the controller stops its consumers; the monitor sees the stop file."""
-    for p in (handle.controller, handle.monitor):
-        if p is None:
-            continue
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def read_evidence(client: KafkaClient, live: LiveSettings) -> list[Processed]:
-    topic = live.topics.processed
-    out = []
-    for p, end in client.end_offsets(topic).items():
-        out += [Processed.decode(r.value) for r in client.fetch(topic, p, 0, end, timeout_s=30)]
-    return out
-
-
-def read_decisions(live: LiveSettings) -> list[dict[str, Any]]:
-    rows = DeltaStore(live.delta_root).read("decisions", run_id=live.run_id).to_pylist()
-    out = [{**json.loads(r["detail"]), "reason": r["reason"], "ts": r["ts"]} for r in rows]
-    return sorted(out, key=lambda d: d["iteration"])
-
-
-def _verdict(
-    s: AutoscaleSettings,
-    live: LiveSettings,
-    client: KafkaClient,
-    samples: list[dict[str, float]],
-    wall_s: float,
-) -> AutoscaleSummary:
-    """Step 6: exactness, overlaps, latency, downtime, decisions."""
-    evidence = read_evidence(client, live)
-    ends = client.end_offsets(live.topics.data)
-    exactness = check_exact(evidence, ends)
-    bad = overlaps(ownerships(evidence))
-    for a, b in bad[:5]:
-        log.error("partition %d read by consumers %d and %d at once", a.partition, a.consumer,
-                  b.consumer)  # fmt: skip
-    lat = [x for e in evidence if e.kind == "batch" for x in e.latency_ms]
-    decisions = read_decisions(live)
-    handoffs = [h for d in decisions for h in d["handoffs"] if "stop_sent" in h]
-    return AutoscaleSummary(
-        run_id=live.run_id, algorithm=s.algorithm, workload=s.workload,
-        records=exactness.records, exact=exactness.exact and not bad, exactness=str(exactness),
-        overlaps=len(bad), latency=percentiles(lat), decisions=decisions, samples=samples,
-        downtime=downtimes(handoffs, evidence), iteration_s=s.iteration_s, wall_s=wall_s,
-        run_dir=live.run_dir,
-    )  # fmt: skip
-
-
-def plot_run(summary: AutoscaleSummary, out: Path) -> Path:
-    """Consumers, Rscore and lag per iteration, one figure."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
-    its = [d["iteration"] for d in summary.decisions]
-    axes[0].step(its, [d["consumers"] for d in summary.decisions], where="post")
-    axes[0].set_ylabel("consumers")
-    axes[1].bar(its, [d["rscore"] for d in summary.decisions])
-    axes[1].set_ylabel("Rscore")
-    axes[2].plot([x["iteration"] for x in summary.samples], [x["lag"] for x in summary.samples])
-    axes[2].set_ylabel("lag (records)")
-    axes[2].set_xlabel("iteration")
-    fig.suptitle(f"{summary.algorithm} on {summary.workload}")
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
-
-
-def _log_mlflow(summary: AutoscaleSummary, s: AutoscaleSettings, home: Path) -> AutoscaleSummary:
-
-    summary.plots.append(str(plot_run(summary, Path(summary.run_dir) / "autoscale.png")))
-    tracker = Tracker(TrackingSettings.for_runs(home))
-    params = {k: v for k, v in asdict(s).items() if k not in ("home", "bootstrap")}
-    tags = {"algorithm": s.algorithm, "mode": "live-autoscale", "exact": str(summary.exact)}
-    rid = tracker.start_run(s.experiment, summary.run_id, params=params, tags=tags)
-    try:
-        row = summary.row()
-        metrics = {k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
-        tracker.log_metrics(rid, {k: v for k, v in metrics.items() if math.isfinite(v)})
-        its = [int(d["iteration"]) for d in summary.decisions]
-        for name in ("consumers", "rscore", "decide_ms", "manage_s"):
-            tracker.log_series(rid, name, [float(d[name]) for d in summary.decisions], its)
-        steps = [int(x["iteration"]) for x in summary.samples]
-        tracker.log_series(rid, "lag", [x["lag"] for x in summary.samples], steps)
-        tracker.log_series(rid, "live_consumers", [x["consumers"] for x in summary.samples], steps)
-        for p in summary.plots:
-            tracker.log_artifact(rid, p, "plots")
-        tracker.log_dict(rid, {**row, "decisions": summary.decisions}, "summary.json")
-        tracker.end_run(rid, "FINISHED" if summary.exact else "FAILED")
-    except BaseException:
-        tracker.end_run(rid, "FAILED")
-        raise
-    summary.mlflow_run_id = rid
-    return summary
+    """One whole run in this process: ``AutoscaleRun.new(s, run_id, hook).run_all()``."""
+    return AutoscaleRun.new(s, run_id, hook).run_all()

@@ -18,6 +18,12 @@ one :meth:`RebalanceLoop.step`:
 
 Both writes are idempotent: app id ``rebalance:<run>``, version = the wall time
 of the round in ms (two rounds over the same newest window are two decisions).
+
+Crash point ``rebalance.mid_reassignment`` (:mod:`skewlab.faults`) sits right
+after a new ``assignments`` version is committed and before the round's
+``decisions`` row: the route job already routes by the new version while the
+loop's memory of it (and the decision) is lost. A loop started again reads the
+newest version from ``assignments`` (:meth:`RebalanceState.start`).
 """
 
 from __future__ import annotations
@@ -25,13 +31,14 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from skewlab.clock import Clock, EpochClock
 from skewlab.control import RebalanceParams, RebalanceState, rebalance_step
 from skewlab.control.loop import ThreadLoop
 from skewlab.control.rebalance import POLICIES
 from skewlab.errors import ConfigError
+from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.rebalance import Decision
 from skewlab.rundir import app_id
@@ -46,6 +53,33 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+MID_REASSIGNMENT = "rebalance.mid_reassignment"
+"""Crash point: a new assignments version written, the round not finished (module doc)."""
+
+
+class _CrashAfterAssignments:
+    """The loop's store, with :data:`MID_REASSIGNMENT` right after an ``assignments`` write."""
+
+    def __init__(self, store: DeltaStore) -> None:
+        self._store = store
+
+    def append(
+        self, table: str, data: Any, *, app_id: str, version: int, run_id: str | None = None
+    ) -> bool:
+        wrote = self._store.append(table, data, app_id=app_id, version=version, run_id=run_id)
+        if table == "assignments":
+            crash_point(MID_REASSIGNMENT)
+        return wrote
+
+    def committed_version(self, table: str, app_id: str) -> int | None:
+        return self._store.committed_version(table, app_id)
+
+    def read(self, table: str, *args: Any, **kwargs: Any) -> Any:
+        return self._store.read(table, *args, **kwargs)
+
+    def latest_assignments(self, run_id: str) -> Any:
+        return self._store.latest_assignments(run_id)
 
 
 @dataclass(frozen=True)
@@ -130,7 +164,7 @@ class RebalanceLoop:
         if interval is None:
             return None
         result = rebalance_step(
-            self.store,
+            cast(DeltaStore, _CrashAfterAssignments(self.store)),
             self.s.run_id,
             self.s.policy,
             self.s.step_params,

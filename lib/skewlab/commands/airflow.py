@@ -4,6 +4,7 @@ Example::
 
     skewlab airflow            # print the commands (paste them, or eval "$(skewlab airflow)")
     skewlab airflow --run      # run them: Airflow in the foreground, Ctrl-C stops it
+    skewlab airflow --stop     # from any shell: stop every Airflow process of the data dir
 
 The commands set, for ``airflow standalone`` (scheduler, dag processor,
 triggerer and API server in one process tree, LocalExecutor):
@@ -34,6 +35,13 @@ modes):
 * ``$AIRFLOW_HOME`` is mode 700 and the password file 600 (created empty before
   the first start, so Airflow fills a private file); ``--run`` starts Airflow with
   umask 077, so ``airflow.cfg`` (its JWT secret) and the database are private too.
+
+Nothing left behind (:mod:`skewlab.services.airflow`): ``--run`` starts the standalone
+in its own process group, records it in ``$AIRFLOW_HOME/skewlab-airflow.pid``, and on
+Ctrl-C, SIGTERM or SIGHUP, or when the standalone exits by itself, stops the whole
+group (SIGINT, then SIGTERM, then SIGKILL). ``--stop`` does the same from any shell,
+and also stops Airflow processes of this ``AIRFLOW_HOME`` that left the group or were
+started from the printed commands.
 """
 
 from __future__ import annotations
@@ -45,12 +53,13 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from skewlab.errors import ConfigError
+from skewlab.services.airflow import STOP_SEQUENCE, AirflowGroup, stop_airflow, stop_group
 from skewlab.services.datadir import resolve_home
 
 HELP = "print (or --run) the commands that start Airflow standalone with skewlab's DAGs"
@@ -80,9 +89,8 @@ esac
 exec "$real" "$@"
 """
 
-STOP_SEQUENCE = ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0))
-"""How ``--run`` stops Airflow on Ctrl-C: signal to its process group, then seconds of grace
-(standalone's scheduler can wait for its LocalExecutor workers forever)."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that make ``--run`` stop Airflow and exit (128 + the signal), like Ctrl-C."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +101,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dags", default=None, help=f"dags folder (default {DEFAULT_DAGS})")
     parser.add_argument("--host", default="127.0.0.1", help="API server address (default local)")
     parser.add_argument("--port", type=int, default=8080, help="API server port (default 8080)")
-    parser.add_argument("--run", action="store_true", help="start Airflow instead of printing")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--run", action="store_true", help="start Airflow instead of printing")
+    mode.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop every Airflow process of the data dir (from any shell) instead of printing",
+    )
+    parser.add_argument(
+        "--airflow",
+        default=None,
+        metavar="PATH",
+        help="the airflow executable (default: the one next to this Python)",
+    )
     parser.add_argument(
         "--serve-logs",
         action="store_true",
@@ -220,7 +240,12 @@ def plan(
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan (default), or run ``airflow standalone`` with it (``--run``)."""
-    p = plan(args.home, args.dags, args.host, args.port, serve_logs=args.serve_logs)
+    p = plan(
+        args.home, args.dags, args.host, args.port, airflow_bin=args.airflow,
+        serve_logs=args.serve_logs,
+    )  # fmt: skip
+    if args.stop:
+        return _stop(p)
     p.prepare()
     if not args.run:
         print(f"# Airflow standalone for skewlab (SQLite in {p.airflow_home})")
@@ -232,30 +257,71 @@ def run(args: argparse.Namespace) -> int:
     print(f"skewlab airflow: AIRFLOW_HOME={p.airflow_home}; Ctrl-C stops it", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    # its own process group, so that stopping it reaches every component and worker
-    child = subprocess.Popen(
-        p.argv, env=p.child_env(os.environ), start_new_session=True, umask=0o077
-    )
+    return _supervise(p)
+
+
+class _Signalled(Exception):
+    """A stop signal arrived while ``--run`` waited on Airflow."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_signalled(signum: int, frame: FrameType | None) -> None:
+    raise _Signalled(signum)
+
+
+def _supervise(p: Plan) -> int:
+    """Run the standalone in its own process group until it exits or we are told to stop;
+    then stop whatever of the group is left. Ctrl-C is re-raised after the stop (the CLI
+    exits 130); SIGTERM / SIGHUP return 128 + the signal."""
+    handlers = {sig: signal.signal(sig, _raise_signalled) for sig in STOP_SIGNALS}
+    child = None
     try:
-        return child.wait()
+        # its own session: the terminal's Ctrl-C reaches only us, and one killpg reaches
+        # every component, worker and task process
+        child = subprocess.Popen(
+            p.argv, env=p.child_env(os.environ), start_new_session=True, umask=0o077
+        )
+        AirflowGroup(child.pid, os.getpid()).save(p.airflow_home)
+        code = child.wait()
+        print(f"skewlab airflow: Airflow exited ({code})", file=sys.stderr)
+        return code
+    except _Signalled as exc:
+        print(f"skewlab airflow: {exc}: stopping Airflow...", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("skewlab airflow: stopping Airflow...", file=sys.stderr)
-        _stop_group(child)
         raise
+    finally:
+        for sig in (*STOP_SIGNALS, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the stop short
+        try:
+            if child is not None:
+                _stop_group(child)
+                left = stop_airflow(p.airflow_home)  # any that left the group
+                if left:
+                    print(f"skewlab airflow: stopped strays {left}", file=sys.stderr)
+        finally:
+            for sig, old in handlers.items():
+                signal.signal(sig, old)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _stop(p: Plan) -> int:
+    """``--stop``: stop every Airflow process of the plan's ``AIRFLOW_HOME``."""
+    if not p.airflow_home.is_dir():
+        print(f"skewlab airflow: no Airflow home at {p.airflow_home}: nothing to stop")
+        return 0
+    stopped = stop_airflow(p.airflow_home)
+    if stopped:
+        print(f"skewlab airflow: stopped {len(stopped)} Airflow process(es) of {p.airflow_home}")
+    else:
+        print(f"skewlab airflow: no Airflow process of {p.airflow_home} was running")
+    return 0
 
 
 def _stop_group(child: subprocess.Popen[bytes]) -> None:
-    """SIGINT the standalone's process group, then SIGTERM, then SIGKILL what is left."""
-    for sig, grace_s in STOP_SEQUENCE:
-        try:
-            os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            child.poll()
-            try:
-                os.killpg(child.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.2)
+    """Stop the standalone's process group (``child`` leads it): SIGINT, SIGTERM, SIGKILL."""
+    stop_group(child.pid, STOP_SEQUENCE, reap=child.poll)

@@ -1,14 +1,8 @@
 """The measurements behind ``dlb-switch``: one simulated run per policy, and the key floor.
 
-A run drives KEY grouping (PKG for the PKG baseline) through the simulator
-with two hooks: the policy's :class:`~skewlab.sim.rebalance_hook.RebalanceHook`
-every check interval, and a :class:`WindowProbe` every reporting window that
-records the engines' imbScore and the window's true key loads. The key loads
-give, per window, the key-granularity floor (:func:`skewlab.metrics.key_floor`)
-and each key's cumulative tuples, from which the FSD application's state of a
-moved key (its last ``H`` tuples, DLB section 4) is sized.
-:func:`measure_switch` runs every policy and reduces each run to
-:class:`PolicyStats`.
+:func:`measure_switch` runs every policy with its rebalancing hook and a :class:`WindowProbe`,
+and reduces each run to :class:`PolicyStats` (how state of a moved key is sized:
+docs/experiments.md).
 """
 
 from __future__ import annotations
@@ -65,9 +59,11 @@ class Setup:
 
     @property
     def events(self) -> int:
+        """Events of one run: ``rate * run_s``, at least 1,000."""
         return max(int(self.rate * self.run_s), 1000)
 
     def workload(self) -> EpsSwitchWorkload:
+        """The eps 0.2 <-> 1.5 Zipf switch over ``keys`` keys (DLB Sec. 4), seeded."""
         return EpsSwitchWorkload(
             seed=self.seed, keys=self.keys, low_s=self.low_s, high_s=self.high_s
         )
@@ -101,6 +97,7 @@ class WindowProbe:
     vocab: KeyVocab | None = None
 
     def on_tick(self, now: float, view: LoadView) -> RoutingOverride | None:
+        """Record the window's imbScore (DLB Eq. 2) and true key loads; never pins a key."""
         self.times.append(now)
         self.rstd.append(imb_score(view.worker_loads) if view.total else 0.0)
         self.counts.append(np.array(view.key_counts, dtype=np.int64))
@@ -129,6 +126,7 @@ class PolicyRun:
 
     @property
     def rebalances(self) -> list[Decision]:
+        """The decisions that moved at least one key (DLB's "retransmissions")."""
         return [d for d in self.decisions if d.moves]
 
     def stored_state(self, setup: Setup, d: Decision) -> tuple[int, int]:
@@ -299,6 +297,7 @@ class SwitchMeasure:
 
     @property
     def floor_low(self) -> float:
+        """Mean achievable floor over the eps 0.2 windows."""
         return _mean(self.floor_achievable[~self.high])
 
     @property

@@ -1,18 +1,9 @@
 """Reproduce Landau et al.'s evaluation (``skewlab experiment autoscale-*``).
 
-* ``autoscale-offline`` -- Sec. VI-E, Fig. 9-12: the twelve algorithms on the
-  six delta streams (200 partitions, 500 measurements) for each of the four
-  start conditions, every algorithm on the same seeded stream; the online
-  heuristics take the partitions in a fresh seeded random order every
-  iteration, as the authors' controller does. CBS (Eq. 28) and average Rscore
-  (Eq. 29) per delta, the Pareto fronts, and the paper's claims judged by
-  their rules (:func:`offline_claims`).
-* ``autoscale-latency`` -- Sec. VI-C, Fig. 5-8, in
-  :mod:`skewlab.experiments.autoscale_latency`.
-
-Units: speeds are in % of the bin capacity (``C = 100``). ``args.scale``
-shrinks the number of measurements, and below 0.25 the partitions
-(:func:`offline_size`; 1 = the paper's).
+``autoscale-offline``: Sec. VI-E, Fig. 9-12, CBS (Eq. 28) and average Rscore (Eq. 29) of the
+twelve algorithms on the delta streams, claims judged by :func:`offline_claims`;
+``autoscale-latency``: :mod:`skewlab.experiments.autoscale_latency`. Setup:
+docs/experiments.md.
 """
 
 from __future__ import annotations

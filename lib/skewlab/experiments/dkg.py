@@ -1,25 +1,8 @@
 """DKG's evaluation, rerun offline: ``dkg-country`` (``skewlab experiment dkg-country``).
 
-SHUFFLE, KEY, PKG, DKG, D-Choices and W-Choices route DKG's country streams
-(``COUNTRY_SKEW_R0..R100`` and ``COUNTRY_HALF_SKEW_R80``) to W in {5, 10, 20, 50,
-100} workers; per (stream, W, grouping) the report gives the seed's STD_DEV,
-DIST_COST and THROUGHPUT, with the reference implementation's DIST_COST beside
-ours. Setup where the seed is silent (stated in every report, see :func:`setup_lines`):
-
-* 600 s of event time at every scale: DKG's warm-up is 15 s, a key reaches the
-  old space after 60 s and its pool grows by at most one worker per 60 s check,
-  so the key spaces act ~9 times per run; ``scale`` sets the event count
-  (``scale * 10,000,000``, the reference producer's dataset size, at least
-  20,000) and so the event rate (count / 600 s). At ``skewlab reproduce``'s
-  scale 0.25 that is 2.5M events per stream at 4,167 events/s, 210 runs in
-  ~130 CPU-s on one core (~52 CPU-s per million events per stream);
-* one splitter instance routing 1 s blocks of event time with ``route_batch``,
-  its clock at each block's first event; DKG and D-/W-Choices keep their
-  defaults (warm-up 15 s, check 60 s, promotion 15 s, capacity 100);
-* STD_DEV and DIST_COST are over the whole run (TOTAL_COUNT basis);
-* THROUGHPUT is analytic, not simulated: the rate at which the busiest worker
-  is saturated at the seed's ``processDuration`` of 1 ms per tuple,
-  ``events / (max_w load_w * 1 ms)`` (ideal: ``W * 1000`` events/s).
+Six groupings route DKG's country streams to 5..100 workers; the report gives the seed's
+STD_DEV, DIST_COST and THROUGHPUT. The setup where the seed is silent is stated in every
+report (:func:`setup_lines`) and in docs/experiments.md.
 """
 
 from __future__ import annotations
@@ -153,9 +136,11 @@ class Case:
 
     @property
     def max_pool(self) -> int:
+        """The largest candidate pool DKG grew for any key (2, ``initial_pool``, if none)."""
         return max((p for _, p in self.grown), default=2)
 
     def row(self) -> dict[str, Any]:
+        """The case as one report-table row (stream, workers, grouping, the seed's metrics)."""
         return {
             "stream": self.stream,
             "workers": self.workers,

@@ -1,13 +1,8 @@
 """The DLB experiments, rerun in the simulator (``skewlab experiment NAME``).
 
-``dlb-switch`` reproduces DLB Fig. 3(b)/4(b) (eps 0.2 <-> 1.5 with KG, PKG,
-LPTF, DLB-H, DLB-L) beside the key-granularity floor, with the paper's claims
-(:func:`switch_claims`); ``pkg-split-state`` DLB Table 1 (the share of keys,
-and events, whose state PKG splits).
-
-The paper fixes 5 engines, 4,096 keys, theta = 15 %, eps 0.2 for 5 min <-> 1.5
-for 10 min and 40 min runs; what it leaves open is chosen in :data:`SETUP_NOTE`
-(all times compressed by ``scale``).
+``dlb-switch``: DLB Fig. 3(b)/4(b) beside the key-granularity floor, with the paper's claims
+(:func:`switch_claims`); ``pkg-split-state``: DLB Table 1. Choices where the paper is silent:
+:data:`SETUP_NOTE` and docs/experiments.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """Run the seed reproductions and judge the papers' claims (``skewlab reproduce``).
 
-:func:`reproduce` runs the named experiments (default: every registered one in
-:data:`REPRODUCE_SCALES`, the experiments whose reports carry claims), each at
-its own default scale unless one scale is given, collects every
-:class:`~skewlab.experiments.claims.Claim` into one table and writes
-``reproduce.md`` under the run directory::
-
-    <home>/runs/reproduce-<UTC stamp>/
-        reproduce.md          claims table, then per experiment: setup, table, plots
-        claims.csv            the claims table
-        <experiment>/         each experiment's plots and table.txt
-
-With a :class:`~skewlab.io.tracking.Tracker` it also logs one MLflow parent
-run ("reproduce": the report, the claims table, how many claims hold) with
-one nested child run per experiment (params, metrics, plots, table, claims).
-
-Order of work: 1. validate every name (nothing runs on a bad one); 2. start
-the parent run; 3. per experiment: run it, write its files, log its child
-run (FAILED with the error if it raised, and go on); 4. write the report and
-close the parent (FAILED when an experiment failed).
+:func:`reproduce` runs the named experiments, collects every claim into one table, writes
+``reproduce.md`` under the run directory and, with a tracker, logs one MLflow parent run with
+a child per experiment; the order of work is on :func:`reproduce`, the layout in
+docs/experiments.md.
 """
 
 from __future__ import annotations
@@ -93,6 +78,7 @@ class ExperimentOutcome:
 
     @property
     def claims(self) -> list[Claim]:
+        """The experiment's claims (none when it raised)."""
         return list(self.report.claims) if self.report is not None else []
 
 
@@ -107,6 +93,7 @@ class ReproduceResult:
 
     @property
     def claims(self) -> list[Claim]:
+        """Every experiment's claims, in run order."""
         return [c for o in self.outcomes for c in o.claims]
 
     @property
@@ -176,6 +163,11 @@ def reproduce(
     experiment (``1`` = the papers' sizes). Unknown names raise
     :class:`ConfigError` before anything runs. An experiment that raises is
     recorded (its child run FAILED) and the others still run.
+
+    Order of work: 1. validate every name (nothing runs on a bad one); 2. start the parent
+    run; 3. per experiment: run it, write its files, log its child run (FAILED with the error
+    if it raised, and go on); 4. write the report and close the parent (FAILED when an
+    experiment failed).
     """
     if scale is not None and not 0 < scale <= 1.0:
         raise ConfigError(f"scale must be in (0, 1], got {scale}")

@@ -1,28 +1,8 @@
 """The stateful-operator scale-out experiments, rerun in :mod:`skewlab.sim.scaleout`.
 
-==============================  ======================================================
-name                            what it reproduces
-==============================  ======================================================
-``scaleout-ramp``               seed Fig. 10, 11, 13, 14: instances, latency and
-                                throughput under a load doubling every 500 s, for
-                                checkpointing, active backup and the restart baseline
-``scaleout-threshold-sweep``    seed Fig. 12: % of time backups run vs alarming_threshold,
-                                and the take-over wait when set-up is late
-``scaleout-alternating``        seed Fig. 15: state-management overhead over 30 min of
-                                load alternating low / high every 5 min
-==============================  ======================================================
-
-Choices where the seed is silent (each report's ``setup`` says them again):
-one instance serves 150 tuples/s, so the 2 starting instances run at 67% of
-capacity under the initial 200 tuples/s; 100,000 keys of state; starting an
-instance takes 2 s, a Storm topology redeploy 20 s; checkpoints every 10 s
-from alarming (checkpointing) or every 1 s always (restart baseline, Storm's
-default); thresholds 25 / 45 / 70 (:mod:`skewlab.state.score`). ``scale``
-compresses time: every duration is multiplied by it and every rate divided
-by it (:meth:`~skewlab.sim.scaleout.ScaleOutSimConfig.scaled`); the fluid
-model is invariant under this, so ``scale`` only sets the time resolution
-(:func:`sim_config`). Tables show full-scale seconds. Every report carries
-its claims (:mod:`skewlab.experiments.scaleout_claims`).
+``scaleout-ramp`` (seed Fig. 10, 11, 13, 14), ``scaleout-threshold-sweep`` (Fig. 12) and
+``scaleout-alternating`` (Fig. 15); claims in :mod:`skewlab.experiments.scaleout_claims`.
+Choices where the seed is silent (every report's ``setup`` repeats them): docs/experiments.md.
 """
 
 from __future__ import annotations

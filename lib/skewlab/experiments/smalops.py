@@ -1,18 +1,8 @@
 """The SMALOPS experiments, rerun in the simulator (``skewlab experiment NAME``).
 
-``smalops-latency`` reproduces SMALOPS Fig. 7/8 (p99 queueing delay, hash vs
-SMALOPS, 10..50 us), ``smalops-threshold`` Fig. 9 (the heavy threshold swept at
-50 us, with the Eq. 4 gate as its own row) and ``smalops-dynamic`` Fig. 10 (keys
-shifted every minute, 20 us). Each report carries the paper's claims beside
-our values (:mod:`skewlab.experiments.claims`) and states its setup.
-
-The paper's setup, as skewlab runs it: SMALOPS decides every 10 s with the
-Eq. 4 gate off; its lossy counter is fed by the stream, batch by batch, and
-places a key as soon as it turns heavy; a moved key's records wait for its
-state (:class:`~skewlab.sim.rebalance_hook.StateTransfer`). Where the seed is
-silent: 8 partitions, 30 Zipf keys (so that 10 % is a threshold some keys
-cross), Poisson arrivals at the rate that keeps the hottest hashed partition
-90 % busy at 50 us (36 % at 20 us). ``scale=1`` runs the paper's 5 minutes.
+``smalops-latency`` (Fig. 7/8), ``smalops-threshold`` (Fig. 9, with the Eq. 4 gate as its own
+row) and ``smalops-dynamic`` (Fig. 10); each report carries the paper's claims beside our
+values and states its setup (also in docs/experiments.md).
 """
 
 from __future__ import annotations

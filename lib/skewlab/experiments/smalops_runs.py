@@ -88,6 +88,8 @@ class SmalopsSetup:
 
     @classmethod
     def of(cls, scale: float, keys: int = S_KEYS, partitions: int = S_PARTITIONS) -> SmalopsSetup:
+        """The setup at ``scale`` (1 = the paper's 5 min): the rate keeps the hottest hashed
+        partition :data:`S_UTIL` busy at 50 us, decisions every 10 s (shorter on tiny runs)."""
         share = _hottest_share(keys, partitions)
         run_s = S_RUN_S * scale
         return cls(
@@ -101,6 +103,7 @@ class SmalopsSetup:
 
     @property
     def events(self) -> int:
+        """Events of one run: ``rate * run_s``, at least 1,000."""
         return max(int(self.rate * self.run_s), 1000)
 
     def top_shares(self) -> np.ndarray:
@@ -144,19 +147,24 @@ class RunOutcome:
 
     @property
     def p99(self) -> float:
+        """99th percentile queueing delay (s), the paper's Fig. 7-10 metric."""
         return self.result.queue_delay.p99
 
     def moves(self, kind: str) -> int:
+        """Moves of ``kind`` (``migrate``, ``place``, ``drop``) over the run."""
         return self.hook.moves_of(kind)
 
     def extra_max(self, name: str) -> float:
+        """Largest value of decision extra ``name`` over tick and online decisions (0 if none)."""
         vals = [d.extra.get(name, 0.0) for d in (*self.hook.decisions, *self.hook.online)]
         return float(max(vals, default=0.0))
 
     def extra_sum(self, name: str) -> float:
+        """Sum of decision extra ``name`` over the tick decisions."""
         return float(sum(d.extra.get(name, 0.0) for d in self.hook.decisions))
 
     def heavy_mean(self) -> float:
+        """Mean number of heavy keys per tick decision (0 without decisions)."""
         vals = [d.extra.get("heavy_keys", 0.0) for d in self.hook.decisions]
         return float(np.mean(vals)) if vals else 0.0
 

@@ -17,44 +17,133 @@ code 1 when a run is not exact.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from typing import Any
 
+from skewlab.autoscale import ALGORITHMS, AnyFit, BinPacker, KafkaAssignor, ModifiedAnyFit
 from skewlab.commands._args import names, positive_float, positive_int
 from skewlab.errors import ConfigError
+from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.report.table import format_table
+from skewlab.services.datadir import resolve_home
 
 HELP = "live consumer-group autoscaling (monitor, controller, consumers) on Kafka + Delta"
 
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(AutoscaleSettings)}
+"""The defaults of every flag: :class:`AutoscaleSettings`' own."""
+
+
+def algorithm_spec(name: str, algo: BinPacker) -> str:
+    """How ``--algorithm`` names registry entry ``name`` (Kafka's take a group size)."""
+    return f"{name}:N" if isinstance(algo, KafkaAssignor) else name
+
+
+def describe(algo: BinPacker) -> str:
+    """One line on what an algorithm of the registry does (Landau et al. Sec. IV, Table II)."""
+    if isinstance(algo, KafkaAssignor):
+        return f"Kafka's {algo.strategy} assignor over a fixed group of N consumers"
+    if isinstance(algo, ModifiedAnyFit):
+        return f"modified {algo.fit} fit, consumers biggest first by {algo.sort} load"
+    if isinstance(algo, AnyFit):
+        order = "by decreasing speed" if algo.decreasing else "in a new random order each iteration"
+        return f"{algo.fit} fit, partitions {order}"
+    return type(algo).__name__
+
+
+def epilog() -> str:
+    """The algorithms of the registry, one a line, and the exit status."""
+    width = max(len(algorithm_spec(n, a)) for n, a in ALGORITHMS.items())
+    lines = [f"  {algorithm_spec(n, a):<{width}}  {describe(a)}" for n, a in ALGORITHMS.items()]
+    return (
+        "algorithms (--algorithm, --compare):\n" + "\n".join(lines) + "\n\n"
+        "exit status: 0 when every run is exact, 1 when one is not, 2 on a bad flag."
+    )
+
+
+def _default(field: str, text: str) -> str:
+    value = DEFAULTS[field]
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{text} (default: {shown})".replace("%", "%%")
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add ``autoscale``'s options to its subparser."""
-    parser.add_argument("--algorithm", default="mwf", help="mwf, bfd, ..., kafka:N (default mwf)")
-    parser.add_argument("--compare", type=names, metavar="A,B,...", help="run each of these")
-    parser.add_argument("--partitions", type=positive_int, default=32, help="P (default 32)")
+    """Add ``autoscale``'s options to its subparser; defaults from :class:`AutoscaleSettings`."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = epilog()
+    specs = ", ".join(algorithm_spec(n, a) for n, a in ALGORITHMS.items())
     parser.add_argument(
-        "--capacity", type=positive_float, default=120_000.0, help="C_bar, bytes/s per consumer"
+        "--algorithm", default=DEFAULTS["algorithm"], help=_default("algorithm", f"one of {specs}")
     )
-    parser.add_argument("--bin-capacity", type=positive_float, help="C (default 5/6 C_bar)")
     parser.add_argument(
-        "--workload", default="stream:delta=5", help="stream:delta=D | step:lo,hi,up,down | const"
+        "--compare", type=names, metavar="A,B,...", help="run each of these algorithms in turn"
     )
-    parser.add_argument("--duration", type=positive_float, default=300.0, help="seconds")
-    parser.add_argument("--iteration", type=positive_float, default=30.0, help="seconds (30)")
-    parser.add_argument("--window", type=positive_float, default=30.0, help="monitor window s")
-    parser.add_argument("--record-bytes", type=positive_int, default=100, help="record size")
-    parser.add_argument(
-        "--client", default="confluent", choices=("confluent", "kafka-python"), help="Kafka client"
+    add = parser.add_argument
+    add(
+        "--partitions",
+        type=positive_int,
+        default=DEFAULTS["partitions"],
+        help=_default("partitions", "P, partitions of the data topic"),
     )
-    parser.add_argument("--home", default=".skewlab", help="data directory (default .skewlab)")
-    parser.add_argument("--bootstrap", help="use this Kafka instead of the embedded broker")
-    parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
-    parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    add(
+        "--capacity",
+        type=positive_float,
+        default=DEFAULTS["capacity"],
+        help=_default("capacity", "C_bar, bytes/s one consumer processes at most"),
+    )
+    add(
+        "--bin-capacity",
+        type=positive_float,
+        default=DEFAULTS["bin_capacity"],
+        help="C, the bin size of the packing (default: 5/6 C_bar)",
+    )
+    add(
+        "--workload",
+        default=DEFAULTS["workload"],
+        help=_default(
+            "workload",
+            "stream:delta=D[,start=,seed=] | step:lo=,hi=,up=,down= | "
+            "const:level=L (speeds in units of C)",
+        ),
+    )
+    add(
+        "--duration",
+        type=positive_float,
+        default=DEFAULTS["duration_s"],
+        help=_default("duration_s", "seconds of load"),
+    )
+    add(
+        "--iteration",
+        type=positive_float,
+        default=DEFAULTS["iteration_s"],
+        help=_default("iteration_s", "seconds per iteration (speed change, Sentinel timeout)"),
+    )
+    add(
+        "--window",
+        type=positive_float,
+        default=DEFAULTS["window_s"],
+        help=_default("window_s", "the monitor's sliding window in s, at most 2 iterations"),
+    )
+    add(
+        "--record-bytes",
+        type=positive_int,
+        default=DEFAULTS["record_bytes"],
+        help=_default("record_bytes", "bytes per record"),
+    )
+    add(
+        "--client",
+        default=DEFAULTS["client"],
+        choices=("confluent", "kafka-python"),
+        help=_default("client", "Kafka client"),
+    )
+    add("--home", help="data directory (default: $SKEWLAB_HOME, else ./.skewlab)")
+    add("--bootstrap", help="use this Kafka instead of the embedded broker")
+    add("--no-mlflow", action="store_true", help="do not log to MLflow")
+    add("--json", action="store_true", help="print the summaries as JSON")  # fmt: skip
 
 
-def settings_list(args: argparse.Namespace) -> list[object]:
+def settings_list(args: argparse.Namespace) -> list[AutoscaleSettings]:
     """One validated :class:`AutoscaleSettings` per algorithm (all checked before any run)."""
-    from skewlab.live.autoscale.run import AutoscaleSettings
-
     algorithms = args.compare or (args.algorithm,)
     if len(set(algorithms)) != len(algorithms):
         raise ConfigError(f"an algorithm is listed twice in {','.join(algorithms)}")
@@ -74,7 +163,7 @@ def settings_list(args: argparse.Namespace) -> list[object]:
             publish_s=min(5.0, args.iteration / 3),
             record_bytes=args.record_bytes,
             client=args.client,
-            home=args.home,
+            home=str(resolve_home(args.home)),
             bootstrap=args.bootstrap,
             mlflow=not args.no_mlflow,
         )
@@ -100,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     """Validate every setting, run each algorithm on the same stream, report."""
     from skewlab.live.autoscale.run import run_autoscale
 
-    summaries = [run_autoscale(s) for s in settings_list(args)]  # type: ignore[arg-type]
+    summaries = [run_autoscale(s) for s in settings_list(args)]
     rows = [r.row() for r in summaries]
     if args.json:
         print(json.dumps(rows, indent=2, default=str))

@@ -1,26 +1,8 @@
 """Checkpoints ``(theta, tau, beta)`` in the Delta table ``operator_state``, idempotently.
 
-One row per ``checkpoint x instance x key`` (schema in
-:mod:`skewlab.io.delta.schemas`):
-
-* ``value``: the key's value in ``theta`` as UTF-8 JSON; empty bytes when the
-  key is not in ``theta`` but has buffered tuples;
-* ``tau``: the instance's ``tau`` (the same on all its rows);
-* ``buffered``: the key's tuples of ``beta`` as JSON ``[[tau, value], ...]``,
-  null when it has none (``beta`` is rebuilt in ``tau`` order on read);
-* an instance with neither state nor buffered tuples writes one marker row
-  (key ``""``, empty value, null buffered) so that its ``tau`` survives.
-
-Write protocol (:meth:`CheckpointStore.write`):
-
-1. encode every part of the checkpoint into columns;
-2. append them in **one** Delta commit with app transaction
-   ``(operator_state:<operator>:<run_id>, checkpoint id)``, so a checkpoint is
-   in the table whole or not at all, and writing it again (a state manager
-   restarted after the commit) is a no-op that returns ``False``.
-
-One run holds the checkpoints of one operator (the table has no operator
-column): use one ``run_id`` per checkpointed operator.
+The scale-out seed's checkpointed state (theta_o, tau_o, beta_o), one row per checkpoint x
+instance x key; the write protocol is on :meth:`CheckpointStore.write`, the row layout in
+docs/io.md. One run holds the checkpoints of one operator.
 """
 
 from __future__ import annotations
@@ -61,6 +43,7 @@ class CheckpointStore:
 
     @property
     def app_id(self) -> str:
+        """The Delta app id of this operator's checkpoints: ``operator_state:<op>:<run_id>``."""
         return f"{TABLE}:{self.operator}:{self.run_id}"
 
     @staticmethod
@@ -91,7 +74,13 @@ class CheckpointStore:
         return cols
 
     def write(self, checkpoint: int, parts: Mapping[int, Checkpoint]) -> bool:
-        """Store checkpoint ``checkpoint`` (all parts, one commit); ``False`` if already there."""
+        """Store checkpoint ``checkpoint`` (all parts, one commit); ``False`` if already there.
+
+        1. Encode every part ``(theta, tau, beta)`` into columns (:meth:`encode`).
+        2. Append them in **one** Delta commit with app transaction ``(app_id, checkpoint)``,
+           so a checkpoint is in the table whole or not at all, and writing it again (a state
+           manager restarted after the commit) is a no-op.
+        """
         cols = self.encode(checkpoint, parts)
         done = self.store.append(
             TABLE, cols, app_id=self.app_id, version=checkpoint, run_id=self.run_id

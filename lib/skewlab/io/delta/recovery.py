@@ -1,29 +1,8 @@
 """Finding and repairing damaged Delta tables of a store root.
 
-Every run of a data dir shares its tables (rows carry ``run_id``), so one damaged
-``_delta_log`` commit (a truncated or corrupt JSON file, a stray commit after a gap,
-a lost version 0) would fail every later run. This module names the damage and
-removes it:
-
-* :func:`scan_tables` / :func:`check_table`: the health of each table: its log
-  replays (delta-rs loads the newest version) and every data file it references is
-  present (``deep``: and has a readable Parquet footer);
-* :func:`check_tables`: the same, raising one :class:`DamagedTableError` naming
-  every damaged table and its repair command (for a runtime to call at start);
-* :func:`repair_table`, in order:
-
-  1. a healthy table is left alone;
-  2. **roll back**: if the log replays up to some version ``k`` (the newest
-     readable one, every data file of it present), the commit files above ``k``
-     (and checkpoints above ``k``, ``_last_checkpoint`` if it points above ``k``)
-     move to ``<name>.damaged-<stamp>/_delta_log``; the table is then version
-     ``k``. Writers whose batches were in the removed commits see them as not
-     committed (Delta app transactions) and write them again on replay;
-  3. otherwise **isolate**: the whole table directory moves to
-     ``<root>/<name>.damaged-<stamp>``, and the next write creates a fresh table.
-
-Nothing is deleted: what moves aside can be inspected or restored by hand.
-Repair works on local roots only (a path, not ``s3://``).
+:func:`scan_tables` / :func:`check_table` name the damage, :func:`check_tables` raises one
+error listing it with repair commands, :func:`repair_table` rolls back or isolates (steps on
+it). Nothing is deleted; local roots only. Why one damaged commit matters: docs/io.md.
 """
 
 from __future__ import annotations
@@ -61,6 +40,7 @@ class TableHealth:
 
     @property
     def ok(self) -> bool:
+        """True when no damage was found."""
         return self.damage is None
 
     def error(self, detail: str = "") -> DamagedTableError:
@@ -204,7 +184,15 @@ def _checkpoint_at_most(f: Path, k: int) -> bool:
 
 
 def repair_table(root: str | Path, table: str, clock: Clock | None = None) -> RepairResult:
-    """Roll ``table`` back to its newest readable version, else move it aside (module doc).
+    """Roll ``table`` back to its newest readable version, else move it aside.
+
+    1. A healthy table is left alone.
+    2. **Roll back**: if the log replays up to some version ``k`` (the newest readable one,
+       every data file present), the commits (and checkpoints) above ``k`` move to
+       ``<name>.damaged-<stamp>/_delta_log``; writers whose batches were in them see them as
+       not committed (app transactions) and write them again on replay.
+    3. Otherwise **isolate**: the table directory moves to ``<root>/<name>.damaged-<stamp>``
+       and the next write creates a fresh table. Nothing is deleted.
 
     ``clock`` (default :class:`~skewlab.clock.EpochClock`) stamps the ``.damaged-``
     name. Raises :class:`~skewlab.errors.ConfigError` for a remote root.

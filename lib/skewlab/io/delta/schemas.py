@@ -1,23 +1,8 @@
 """The Delta tables of skewlab: one pyarrow schema per table of ARCHITECTURE.md.
 
-Conventions shared by every table:
-
-* every table carries ``run_id`` (string, never null) and is partitioned by it,
-  so reading one run touches only that run's files;
-* points in time (``window_start``, ``ts``) are ``int64`` **milliseconds** since
-  the Unix epoch (Kafka record timestamps are in ms already); simulated runs use
-  milliseconds of simulated time;
-* ``tau`` is the logical timestamp of the last tuple reflected in a checkpointed
-  state (the scale-out paper's τ), an ``int64`` in the same unit as ``ts``;
-* latencies (``p50`` ... ``max``) are ``float64`` milliseconds;
-* counts, offsets, partitions, workers, versions and byte sizes are ``int64``;
-  sums and rates are ``float64``;
-* free-form structured values (``operator_state.value``) are JSON encoded as
-  UTF-8 ``binary``; ``decisions.detail`` is JSON text (``string``); raw input
-  records and buffered tuples are ``binary``.
-
-Columns are non-nullable unless there is a reason for a missing value (a Kafka
-tombstone has no bytes, a key with no pending hand-off has no message set).
+Every table carries ``run_id`` (and is partitioned by it); times are ``int64`` ms since the
+epoch, latencies ``float64`` ms, structured values JSON. The conventions in full:
+docs/io.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
 """``DeltaStore``: idempotent appends to, and reads from, skewlab's Delta tables.
 
-Every table lives at ``<root>/<table name>`` and is created with its schema
-(:mod:`skewlab.io.delta.schemas`) on its first write. Appends are exactly-once
-per ``(app_id, version)`` through Delta *app transactions*: the commit that adds
-a micro-batch's files also records ``txn(app_id, version)`` in the same atomic
-log entry, so "is batch N of this job already in the table?" is answered by the
-table itself, not by a side file that a crash could leave out of step.
-
-The append protocol (:meth:`DeltaStore.append`):
-
-1. Validate and cast the data to the table schema (a bad batch fails before
-   any I/O, with a :class:`~skewlab.errors.ConfigError` naming the column).
-2. Open the table, creating it if missing (a lost creation race with another
-   process is not an error: the loser opens the winner's table).
-3. Refresh the snapshot and read ``transaction_version(app_id)``; if
-   ``version <= committed`` the batch is a replay: skip it, return ``False``.
-4. Commit the files together with ``Transaction(app_id, version)``. delta-rs
-   rebases blind appends over concurrent commits of *other* app ids; a
-   concurrent commit of the *same* app id fails ours with
-   ``CommitFailedError``, after which we go back to step 3 (so two racing
-   writers of one batch produce exactly one copy).
-5. Return ``True``.
+Appends are exactly-once per ``(app_id, version)`` through Delta app transactions recorded
+in the same commit as the data; the protocol step by step is on :meth:`DeltaStore.append`.
 """
 
 from __future__ import annotations
@@ -221,7 +202,17 @@ class DeltaStore:
         version: int,
         run_id: str | None = None,
     ) -> bool:
-        """Append ``data`` to ``table`` once per ``(app_id, version)``; see the module doc.
+        """Append ``data`` to ``table`` once per ``(app_id, version)``.
+
+        1. Validate and cast the data to the table schema (a bad batch fails before any I/O).
+        2. Open the table, creating it if missing (losing a creation race is not an error).
+        3. Refresh the snapshot and read ``transaction_version(app_id)``; if
+           ``version <= committed`` the batch is a replay: skip it, return ``False``.
+        4. Commit the files together with ``Transaction(app_id, version)`` in one log entry.
+           delta-rs rebases blind appends over other app ids' commits; a concurrent commit of
+           the *same* app id fails ours and we go back to step 3 (two racing writers of one
+           batch produce exactly one copy).
+        5. Return ``True``.
 
         Args:
             table: a name of :data:`~skewlab.io.delta.schemas.TABLES`.

@@ -1,20 +1,8 @@
 """Kafka adapter: :func:`connect` returns a :class:`KafkaClient` by implementation name.
 
-Implementations (the literal registry :data:`CLIENTS`):
-
-- ``confluent`` (default): confluent-kafka / librdkafka, the fast one;
-- ``kafka-python``: pure Python, the second implementation of the same contract.
-
-Both are lazy: constructing a client opens no connection, so executors can build
-one per task cheaply; the producer, consumer and admin client appear on first use.
-
-``KafkaSettings.extra`` is passed to the underlying clients: a key prefixed
-``producer.``, ``consumer.`` or ``admin.`` goes only to that client (prefix
-removed), any other key to all three.
-
-The ListOffsets quirk (some brokers, tansu among them, report the base offset of
-the last record batch as the end) is corrected here and only here, by
-:func:`resolve_true_ends`.
+Two lazy implementations of one contract (:data:`CLIENTS`: ``confluent`` default,
+``kafka-python``); ``KafkaSettings.extra`` routing and the ListOffsets quirk fixed in
+:func:`resolve_true_ends`: docs/io.md.
 """
 
 from __future__ import annotations

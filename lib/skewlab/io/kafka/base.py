@@ -52,11 +52,18 @@ class KafkaSettings:
 class KafkaClient(Protocol):
     """Admin, produce to an explicit partition, fetch a range, true end offsets, commits."""
 
-    def create_topic(self, name: str, partitions: int, exist_ok: bool = True) -> None: ...
+    def create_topic(self, name: str, partitions: int, exist_ok: bool = True) -> None:
+        """Create ``name`` with ``partitions`` partitions; an existing one is an error only
+        without ``exist_ok``."""
+        ...
 
-    def delete_topic(self, name: str, missing_ok: bool = True) -> None: ...
+    def delete_topic(self, name: str, missing_ok: bool = True) -> None:
+        """Delete ``name``; a missing topic is an error only without ``missing_ok``."""
+        ...
 
-    def list_topics(self) -> list[str]: ...
+    def list_topics(self) -> list[str]:
+        """Names of the broker's topics."""
+        ...
 
     def partitions(self, topic: str) -> int:
         """Number of partitions of ``topic``; :class:`KafkaError` if it does not exist."""
@@ -77,7 +84,9 @@ class KafkaClient(Protocol):
         """Wait until every queued record is acknowledged; raise on failure/timeout."""
         ...
 
-    def begin_offsets(self, topic: str) -> dict[int, int]: ...
+    def begin_offsets(self, topic: str) -> dict[int, int]:
+        """The first available offset per partition of ``topic``."""
+        ...
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """The TRUE end (last offset + 1) per partition, whatever the broker reports."""
@@ -105,4 +114,6 @@ class KafkaClient(Protocol):
         """
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Flush the producer (best effort) and close every underlying client created."""
+        ...

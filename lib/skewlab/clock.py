@@ -16,13 +16,16 @@ from typing import Protocol, runtime_checkable
 class Clock(Protocol):
     """Anything with ``now()`` returning seconds as a float, never decreasing."""
 
-    def now(self) -> float: ...
+    def now(self) -> float:
+        """Current time in seconds; successive calls never decrease."""
+        ...
 
 
 class SystemClock:
     """Monotonic seconds of this process (the production clock)."""
 
     def now(self) -> float:
+        """``time.monotonic()``: only differences are meaningful."""
         return time.monotonic()
 
 
@@ -31,6 +34,7 @@ class EpochClock:
     of Airflow's data intervals (the control loops stamp their decisions with it)."""
 
     def now(self) -> float:
+        """``time.time()``: seconds since 1970-01-01 UTC."""
         return time.time()
 
 
@@ -44,14 +48,17 @@ class ManualClock:
         self._now = float(start)
 
     def now(self) -> float:
+        """The time last set or advanced to (``start`` initially)."""
         return self._now
 
     def set(self, t: float) -> None:
+        """Move to time ``t``; raises ``ValueError`` if ``t`` is earlier than now."""
         if t < self._now:
             raise ValueError(f"clock cannot go back from {self._now} to {t}")
         self._now = float(t)
 
     def advance(self, seconds: float) -> float:
+        """Move ``seconds`` (>= 0, else ``ValueError``) forward; returns the new time."""
         if seconds < 0:
             raise ValueError(f"cannot advance by a negative amount ({seconds})")
         self._now += seconds

@@ -47,6 +47,7 @@ class KeyVocab:
         return i
 
     def id_of(self, key: str) -> int | None:
+        """The id of ``key``, or ``None`` if the vocabulary has not seen it (never adds)."""
         return self._index.get(key)
 
     def encode(self, keys: Sequence[str]) -> np.ndarray:
@@ -83,6 +84,7 @@ class KeyBatch:
 
     @classmethod
     def from_keys(cls, keys: Sequence[str], vocab: KeyVocab | None = None) -> KeyBatch:
+        """Encode ``keys`` in order into ``vocab`` (a new one by default), adding unseen keys."""
         v = vocab if vocab is not None else KeyVocab()
         return cls(v.encode(keys), v)
 
@@ -95,4 +97,5 @@ class KeyBatch:
         return [ks[i] for i in self.ids.tolist()]
 
     def slice(self, start: int, stop: int) -> KeyBatch:
+        """Events ``start:stop`` as a batch over the same vocabulary (a view of the ids)."""
         return KeyBatch(self.ids[start:stop], self.vocab)

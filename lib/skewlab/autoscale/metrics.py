@@ -18,7 +18,11 @@ __all__ = ["average_rscore", "cbs", "moved_partitions", "pareto_front", "rscore"
 
 
 def moved_partitions(previous: Assignment | None, current: Assignment) -> np.ndarray:
-    """Indices ``j`` with a consumer at both ``k - 1`` and ``k``, and a different one."""
+    """Indices ``j`` with a consumer at both ``k - 1`` and ``k``, and a different one.
+
+    Column ``j`` of ``Delta(k) = X(t_k) - X(t_{k-1})`` (Eq. 9) holds both a 1 and a -1;
+    arrivals and departures are not rebalances (Sec. IV-A). ``previous=None``: none moved.
+    """
     if previous is None:
         return np.zeros(0, dtype=np.int64)
     if previous.partitions != current.partitions:

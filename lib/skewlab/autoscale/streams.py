@@ -56,7 +56,11 @@ class MeasurementStream:
             )
 
     def generate(self) -> np.ndarray:
-        """The stream: row ``k`` holds ``s_j(t_{k+1})`` for every partition ``j``."""
+        """The stream: row ``k`` holds ``s_j(t_{k+1})`` for every partition ``j``.
+
+        Eq. 15: ``s_j(t_k) = max{0, s_j(t_{k-1}) + phi(delta) / 100 * C}`` with
+        ``phi(delta) ~ U[-delta, delta]``, capped at ``C`` when ``clip``. Same seed, same stream.
+        """
         rng = np.random.default_rng(self.seed)
         p, n, c = self.partitions, self.measurements, self.capacity
         out = np.empty((n, p))

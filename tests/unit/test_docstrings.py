@@ -1,0 +1,115 @@
+"""Words where readers look (issue 14 item 7), kept true for the pure core and the pipeline.
+
+Every module of the packages below opens with a short docstring (what the module is for, at
+most :data:`MAX_MODULE_LINES` lines; longer rationale lives in docs/), and every public
+function, class and method (see ``infra.measure_docs.public_defs``) has a docstring.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from infra.measure_docs import module_docstring_lines, public_without_docstring
+
+SKEWLAB = Path(__file__).resolve().parents[2] / "lib" / "skewlab"
+
+MAX_MODULE_LINES = 15
+
+PACKAGES = (
+    "grouping",
+    "sketch",
+    "rebalance",
+    "autoscale",
+    "sim",
+    "pipeline",
+    "experiments",
+    "report",
+    "io",
+)
+TOP_MODULES = ("hashing.py", "keys.py", "clock.py", "frozen.py", "registry.py", "errors.py")
+NOT_COVERED = frozenset(
+    {"sim/scaleout.py", "pipeline/events.py", "pipeline/handoff.py", "io/tracking.py"}
+)
+"""Modules in those packages that are kept by other owners (not yet under the rule)."""
+
+
+def _modules() -> list[str]:
+    out = [m for m in TOP_MODULES if (SKEWLAB / m).is_file()]
+    for pkg in PACKAGES:
+        for path in sorted((SKEWLAB / pkg).rglob("*.py")):
+            rel = path.relative_to(SKEWLAB).as_posix()
+            if rel not in NOT_COVERED:
+                out.append(rel)
+    return out
+
+
+MODULES = _modules()
+
+
+def _tree(rel: str) -> ast.Module:
+    return ast.parse((SKEWLAB / rel).read_text(), filename=rel)
+
+
+def test_the_covered_packages_exist() -> None:
+    assert len(MODULES) > 50
+
+
+@pytest.mark.parametrize("rel", MODULES)
+def test_module_docstring_is_short(rel: str) -> None:
+    tree = _tree(rel)
+    if not tree.body:  # an empty __init__.py says nothing and needs nothing
+        return
+    n = module_docstring_lines(tree)
+    assert n > 0, f"{rel}: no module docstring (say in a line or two what the module is for)"
+    assert n <= MAX_MODULE_LINES, (
+        f"{rel}: module docstring has {n} lines (max {MAX_MODULE_LINES}); "
+        "move the rationale to docs/ and link it in one line"
+    )
+
+
+@pytest.mark.parametrize("rel", MODULES)
+def test_public_api_has_docstrings(rel: str) -> None:
+    missing = public_without_docstring(_tree(rel))
+    assert not missing, f"{rel}: public defs without a docstring: {', '.join(missing)}"
+
+
+def test_the_checker_finds_what_is_missing() -> None:
+    src = '''
+"""A module."""
+
+def documented():
+    """Yes."""
+
+def bare():
+    pass
+
+def _private():
+    pass
+
+class Public:
+    """A class."""
+
+    def __init__(self):
+        pass
+
+    def method(self):
+        pass
+
+    @property
+    def prop(self):
+        """Documented."""
+
+    class Inner:
+        def deep(self):
+            """Documented."""
+
+class _Hidden:
+    def method(self):
+        pass
+'''
+    tree = ast.parse(src)
+    assert public_without_docstring(tree) == ["bare", "Public.method", "Public.Inner"]
+    assert module_docstring_lines(tree) == 1
+    assert module_docstring_lines(ast.parse("x = 1\n")) == 0

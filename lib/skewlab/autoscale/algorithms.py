@@ -163,7 +163,13 @@ class Autoscaler:
                 self.rng.bit_generator.state = state.rng_state
 
     def step(self, speeds: ArrayLike) -> Reassignment:
-        """Iteration ``k + 1``: the next assignment for the measured ``speeds``."""
+        """Iteration ``k + 1``: the next assignment ``X(t_{k+1})`` for the measured ``speeds``.
+
+        The algorithm packs to ``C`` from the remembered ``X(t_k)`` (resized when partitions
+        were added or removed); the :class:`Reassignment` carries the moved partitions
+        (Eq. 9), the Rscore (Eq. 11), the consumer count (Eq. 3) and any consumer above ``C``.
+        Raises :class:`~skewlab.errors.ConfigError` for speeds that are not finite and >= 0.
+        """
         s = check_speeds(speeds)
         prev = self.assignment
         if prev is not None and prev.partitions != len(s):

@@ -57,7 +57,13 @@ class AnyFit:
         capacity: float,
         rng: np.random.Generator | None = None,
     ) -> Assignment:
-        """Pack ``speeds``; online versions in ``rng``'s permutation (index order without one)."""
+        """Pack ``speeds``; online versions in ``rng``'s permutation (index order without one).
+
+        Per partition (largest first for the decreasing ``*D`` versions): NF tries only the
+        last opened bin, FF the lowest-id open bin that fits, BF the tightest, WF the one with
+        most slack; when none fits, the bin opened is ``h(j, k)`` (Eq. 14): the partition's
+        previous consumer if not yet in use, else the lowest unused id (Eq. 12).
+        """
         s = check_speeds(speeds)
         bins = Bins(s, previous, capacity)
         if self.decreasing:

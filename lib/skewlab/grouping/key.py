@@ -19,7 +19,7 @@ from skewlab.keys import KeyBatch
 
 @dataclass(frozen=True, slots=True)
 class KeyConfig:
-    """Hash grouping over ``workers`` workers."""
+    """KEY grouping (DKG seed, "Key") over ``workers`` workers; stateless."""
 
     name: ClassVar[str] = "key"
     workers: int

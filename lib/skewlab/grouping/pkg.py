@@ -21,7 +21,7 @@ from skewlab.keys import KeyBatch
 
 @dataclass(frozen=True, slots=True)
 class PKGConfig:
-    """Partial key grouping over ``workers`` workers."""
+    """PARTIAL_KEY grouping (PKG, the DKG seed's "Partial Key") over ``workers`` workers."""
 
     name: ClassVar[str] = "pkg"
     workers: int

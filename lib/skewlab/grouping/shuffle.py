@@ -18,7 +18,7 @@ from skewlab.keys import KeyBatch
 
 @dataclass(frozen=True, slots=True)
 class ShuffleConfig:
-    """Round-robin grouping over ``workers`` workers."""
+    """SHUFFLE grouping (DKG seed, "Shuffle"): round robin over ``workers`` workers."""
 
     name: ClassVar[str] = "shuffle"
     workers: int

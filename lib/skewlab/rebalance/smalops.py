@@ -92,7 +92,7 @@ def partition_sizes(
 
 
 def e_lb_of(sizes: list[float]) -> float:
-    """SMALOPS Eq. 2 over partition sizes."""
+    """SMALOPS Eq. 2: ``E_LB = sum_j |R_pj - R_avg|`` over the partition sizes ``R_p``."""
     avg = sum(sizes) / len(sizes)
     return float(sum(abs(s - avg) for s in sizes))
 

@@ -24,7 +24,7 @@ Threshold = int | float
 
 
 def check_threshold(threshold: object, what: str = "threshold") -> None:
-    """Validate a :data:`Threshold`."""
+    """Raise :class:`~skewlab.errors.ConfigError` unless ``threshold`` is a :data:`Threshold`."""
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
         raise ConfigError(
             f"{what} must be an int count >= 1 or a float share in (0, 1], got {threshold!r}"

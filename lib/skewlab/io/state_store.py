@@ -48,7 +48,7 @@ class CheckpointStore:
 
     @staticmethod
     def encode(checkpoint: int, parts: Mapping[int, Checkpoint]) -> dict[str, list[Any]]:
-        """The columns of ``parts`` (instance -> its checkpoint), step 1 of the module doc."""
+        """The columns of ``parts`` (instance -> its checkpoint), step 1 of :meth:`write`."""
         cols: dict[str, list[Any]] = {
             c: [] for c in ("checkpoint", "instance", "key", "value", "tau", "buffered")
         }

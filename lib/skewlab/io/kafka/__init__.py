@@ -46,7 +46,11 @@ def connect(settings: KafkaSettings) -> KafkaClient:
 
 
 def split_extra(extra: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """Split ``KafkaSettings.extra`` into per-role configs (see the module docstring)."""
+    """Split ``KafkaSettings.extra`` into per-role configs (``producer``, ``consumer``, ``admin``).
+
+    A key prefixed ``producer.``, ``consumer.`` or ``admin.`` goes only to that role (prefix
+    removed); any other key goes to all three, where a role-specific value wins.
+    """
     out: dict[str, dict[str, str]] = {role: {} for role in ROLES}
     for key, value in extra.items():
         role, _, rest = key.partition(".")

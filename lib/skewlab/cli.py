@@ -50,6 +50,8 @@ COMMANDS: dict[str, str] = {
     "autoscale": "skewlab.commands.autoscale",
     "compare": "skewlab.commands.compare",
     "doctor": "skewlab.commands.doctor",
+    "stop": "skewlab.commands.stop",
+    "gc": "skewlab.commands.gc",
 }
 """Subcommand name -> module implementing it, ``module:function`` when the run
 function of that command is not called ``run`` (see the module docstring)."""

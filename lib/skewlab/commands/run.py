@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from skewlab.commands._args import count, names, positive_float, positive_int
 from skewlab.errors import ConfigError
+from skewlab.live.handle import HandleError, RunHandle
+from skewlab.live.lifecycle import Interrupted, failure_reason, signals_as_interrupts
+from skewlab.live.startup import startup_line
+from skewlab.live.watch import ProgressLine
 from skewlab.report.table import format_table
+from skewlab.rundir import RunDir
 from skewlab.services import get_service
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import DKG_TIMINGS, SETTINGS, Setting
@@ -142,22 +147,6 @@ def _params(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def _progress(label: str) -> Any:
-    tty = sys.stderr.isatty()
-
-    def show(p: dict[str, float]) -> None:
-        total = max(p["total"], 1.0)
-        line = (
-            f"{label}: produced {p['produced']:,.0f}/{total:,.0f} "
-            f"routed {p['routed']:,.0f} processed {p['processed']:,.0f} "
-            f"imbScore {p['imbalance']:.1f}%"
-        )
-        sys.stderr.write(("\r" + line) if tty else line + "\n")
-        sys.stderr.flush()
-
-    return show
-
-
 COLUMNS = (
     ("strategy", lambda r: r.strategy),
     ("events", lambda r: f"{r.events:,}"),
@@ -181,10 +170,17 @@ def run(args: argparse.Namespace) -> int:
     summaries = []
     try:
         for s in todo:
-            prog = None if args.no_progress else _progress(s.strategy)
-            summaries.append(run_experiment(s, progress=prog))
-            if prog is not None and sys.stderr.isatty():
-                sys.stderr.write("\n")
+            prog = None if args.no_progress else ProgressLine(s.strategy, sys.stderr)
+            try:
+                with signals_as_interrupts():
+                    summaries.append(run_experiment(s, progress=prog))
+            except Interrupted as exc:
+                print(f"skewlab run: {failure_reason(exc)}; run {s.strategy} recorded as failed",
+                      file=sys.stderr)  # fmt: skip
+                return 128 + exc.signum
+            finally:
+                if prog is not None:
+                    prog.close()
     finally:  # also when a run failed: the broker it started outlives it
         if broker_before is not None:
             note = still_running_note(todo[0].home, broker_before, _embedded_broker(todo[0]))
@@ -198,6 +194,9 @@ def run(args: argparse.Namespace) -> int:
         )
         for r in summaries:
             print(f"{r.run_id}: {r.exactness}")
+            line = _startup(todo[0].home, r.run_id)
+            if line:
+                print(f"  {line}")
             print(f"  data quality: {r.quality}")
             if r.data_docs:
                 print(f"  data docs: {r.data_docs}")
@@ -242,6 +241,19 @@ def run(args: argparse.Namespace) -> int:
             if r.mlflow_run_id:
                 print(f"  mlflow run: {r.mlflow_run_id}")
     return exit_code(summaries)
+
+
+def _startup(home: str, run_id: str) -> str | None:
+    """The run's ``start-up:`` line from its handle (None if it has no record)."""
+    try:
+        h = RunHandle.load(RunDir.at(resolve_home(home), run_id).path)
+    except HandleError:
+        return None
+    restarts = ", ".join(f"{k} x{v}" for k, v in sorted(h.restarts.items()) if v)
+    line = startup_line(h.startup, h.spark_ui)
+    if restarts:
+        line = f"{line or 'start-up: -'}\n  restarts: {restarts}"
+    return line
 
 
 def _embedded_broker(s: Any) -> ServiceStatus | None:

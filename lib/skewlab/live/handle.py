@@ -43,6 +43,21 @@ class Phase(StrEnum):
     STOPPED = "stopped"
 
 
+class Status(StrEnum):
+    """Where a run stands as a whole (``RunHandle.status``)."""
+
+    RUNNING = "running"
+    DONE = "done"
+    """Summarized (the verdict may still say NOT exact)."""
+    FAILED = "failed"
+    """A phase failed or the driver was interrupted; ``RunHandle.error`` says why."""
+    STOPPED = "stopped"
+    """Ended from outside by ``skewlab stop`` / ``skewlab gc``."""
+
+
+TERMINAL = frozenset({Status.DONE, Status.FAILED, Status.STOPPED})
+
+
 class HandleError(SkewlabError):
     """The run's handle is missing or unreadable, or a phase came out of order."""
 
@@ -95,6 +110,20 @@ class RunHandle:
     scale: dict[str, Any] | None = None
     """The state manager's report (scale-out runs)."""
     mlflow_run_id: str | None = None
+    status: str = Status.RUNNING.value
+    """A :class:`Status` value."""
+    error: str | None = None
+    """One line: why the run failed or was stopped."""
+    driver: list[float] | None = None
+    """``[pid, create_time]`` of the process driving the run (``skewlab gc`` checks it)."""
+    detached: bool = False
+    """Driven phase by phase from separate processes (the DAG) rather than one driver."""
+    restarts: dict[str, int] = field(default_factory=dict)
+    """Automatic restarts per process name (``route``, ``worker-<i>``)."""
+    startup: dict[str, Any] = field(default_factory=dict)
+    """Start-up times in seconds: ``services``, ``route`` (``process``, ``session``,
+    ``query``, ``warm``, ``total``), ``workers`` (name -> seconds to ready)."""
+    spark_ui: str | None = None
 
     @property
     def path(self) -> Path:
@@ -107,6 +136,15 @@ class RunHandle:
         """Record ``phase`` as done and save."""
         if phase.value not in self.phases:
             self.phases.append(phase.value)
+        self.save()
+
+    def finish(self, status: Status, error: str | None = None) -> None:
+        """Record the run's end (``status``, the one-line ``error``) and save; a run
+        already ended keeps its first end."""
+        if Status(self.status) in TERMINAL:
+            return
+        self.status = status.value
+        self.error = " ".join(error.split()) if error else None
         self.save()
 
     def require(self, phase: Phase, what: str) -> None:

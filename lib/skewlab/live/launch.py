@@ -2,9 +2,10 @@
 
 Two ways to start a process:
 
-* **attached** (:func:`spawn`, what ``run_experiment`` does): a plain child
-  ``subprocess.Popen`` of the calling process, which polls it, reads its exit
-  code and kills it in its ``finally``;
+* **attached** (:func:`spawn`, what ``run_experiment`` does): a child
+  ``subprocess.Popen`` of the calling process in its own session (so a signal
+  to the driver's group does not reach it, and it is killed as a group: the
+  route job's JVM too), which the driver polls, restarts and kills;
 * **detached** (:func:`spawn_detached`, what the DAG's tasks do): the process
   runs in a new session (``start_new_session``, so it outlives the task that
   started it and a kill of the task's process group misses it) under a tiny
@@ -22,7 +23,9 @@ then as ``spark-submit jobs/route.py`` (:func:`route_command`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,6 +38,8 @@ from typing import Any, Protocol
 
 from skewlab.errors import ConfigError
 from skewlab.live.handle import ProcRecord
+
+log = logging.getLogger(__name__)
 
 SPARK_SUBMIT_ENV = "SKEWLAB_SPARK_SUBMIT"
 """``1``: launch the route job with ``spark-submit jobs/route.py`` even on ``local[*]``."""
@@ -131,22 +136,53 @@ def _env(cmd: list[str]) -> dict[str, str]:
 
 
 class _GroupPopen(subprocess.Popen[bytes]):
-    """A child in its own session whose ``kill`` takes its whole group (spark-submit's JVM
-    starts the Python driver as its own child)."""
+    """A child in its own session whose ``kill`` / ``terminate`` take its whole group
+    (the route job's JVM, or spark-submit's Python driver, is its child)."""
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, sig)
+            return
+        kill_group_members(self.pid, _create_time(self.pid) or 0.0, sig)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signal.SIGKILL)
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
 
 
 def spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """Start ``cmd`` attached: a child of this process, output appended to ``log_path``."""
-    out = open(log_path, "ab")  # noqa: SIM115 - owned by the child for its life
-    if Path(cmd[0]).name == "spark-submit":
+    """Start ``cmd`` attached: a child of this process in its own session (its pid is its
+    process group), output appended to ``log_path``; ``kill`` takes the group."""
+    with open(log_path, "ab") as out:
         return _GroupPopen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(cmd), start_new_session=True
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_env(cmd),
+            start_new_session=True,
         )
-    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(cmd))
+
+
+def kill_group_members(pgid: int, since: float, sig: int = signal.SIGKILL) -> list[int]:
+    """Signal every process of group ``pgid`` started at or after ``since`` (epoch s; a
+    later group that reused the number started later than its members). Returns the pids."""
+    import psutil
+
+    hit = []
+    for p in psutil.process_iter(["pid", "create_time"]):
+        try:
+            if os.getpgid(p.info["pid"]) == pgid and p.info["create_time"] >= since - 0.01:
+                os.kill(p.info["pid"], sig)
+                hit.append(p.info["pid"])
+        except (ProcessLookupError, psutil.Error):
+            continue
+        except PermissionError as exc:
+            log.warning("cannot signal pid %d of group %d: %s", p.info["pid"], pgid, exc)
+    return hit
 
 
 def spawn_detached(name: str, cmd: list[str], log_path: Path) -> tuple[Detached, ProcRecord]:
@@ -263,26 +299,31 @@ class Detached:
         return self.returncode
 
     def kill(self) -> None:
-        """SIGKILL the process group (the wrapper, the job and anything it started).
+        """SIGKILL the process and everything it started, never a recycled pid.
 
-        Once the wrapper is gone, members of its group still running (started no
+        A process that leads its group (every process a run starts does) is killed
+        with its group; one that does not (an older run's child) with its
+        descendants. Once it is gone, members of its group still running (started no
         earlier than it: not a later group that reused the number) are killed one by one.
         """
         import psutil
 
         if self.alive():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.rec.pid, signal.SIGKILL)
-            return
-        for p in psutil.process_iter(["pid", "create_time"]):
             try:
-                if (
-                    os.getpgid(p.info["pid"]) == self.rec.pid
-                    and p.info["create_time"] >= self.rec.create_time - 0.01
-                ):
-                    p.kill()
-            except (ProcessLookupError, psutil.Error):
-                continue
+                if os.getpgid(self.rec.pid) == self.rec.pid:
+                    os.killpg(self.rec.pid, signal.SIGKILL)
+                    return
+                proc = psutil.Process(self.rec.pid)
+                for child in proc.children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        child.kill()
+                proc.kill()
+            except (ProcessLookupError, psutil.NoSuchProcess):
+                pass
+            except (PermissionError, psutil.AccessDenied) as exc:
+                log.warning("cannot kill %s (pid %d): %s", self.rec.name, self.rec.pid, exc)
+            return
+        kill_group_members(self.rec.pid, self.rec.create_time)
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -293,6 +334,68 @@ class Detached:
         if self.child is not None:
             self.child.wait()
         return rc
+
+
+_EXC_LINE = re.compile(
+    r"^(?:Caused by: )?([A-Za-z_][\w.$]*(?:Error|Exception|Exit|Interrupt|Iteration)\b)(:.*)?$"
+)
+"""``ValueError: ...``, ``pyspark.errors...StreamingQueryException: ...``, ``java.lang.X: ...``."""
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def first_error(path: Path, max_len: int = 300) -> str | None:
+    """The first error in the log at ``path`` as one line, or None if it shows none.
+
+    The first Python traceback's exception line (the cause: later tracebacks are
+    consequences, and a Spark task's Python traceback inside a Java
+    ``PythonException`` counts); else the first exception line of a Java stack or
+    any line saying ``Error:`` / ``Exception:`` (a log record's message part).
+    """
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    start = next((i for i, line in enumerate(lines) if _TRACEBACK in line), None)
+    if start is not None:
+        for line in lines[start + 1 :]:
+            if line[:1] in (" ", "\t", "") or line.startswith(("^", "~")):
+                continue  # frames, source lines, carets
+            m = _EXC_LINE.match(line.strip())
+            if m:
+                return _clip(line.strip().removeprefix("Caused by: "), max_len)
+    for line in lines:
+        m = _EXC_LINE.match(line.strip())
+        if m and m.group(2):
+            return _clip(line.strip().removeprefix("Caused by: "), max_len)
+    for line in lines:
+        for word in ("Error:", "Exception:"):
+            at = line.find(word)
+            if at >= 0:
+                begin = line.rfind(" ", 0, at) + 1
+                return _clip(line[begin:].strip(), max_len)
+    return None
+
+
+def _clip(text: str, max_len: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= max_len else text[: max_len - 3] + "..."
+
+
+def exit_cause(rc: int | None, path: Path) -> str:
+    """Why a child with exit code ``rc`` ended, one line naming its log: its first error
+    (:func:`first_error`), else its signal or exit code and its last log line."""
+    if rc is not None and rc < 0:
+        try:
+            how = f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            how = f"killed by signal {-rc}"
+    else:
+        how = f"exit {rc}"
+    err = first_error(path)
+    if err is None:
+        last = tail(path, 1)
+        err = f"no error in its log (last line: {_clip(last, 200)})" if last else "empty log"
+    return f"{how}: {err}; log: {path}"
 
 
 def tail(path: Path, lines: int = 5) -> str:

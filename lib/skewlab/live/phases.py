@@ -5,21 +5,23 @@ Details: docs/live-run.md, section ``skewlab.live.phases``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.control.loop import ThreadLoop
-from skewlab.control.scaleout_loop import StateManager
+from skewlab.control.scaleout_loop import StateManager, StateManagerSettings
 from skewlab.errors import SkewlabError
+from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
-from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
 from skewlab.live.experiment import (
     BOOTSTRAP_ENV,
     ExperimentError,
@@ -30,20 +32,23 @@ from skewlab.live.experiment import (
     new_run_id,
 )
 from skewlab.live.handle import Phase as P
-from skewlab.live.handle import RunHandle
+from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import (
     SPARK_MASTER_ENV,
-    Detached,
     Launcher,
     LocalLauncher,
+    Proc,
     Procs,
+    exit_cause,
     module_command,
     route_command,
-    tail,
 )
+from skewlab.live.lifecycle import failure_reason
 from skewlab.live.producer import ProduceReport, ProduceSettings
 from skewlab.live.producer import produce as produce_workload
 from skewlab.live.route_job import RouteSettings
+from skewlab.live.startup import wait_ready
+from skewlab.live.supervise import BrokerProbe, RestartPolicy, Supervisor
 from skewlab.live.tracking import log_run
 from skewlab.live.watch import Watcher
 from skewlab.pipeline import events
@@ -53,12 +58,17 @@ from skewlab.services import get_service
 from skewlab.workload import parse_workload
 
 if TYPE_CHECKING:
-    from skewlab.live.producer import ProduceReport
     from skewlab.live.summary import RunSummary
-    from skewlab.pipeline.exactness import ExactnessReport
     from skewlab.quality import QualityReport
 
 log = logging.getLogger(__name__)
+
+
+Counts = Mapping[tuple[float, str], tuple[int, int]]
+"""``(window, key) -> (count, value sum)``: a plain count of the run's input."""
+
+TICK_S = 0.25
+"""How often the produce and drain loops look at the children and the broker."""
 
 
 @dataclass
@@ -72,15 +82,18 @@ class RunContext:
     progress: ProgressFn | None = None
     hook: Hook | None = None
     procs: Procs = field(default_factory=Procs)
-    client: Any = None
+    client: KafkaClient | None = None
     loop: ThreadLoop[Any] | None = None
     """The run's control loop in this process (rebalancer or state manager), if any."""
     watch: Watcher | None = None
     report: ProduceReport | None = None
     exactness: ExactnessReport | None = None
-    expected: Any = None
+    expected: Counts | None = None
     quality: QualityReport | None = None
     scale: dict[str, Any] | None = None
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    supervisor: Supervisor | None = None
+    probe: BrokerProbe | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -103,13 +116,17 @@ class RunContext:
         return body if isinstance(body, StateManager) else None
 
     @property
-    def kafka(self) -> Any:
+    def kafka(self) -> KafkaClient:
         """The run's Kafka client (connected on first use)."""
         if self.client is None:
-            if self.handle.bootstrap is None:
-                raise ExperimentError(f"run {self.handle.run_id} has no broker yet")
-            self.client = connect(KafkaSettings(self.handle.bootstrap, self.settings.client))
+            self.client = connect(self.kafka_settings)
         return self.client
+
+    @property
+    def kafka_settings(self) -> KafkaSettings:
+        if self.handle.bootstrap is None:
+            raise ExperimentError(f"run {self.handle.run_id} has no broker yet")
+        return KafkaSettings(self.handle.bootstrap, self.settings.client)
 
     def watcher(self) -> Watcher:
         if self.watch is None:
@@ -118,6 +135,35 @@ class RunContext:
                 self.kafka, h.events_topic, h.routed_topic, h.delta_root, h.run_id, self.progress
             )
         return self.watch
+
+    def supervised(self) -> list[int]:
+        """The workers the :class:`Supervisor` restarts (a scale-out run's state manager
+        starts and stops its instances itself: none)."""
+        if self.settings.scale_out is not None:
+            return []
+        h = self.handle
+        return list(h.running) if h.running is not None else list(range(self.settings.workers))
+
+    def guard(self, sent: int | None = None, total: int | None = None) -> None:
+        """One look at the broker (fails fast when it is gone) and the children (restarts
+        the ones that exited), then the progress line."""
+        if self.probe is None and self.handle.bootstrap is not None:
+            self.probe = BrokerProbe(self.handle.bootstrap)
+        if self.probe is not None:
+            self.probe.check()
+        if self.supervisor is None:
+            self.supervisor = Supervisor(
+                self.procs, self.handle, self.files, self.supervised, self.restart
+            )
+        self.supervisor.check()
+        self.watcher().tick(sent, total)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, guarding every :data:`TICK_S` (the producer's pacing)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, TICK_S))
+            self.guard()
 
 
 def new_run(
@@ -139,6 +185,8 @@ def new_run(
         settings=asdict(s),
         events_topic=run_dir.events_topic,
         routed_topic=run_dir.routed_topic,
+        driver=_this_process(),
+        detached=detached,
     )
     handle.save()
     ctx = RunContext(handle, s, detached=detached, progress=progress, hook=hook)
@@ -149,6 +197,8 @@ def new_run(
 def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContext:
     """The context of the run in ``run_dir`` in a new process, processes rebuilt from pids."""
     handle = RunHandle.load(run_dir)
+    handle.driver = _this_process()
+    handle.save()
     ctx = RunContext(handle, ExperimentSettings(**handle.settings), True, progress)
     for name, rec in handle.procs.items():
         proc = ctx.launcher.attach(rec)
@@ -160,10 +210,19 @@ def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContex
     return ctx
 
 
+def _this_process() -> list[float]:
+    import psutil
+
+    return [float(os.getpid()), float(psutil.Process().create_time())]
+
+
 def _bind_spawners(ctx: RunContext) -> None:
     files = ctx.files
 
-    def start(name: str, cmd: list[str]) -> Any:
+    def start(name: str, cmd: list[str]) -> Proc:
+        old = ctx.handle.procs.get(name)
+        if old is not None:  # a restart: what is left of the old group must be gone
+            ctx.launcher.attach(old).kill()
         proc, rec = ctx.launcher.start(name, cmd, files.log(name))
         ctx.handle.procs[name] = rec
         ctx.handle.save()
@@ -192,9 +251,11 @@ def ensure_services(ctx: RunContext) -> str:
 
         check_tables(ctx.handle.delta_root)
     s = ctx.settings
+    t0 = time.time()
     bootstrap = s.bootstrap or os.environ.get(BOOTSTRAP_ENV)
     if not bootstrap:
         bootstrap = get_service("broker", Path(ctx.handle.home)).start().url
+        ctx.handle.startup["services"] = round(time.time() - t0, 3)
     ctx.handle.bootstrap = bootstrap
     ctx.handle.mark(P.SERVICES)
     return bootstrap
@@ -265,17 +326,29 @@ def start_jobs(ctx: RunContext) -> None:
     ctx.files.settings.write_text(json.dumps(asdict(s), indent=2))
     h.route_cmd = route_command(route_json, route.spark_master)
     h.t_start = time.time()
+    spawned = {"route": time.time()}
     ctx.procs.restart_route()
     for i in range(s.workers):
+        spawned[f"worker-{i}"] = time.time()
         ctx.procs.restart_worker(i)
-    _wait_ready(ctx.files, ctx.procs)
+    startup = wait_ready(ctx.files, ctx.procs, list(range(s.workers)), spawned)
+    h.spark_ui = startup.pop("spark_ui")
+    h.startup.update(startup)
+    log.info("run %s warm: %s", h.run_id, h.startup)
     h.mark(P.STARTED)
 
 
 def produce(ctx: RunContext) -> ProduceReport:
-    """Phase 4: produce the workload; the control loop runs meanwhile, stopped at the end."""
+    """Phase 4: produce the workload; the control loop runs meanwhile, stopped at the end.
+
+    The children and the broker are guarded every :data:`TICK_S` meanwhile
+    (:meth:`RunContext.guard`). A run resumed after its driver died mid-produce
+    produces only the events not yet in ``events`` (per partition, the events
+    past its end offset: a partition holds a prefix of its events)."""
 
     s, h = ctx.settings, ctx.handle
+    if h.done(P.PRODUCED) and h.produced is not None:
+        return ctx.report or ProduceReport(**h.produced)
     h.require(P.STARTED, "produce into")
     if s.rebalance is not None:
         from skewlab.control.rebalance_loop import RebalanceSettings, start_loop
@@ -293,19 +366,30 @@ def produce(ctx: RunContext) -> ProduceReport:
         )
     if s.scale_out is not None:
         sm = s.state_manager_settings(h.run_id, h.delta_root)
-        ctx.loop = _start_manager(sm, ctx.kafka, h.routed_topic, ctx.procs, ctx.files)
-    watch = ctx.watcher()
+        ctx.loop = _start_manager(sm, ctx.kafka_settings, h.routed_topic, ctx.procs, ctx.files)
     workload = parse_workload(s.workload, seed=s.seed)
     ps = _produce_settings(s, h.events_topic)
     procs, hook = ctx.procs, ctx.hook
+    present = None
+    if h.t_produce is not None:  # resumed: a driver produced part of it before
+        begins = ctx.kafka.begin_offsets(h.events_topic)
+        ends = ctx.kafka.end_offsets(h.events_topic)
+        present = {p: e - begins.get(p, 0) for p, e in ends.items()}
+        log.info("run %s resumes producing; already in %s: %s", h.run_id, h.events_topic, present)
 
     def on_chunk(sent: int, total: int) -> None:
-        watch.tick(sent, total)
+        ctx.guard(sent, total)
         if hook is not None:
             hook(sent, procs)
+        crash_point("driver.mid_produce")
 
-    h.t_produce = time.time()
-    report = produce_workload(ctx.kafka, workload, ps, progress=on_chunk)
+    ctx.guard(0, ps.events)
+    if h.t_produce is None:
+        h.t_produce = time.time()  # the first event after warm-up (steady state from here)
+        h.save()
+    report = produce_workload(
+        ctx.kafka, workload, ps, sleep=ctx.sleep, progress=on_chunk, present=present
+    )
     ctx.report = report
     if ctx.loop is not None:
         ctx.loop.stop()
@@ -330,24 +414,23 @@ def drain(ctx: RunContext) -> None:
     if h.done(P.DRAINED):
         return
     h.require(P.PRODUCED, "drain")
-    watch = ctx.watcher()
     ctx.files.route_stop.touch()
-    _wait_exit("route job", lambda: ctx.procs.route, ctx.files.log("route"), watch)
+    _wait_exit(ctx, "route")
     if s.scale_out is not None:
         _end_spares(ctx.kafka, h.routed_topic, s.workers, h.n_routed)
     ctx.files.workers_stop.touch()
     mgr = ctx.manager
+    live: list[int]
     if mgr is not None:
-        live: Any = sorted(mgr.running)
+        live = sorted(mgr.running)
     else:
-        live = h.running if h.running is not None else range(s.workers)
+        live = list(h.running) if h.running is not None else list(range(s.workers))
     # The original workers first: a set that ends with the stream hands its key's state to
     # a spare instance when the old holder drains; the spare must still be reading then.
     for i in sorted(live, key=lambda i: i >= s.workers):
         if i >= s.workers:
             ctx.files.spares_stop.touch()
-        log_path = ctx.files.log(f"worker-{i}")
-        _wait_exit(f"worker {i}", _getter(ctx.procs, i), log_path, watch)
+        _wait_exit(ctx, f"worker-{i}")
     h.t_done = time.time()
     if mgr is not None:
         mgr.track_events(final=True)
@@ -445,6 +528,7 @@ def summarize(ctx: RunContext) -> RunSummary:
         summary = log_run(summary, s, Path(h.home), quality)
     h.mlflow_run_id = summary.mlflow_run_id
     h.mark(P.SUMMARIZED)
+    h.finish(Status.DONE)
     return summary
 
 
@@ -467,37 +551,67 @@ def release(ctx: RunContext) -> None:
         ctx.client = None
 
 
-def stop(ctx: RunContext) -> list[str]:
+def fail(ctx: RunContext, exc: BaseException) -> str:
+    """Record the run as failed (handle ``status`` / ``error``) because of ``exc``; the
+    one-line reason. A run that already ended keeps its first end."""
+    reason = failure_reason(exc)
+    ctx.handle.finish(Status.FAILED, reason)
+    log.info("run %s failed: %s", ctx.handle.run_id, reason)
+    return reason
+
+
+def stop(ctx: RunContext, grace_s: float = 0.0) -> list[str]:
     """Phase 8 (safe after any phase): stop the loops, kill what still runs, delete the
     topics unless ``keep_topics``, close the client. Returns the names of the processes
-    it killed."""
+    it killed.
+
+    With ``grace_s`` > 0 (an interrupted run), the route job and the workers are first
+    asked to drain what they have (stop markers) and given that long to exit."""
     h = ctx.handle
     if ctx.loop is not None:
         ctx.loop.signal()
+    broker_lost = ctx.probe is not None and ctx.probe.lost
+    if grace_s > 0 and not broker_lost:
+        _drain_briefly(ctx, grace_s)
     killed = []
     for name, p in [("route", ctx.procs.route), *ctx.procs.workers.items()]:
         if p is None:
             continue
-        if isinstance(p, Detached):  # also members of its group that outlived it
-            if p.poll() is None:
-                killed.append(str(name) if name == "route" else f"worker-{name}")
-            p.kill()
+        label = "route" if name == "route" else f"worker-{name}"
+        if p.poll() is None:
+            killed.append(label)
+        p.kill()  # its group: also members that outlived it (the route job's JVM)
+        with contextlib.suppress(Exception):
             p.wait(timeout=60)
-        elif p.poll() is None:
-            p.kill()
-            p.wait()
-            killed.append(str(name) if name == "route" else f"worker-{name}")
-    if not ctx.settings.keep_topics and h.bootstrap is not None:
+    if not ctx.settings.keep_topics and h.bootstrap is not None and not broker_lost:
         for t in (h.events_topic, h.routed_topic):
             try:
                 ctx.kafka.delete_topic(t)
             except SkewlabError as exc:
                 log.warning("could not delete topic %s: %s", t, exc)
     if ctx.client is not None:
-        ctx.client.close()
+        if not broker_lost:  # closing flushes: no broker, no flush
+            ctx.client.close()
         ctx.client = None
     h.mark(P.STOPPED)
     return killed
+
+
+def _drain_briefly(ctx: RunContext, grace_s: float) -> None:
+    """Ask the children to drain and exit; wait at most ``grace_s`` in all."""
+    deadline = time.monotonic() + grace_s
+    files, procs = ctx.files, ctx.procs
+
+    def wait(ps: list[Proc]) -> None:
+        while any(p.poll() is None for p in ps) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    if procs.route is not None:
+        files.route_stop.touch()
+        wait([procs.route])
+    files.workers_stop.touch()
+    files.spares_stop.touch()
+    wait(list(procs.workers.values()))
 
 
 def _produce_settings(s: ExperimentSettings, topic: str) -> Any:
@@ -520,7 +634,7 @@ def _produce_settings(s: ExperimentSettings, topic: str) -> Any:
 
 
 def _start_manager(
-    sm: Any, client: Any, routed_topic: str, procs: Procs, files: RunDir
+    sm: StateManagerSettings, kafka: KafkaSettings, routed_topic: str, procs: Procs, files: RunDir
 ) -> ThreadLoop[Any]:
     """Start the state manager thread with start / stop / readiness of worker processes."""
     from skewlab.control.scaleout_loop import Processes, start_loop
@@ -541,11 +655,11 @@ def _start_manager(
         except ValueError:  # caught mid-write: ready at the next look
             return None
 
-    own = connect(KafkaSettings(client.settings.bootstrap, client.settings.client))
+    own = connect(kafka)
     return start_loop(sm, own, routed_topic, Processes(procs.restart_worker, stop, ready))
 
 
-def _end_spares(client: Any, topic: str, first: int, n: int) -> None:
+def _end_spares(client: KafkaClient, topic: str, first: int, n: int) -> None:
     """End of stream on the spare partitions (the route job ends its W own ones)."""
 
     for w in range(first, n):
@@ -553,41 +667,25 @@ def _end_spares(client: Any, topic: str, first: int, n: int) -> None:
     client.flush()
 
 
-def _getter(procs: Procs, i: int) -> Callable[[], Any]:
-    return lambda: procs.workers.get(i)
-
-
-def _wait_ready(files: RunDir, procs: Procs, timeout_s: float = 180.0) -> None:
-    deadline = time.time() + timeout_s
-    while not files.route_ready.exists():
-        if procs.route is not None and procs.route.poll() is not None:
-            raise ExperimentError(
-                f"route job exited ({procs.route.returncode}) before it was ready; "
-                f"{files.log('route')}: {tail(files.log('route'))}"
-            )
-        if time.time() > deadline:
-            raise ExperimentError(f"route job not ready after {timeout_s:.0f} s")
-        time.sleep(0.2)
-
-
-def _wait_exit(
-    what: str,
-    get: Callable[[], Any],
-    log_path: Path,
-    watch: Watcher,
-    timeout_s: float = 600.0,
-) -> None:
-    deadline = time.time() + timeout_s
+def _wait_exit(ctx: RunContext, name: str, timeout_s: float = 600.0) -> None:
+    """Wait until child ``name`` (``route``, ``worker-<i>``) exits after its stop marker,
+    guarding meanwhile: a supervised child that fails is restarted (and drains again);
+    an unsupervised one (a scale-out instance) fails the run with its cause."""
+    procs = ctx.procs
+    what = "route job" if name == "route" else name.replace("-", " ")
+    index = None if name == "route" else int(name.split("-", 1)[1])
+    deadline = time.monotonic() + timeout_s
     while True:
-        p = get()
+        ctx.guard()
+        p = procs.route if index is None else procs.workers.get(index)
         if p is None:
             raise ExperimentError(f"{what} was never started")
         rc = p.poll()
-        if rc is not None:
-            if rc != 0:
-                raise ExperimentError(f"{what} failed (exit {rc}); {log_path}: {tail(log_path)}")
+        supervised = index is None or index in ctx.supervised()
+        if rc == 0 and (ctx.supervisor is None or name not in ctx.supervisor.pending):
             return
-        if time.time() > deadline:
+        if rc is not None and rc != 0 and not supervised:
+            raise ExperimentError(f"{what} failed ({exit_cause(rc, ctx.files.log(name))})")
+        if time.monotonic() > deadline:
             raise ExperimentError(f"{what} did not finish within {timeout_s:.0f} s")
-        watch.tick(None, None)
-        time.sleep(0.25)
+        time.sleep(TICK_S)

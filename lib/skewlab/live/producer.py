@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from skewlab.errors import ConfigError
@@ -91,37 +91,50 @@ def produce(
     wall: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     progress: Progress | None = None,
+    present: Mapping[int, int] | None = None,
 ) -> ProduceReport:
     """Send ``s.events`` events of ``workload`` at ``s.rate`` events/s; flush; report.
 
     Pacing: after every chunk the producer sleeps until the wall clock has
     reached ``start + sent / rate``, so the achieved rate never exceeds the
     target (it falls below it when the client cannot keep up).
+
+    ``present`` (partition -> events already in it, from an earlier producer of
+    the same run that died): event ``seq`` is skipped when it is among the first
+    ``present[seq % P]`` events of its partition, so each partition ends with
+    its events once (a partition receives its events in order: what an earlier
+    producer delivered is a prefix). Skipped events are not paced; the report
+    counts every event of the workload.
     """
     escaped: dict[str, str] = {}
     pad = "x" * max(0, s.payload_bytes - 60)
     start = wall()
     sent = 0
+    new = 0
     p = s.partitions
+    skip = [int((present or {}).get(q, 0)) for q in range(p)]
     for chunk in workload.events(s.events, chunk=s.chunk, rate=s.rate):
         vocab_keys = chunk.vocab.keys
         now = wall()
         for kid in chunk.keys.ids.tolist():
+            part = sent % p
+            if sent // p < skip[part]:
+                sent += 1
+                continue
             key = vocab_keys[kid]
             js = escaped.get(key)
             if js is None:
                 js = escaped[key] = json.dumps(key)
             value = f'{{"key":{js},"ts":{now:.6f},"seq":{sent},"payload":"{pad}"}}'
-            client.produce(
-                s.topic, value.encode("utf-8"), key=key.encode("utf-8"), partition=sent % p
-            )
+            client.produce(s.topic, value.encode("utf-8"), key=key.encode("utf-8"), partition=part)
             sent += 1
-        ahead = start + s.due(sent) - wall()
+            new += 1
+        ahead = start + s.due(new) - wall()
         if ahead > 0:
             sleep(ahead)
         if progress is not None:
             progress(sent, s.events)
     client.flush()
     seconds = wall() - start
-    log.info("produced %d events in %.2f s (%.0f/s)", sent, seconds, sent / max(seconds, 1e-9))
+    log.info("produced %d events in %.2f s (%.0f/s)", new, seconds, new / max(seconds, 1e-9))
     return ProduceReport(sent, seconds)

@@ -17,7 +17,10 @@ if TYPE_CHECKING:
     from skewlab.live.summary import RunSummary
     from skewlab.pipeline.exactness import ExactnessReport
 
-__all__ = ["Run"]
+__all__ = ["INTERRUPT_GRACE_S", "Run"]
+
+INTERRUPT_GRACE_S = 5.0
+"""How long an interrupted run's children get to drain what they have before the kill."""
 
 
 class Run:
@@ -94,9 +97,15 @@ class Run:
         """The summary, plots and MLflow run; needs :meth:`aggregate`."""
         return phases.summarize(self.ctx)
 
-    def stop(self) -> list[str]:
-        """Loops stopped, processes killed, topics deleted (unless kept); the names killed."""
-        return phases.stop(self.ctx)
+    def stop(self, grace_s: float = 0.0) -> list[str]:
+        """Loops stopped, processes killed, topics deleted (unless kept); the names killed.
+        With ``grace_s`` > 0 the children first get that long to drain and exit."""
+        return phases.stop(self.ctx, grace_s)
+
+    def fail(self, exc: BaseException) -> str:
+        """Record the run as failed because of ``exc`` (handle status and error); the
+        one-line reason."""
+        return phases.fail(self.ctx, exc)
 
     def __enter__(self) -> Run:
         return self
@@ -107,15 +116,24 @@ class Run:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.stop()
+        if exc is not None:
+            self.fail(exc)
+        self.stop(INTERRUPT_GRACE_S if isinstance(exc, KeyboardInterrupt) else 0.0)
 
     def run_all(self) -> RunSummary:
-        """Every phase in order, then :meth:`stop` whatever happened."""
+        """Every phase not done yet, in order, then :meth:`stop` whatever happened; a
+        failure or an interrupt (:class:`~skewlab.live.lifecycle.Interrupted`) is
+        recorded in the handle (``status`` failed, ``error``) and raised again."""
         with self:
-            self.services()
-            self.topics()
-            self.start()
+            h = self.ctx.handle
+            if not h.done(Phase.SERVICES):
+                self.services()
+            if not h.done(Phase.TOPICS):
+                self.topics()
+            if not h.done(Phase.STARTED):
+                self.start()
             self.produce()
             self.drain()
-            self.aggregate()
+            if not h.done(Phase.AGGREGATED):
+                self.aggregate()
             return self.summarize()

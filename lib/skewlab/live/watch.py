@@ -1,19 +1,32 @@
-"""Progress of a live run: produced / routed / processed and the current imbalance."""
+"""Progress of a live run: produced / routed / processed, lag, rate and the imbalance.
+
+:class:`Watcher` reads the counters cheaply (the end offsets of ``routed`` and
+the workers' committed offsets in ``worker_progress``; produced comes from the
+producer) at most every ``every_s`` and hands them to a progress function.
+:class:`ProgressLine` is the one the CLI uses: on a terminal one line per run,
+redrawn in place (rich); otherwise a plain line every ``plain_every_s`` (CI and
+Airflow logs), and a last one when it closes.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from skewlab.io.delta import DeltaStore
 from skewlab.metrics import imb_score
 
+__all__ = ["ProgressFn", "ProgressLine", "Watcher", "progress_text"]
+
 ProgressFn = Callable[[dict[str, float]], None]
+"""Called with ``produced``, ``total``, ``routed``, ``processed``, ``lag`` (produced
+not yet processed), ``rate`` (processed per second since the last call), ``imbalance``."""
 
 
 class Watcher:
-    """Calls ``progress`` with the run's counters, at most once a second."""
+    """Calls ``progress`` with the run's counters, at most once per ``every_s``
+    (the progress function's own ``every_s`` attribute when it has one, else 1 s)."""
 
     def __init__(
         self,
@@ -23,22 +36,29 @@ class Watcher:
         delta_root: str,
         run_id: str,
         progress: ProgressFn | None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client, self.events_topic, self.routed_topic = client, events_topic, routed_topic
         self.store = DeltaStore(delta_root)
         self.run_id = run_id
         self.progress = progress
-        self._last = 0.0
+        self.clock = clock
+        self.every_s = float(getattr(progress, "every_s", 1.0))
+        self._last: float | None = None
         self._sent = 0
         self._total = 0
+        self._processed: tuple[float, float] | None = None
 
     def tick(self, sent: int | None, total: int | None) -> None:
         if sent is not None and total is not None:
             self._sent, self._total = sent, total
-        now = time.time()
-        if self.progress is None or now - self._last < 1.0:
+        now = self.clock()
+        if self.progress is None or (self._last is not None and now - self._last < self.every_s):
             return
         self._last = now
+        self.progress(self.counters(now))
+
+    def counters(self, now: float) -> dict[str, float]:
         routed = self.client.end_offsets(self.routed_topic)
         loads = [routed.get(w, 0) for w in sorted(routed)]
         prog = self.store.read(
@@ -47,12 +67,79 @@ class Watcher:
         done: dict[int, int] = {}
         for w, o in zip(prog["worker"].to_pylist(), prog["routed_offset"].to_pylist()):
             done[w] = max(done.get(w, 0), o)
-        self.progress(
-            {
-                "produced": float(self._sent),
-                "total": float(self._total),
-                "routed": float(sum(loads)),
-                "processed": float(sum(done.values())),
-                "imbalance": imb_score(loads) if sum(loads) else 0.0,
-            }
-        )
+        processed = float(sum(done.values()))
+        rate = 0.0
+        if self._processed is not None and now > self._processed[0]:
+            rate = max(0.0, (processed - self._processed[1]) / (now - self._processed[0]))
+        self._processed = (now, processed)
+        return {
+            "produced": float(self._sent),
+            "total": float(self._total),
+            "routed": float(sum(loads)),
+            "processed": processed,
+            "lag": max(0.0, self._sent - processed),
+            "rate": rate,
+            "imbalance": imb_score(loads) if sum(loads) else 0.0,
+        }
+
+
+def progress_text(label: str, p: dict[str, float]) -> str:
+    """The progress line of one run (no trailing newline)."""
+    total = max(p.get("total", 0.0), 1.0)
+    return (
+        f"{label}: produced {p['produced']:,.0f}/{total:,.0f} "
+        f"routed {p['routed']:,.0f} processed {p['processed']:,.0f} "
+        f"lag {p.get('lag', 0.0):,.0f} rate {p.get('rate', 0.0):,.0f}/s "
+        f"imbScore {p['imbalance']:.1f}%"
+    )
+
+
+class ProgressLine:
+    """A :data:`ProgressFn` writing to ``stream`` (see the module doc); :meth:`close`
+    ends the line (terminal) or writes the last state (plain)."""
+
+    def __init__(
+        self,
+        label: str,
+        stream: IO[str],
+        tty: bool | None = None,
+        plain_every_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.label, self.stream, self.clock = label, stream, clock
+        self.tty = stream.isatty() if tty is None else tty
+        self.plain_every_s = plain_every_s
+        self.every_s = 1.0 if self.tty else min(plain_every_s, 5.0)
+        self._last_plain: float | None = None
+        self._last: dict[str, float] | None = None
+        self._unshown = False
+        self._live: Any = None
+
+    def __call__(self, p: dict[str, float]) -> None:
+        self._last = p
+        text = progress_text(self.label, p)
+        if self.tty:
+            if self._live is None:
+                from rich.console import Console
+                from rich.live import Live
+
+                console = Console(file=self.stream, force_terminal=True, highlight=False)
+                self._live = Live(text, console=console, auto_refresh=False, transient=False)
+                self._live.start()
+            self._live.update(text, refresh=True)
+            return
+        now = self.clock()
+        self._unshown = True
+        if self._last_plain is None or now - self._last_plain >= self.plain_every_s:
+            self._last_plain, self._unshown = now, False
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        elif self._last is not None and self._unshown:
+            self._unshown = False
+            self.stream.write(progress_text(self.label, self._last) + "\n")
+            self.stream.flush()

@@ -1,0 +1,177 @@
+"""Ending a live run from outside its driver: ``skewlab stop`` and ``skewlab gc``.
+
+A run's handle records the pid and create time of its driver and of every
+process it started (:class:`~skewlab.live.handle.ProcRecord`); a pid whose
+create time differs is another process that reused the number and is never
+signalled. :func:`stop_run` asks a live driver to stop (SIGTERM: it stops
+producing, stops its children and records the run as failed), then kills what
+is left of the run's process groups and records the run as stopped.
+:func:`gc` does that for every run under a data dir whose driver is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from skewlab.errors import SkewlabError
+from skewlab.live.handle import TERMINAL, HandleError, RunHandle, Status
+from skewlab.live.launch import Detached
+from skewlab.rundir import RunDir
+
+__all__ = [
+    "Interrupted",
+    "Stopped",
+    "driver_alive",
+    "failure_reason",
+    "gc",
+    "signals_as_interrupts",
+    "stop_run",
+]
+
+log = logging.getLogger(__name__)
+
+DRIVER_GRACE_S = 30.0
+"""How long a driver asked to stop may take to stop its children itself."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The driver got SIGTERM or SIGINT: handled like Ctrl-C (``signum`` says which)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """While inside: the first SIGTERM or SIGINT raises :class:`Interrupted` in the main
+    thread; later ones are logged and ignored, so the clean-up the first one started
+    (stop producing, stop the children, record the run as failed) runs to its end.
+    Outside the main thread this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seen: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if seen:
+            log.warning("%s ignored: stopping the run already", signal.Signals(signum).name)
+            return
+        seen.append(signum)
+        raise Interrupted(signum)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line: why ``exc`` ended a run."""
+    if isinstance(exc, KeyboardInterrupt):
+        signum = getattr(exc, "signum", signal.SIGINT)
+        return f"interrupted by {signal.Signals(signum).name}"
+    if isinstance(exc, SkewlabError):
+        return " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """What :func:`stop_run` did to one run."""
+
+    run_id: str
+    killed: list[str]
+    """Names of the run's processes that were still running (``driver``, ``route``...)."""
+    status: str
+    """The run's status afterwards."""
+
+
+def _same_process(pid: int, create_time: float) -> bool:
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        if abs(p.create_time() - create_time) > 0.01:
+            return False
+        return bool(p.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def driver_alive(h: RunHandle) -> bool:
+    """Whether the process that drives run ``h`` (this pid, this create time) runs."""
+    if not h.driver:
+        return False
+    pid, created = int(h.driver[0]), float(h.driver[1])
+    return _same_process(pid, created)
+
+
+def _wait(cond: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def stop_run(
+    run_dir: str | Path, reason: str = "stopped by skewlab stop", grace_s: float = DRIVER_GRACE_S
+) -> Stopped:
+    """Stop run ``run_dir`` from any process (see the module doc); safe to repeat."""
+    h = RunHandle.load(run_dir)
+    killed = []
+    if driver_alive(h) and h.driver is not None and int(h.driver[0]) != os.getpid():
+        pid = int(h.driver[0])
+        killed.append("driver")
+        os.kill(pid, signal.SIGTERM)
+        if not _wait(lambda: not driver_alive(h), grace_s):
+            log.warning("driver %d of %s did not stop in %.0f s: killed", pid, h.run_id, grace_s)
+            if driver_alive(h):
+                os.kill(pid, signal.SIGKILL)
+        h = RunHandle.load(run_dir)  # the driver saved its end
+    procs = [Detached(rec) for rec in h.procs.values()]
+    for p in procs:
+        if p.alive():
+            killed.append(p.rec.name)
+        p.kill()  # its group, or what is left of it
+    if not _wait(lambda: not any(p.alive() for p in procs), 30.0):
+        names = [p.rec.name for p in procs if p.alive()]
+        log.warning("still running after SIGKILL: %s", ", ".join(names))
+    if Status(h.status) is not Status.DONE:
+        h.status, h.error = Status.RUNNING.value, None
+        h.finish(Status.STOPPED, reason)
+    return Stopped(h.run_id, killed, h.status)
+
+
+def gc(home: str | Path) -> list[Stopped]:
+    """:func:`stop_run` every run under data dir ``home`` whose driver is gone and that
+    has not ended or still has processes running. Runs driven task by task (the DAG:
+    ``detached``) have no driver between tasks and are left alone."""
+    runs = Path(home).resolve() / "runs"
+    out = []
+    for d in sorted(runs.iterdir()) if runs.is_dir() else []:
+        if not RunDir.of(d).handle.is_file():
+            continue
+        try:
+            h = RunHandle.load(d)
+        except HandleError as exc:
+            log.warning("skipping %s: %s", d, exc)
+            continue
+        if h.detached or driver_alive(h):
+            continue
+        running = any(Detached(rec).alive() for rec in h.procs.values())
+        if running or Status(h.status) not in TERMINAL:
+            out.append(stop_run(d, reason="stopped by skewlab gc: its driver is gone"))
+    return out

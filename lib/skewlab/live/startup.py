@@ -1,0 +1,160 @@
+"""Warm start of a live run: wait until every component is ready, record how long each took.
+
+A run produces only once the route job is warm (``route.ready``, written after
+its first warm-up micro-batch) and every worker reads (``worker-<i>.ready``).
+``route.ready`` holds JSON ``{"t_process", "t_session", "t_query", "t_warm"}``
+(epoch seconds) and ``spark_ui``; an older route job wrote one number or
+nothing, which still counts as ready. A worker's marker holds the epoch time it
+started reading.
+
+The times go to the run handle (``startup``), split per component, so the
+summary can report them apart from steady-state latency; :func:`startup_line`
+renders them as the one ``start-up:`` line ``skewlab run`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skewlab.live.experiment import ExperimentError
+from skewlab.live.launch import Procs, exit_cause
+from skewlab.rundir import RunDir
+
+__all__ = ["RouteReady", "read_route_ready", "read_worker_ready", "startup_line", "wait_ready"]
+
+_ROUTE_STEPS = ("t_process", "t_session", "t_query", "t_warm")
+
+
+@dataclass(frozen=True)
+class RouteReady:
+    """What ``route.ready`` says (any field may be missing from an older route job)."""
+
+    times: dict[str, float]
+    """Subset of ``t_process``, ``t_session``, ``t_query``, ``t_warm`` (epoch s)."""
+    spark_ui: str | None = None
+
+
+def read_route_ready(path: Path) -> RouteReady | None:
+    """The route job's ready marker, read tolerantly: None while it does not exist
+    (or is caught mid-write as a JSON prefix); JSON, one number or empty otherwise."""
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    if not text:
+        return RouteReady({})
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None if text.startswith("{") else RouteReady({})  # torn JSON: look again
+    if isinstance(data, (int, float)):
+        return RouteReady({"t_query": float(data)})
+    if not isinstance(data, dict):
+        return RouteReady({})
+    times = {k: float(v) for k in _ROUTE_STEPS if isinstance(v := data.get(k), (int, float))}
+    ui = data.get("spark_ui")
+    return RouteReady(times, ui if isinstance(ui, str) and ui else None)
+
+
+def read_worker_ready(path: Path) -> float | None:
+    """The epoch time in a worker's ready marker; None while absent or mid-write."""
+    try:
+        return float(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def route_startup(spawned: float, ready: RouteReady, seen: float) -> dict[str, float]:
+    """Seconds of each route-job step: ``process`` (spawn -> interpreter up), ``session``
+    (-> Spark session), ``query`` (-> streaming query), ``warm`` (-> first micro-batch
+    done), ``total`` (spawn -> ready seen by the driver)."""
+    out: dict[str, float] = {"total": max(0.0, seen - spawned)}
+    prev, prev_t = None, spawned
+    for step in _ROUTE_STEPS:
+        t = ready.times.get(step)
+        if t is None:
+            continue
+        name = step.removeprefix("t_")
+        if prev is not None or name == "process":
+            out[name] = max(0.0, t - prev_t)
+        prev, prev_t = name, t
+    return out
+
+
+def wait_ready(
+    files: RunDir,
+    procs: Procs,
+    workers: list[int],
+    spawned: dict[str, float],
+    timeout_s: float = 300.0,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Wait until the route job is warm and every worker in ``workers`` reads; the
+    start-up record (see the module doc). A child that exits meanwhile fails the
+    run at once with its first error (:func:`~skewlab.live.launch.exit_cause`)."""
+    deadline = clock() + timeout_s
+    route: RouteReady | None = None
+    route_seen = 0.0
+    ready: dict[str, float] = {}
+    while True:
+        now = clock()
+        if route is None:
+            route = read_route_ready(files.route_ready)
+            route_seen = now
+        for i in workers:
+            name = f"worker-{i}"
+            if name not in ready and (t := read_worker_ready(files.worker_ready(i))) is not None:
+                ready[name] = t
+        if route is not None and len(ready) == len(workers):
+            break
+        watched = [("route", procs.route), *((f"worker-{i}", procs.workers[i]) for i in workers)]
+        for name, p in watched:
+            if p is not None and (rc := p.poll()) is not None:
+                what = "route job" if name == "route" else name.replace("-", " ")
+                raise ExperimentError(
+                    f"{what} exited before it was ready: {exit_cause(rc, files.log(name))}"
+                )
+        if now > deadline:
+            missing = ([] if route is not None else ["route job"]) + [
+                f"worker {i}" for i in workers if f"worker-{i}" not in ready
+            ]
+            raise ExperimentError(
+                f"not ready after {timeout_s:.0f} s: {', '.join(missing)} (logs in {files})"
+            )
+        sleep(0.1)
+    return {
+        "route": route_startup(spawned.get("route", route_seen), route, route_seen),
+        "workers": {
+            name: round(max(0.0, t - spawned.get(name, t)), 3) for name, t in sorted(ready.items())
+        },
+        "spark_ui": route.spark_ui,
+    }
+
+
+def startup_line(startup: dict[str, Any], spark_ui: str | None = None) -> str | None:
+    """``start-up: broker 0.1 s; route job 14.2 s (process 1.0, session 6.1, query 2.0,
+    warm 5.1); workers 1.8-2.4 s`` from a handle's ``startup`` record (None if empty)."""
+    parts = []
+    if (s := startup.get("services")) is not None:
+        parts.append(f"broker {s:.1f} s")
+    route = startup.get("route") or {}
+    if "total" in route:
+        steps = ", ".join(
+            f"{k} {route[k]:.1f}" for k in ("process", "session", "query", "warm") if k in route
+        )
+        parts.append(f"route job {route['total']:.1f} s" + (f" ({steps})" if steps else ""))
+    ws = list((startup.get("workers") or {}).values())
+    if ws:
+        lo, hi = min(ws), max(ws)
+        parts.append(f"workers {lo:.1f} s" if hi - lo < 0.05 else f"workers {lo:.1f}-{hi:.1f} s")
+    if not parts:
+        return None
+    line = "start-up: " + "; ".join(parts)
+    ui = spark_ui or startup.get("spark_ui")
+    return f"{line}; Spark UI {ui}" if ui else line

@@ -1,0 +1,202 @@
+"""Supervision of a live run while it produces and drains: children and the broker.
+
+:class:`Supervisor` polls the run's route job and workers (called about four
+times a second from the produce and drain loops): a child that exited without
+being asked to is killed as a group (its JVM too) and restarted after a backoff
+(:class:`RestartPolicy`), each restart logged and counted in the run handle
+(``restarts``); once a child has used its restarts the run fails at once with
+the child's first error and log (:func:`~skewlab.live.launch.exit_cause`).
+Restarts keep the run exact: the route job resumes from its Spark checkpoint,
+a worker from its last committed routed offset.
+
+:class:`BrokerProbe` opens a TCP connection to the bootstrap servers (short
+timeout) once a second: a broker that cannot be reached for ``grace_s`` fails
+the run with one line, instead of the Kafka clients' long retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from skewlab.errors import ConfigError
+from skewlab.live.experiment import ExperimentError
+from skewlab.live.handle import RunHandle
+from skewlab.live.launch import Procs, exit_cause
+from skewlab.rundir import RunDir
+
+__all__ = ["BrokerLost", "BrokerProbe", "ChildFailed", "RestartPolicy", "Supervisor"]
+
+log = logging.getLogger(__name__)
+
+
+class ChildFailed(ExperimentError):
+    """A child of the run failed and has no restart left; the message names its cause."""
+
+
+class BrokerLost(ExperimentError):
+    """The run's broker stopped answering."""
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """Bounded restarts with exponential backoff, per process name.
+
+    The ``n``-th restart (0-based) of a process waits
+    ``min(max_backoff_s, backoff_s * factor**n)`` seconds after its exit is seen;
+    after ``max_restarts`` restarts the next exit fails the run.
+    """
+
+    max_restarts: int = 3
+    backoff_s: float = 0.5
+    factor: float = 2.0
+    max_backoff_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.max_restarts < 0:
+            raise ConfigError(f"max_restarts must be >= 0, got {self.max_restarts}")
+        if self.backoff_s < 0 or self.max_backoff_s < self.backoff_s:
+            raise ConfigError(
+                f"backoff must satisfy 0 <= backoff_s <= max_backoff_s, got "
+                f"{self.backoff_s} / {self.max_backoff_s}"
+            )
+        if self.factor < 1:
+            raise ConfigError(f"backoff factor must be >= 1, got {self.factor}")
+
+    def delay(self, n: int) -> float:
+        """Seconds before restart number ``n`` (0-based)."""
+        return min(self.max_backoff_s, self.backoff_s * self.factor**n)
+
+
+@dataclass
+class Supervisor:
+    """Restarts the run's children that exit unasked (see the module doc).
+
+    ``workers()`` lists the worker indexes to watch (empty for a scale-out run,
+    whose state manager starts and stops instances itself). A child that exits
+    with 0 after its stop marker was touched has finished, not failed.
+    """
+
+    procs: Procs
+    handle: RunHandle
+    files: RunDir
+    workers: Callable[[], Iterable[int]]
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    clock: Callable[[], float] = time.monotonic
+    pending: dict[str, float] = field(default_factory=dict)
+    """Process name -> clock time its restart is due."""
+
+    def _children(self) -> list[tuple[str, Any, Callable[[], None]]]:
+        out: list[tuple[str, Any, Callable[[], None]]] = [
+            ("route", self.procs.route, self.procs.restart_route)
+        ]
+        for i in self.workers():
+            out.append((f"worker-{i}", self.procs.workers.get(i), _bind(self.procs, i)))
+        return out
+
+    def _finished(self, name: str, rc: int) -> bool:
+        if rc != 0:
+            return False
+        if name == "route":
+            return self.files.route_stop.exists()
+        return self.files.workers_stop.exists() or self.files.spares_stop.exists()
+
+    def check(self) -> None:
+        """Look at every child once: schedule restarts, run the due ones, or raise
+        :class:`ChildFailed` when a child exited with no restart left."""
+        now = self.clock()
+        for name, proc, restart in self._children():
+            if proc is None:
+                continue
+            due = self.pending.get(name)
+            if due is not None:
+                if now >= due:
+                    del self.pending[name]
+                    n = self.handle.restarts.get(name, 0) + 1
+                    self.handle.restarts[name] = n
+                    most = self.policy.max_restarts
+                    log.warning("restarting %s (restart %d of %d)", name, n, most)
+                    restart()  # saves the handle with the new process record
+                continue
+            rc = proc.poll()
+            if rc is None or self._finished(name, rc):
+                continue
+            cause = exit_cause(rc, self.files.log(name))
+            used = self.handle.restarts.get(name, 0)
+            proc.kill()  # what is left of its group (the route job's JVM)
+            if used >= self.policy.max_restarts:
+                raise ChildFailed(f"{_what(name)} failed after {used} restart(s): {cause}")
+            delay = self.policy.delay(used)
+            log.warning("%s exited (%s); restart in %.1f s", _what(name), cause, delay)
+            self.pending[name] = now + delay
+
+
+def _bind(procs: Procs, i: int) -> Callable[[], None]:
+    return lambda: procs.restart_worker(i)
+
+
+def _what(name: str) -> str:
+    return "route job" if name == "route" else name.replace("-", " ")
+
+
+def _tcp_connect(host: str, port: int, timeout_s: float) -> None:
+    with socket.create_connection((host, port), timeout=timeout_s):
+        pass
+
+
+@dataclass
+class BrokerProbe:
+    """Fails the run when no bootstrap server accepts a TCP connection for ``grace_s``.
+
+    :meth:`check` probes at most once per ``interval_s`` (``connect`` and ``clock``
+    injected for tests); :attr:`lost` is set once it raised.
+    """
+
+    bootstrap: str
+    grace_s: float = 3.0
+    interval_s: float = 1.0
+    timeout_s: float = 1.0
+    clock: Callable[[], float] = time.monotonic
+    connect: Callable[[str, int, float], None] = _tcp_connect
+    lost: bool = False
+    _last: float | None = None
+    _down_since: float | None = None
+    _error: str = ""
+
+    def _servers(self) -> list[tuple[str, int]]:
+        out = []
+        for item in self.bootstrap.split(","):
+            host, _, port = item.strip().rpartition(":")
+            if host and port.isdigit():
+                out.append((host.strip("[]"), int(port)))
+        return out
+
+    def reachable(self) -> bool:
+        for host, port in self._servers():
+            try:
+                self.connect(host, port, self.timeout_s)
+                return True
+            except OSError as exc:
+                self._error = f"{host}:{port}: {exc.strerror or exc}"
+        return not self._servers()  # nothing to probe: not our call
+
+    def check(self) -> None:
+        now = self.clock()
+        if self._last is not None and now - self._last < self.interval_s:
+            return
+        self._last = now
+        if self.reachable():
+            self._down_since = None
+            return
+        if self._down_since is None:
+            self._down_since = now
+        if now - self._down_since >= self.grace_s:
+            self.lost = True
+            raise BrokerLost(
+                f"broker {self.bootstrap} unreachable for {now - self._down_since:.0f} s "
+                f"({self._error}); the run cannot go on"
+            )

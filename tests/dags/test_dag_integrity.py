@@ -173,6 +173,9 @@ def test_experiment_dag_params_form(dagbag: Any) -> None:
             params.get_param(name).resolve(value)
     with pytest.raises(ParamValidationError):
         params.get_param("scale_out_params").resolve({"bogus": 1})
+    for spec in ("bogus", "zipf:q=1", "country:80"):  # the workload spec by the registry
+        with pytest.raises(ParamValidationError):
+            params.get_param("workload").resolve(spec)
     good = {
         "workers": 64,
         "load_ramp": "2x/500s",
@@ -181,6 +184,7 @@ def test_experiment_dag_params_form(dagbag: Any) -> None:
         "scale_out_params": {"alarming": 40, "scale_out": 70, "scale_in": 20, "cooldown_s": 10},
         "max_instances": 16,
         "autoscale": "kafka-rr:8",
+        "workload": "country-half:R60,size=50",
     }
     for name, value in good.items():
         assert params.get_param(name).resolve(value) == value

@@ -41,6 +41,12 @@ from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, GROUPINGS
 from skewlab.live.autoscale.protocol import speed_plan
 from skewlab.orchestration.paramspec import OFF, Kind, ParamSpec, one_line
+from skewlab.orchestration.patterns import (
+    AUTOSCALE_WORKLOAD_PATTERN,
+    AUTOSCALE_WORKLOAD_WORDS,
+    WORKLOAD_WORDS,
+    workload_pattern,
+)
 from skewlab.orchestration.runs import (
     progress_logger,
     quality_skip_reason,
@@ -203,7 +209,8 @@ PARAMS: tuple[ParamSpec, ...] = (
           "the partitions bin-packed onto consumers).", _GROUPING, scope="both"),
     _from("workload", "Workload",
           "Workload spec, e.g. zipf:s=1.1,v=2.72, country:R80, eps-switch (see skewlab simulate "
-          "--help). The autoscale experiment uses autoscale_workload instead.", _GROUPING),
+          "--help). The autoscale experiment uses autoscale_workload instead.", _GROUPING,
+          pattern=workload_pattern(), allowed_text=WORKLOAD_WORDS),
     _from("rate", "Rate (events/s)", "Target produce rate.", _GROUPING),
     _from("duration_s", "Duration (s)",
           "How long to produce (grouping: events = rate x duration; autoscale: iterations = "
@@ -253,6 +260,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "autoscale_workload", "workload", "stream:delta=5", "string", "Autoscale workload",
         "Write speeds in units of the bin capacity C: stream:delta=D[,start,seed] (the seed's "
         "measurement streams), step:lo,hi,up,down, const:level.",
+        pattern=AUTOSCALE_WORKLOAD_PATTERN, allowed_text=AUTOSCALE_WORKLOAD_WORDS,
         section=_AUTOSCALE, scope="autoscale", needs="autoscale",
     ),
     ParamSpec(
@@ -272,9 +280,19 @@ _BY_NAME = {p.name: p for p in PARAMS}
 
 
 def param_schemas() -> dict[str, dict[str, Any]]:
-    """``{name: kwargs}`` for ``airflow.sdk.Param(**kwargs)``: default, description, schema."""
+    """``{name: kwargs}`` for ``airflow.sdk.Param(**kwargs)``: default, description, schema.
+
+    The description ends with what is allowed (``Allowed: an integer in 1..64.``), which
+    the form shows under the field; the schema is :meth:`ParamSpec.form_schema` (bounds
+    that refuse a bad value instead of clamping it).
+    """
     return {
-        p.name: {"default": p.default, "description": p.description, **p.schema()} for p in PARAMS
+        p.name: {
+            "default": p.default,
+            "description": f"{p.description} Allowed: {p.allowed()}.",
+            **p.form_schema(),
+        }
+        for p in PARAMS
     }
 
 

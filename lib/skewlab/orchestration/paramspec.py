@@ -102,6 +102,34 @@ class ParamSpec:
             out["additionalProperties"] = False
         return out
 
+    def form_schema(self) -> dict[str, Any]:
+        """:meth:`schema` for a field of Airflow's trigger form: bounds that refuse, not clamp.
+
+        The form's number input clamps a value to ``minimum`` / ``maximum`` when it
+        loses focus (workers 0 silently became 1). So an integer's inclusive bounds
+        are written as the equivalent exclusive ones (``>= 1`` as ``> 0``), and a
+        number's as ``not`` the excluded range; the API still refuses a bad value
+        when the run is created, and the form shows the refusal.
+        """
+        out = self.schema()
+        low, high = out.pop("minimum", None), out.pop("maximum", None)
+        if self.kind == "integer":
+            if low is not None:
+                out["exclusiveMinimum"] = low - 1
+            if high is not None:
+                out["exclusiveMaximum"] = high + 1
+        else:
+            excluded = []
+            if low is not None:
+                excluded.append({"exclusiveMaximum": low})
+            if high is not None:
+                excluded.append({"exclusiveMinimum": high})
+            if len(excluded) == 1:
+                out["not"] = excluded[0]
+            elif excluded:
+                out["not"] = {"anyOf": excluded}
+        return out
+
     def allowed(self) -> str:
         """What values are allowed, in words (for error messages)."""
         if self.allowed_text is not None:

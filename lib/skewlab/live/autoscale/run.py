@@ -161,6 +161,16 @@ class AutoscaleRun:
             self._client = connect(self.live.kafka)
         return self._client
 
+    @property
+    def exact(self) -> bool | None:
+        """The verdict once aggregated: every offset processed once and no two consumers
+        owning a partition at overlapping times (``None`` before :meth:`aggregate`)."""
+        h = self.handle
+        if h.exactness is None or h.scale is None:
+            return None
+        report = ExactnessReport(**{**h.exactness, "examples": tuple(h.exactness["examples"])})
+        return report.exact and int(h.scale["overlaps"]) == 0
+
     def state(self) -> dict[str, Any]:
         """The controller's persisted state (``{}`` before its first write)."""
         try:
@@ -349,7 +359,7 @@ class AutoscaleRun:
         n_overlaps = int(h.scale["overlaps"])
         summary = AutoscaleSummary(
             run_id=h.run_id, algorithm=s.algorithm, workload=s.workload,
-            records=report.expected_events, exact=report.exact and n_overlaps == 0,
+            records=report.expected_events, exact=bool(self.exact),
             exactness=report.summary(), overlaps=n_overlaps, latency=h.scale["latency"],
             decisions=read_decisions(self.live), samples=self.samples,
             downtime=h.scale["downtime"], iteration_s=s.iteration_s,
@@ -385,11 +395,16 @@ class AutoscaleRun:
                     self.client.delete_topic(t)
                 except SkewlabError as exc:
                     log.warning("could not delete topic %s: %s", t, exc)
+        self.release()
+        h.mark(P.STOPPED)
+        return killed
+
+    def release(self) -> None:
+        """Leave the run in this process: the client closed (its processes and topics stay:
+        :meth:`stop` ends them). What a DAG task does after its phase."""
         if self._client is not None:
             self._client.close()
             self._client = None
-        h.mark(P.STOPPED)
-        return killed
 
     def __enter__(self) -> AutoscaleRun:
         return self

@@ -98,6 +98,11 @@ class RunDir:
         return self.path / "mlflow.json"
 
     @property
+    def drain_progress(self) -> Path:
+        """The last drain progress line the DAG's sensor logged (it logs only changes)."""
+        return self.path / "drain.progress"
+
+    @property
     def controller_state(self) -> Path:
         """The autoscale controller's persisted state."""
         return self.path / "controller-state.json"

@@ -111,7 +111,9 @@ class RunDir:
 
     @property
     def route_ready(self) -> Path:
-        """Written by the route job once its query runs."""
+        """Written by the route job once its query runs and a warm-up micro-batch is done:
+        JSON with the start-up times ``t_process``, ``t_session``, ``t_query``,
+        ``t_warm`` (epoch s) and ``spark_ui`` (the Spark UI's URL or null)."""
         return self.path / "route.ready"
 
     @property
@@ -157,6 +159,12 @@ class RunDir:
     def spark_data(self) -> Path:
         """The route job's Spark warehouse / temp folder."""
         return self.path / "spark"
+
+    @property
+    def route_warmup(self) -> Path:
+        """The route job's warm-up query: its checkpoint and scratch Delta root (deleted
+        once the warm-up batch is done)."""
+        return self.path / "route-warmup"
 
     # ------------------------------------------------------------ topics and Delta app ids
 

@@ -1,0 +1,108 @@
+"""Warm start: ready markers read tolerantly, start-up split per component, one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skewlab.errors import SkewlabError
+from skewlab.live.launch import Procs
+from skewlab.live.startup import (
+    RouteReady,
+    read_route_ready,
+    read_worker_ready,
+    route_startup,
+    startup_line,
+    wait_ready,
+)
+from skewlab.rundir import RunDir
+
+pytestmark = pytest.mark.unit
+
+
+def test_route_ready_json_number_empty_and_torn(tmp_path: Path) -> None:
+    f = tmp_path / "route.ready"
+    assert read_route_ready(f) is None
+    f.write_text("")
+    assert read_route_ready(f) == RouteReady({})
+    f.write_text("1700000000.5")
+    assert read_route_ready(f) == RouteReady({"t_query": 1700000000.5})
+    doc = {"t_process": 10.0, "t_session": 16.0, "t_query": 18.0, "t_warm": 23.5,
+           "spark_ui": "http://127.0.0.1:4040"}  # fmt: skip
+    f.write_text(json.dumps(doc))
+    ready = read_route_ready(f)
+    assert ready is not None and ready.spark_ui == "http://127.0.0.1:4040"
+    assert ready.times == {k: v for k, v in doc.items() if k.startswith("t_")}
+    f.write_text(json.dumps(doc)[:20])  # caught mid-write
+    assert read_route_ready(f) is None
+    f.write_text(json.dumps({"t_warm": "soon", "spark_ui": ""}))
+    assert read_route_ready(f) == RouteReady({})
+
+
+def test_route_steps_are_differences_of_the_marker_times() -> None:
+    ready = RouteReady({"t_process": 10.0, "t_session": 16.0, "t_query": 18.0, "t_warm": 23.5})
+    steps = route_startup(9.0, ready, 24.0)
+    assert steps == {"total": 15.0, "process": 1.0, "session": 6.0, "query": 2.0, "warm": 5.5}
+    assert route_startup(9.0, RouteReady({}), 20.0) == {"total": 11.0}
+
+
+def test_wait_ready_needs_the_route_job_and_every_worker(tmp_path: Path) -> None:
+    files = RunDir.create(tmp_path, "key-w")
+
+    class Alive:
+        def poll(self) -> None:
+            return None
+
+    procs = Procs(route=Alive(), workers={0: Alive(), 1: Alive()})
+    now = [100.0]
+    script = {
+        100.3: lambda: files.route_ready.write_text(json.dumps({"t_warm": 100.2})),
+        100.5: lambda: files.worker_ready(0).write_text("100.4"),
+        100.8: lambda: files.worker_ready(1).write_text("100.7"),
+    }
+
+    def sleep(dt: float) -> None:
+        now[0] = round(now[0] + dt, 3)
+        if now[0] in script:
+            script.pop(now[0])()
+
+    spawned = {"route": 99.0, "worker-0": 99.5, "worker-1": 99.6}
+    up = wait_ready(files, procs, [0, 1], spawned, clock=lambda: now[0], sleep=sleep)
+    assert not script, "returned before every component was ready"
+    assert up["workers"] == {"worker-0": 0.9, "worker-1": 1.1}
+    assert up["route"]["total"] == pytest.approx(1.3)
+    line = startup_line({"services": 0.4, **up}, "http://127.0.0.1:4041")
+    assert line == (
+        "start-up: broker 0.4 s; route job 1.3 s; workers 0.9-1.1 s; Spark UI http://127.0.0.1:4041"
+    )
+
+
+def test_a_child_dying_during_start_up_fails_with_its_first_error(tmp_path: Path) -> None:
+    files = RunDir.create(tmp_path, "key-d")
+
+    class Dead:
+        def poll(self) -> int:
+            return 1
+
+    class Alive:
+        def poll(self) -> None:
+            return None
+
+    files.log("worker-0").write_text("Traceback (most recent call last):\nKafkaError: no broker\n")
+    procs = Procs(route=Alive(), workers={0: Dead()})
+    with pytest.raises(SkewlabError) as info:
+        wait_ready(files, procs, [0], {}, clock=lambda: 0.0, sleep=lambda dt: None)
+    msg = str(info.value)
+    assert "worker 0 exited before it was ready" in msg and "KafkaError: no broker" in msg
+
+
+def test_worker_ready_marker_mid_write_is_not_ready(tmp_path: Path) -> None:
+    f = tmp_path / "worker-0.ready"
+    assert read_worker_ready(f) is None
+    f.write_text("")
+    assert read_worker_ready(f) is None
+    f.write_text("12.5")
+    assert read_worker_ready(f) == 12.5
+    assert startup_line({}) is None

@@ -1,0 +1,189 @@
+"""Supervisor: restarts with bounded backoff on an injected clock; BrokerProbe: fails fast."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from skewlab.errors import ConfigError
+from skewlab.live.handle import RunHandle
+from skewlab.live.launch import Procs
+from skewlab.live.supervise import (
+    BrokerLost,
+    BrokerProbe,
+    ChildFailed,
+    RestartPolicy,
+    Supervisor,
+)
+from skewlab.rundir import RunDir
+
+pytestmark = pytest.mark.unit
+
+
+class FakeProc:
+    def __init__(self) -> None:
+        self.returncode: int | None = None
+        self.killed = 0
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def kill(self) -> None:
+        self.killed += 1
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _run(tmp_path: Path, workers: int = 2) -> tuple[Procs, RunHandle, RunDir, list[str]]:
+    files = RunDir.create(tmp_path, "key-sup")
+    handle = RunHandle("key-sup", str(tmp_path), str(files), str(tmp_path / "delta"), {})
+    started: list[str] = []
+    procs = Procs(route=FakeProc(), workers={i: FakeProc() for i in range(workers)})
+
+    def restart_route() -> None:
+        started.append("route")
+        procs.route = FakeProc()
+
+    def restart_worker(i: int) -> None:
+        started.append(f"worker-{i}")
+        procs.workers[i] = FakeProc()
+
+    procs.restart_route, procs.restart_worker = restart_route, restart_worker
+    return procs, handle, files, started
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    p = RestartPolicy(max_restarts=5, backoff_s=0.5, factor=2.0, max_backoff_s=3.0)
+    assert [p.delay(n) for n in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    with pytest.raises(ConfigError):
+        RestartPolicy(factor=0.5)
+    with pytest.raises(ConfigError):
+        RestartPolicy(max_restarts=-1)
+
+
+def test_a_dead_worker_is_restarted_after_its_backoff_and_counted(tmp_path: Path) -> None:
+    procs, handle, files, started = _run(tmp_path)
+    clock = Clock()
+    sup = Supervisor(procs, handle, files, lambda: [0, 1], RestartPolicy(3, 1.0, 2.0, 10.0), clock)
+    sup.check()
+    assert started == []
+    dead = procs.workers[1]
+    dead.returncode = -9
+    sup.check()  # seen: its group killed, restart scheduled in 1 s
+    assert dead.killed == 1 and started == [] and sup.pending == {"worker-1": 101.0}
+    clock.t = 100.9
+    sup.check()
+    assert started == []
+    clock.t = 101.0
+    sup.check()
+    assert started == ["worker-1"] and handle.restarts == {"worker-1": 1}
+    assert procs.workers[1] is not dead
+    procs.workers[1].returncode = 1  # dies again: the next backoff is 2 s
+    clock.t = 105.0
+    sup.check()
+    assert sup.pending == {"worker-1": 107.0}
+
+
+def test_when_restarts_run_out_the_run_fails_with_the_cause(tmp_path: Path) -> None:
+    procs, handle, files, started = _run(tmp_path)
+    files.log("route").write_text(
+        "Traceback (most recent call last):\n  File 'x', line 1\nValueError: bad record\n"
+    )
+    clock = Clock()
+    sup = Supervisor(procs, handle, files, lambda: [0, 1], RestartPolicy(1, 0.0, 1.0, 0.0), clock)
+    procs.route.returncode = 1
+    sup.check()
+    sup.check()
+    assert started == ["route"] and handle.restarts == {"route": 1}
+    procs.route.returncode = 1
+    with pytest.raises(ChildFailed) as info:
+        sup.check()
+    msg = str(info.value)
+    assert "route job failed after 1 restart(s)" in msg and "ValueError: bad record" in msg
+    assert str(files.log("route")) in msg and "\n" not in msg
+
+
+def test_children_that_finished_after_their_stop_marker_are_left_alone(tmp_path: Path) -> None:
+    procs, handle, files, started = _run(tmp_path)
+    sup = Supervisor(procs, handle, files, lambda: [0, 1], RestartPolicy(), Clock())
+    files.route_stop.touch()
+    procs.route.returncode = 0
+    files.workers_stop.touch()
+    procs.workers[0].returncode = 0
+    sup.check()
+    assert started == [] and sup.pending == {}
+    procs.workers[1].returncode = -9  # a crash during the drain is still a crash
+    sup.check()
+    assert "worker-1" in sup.pending
+
+
+def test_unsupervised_workers_are_not_restarted(tmp_path: Path) -> None:
+    procs, handle, files, started = _run(tmp_path)
+    sup = Supervisor(procs, handle, files, lambda: [], RestartPolicy(), Clock())
+    procs.workers[0].returncode = -9  # a scale-out manager stopped it
+    sup.check()
+    assert started == [] and sup.pending == {}
+
+
+def test_broker_probe_fails_after_its_grace_with_one_line() -> None:
+    clock = Clock()
+    up = [True]
+
+    def connect(host: str, port: int, timeout: float) -> None:
+        assert (host, port) == ("127.0.0.1", 9092) and timeout == 1.0
+        if not up[0]:
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    probe = BrokerProbe("127.0.0.1:9092", grace_s=3.0, clock=clock, connect=connect)
+    probe.check()
+    up[0] = False
+    for t in (101.0, 102.0, 103.0):
+        clock.t = t
+        probe.check()  # down for < 3 s
+    clock.t = 103.5
+    probe.check()  # throttled: one probe a second
+    clock.t = 104.0
+    with pytest.raises(BrokerLost) as info:
+        probe.check()
+    assert probe.lost
+    assert "unreachable for 3 s" in str(info.value) and "Connection refused" in str(info.value)
+
+
+def test_broker_probe_recovers_when_the_broker_answers_again() -> None:
+    clock = Clock()
+    up = [False]
+
+    def connect(host: str, port: int, timeout: float) -> None:
+        if not up[0]:
+            raise OSError("down")
+
+    probe = BrokerProbe("a:1,b:2", grace_s=2.0, clock=clock, connect=connect)
+    probe.check()
+    clock.t += 1.5
+    up[0] = True
+    probe.check()
+    up[0] = False
+    clock.t += 1.5
+    probe.check()  # down again, but only just
+    assert not probe.lost
+
+
+def test_broker_probe_on_a_real_closed_port_fails_fast() -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    clock = Clock()
+    probe = BrokerProbe(f"127.0.0.1:{port}", grace_s=1.0, clock=clock)
+    probe.check()
+    clock.t += 1.0
+    with pytest.raises(BrokerLost):
+        probe.check()

@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from typing import Any
 
 from skewlab.autoscale import ALGORITHMS, AnyFit, BinPacker, KafkaAssignor, ModifiedAnyFit
 from skewlab.commands._args import names, positive_float, positive_int
 from skewlab.errors import ConfigError
 from skewlab.live.autoscale.settings import AutoscaleSettings
+from skewlab.live.lifecycle import Interrupted, failure_reason, signals_as_interrupts
 from skewlab.report.table import format_table
 from skewlab.services.datadir import resolve_home
 
@@ -57,7 +59,8 @@ def epilog() -> str:
     lines = [f"  {algorithm_spec(n, a):<{width}}  {describe(a)}" for n, a in ALGORITHMS.items()]
     return (
         "algorithms (--algorithm, --compare):\n" + "\n".join(lines) + "\n\n"
-        "exit status: 0 when every run is exact, 1 when one is not, 2 on a bad flag."
+        "exit status: 0 when every run is exact, 1 when one is not, 2 on a bad flag, "
+        "128 + N when signal N stopped a run."
     )
 
 
@@ -186,10 +189,19 @@ def _cell(v: object) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate every setting, run each algorithm on the same stream, report."""
+    """Validate every setting, run each algorithm on the same stream, report. SIGTERM /
+    SIGINT stop the run in progress (recorded as failed in its handle): exit 128 + signal."""
     from skewlab.live.autoscale.run import run_autoscale
 
-    summaries = [run_autoscale(s) for s in settings_list(args)]
+    summaries = []
+    for s in settings_list(args):
+        try:
+            with signals_as_interrupts():
+                summaries.append(run_autoscale(s))
+        except Interrupted as exc:
+            print(f"skewlab autoscale: {failure_reason(exc)}; run {s.algorithm} recorded as "
+                  "failed", file=sys.stderr)  # fmt: skip
+            return 128 + exc.signum
     rows = [r.row() for r in summaries]
     if args.json:
         print(json.dumps(rows, indent=2, default=str))

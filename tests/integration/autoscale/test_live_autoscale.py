@@ -28,7 +28,8 @@ from skewlab.live.autoscale.run import (
     AutoscaleSummary,
     run_autoscale,
 )
-from skewlab.live.handle import Phase
+from skewlab.live.handle import Phase, RunHandle, Status
+from skewlab.live.lifecycle import gc
 
 pytestmark = pytest.mark.integration
 
@@ -134,7 +135,7 @@ def test_each_phase_from_its_own_resumed_run(broker, tmp_path: Path) -> None:
         last.stop()
     assert r.exact and r.records == report.expected_events
     assert r.decisions and len(r.samples) == 5  # one per 2 s iteration of the 10 s load
-    assert last.phase is Phase.STOPPED
+    assert last.phase is Phase.STOPPED and last.handle.status == Status.DONE
     assert set(last.handle.procs) == {"monitor", "controller"}
     assert all(last.procs[n].poll() is not None for n in last.procs)
 
@@ -157,3 +158,31 @@ def test_crash_point_ends_exact(
     else:  # the controller noticed and reassigned the dead consumer's partitions
         assert "is gone" in log
         assert any(d["reason"] == "unassigned" for d in r.decisions[1:]), r.decisions
+
+
+def test_an_interrupted_run_is_recorded_failed_and_leaves_no_process(
+    broker, tmp_path: Path
+) -> None:
+    seen: dict[str, object] = {}
+
+    def hook(k: int, run: AutoscaleRun) -> None:
+        if k == 2:
+            seen.update(run_dir=run.files.path, consumers=run.consumer_pids())
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_autoscale(_settings(broker, tmp_path, duration_s=10.0), hook=hook)
+    h = RunHandle.load(seen["run_dir"])
+    assert (h.status, h.error) == (Status.FAILED, "interrupted by SIGINT")
+    assert seen["consumers"], "no consumer ran before the interrupt"
+    pids = [rec.pid for rec in h.procs.values()] + list(seen["consumers"].values())
+    assert not [p for p in pids if _alive(p)]
+    assert gc(tmp_path) == []  # ended: nothing left for skewlab gc
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")

@@ -50,8 +50,10 @@ from skewlab.live.autoscale.summary import (
 )
 from skewlab.live.experiment import BOOTSTRAP_ENV, ExperimentError, delta_root_of, new_run_id
 from skewlab.live.handle import Phase as P
-from skewlab.live.handle import RunHandle
+from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import LocalLauncher, Proc, module_command, tail
+from skewlab.live.lifecycle import failure_reason
+from skewlab.live.run import INTERRUPT_GRACE_S
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
@@ -96,7 +98,6 @@ class AutoscaleRun:
         self.handle, self.s, self.detached, self.hook = handle, s, detached, hook
         self.procs: dict[str, Proc] = {}
         self.samples: list[dict[str, float]] = []
-        self.restarts = 0
         self._client: KafkaClient | None = None
 
     @classmethod
@@ -113,7 +114,8 @@ class AutoscaleRun:
         files = RunDir.create(home, run_id)
         handle = RunHandle(
             run_id=run_id, home=str(home), run_dir=str(files), delta_root=delta_root_of(home),
-            settings=asdict(s), events_topic=Topics.of(run_id).data,
+            settings=asdict(s), events_topic=Topics.of(run_id).data, driver=_this_process(),
+            detached=detached,
         )  # fmt: skip
         handle.save()
         return cls(handle, s, detached, hook)
@@ -122,6 +124,8 @@ class AutoscaleRun:
     def resume(cls, run_dir: str | Path) -> AutoscaleRun:
         """The run saved in ``run_dir``, its processes found again from their records."""
         handle = RunHandle.load(run_dir)
+        handle.driver = _this_process()
+        handle.save()
         run = cls(handle, AutoscaleSettings(**handle.settings), detached=True)
         for name, rec in handle.procs.items():
             run.procs[name] = run.launcher.attach(rec)
@@ -213,8 +217,9 @@ class AutoscaleRun:
             if p is None or p.poll() is None or p.returncode == 0:
                 continue
             log_path = self.files.log(role)
-            if role == "controller" and self.restarts < CONTROLLER_RESTARTS:
-                self.restarts += 1
+            restarts = self.handle.restarts.get(role, 0)
+            if role == "controller" and restarts < CONTROLLER_RESTARTS:
+                self.handle.restarts[role] = restarts + 1
                 log.warning("controller exited (%s); restarting it", p.returncode)
                 self.start_controller()
                 continue
@@ -371,13 +376,28 @@ class AutoscaleRun:
             summary = log_run(summary, s, Path(h.home))
         h.mlflow_run_id = summary.mlflow_run_id
         h.mark(P.SUMMARIZED)
+        h.finish(Status.DONE)
         return summary
 
-    def stop(self) -> list[str]:
+    def fail(self, exc: BaseException) -> str:
+        """Record the run as failed because of ``exc`` (handle status and error); the
+        one-line reason. A run that already ended keeps its first end."""
+        reason = failure_reason(exc)
+        self.handle.finish(Status.FAILED, reason)
+        log.info("run %s failed: %s", self.run_id, reason)
+        return reason
+
+    def stop(self, grace_s: float = 0.0) -> list[str]:
         """Processes stopped (consumers too), topics deleted unless ``keep_topics``, client
-        closed; safe after any phase. Returns the names of the processes it killed."""
+        closed; safe after any phase. Returns the names of the processes it killed.
+
+        The stop file asks the controller to stop its consumers and everyone to exit;
+        with ``grace_s`` > 0 (an interrupted run) they get that long before the kill."""
         h = self.handle
         self.files.stop.touch()
+        deadline = time.monotonic() + grace_s
+        while any(p.poll() is None for p in self.procs.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
         killed = []
         for role, p in self.procs.items():
             if p.poll() is None:
@@ -415,18 +435,35 @@ class AutoscaleRun:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.stop()
+        if exc is not None:
+            self.fail(exc)
+        self.stop(INTERRUPT_GRACE_S if isinstance(exc, KeyboardInterrupt) else 0.0)
 
     def run_all(self) -> AutoscaleSummary:
-        """Every phase in order, then :meth:`stop` whatever happened."""
+        """Every phase not done yet, in order, then :meth:`stop` whatever happened; a
+        failure or an interrupt is recorded in the handle (``status`` failed, ``error``)
+        and raised again."""
         with self:
-            self.services()
-            self.topics()
-            self.start()
-            self.produce()
+            h = self.handle
+            if not h.done(P.SERVICES):
+                self.services()
+            if not h.done(P.TOPICS):
+                self.topics()
+            if not h.done(P.STARTED):
+                self.start()
+            if not h.done(P.PRODUCED):
+                self.produce()
             self.drain()
-            self.aggregate()
+            if not h.done(P.AGGREGATED):
+                self.aggregate()
             return self.summarize()
+
+
+def _this_process() -> list[float]:
+    """``[pid, create_time]`` of this process: the run's driver (``skewlab gc`` checks it)."""
+    import psutil
+
+    return [float(os.getpid()), float(psutil.Process().create_time())]
 
 
 def run_autoscale(

@@ -346,26 +346,26 @@ _TRACEBACK = "Traceback (most recent call last)"
 def first_error(path: Path, max_len: int = 300) -> str | None:
     """The first error in the log at ``path`` as one line, or None if it shows none.
 
-    The first Python traceback's exception line (the cause: later tracebacks are
-    consequences, and a Spark task's Python traceback inside a Java
-    ``PythonException`` counts); else the first exception line of a Java stack or
-    any line saying ``Error:`` / ``Exception:`` (a log record's message part).
+    The first exception line in the log's order: a Python traceback's exception line
+    (``ValueError: ...``, also a Spark task's traceback inside a Java
+    ``PythonException``), a Java exception line (``org.apache.spark.SparkException:
+    ...``, ``Caused by: ...``); later errors are consequences, and the last lines of
+    a failed Spark job are plan lines. Else the first line saying ``Error:`` /
+    ``Exception:`` (a log record's message part).
     """
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return None
-    start = next((i for i, line in enumerate(lines) if _TRACEBACK in line), None)
-    if start is not None:
-        for line in lines[start + 1 :]:
-            if line[:1] in (" ", "\t", "") or line.startswith(("^", "~")):
-                continue  # frames, source lines, carets
-            m = _EXC_LINE.match(line.strip())
-            if m:
-                return _clip(line.strip().removeprefix("Caused by: "), max_len)
+    in_traceback = False
     for line in lines:
+        if _TRACEBACK in line:
+            in_traceback = True
+            continue
+        if line[:1] in (" ", "\t", "") or line.startswith(("^", "~")):
+            continue  # frames, source lines, carets
         m = _EXC_LINE.match(line.strip())
-        if m and m.group(2):
+        if m and (m.group(2) or in_traceback):
             return _clip(line.strip().removeprefix("Caused by: "), max_len)
     for line in lines:
         for word in ("Error:", "Exception:"):

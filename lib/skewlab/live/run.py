@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from skewlab.live import phases
 from skewlab.live.experiment import ExperimentSettings, Hook
-from skewlab.live.handle import Phase
+from skewlab.live.handle import Phase, Status
 from skewlab.live.watch import ProgressFn
 from skewlab.rundir import RunDir
 
@@ -126,6 +126,9 @@ class Run:
         recorded in the handle (``status`` failed, ``error``) and raised again."""
         with self:
             h = self.ctx.handle
+            if h.status != Status.DONE.value:  # a resumed run runs again
+                h.status, h.error = Status.RUNNING.value, None
+                h.save()
             if not h.done(Phase.SERVICES):
                 self.services()
             if not h.done(Phase.TOPICS):

@@ -59,6 +59,16 @@ def test_the_first_exception_of_a_real_spark_failure_not_its_last_plan_lines() -
     assert cause.endswith(f"log: {log}") and "\n" not in cause
 
 
+def test_the_first_error_of_a_real_route_job_log_is_the_java_one_that_came_first() -> None:
+    """An overloaded machine: the Python worker did not connect back in time; the Python
+    traceback that follows is its consequence."""
+    log = DATA / "spark_python_worker_timeout.log"
+    assert "Traceback (most recent call last)" in log.read_text()
+    assert (
+        first_error(log) == "org.apache.spark.SparkException: Python worker failed to connect back."
+    )
+
+
 def test_java_stack_without_python_traceback_and_chained_python_errors(tmp_path: Path) -> None:
     java = tmp_path / "java.log"
     java.write_text(JAVA_ONLY)

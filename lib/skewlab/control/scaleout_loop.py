@@ -5,6 +5,7 @@ Details: docs/control.md, section ``skewlab.control.scaleout_loop``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -19,9 +20,10 @@ from skewlab.clock import Clock, EpochClock
 from skewlab.control.loop import ThreadLoop
 from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
-from skewlab.hashing import bucket
 from skewlab.io.delta import DeltaStore
+from skewlab.io.progress import progress_at
 from skewlab.io.state_store import CheckpointStore, state_rows_at
+from skewlab.pipeline.handoff import META_KEY
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import RunDir, app_id
 from skewlab.spec import DEFAULTS, SCALE_OUT_LIBRARY
@@ -31,7 +33,9 @@ from skewlab.state import (
     Level,
     OperatorState,
     Phase,
+    Replay,
     Signals,
+    SplitState,
     StartInstances,
     StopInstances,
     SwitchRouting,
@@ -41,6 +45,7 @@ from skewlab.state import (
     bottleneck_score,
     make_policy,
     owner,
+    split_hash,
 )
 from skewlab.state.base import Action
 
@@ -48,13 +53,6 @@ log = logging.getLogger(__name__)
 
 POLICIES = dict(SCALE_OUT_LIBRARY)
 """``skewlab run --scale-out`` names -> library policy names."""
-
-SPLIT_SEED = 29
-"""Seed of the hash that splits a group's keys (KEY's seed 13 formed the groups)."""
-
-
-def split_hash(key: str, eta: int) -> int:
-    return bucket(key, eta, SPLIT_SEED)
 
 
 def parse_ramp(text: str) -> tuple[float, float]:
@@ -105,6 +103,7 @@ class StateManagerSettings:
             raise ConfigError(f"interval must be > 0 s and lead >= 0 s, got {self.interval_s}")
         if not self.startup_s >= 0:
             raise ConfigError(f"scale-out startup_s must be >= 0, got {self.startup_s}")
+        _ = self.settle_s
         self.policy_config()
 
     @property
@@ -113,6 +112,14 @@ class StateManagerSettings:
         value = self.params.get("startup_s", 20.0)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"scale-out startup_s must be a number of seconds, got {value!r}")
+        return float(value)
+
+    @property
+    def settle_s(self) -> float:
+        """Longest the manager keeps deciding after the input is produced (:meth:`run`)."""
+        value = self.params.get("settle_s", 60.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"scale-out settle_s must be a number of seconds >= 0, got {value!r}")
         return float(value)
 
     @property
@@ -127,7 +134,8 @@ class StateManagerSettings:
     def policy_config(self) -> Any:
         th_names = set(ThresholdConfig.__dataclass_fields__)
         th = {k: v for k, v in self.params.items() if k in th_names}
-        rest = {k: v for k, v in self.params.items() if k not in th_names | {"startup_s"}}
+        local = {"startup_s", "settle_s"}
+        rest = {k: v for k, v in self.params.items() if k not in th_names | local}
         kw: dict[str, Any] = {"cooldown_s": 10.0, **rest}
         if self.policy == "active-backup":
             kw.pop("interval_s", None)
@@ -209,6 +217,12 @@ class StateManager:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self._cp_store = DeltaStore(s.delta_root)  # the checkpoint thread's own handles
         self._writing: dict[int, Future[dict[str, Any]]] = {}
+        self._ends: dict[int, int] = {}
+        """End offsets of ``routed`` at the last step (beta of a checkpoint ends there)."""
+        self._grew_at = self.clock.now()
+        """When ``routed`` last grew (:meth:`settled`)."""
+        self._cp_taus: dict[int, dict[int, int]] = {}
+        """Per group: the commit versions of its last completed checkpoint."""
 
     # ------------------------------------------------------------ step 1: signals
 
@@ -222,8 +236,17 @@ class StateManager:
         return done
 
     def scores(self, now: float) -> dict[int, tuple[float, float, float]]:
-        """Per running instance: (score, input rate, processed rate) in records/s."""
+        """Per running instance: (score, input rate, processed rate) in records/s.
+
+        The score is :func:`score_from_backlog` of the records that arrived and
+        were committed over the signal window and the backlog at its end: when
+        the instance was busy throughout, its utilisation is arrivals over
+        completions (both counted in records, so a machine that runs everything
+        slower, or steps the loop late, gets the same score for the same backlog)."""
         ends, done = self.kafka.end_offsets(self.topic), self._done()
+        if any(e > self._ends.get(j, 0) for j, e in ends.items()):
+            self._grew_at = now
+        self._ends = dict(ends)
         svc = self.s.service_us * 1e-6
         out = {}
         for j in sorted(self.running):
@@ -231,13 +254,16 @@ class StateManager:
             hist = self._prev.setdefault(j, [])
             hist.append((now, end, fin))
             while len(hist) > 2 and now - hist[1][0] >= self.s.signal_window_s:
-                hist.pop(0)  # rates over the last signal window: micro-batches come in bursts
+                hist.pop(0)  # over the last signal window: micro-batches come in bursts
             t_prev, e_prev, d_prev = hist[0]
             dt = now - t_prev
-            rate = (end - e_prev) / dt if dt > 0 else 0.0
-            proc = (fin - d_prev) / dt if dt > 0 else 0.0
-            sig = Signals(rate, 1.0 / svc, max(end - fin, 0), min(max(proc * svc, 0.0), 1.0))
-            out[j] = (bottleneck_score(sig), rate, proc)
+            arrived, completed = end - e_prev, fin - d_prev
+            # per look: records routed by the look before and still not committed
+            backlogs = [max(a[1] - b[2], 0) for a, b in itertools.pairwise(hist)]
+            score = score_from_backlog(arrived, completed, backlogs, dt, svc)
+            rate = arrived / dt if dt > 0 else 0.0
+            proc = completed / dt if dt > 0 else 0.0
+            out[j] = (score, rate, proc)
         return out
 
     def _past_startup(self, grp: Group, now: float) -> bool:
@@ -256,6 +282,30 @@ class StateManager:
         log.info("group %d: past start-up after %.1f s", grp.g, now - self.t0)
         return True
 
+    def _changed_share(self, grp: Group) -> float | None:
+        """Share of the group's keys its instances changed since its last checkpoint.
+
+        Each worker flush writes the rows of the keys it changed (incremental
+        ``operator_state``), so the changed keys are those with a row newer than
+        the checkpoint's commit version. Only while a checkpointing policy with a
+        ``change_fraction`` is alarmed (else None: nothing to feed)."""
+        pol = grp.policy
+        limit = getattr(pol.cfg, "change_fraction", None)
+        taus = self._cp_taus.get(grp.g)
+        if limit is None or pol.phase is not Phase.ALARMED or not taus:
+            return None
+        changed: set[str] = set()
+        for j, tau in taus.items():
+            t = self.store.read(
+                "operator_state",
+                run_id=self.s.run_id,
+                columns=["key"],
+                filters=[("instance", "=", int(j)), ("checkpoint", ">", int(tau))],
+            )
+            changed.update(k for k in t["key"].to_pylist() if k != META_KEY)
+        total = max(self.group_keys[grp.g], len(changed), 1)
+        return len(changed) / total
+
     # ------------------------------------------------------------ steps 1-5
 
     def step(self) -> None:
@@ -273,7 +323,7 @@ class StateManager:
             if not self._past_startup(grp, now):
                 continue
             pol = grp.policy
-            actions = pol.observe(score)
+            actions = pol.observe(score, self._changed_share(grp))
             log.debug("group %d: score %.1f need %.2f level %s", grp.g, score, need, pol.phase)
             if pol.detector.level >= Level.ALARMING and grp.event is None:
                 grp.event = {"group": grp.g, "t_alarm": self.wall(), "score": score}
@@ -312,30 +362,70 @@ class StateManager:
             if isinstance(a, TakeCheckpoint):
                 detail |= self._request_checkpoint(grp, a.checkpoint)
             elif isinstance(a, StartInstances):
-                detail |= self._start(grp, a.instances, a.role.value)
+                split = next(
+                    (x for x in actions if isinstance(x, SplitState) and x.targets == a.instances),
+                    None,
+                )
+                self._start(grp, a, split, detail, score)
+                continue  # _start logs its decision (with the plans) before starting
             elif isinstance(a, StopInstances):
                 detail |= self._stop(grp, a.instances)
             elif isinstance(a, SwitchRouting):
                 detail |= self._switch(grp, a.new)
+            elif isinstance(a, SplitState):
+                detail |= {
+                    "checkpoint": a.checkpoint,
+                    "note": "each started instance restores its hash part (its plan)",
+                }
+            elif isinstance(a, Replay):
+                detail |= {
+                    "checkpoint": a.checkpoint,
+                    "note": "started instances replay their sources' routed from tau",
+                }
             else:
-                detail["note"] = "carried out by the routing switch (hand-off path)"
+                detail["note"] = "started instances read their sources' routed (shadow)"
             self._decide(detail, score)
 
-    def _start(self, grp: Group, logical: tuple[int, ...], role: str) -> dict[str, Any]:
+    def _start(
+        self,
+        grp: Group,
+        a: StartInstances,
+        split: SplitState | None,
+        detail: dict[str, Any],
+        score: float,
+    ) -> None:
+        """Place ``a.instances`` on partitions, log the decision with each new instance's
+        plan (docs/scaleout.md; the process reads it when it starts), then start them."""
+        sources = list(grp.active)
         reuse = list(grp.active)
-        started = []
-        for lid in logical:
+        for lid in a.instances:
             j = reuse.pop(0) if reuse else grp.spare.pop(0) if grp.spare else None
             if j is None:
                 raise ConfigError(f"group {grp.g}: no spare partition left for instance {lid}")
             grp.phys[lid] = j
-            if j not in self.running:
-                self.procs.start(j)
-                self.running.add(j)
-                started.append(j)
+        phys = [grp.phys[lid] for lid in a.instances]
+        todo = [j for j in phys if j not in self.running]
+        plans = {}
+        if split is not None:
+            epoch = round(self.wall() * 1000)
+            for i, j in enumerate(phys):
+                if j in todo and j not in sources:
+                    plans[str(j)] = {
+                        "epoch": epoch,
+                        "group": grp.g,
+                        "sources": sources,
+                        "part": i,
+                        "parts": len(phys),
+                        "checkpoint": split.checkpoint is not None,
+                    }
+        role = a.role.value
+        detail |= {"instances": phys, "started": todo, "role": role, "plans": plans}
+        self._decide(detail, score)
+        for j in todo:
+            self.procs.start(j)
+            self.running.add(j)
         if grp.event is not None and role != "secondary":
             grp.event.setdefault("t_start", self.wall())
-        return {"instances": [grp.phys[lid] for lid in logical], "started": started, "role": role}
 
     def _stop(self, grp: Group, logical: tuple[int, ...]) -> dict[str, Any]:
         phys = [grp.phys.pop(lid) for lid in logical if lid in grp.phys]
@@ -367,8 +457,11 @@ class StateManager:
         return {"checkpoint": cp_id, "async": True}
 
     def _checkpoint(self, grp: Group, cp_id: int) -> dict[str, Any]:
-        out = write_checkpoint(self._cp_store, self.s.run_id, grp.g, list(grp.active), cp_id)
+        out = write_checkpoint(
+            self._cp_store, self.s.run_id, grp.g, list(grp.active), cp_id, dict(self._ends)
+        )
         self.checkpoints += int(out["new"])
+        self._cp_taus[grp.g] = out["tau"]
         return out
 
     def _switch(self, grp: Group, logical: tuple[int, ...]) -> dict[str, Any]:
@@ -380,6 +473,7 @@ class StateManager:
         if old != grp.active:
             ev = grp.event or {"group": grp.g, "t_alarm": self.wall()}
             grp.event = None
+            ev.setdefault("t_decide", ev.get("t_start", self.wall()))
             ev |= {
                 "policy": self.s.policy,
                 "from": old,
@@ -430,28 +524,37 @@ class StateManager:
         return moved
 
     def track_events(self, final: bool = False) -> None:
-        """Close a scale event once its moved keys' hand-offs are applied.
+        """Close a scale event once its moved keys are processing on their new instances.
 
-        ``pause_s``: the longest time a moved key stood still, from its state
-        leaving the old instance (``handoffs.sent_ms``) to a new instance applying
-        it (``applied_ms``); for restart also from stopping the operator to its
-        restarted instance being ready. ``drain_s``: how long the old instance
-        worked off its backlog after the switch (the keys progress there). Called
-        each step and once more, ``final``, after the workers exited: then an event
-        closes with what is known (a switch at the very end of the input moves no
-        record, and no hand-off follows)."""
+        ``pause_s``: the longest time a moved key waited, from the scale-out
+        decision (``t_decide``: the take-over for active backup, the start of the
+        replacements for checkpointing, the stop for restart) to its new instance
+        taking it (``handoffs.applied_ms``: its shadow reached the switch, or the
+        old holder's hand-off was applied); for restart also from stopping the
+        operator to its restarted instance being ready. ``pause_p50_s`` is the
+        median over moved keys; ``handoff_s`` the longest hand-off in flight
+        (``applied - sent``). ``drain_s``: how long the old instance worked off its
+        backlog after the switch. ``restored_*`` / ``replayed_records``: what the
+        moved keys' new instances restored and replayed (``handoffs`` rows of
+        sets taken from a shadow carry them). Called each step and once more,
+        ``final``, after the workers exited: then an event closes with what is known."""
         open_ = [e for e in self.events if "t_done" not in e]
         if not open_:
             return
         ho = self.store.read(
             "handoffs",
             run_id=self.s.run_id,
-            columns=["key", "set_id", "sent_ms", "applied_ms"],
+            columns=["key", "set_id", "sent_ms", "applied_ms", "tuples", "bytes"],
         )
         times = dict(
             zip(
                 zip(ho["key"].to_pylist(), ho["set_id"].to_pylist()),
-                zip(ho["sent_ms"].to_pylist(), ho["applied_ms"].to_pylist()),
+                zip(
+                    ho["sent_ms"].to_pylist(),
+                    ho["applied_ms"].to_pylist(),
+                    ho["tuples"].to_pylist(),
+                    ho["bytes"].to_pylist(),
+                ),
             )
         )
         now = self.wall()
@@ -461,19 +564,39 @@ class StateManager:
             waiting = len(have) < len(keys) or ("t_kill" in e and "t_ready" not in e)
             if waiting and not final:
                 continue
-            known = [(a / 1000, b / 1000) for a, b in have if a is not None and b is not None]
+            known = [(a / 1000, b / 1000) for a, b, _, _ in have if a is not None and b is not None]
+            t0 = float(e.get("t_decide", e["t_switch"]))
             e["t_done"] = max((b for _, b in known), default=now)
-            pause = max((b - a for a, b in known), default=0.0)
+            waits = sorted(max(b - t0, 0.0) for _, b in known)
+            pause = waits[-1] if waits else 0.0
             if "t_kill" in e:
                 pause = max(pause, e.get("t_ready", now) - e["t_kill"])
             e["pause_s"] = pause
+            e["pause_p50_s"] = waits[len(waits) // 2] if waits else pause
+            e["handoff_s"] = max((b - a for a, b in known), default=0.0)
             e["drain_s"] = max(max((a for a, _ in known), default=0.0) - e["t_switch"], 0.0)
             e["handoffs_missing"] = len(keys) - len(have)
+            e["replayed_records"] = int(sum(t for _, _, t, _ in have))
+            e["restored_bytes"] = int(sum(b for _, _, _, b in have))
             e["throughput_before"] = self._processed(e["t_alarm"] - 10.0, e["t_alarm"])
             e["throughput_during"] = self._processed(
                 min(e["t_switch"], e.get("t_kill", e["t_switch"])), e["t_done"]
             )
             e.pop("pending")
+            self._decide(
+                {
+                    "group": e["group"],
+                    "action": "Restored",
+                    "keys": len(keys),
+                    "records_replayed": e["replayed_records"],
+                    "bytes_restored": e["restored_bytes"],
+                    "pause_s": round(pause, 3),
+                    "ready_s": round(e["t_ready"] - e["t_start"], 3)
+                    if "t_ready" in e and "t_start" in e
+                    else None,
+                },
+                0.0,
+            )
 
     def _processed(self, t0: float, t1: float) -> float:
         """Mean processed records/s of all instances over the steps in wall time [t0, t1]."""
@@ -521,37 +644,110 @@ class StateManager:
         }
 
     def run(self, stop: threading.Event) -> None:
-        """Step every ``interval_s`` until ``stop`` is set (errors are logged, not raised)."""
+        """Step every ``interval_s`` until ``stop`` is set (errors are logged, not raised),
+        then on until the operators settled (:meth:`settled`) or ``settle_s`` passed.
+
+        ``stop`` comes when the input is produced; on a busy machine the route job
+        and the instances are still behind then, and the overload the state manager
+        exists for shows only in that backlog: it keeps deciding until the
+        instances have worked it off."""
         while not stop.wait(self.s.interval_s):
-            try:
-                self.step()
-            except Exception:  # the loop must outlive one bad round; the log says why
-                log.exception("state manager step failed")
+            self._safe_step()
+        deadline = self.clock.now() + self.s.settle_s
+        pause = threading.Event()
+        while not self.settled() and self.clock.now() < deadline:
+            pause.wait(self.s.interval_s)
+            self._safe_step()
         self._pool.shutdown(wait=True)
+
+    def _safe_step(self) -> None:
+        try:
+            self.step()
+        except Exception:  # the loop must outlive one bad round; the log says why
+            log.exception("state manager step failed")
+
+    def settled(self, quiet_s: float = 10.0) -> bool:
+        """Every running instance committed all its routed input, ``routed`` has not
+        grown for ``quiet_s`` (a busy machine's route job delivers late, in big
+        micro-batches) and no scale event is under way."""
+        if self.clock.now() - self._grew_at < quiet_s:
+            return False
+        ends, done = self._ends, self._done()
+        if any(done.get(j, 0) < ends.get(j, 0) for j in self.running):
+            return False
+        if any(g.policy.phase is Phase.SCALING for g in self.groups):
+            return False
+        return all("t_done" in e for e in self.events)
+
+
+def score_from_backlog(
+    arrived: int, completed: int, backlogs: list[int], dt: float, service_s: float
+) -> float:
+    """The bottleneck score of one instance over one signal window (0..100).
+
+    ``backlogs``: per look in the window (oldest first), the records routed by
+    the look before that are still not committed: work that waited at least one
+    step, so records in flight between two commits do not count. Capacity is
+    ``1 / service_s`` records/s. The backlog that counts is the *smallest* one
+    of the window: work still queued at every look, which a burst of input
+    delivered at once (a slow route job's late micro-batch) or a late commit
+    does not fake. When it stayed above 0.2 s of
+    work the instance was busy the whole window, and its offered utilisation is
+    ``rho = arrived / completed`` (both in records: a machine that runs
+    everything slower, or steps this loop late, scales both alike); otherwise
+    ``rho = arrived * service_s / dt`` and ``busy = completed * service_s / dt``.
+    The queue and latency terms of :func:`~skewlab.state.score.bottleneck_score`
+    both come from that backlog: queue = its records, latency = its seconds of
+    work at capacity.
+    """
+    cap = 1.0 / service_s
+    backlog = min(backlogs) if backlogs else 0
+    slack = max(1.0, 0.2 * cap)
+    if len(backlogs) >= 2 and backlog > slack and completed > 0:
+        rho, busy = arrived / completed, 1.0
+    elif dt > 0:
+        rho, busy = arrived * service_s / dt, min(max(completed * service_s / dt, 0.0), 1.0)
+    else:
+        rho, busy = 0.0, 0.0
+    sig = Signals(max(rho, 0.0) * cap, cap, backlog, busy, backlog * service_s)
+    return bottleneck_score(sig)
 
 
 def write_checkpoint(
-    store: DeltaStore, run_id: str, group: int, instances: list[int], cp_id: int
+    store: DeltaStore,
+    run_id: str,
+    group: int,
+    instances: list[int],
+    cp_id: int,
+    ends: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     """Checkpoint ``cp_id`` of operator ``group``: the committed state of its ``instances``.
 
     Per instance: theta = its ``operator_state`` rows at its last committed
-    flush, tau = that flush's routed offset, beta = the records waiting for a
-    hand-off (kept inside theta with their message set). Written through
+    flush, tau = that flush's commit version (:mod:`skewlab.io.progress`: its
+    routed offset unless it shadows), beta = the records it had received and not
+    yet reflected in theta: its routed partition from that offset to its end
+    ``ends[j]`` at the checkpoint (``routed`` is the buffer; stored as the offset
+    range ``theta[""]["beta"]``, replayed first on restore). Written through
     :class:`~skewlab.io.state_store.CheckpointStore` under run id
     ``<run>#g<group>`` (idempotent: a second write of ``cp_id`` changes nothing).
     The in-process state manager and the ``skewlab_control`` DAG both call this.
     """
     parts = {}
+    beta = 0
     for j in instances:
         version = store.committed_version("partials", RunDir.worker_app(j, run_id))
         rows = [] if version is None else state_rows_at(store, run_id, j, version)
-        theta = {}
+        theta: dict[str, Any] = {}
         for key, value, buffered in rows:
             v = json.loads(value)
             if buffered:
                 v["buffered"] = json.loads(buffered)
             theta[key] = v
+        offset = 0 if version is None else progress_at(store, run_id, j, version)[0]
+        end = max((ends or {}).get(j, offset), offset)
+        theta.setdefault(META_KEY, {})["beta"] = [offset, end]
+        beta += end - offset
         parts[j] = Checkpoint(cp_id, OperatorState(theta), version or 0)
     new = CheckpointStore(store, f"{run_id}#g{group}", f"g{group}").write(cp_id, parts)
     taus = {j: p.tau for j, p in parts.items()}
@@ -559,7 +755,8 @@ def write_checkpoint(
     return {
         "checkpoint": cp_id,
         "tau": taus,
-        "keys": sum(len(p.theta) for p in parts.values()),
+        "keys": sum(len(p.theta) - 1 for p in parts.values()),
+        "beta_records": beta,
         "new": new,
     }
 

@@ -19,7 +19,9 @@ from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
+from skewlab.live.shadow import Shadow, newest_plan
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
 from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_start
@@ -109,21 +111,33 @@ class Worker:
         self.store = DeltaStore(settings.delta_root)
         self.client = connect(settings.kafka)
         committed = self.store.committed_version("partials", settings.app_id)
-        self.offset = committed or 0
+        self.version = committed
+        """The last commit version (module doc of :mod:`skewlab.io.progress`)."""
+        self.offset, wm = (
+            (0, {})
+            if committed is None
+            else progress_at(self.store, settings.run_id, settings.worker, committed)
+        )
         self.start_offset = self.offset
-        self.agg = WindowedAggregate(settings.window_s, self._watermarks_at(committed))
+        self.agg = WindowedAggregate(settings.window_s, wm)
         self.latency = LatencyWindows(settings.window_s, rng=np.random.default_rng(settings.worker))
         self.sets: KeySets | None = None
+        self.shadow: Shadow | None = None
+        self._dirty = False
         if settings.splitters:
             self.sets = self._key_sets_at(committed)
-        if self.sets is not None:
+            self.shadow = Shadow(self.sets, self.store, settings.run_id, wall)
+            plan = newest_plan(self.store, settings.run_id, settings.worker)
+            have = (self.sets.shadow_meta or {}).get("epoch")
+            if plan is not None and plan["epoch"] != have:
+                self.shadow.start(plan)
+                self._dirty = True
             crash_point("worker.restoring")  # state restored, nothing read yet
         self.handoffs_sent = 0
         self._applied_ms: dict[tuple[str, int], tuple[int, int]] = {}
         """(sent, applied) wall ms of each received hand-off, until it is committed."""
         self.flushes = 0
         self._last_flush = self.clock.now()
-        self._dirty = False
         log.info("worker %d resumes at routed offset %d", settings.worker, self.offset)
 
     def _key_sets_at(self, version: int | None) -> KeySets:
@@ -133,20 +147,6 @@ class Worker:
         return KeySets.from_rows(
             s.worker, s.splitters, state_rows_at(self.store, s.run_id, s.worker, version)
         )
-
-    def _watermarks_at(self, version: int | None) -> dict[int, int]:
-        if version is None:
-            return {}
-        rows = self.store.read(
-            "worker_progress",
-            run_id=self.s.run_id,
-            filters=[("worker", "=", self.s.worker), ("routed_offset", "=", version)],
-        ).to_pylist()
-        if not rows:
-            raise ConfigError(
-                f"worker {self.s.worker}: partials committed at {version} but no progress row"
-            )
-        return {int(p): int(o) for p, o in json.loads(rows[-1]["watermarks"]).items()}
 
     def _apply(self, key: str, recs: list[Rec], now: float) -> None:
         w = self.s.window_s
@@ -228,9 +228,22 @@ class Worker:
         n = 0
         if upto > self.offset:
             n = self._process(upto)
+        if self.shadow is not None and self.shadow.active:
+            ends = self.client.end_offsets(self.s.topic)
+            now = self.wall()
+            read, _ = self.shadow.step(
+                self.client, self.s.topic, ends, cap, lambda k, recs: self._apply(k, recs, now)
+            )
+            if read:
+                n += read
+                self._dirty = True
         if self._dirty and self.clock.now() - self._last_flush >= self.s.flush_interval_s:
             self.flush()
         return n
+
+    def _commit_version(self) -> int:
+        """Routed offset plus records read in shadowed partitions (:mod:`skewlab.io.progress`)."""
+        return self.offset + (self.shadow.read if self.shadow is not None else 0)
 
     def _process(self, upto: int) -> int:
         if self.sets is not None:
@@ -266,8 +279,11 @@ class Worker:
 
     def flush(self) -> None:
         """Commit the increments up to the current offset (steps 1-3 of the module doc)."""
-        o, run, wk = self.offset, self.s.run_id, self.s.worker
+        off, run, wk = self.offset, self.s.run_id, self.s.worker
+        o = self._commit_version()
         app = self.s.app_id
+        if self.version is not None and o <= self.version:
+            return  # nothing read since the last commit (keep the increments for the next)
         if self.sets is not None:
             self.client.flush()
             tau = _ms(self.wall())
@@ -283,26 +299,12 @@ class Worker:
                 for key, value, buffered in self.sets.changed_rows()
             ]
             self.store.append("operator_state", state, app_id=app, version=o, run_id=run)
-            applied = [
-                {
-                    "key": h.key,
-                    "set_id": h.set_id,
-                    "from_worker": h.src,
-                    "to_worker": h.dst,
-                    "value": h.value(),
-                    "tuples": h.tuples,
-                    "bytes": len(h.value()),
-                    "sent_ms": times[0] if times else None,
-                    "applied_ms": times[1] if times else None,
-                }
-                for h in self.sets.take_applied()
-                for times in [self._applied_ms.pop((h.key, h.set_id), None)]
-            ]
+            applied = [self._handoff_row(h) for h in self.sets.take_applied()]
             self.store.append("handoffs", applied, app_id=app, version=o, run_id=run)
-        wm = json.dumps({str(p): v for p, v in sorted(self.agg.watermarks.items())})
+        wm = encode_watermarks(self.agg.watermarks, o, off)
         self.store.append(
             "worker_progress",
-            [{"worker": wk, "routed_offset": o, "watermarks": wm}],
+            [{"worker": wk, "routed_offset": off, "watermarks": wm}],
             app_id=app,
             version=o,
             run_id=run,
@@ -334,9 +336,36 @@ class Worker:
             for r in self.latency.drain()
         ]
         self.store.append("latency", lat, app_id=app, version=o, run_id=run)
+        self.version = o
         self.flushes += 1
         self._dirty = False
         self._last_flush = self.clock.now()
+
+    def _handoff_row(self, h: Handoff) -> dict[str, object]:
+        """A ``handoffs`` row: a received hand-off, or a set taken from a shadow (then
+        ``tuples`` = records replayed into it, ``bytes`` = its restored state, 0 if new)."""
+        key = (h.key, h.set_id)
+        shadow = self.shadow.taken.pop(key, None) if self.shadow is not None else None
+        sent: int | None = None
+        applied: int | None = None
+        if shadow is not None:
+            sent, applied, nbytes, tuples = shadow
+        else:
+            times = self._applied_ms.pop(key, None)
+            if times is not None:
+                sent, applied = times
+            nbytes, tuples = len(h.value()), h.tuples
+        return {
+            "key": h.key,
+            "set_id": h.set_id,
+            "from_worker": h.src,
+            "to_worker": h.dst,
+            "value": h.value(),
+            "tuples": tuples,
+            "bytes": nbytes,
+            "sent_ms": sent,
+            "applied_ms": applied,
+        }
 
     def _sets_done(self) -> bool:
         """No message set is still open here (always true without message sets)."""

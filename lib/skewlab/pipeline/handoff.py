@@ -30,17 +30,29 @@ The lifecycle of one set ``s`` of key ``k`` at one worker (:class:`KeySets`):
 A key's count in its state is the number of its events applied along its chain
 of sets, so at the end exactly one entry per key remains and its count must be
 the key's count in the input: a hand-off that doubled or lost state shows there.
+
+**Shadow sets** (scale-out, docs/scaleout.md): a secondary or a restored instance
+keeps a *shadow* of a key's set held elsewhere, built from a copy of the holder's
+state (or a checkpoint of it) and the holder's own partition replayed from that
+state's offset. A shadow is never output and never counted as key state. When the
+shadow has seen every splitter end the set with this worker as the next holder, it
+*is* the state the hand-off would bring: :meth:`KeySets.receive` takes it as that
+hand-off at once (a later real hand-off of the same set is then a duplicate, and
+is checked against it: a difference counts as an order violation).
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from skewlab.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 META_KEY = ""
 """Checkpoint row of the worker itself (input keys are never empty)."""
@@ -151,6 +163,13 @@ class KeySets:
         self._out: list[Handoff] = []
         self._changed: set[str] = set()
         """Keys whose entry may have changed since the last :meth:`changed_rows`."""
+        self.shadow: dict[str, SetEntry] = {}
+        """Shadow sets (module doc): WAITING = the key is not shadowed (its holder waits)."""
+        self.shadow_stats: dict[str, list[int]] = {}
+        """Per shadowed key: [bytes of its restored state, records replayed into it]."""
+        self.shadow_meta: dict[str, Any] | None = None
+        """The shadow's plan and per-source progress (the worker's; kept with the state)."""
+        self._shadow_final: dict[str, tuple[int, dict[str, Any]]] = {}
 
     # ---------------------------------------------------------------- input
 
@@ -203,10 +222,14 @@ class KeySets:
         """The hand-off of ``h.set_id - 1`` arrived (step 3); returns the buffer to apply."""
         self._changed.add(h.key)
         if h.set_id <= self.received.get(h.key, 0):
+            self._check_duplicate(h)
             return []
         e = self._entry(h.key, h.set_id, h.src)
         if e is None:
             return []
+        sh = self.shadow.get(h.key)
+        if sh is not None and sh.set_id < h.set_id:  # the real hand-off came first
+            del self.shadow[h.key]
         self.received[h.key] = h.set_id
         self.applied_handoffs.append(h)
         state = {
@@ -234,6 +257,89 @@ class KeySets:
             del self.sets[key]
         self.completed[key] = max(self.completed.get(key, -1), e.set_id)
 
+    # ---------------------------------------------------------------- shadow
+
+    def shadow_start(self, key: str, entry: SetEntry, restored_bytes: int) -> None:
+        """Shadow ``key`` from ``entry`` (its holder's set, copied or from a checkpoint)."""
+        self._changed.add(key)
+        self.shadow[key] = entry
+        self.shadow_stats[key] = [restored_bytes, 0]
+
+    def shadow_record(self, key: str, set_id: int, source: int, r: Rec) -> None:
+        """A record of ``key`` read in its holder's partition ``source``: apply it to the shadow."""
+        if set_id < self.received.get(key, 0) or set_id <= self.completed.get(key, -1):
+            return
+        e = self.shadow.get(key)
+        if e is None:  # a key its holder had not seen at the shadow's start: empty state
+            e = self.shadow[key] = SetEntry(set_id, source, Status.ACTIVE)
+            self.shadow_stats[key] = [0, 0]
+        if e.status is not Status.ACTIVE:
+            return
+        self._changed.add(key)
+        _apply(e.state, r)
+        self.shadow_stats[key][1] += 1
+
+    def shadow_end_of_set(
+        self, key: str, set_id: int, source: int, splitter: int, nxt: int
+    ) -> tuple[int | None, list[Rec]]:
+        """An end-of-set marker read in the holder's partition ``source``.
+
+        Returns the set taken over here from the shadow (None: not yet / not here)
+        and the key's buffered records to apply now."""
+        e = self.shadow.get(key)
+        if e is None:
+            if set_id < self.received.get(key, 0):
+                return None, []
+            e = self.shadow[key] = SetEntry(set_id, source, Status.ACTIVE)
+            self.shadow_stats[key] = [0, 0]
+        self._changed.add(key)
+        e.ended.add(splitter)
+        e.next_worker = nxt
+        return self._shadow_check(key, e, False)
+
+    def shadow_end_of_stream(self, source: int) -> list[tuple[str, int, list[Rec]]]:
+        """The holder's partition ``source`` ended: its shadows with a next holder complete.
+        Returns ``(key, set taken, records to apply)`` per key taken over here."""
+        out: list[tuple[str, int, list[Rec]]] = []
+        for key, e in list(self.shadow.items()):
+            if e.source == source:
+                sid, recs = self._shadow_check(key, e, True)
+                if sid is not None:
+                    out.append((key, sid, recs))
+        return out
+
+    def _shadow_check(self, key: str, e: SetEntry, ended: bool) -> tuple[int | None, list[Rec]]:
+        if e.next_worker is None or not (ended or len(e.ended) >= self.splitters):
+            return None, []
+        del self.shadow[key]
+        self._changed.add(key)
+        if e.status is not Status.ACTIVE or e.next_worker != self.worker:
+            self.shadow_stats.pop(key, None)
+            return None, []
+        h = Handoff(key, e.set_id + 1, e.source, self.worker, e.state)
+        self._shadow_final[key] = (h.set_id, json.loads(json.dumps(e.state)))
+        before = len(self.applied_handoffs)
+        recs = self.receive(h)
+        if len(self.applied_handoffs) == before:
+            return None, []  # the real hand-off came first
+        return h.set_id, recs
+
+    def _check_duplicate(self, h: Handoff) -> None:
+        """A real hand-off of a set taken from a shadow must bring the same state."""
+        have = self._shadow_final.pop(h.key, None)
+        if have is None or have[0] != h.set_id:
+            return
+        if json.loads(h.value()) != json.loads(json.dumps(have[1], sort_keys=True)):
+            sets = self.sets.get(h.key)
+            if sets:  # shows as an order violation in the final key state
+                min(sets.values(), key=lambda x: x.set_id).state["violations"] += 1
+            log.error(
+                "worker %d: shadow of %r set %d differs from its hand-off",
+                self.worker,
+                h.key,
+                h.set_id,
+            )
+
     # ---------------------------------------------------------------- output
 
     def take_handoffs(self) -> list[Handoff]:
@@ -257,7 +363,9 @@ class KeySets:
 
     def rows(self) -> list[tuple[str, bytes, bytes | None]]:
         """``(key, value, buffered)`` per key: the whole state, for one checkpoint."""
-        return self._rows(set(self.sets) | set(self.received) | set(self.completed))
+        return self._rows(
+            set(self.sets) | set(self.received) | set(self.completed) | set(self.shadow)
+        )
 
     def changed_rows(self) -> list[tuple[str, bytes, bytes | None]]:
         """The rows of the keys changed since the last call (and the worker's own row).
@@ -270,7 +378,10 @@ class KeySets:
         return self._rows(keys)
 
     def _rows(self, keys: set[str]) -> list[tuple[str, bytes, bytes | None]]:
-        meta = json.dumps({"stream_ended": self.stream_ended}).encode()
+        m: dict[str, Any] = {"stream_ended": self.stream_ended}
+        if self.shadow_meta is not None:
+            m["shadow"] = self.shadow_meta
+        meta = json.dumps(m).encode()
         out: list[tuple[str, bytes, bytes | None]] = [(META_KEY, meta, None)]
         for key in sorted(keys):
             sets = self.sets.get(key, {})
@@ -279,6 +390,10 @@ class KeySets:
                 "completed": self.completed.get(key, -1),
                 "sets": [e.to_json() for _, e in sorted(sets.items())],
             }
+            sh = self.shadow.get(key)
+            if sh is not None:
+                value["shadow"] = sh.to_json()
+                value["shadow_stats"] = self.shadow_stats.get(key, [0, 0])
             buf = {
                 str(s): [[r.ts, r.seq, r.size, r.splitter] for r in e.buffer]
                 for s, e in sets.items()
@@ -305,7 +420,11 @@ class KeySets:
             d = json.loads(value)
             if key == META_KEY:
                 ks.stream_ended = bool(d["stream_ended"])
+                ks.shadow_meta = d.get("shadow")
                 continue
+            if "shadow" in d:
+                ks.shadow[key] = SetEntry.from_json(d["shadow"], [])
+                ks.shadow_stats[key] = list(d.get("shadow_stats", [0, 0]))
             buf = json.loads(buffered) if buffered else {}
             ks.received[key] = int(d["received"])
             if int(d["completed"]) >= 0:

@@ -40,6 +40,7 @@ from skewlab.state.operator_state import (
     default_hash,
     owner,
     repartition,
+    split_hash,
 )
 from skewlab.state.policies import (
     POLICIES,
@@ -100,4 +101,5 @@ __all__ = [
     "repartition",
     "replay_input",
     "restore",
+    "split_hash",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "default_hash",
     "owner",
     "repartition",
+    "split_hash",
 ]
 
 KeyHash = Callable[[str, int], int]
@@ -43,6 +44,15 @@ KeyHash = Callable[[str, int], int]
 def default_hash(key: str, eta: int) -> int:
     """``m(k) = abs(murmur3_64(k, 13)) % eta`` (the KEY grouping's hash)."""
     return bucket(key, eta)
+
+
+SPLIT_SEED = 29
+"""Seed of the hash that splits one scaled operator's keys (KEY's seed 13 formed them)."""
+
+
+def split_hash(key: str, eta: int) -> int:
+    """The live state manager's ``m(key)`` for splitting a group: ``murmur3(k, 29) % eta``."""
+    return bucket(key, eta, SPLIT_SEED)
 
 
 class OperatorState(FrozenMapping):

@@ -1,0 +1,164 @@
+"""The state manager's decisions on an injected clock: cool-down, changed keys, a busy machine.
+
+One operator (instance 0) whose routed input arrives at ``rate`` and which commits
+at its capacity (1,000 records/s); the manager's view of committed offsets is
+stubbed, the rest (decisions, checkpoints, routing) goes to a real Delta store.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from skewlab.control.scaleout_loop import Processes, StateManager, StateManagerSettings
+from skewlab.io.delta import DeltaStore
+from skewlab.testing import FakeClock
+
+RUN = "policy-run"
+CAP = 1_000.0  # records/s per instance (service_us = 1,000)
+
+
+class Offsets:
+    def __init__(self) -> None:
+        self.ends: dict[int, int] = {}
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        return dict(self.ends)
+
+
+class Operator:
+    """Input produced at ``rate``; the route job delivers it every ``burst_s``; the
+    instance works at capacity and commits every ``commit_s``; the manager steps
+    every ``step_s`` (a busy machine: late micro-batches, late commits, late steps)."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        policy: str,
+        params: dict[str, Any],
+        *,
+        step_s: float = 1.0,
+        burst_s: float = 0.5,
+        commit_s: float = 0.5,
+        workers: int = 1,
+        max_instances: int = 2,
+    ) -> None:
+        self.clock = FakeClock(1_000.0)
+        self.store = DeltaStore(str(tmp_path / "delta"))
+        self.kafka = Offsets()
+        self.started: list[int] = []
+        self.step_s, self.burst_s, self.commit_s = step_s, burst_s, commit_s
+        self.produced = self.routed = self.processed = 0.0
+        self.committed = 0
+        self.t = 0.0
+        s = StateManagerSettings(
+            RUN,
+            str(tmp_path / "delta"),
+            policy,
+            workers=workers,
+            service_us=1e6 / CAP,
+            max_instances=max_instances,
+            params={"alarming": 35.0, "scale_out": 55.0, "startup_s": 0.0, **params},
+        )
+        procs = Processes(
+            start=self.started.append, stop=lambda j: None, ready=lambda j: self.clock.now()
+        )
+        self.mgr = StateManager(
+            s, self.kafka, "routed", procs, clock=self.clock, store=self.store, wall=self.clock.now
+        )
+        self.mgr._done = lambda: {0: self.committed}  # type: ignore[method-assign]
+
+    def run(self, rate: float, seconds: float) -> None:
+        """``seconds`` of operation in ticks of 0.1 s."""
+        for _ in range(round(seconds * 10)):
+            self.t = round(self.t + 0.1, 1)
+            self.clock.advance(0.1)
+            self.produced += rate * 0.1
+            if _due(self.t, self.burst_s):
+                self.routed = self.produced
+            self.processed = min(self.routed, self.processed + CAP * 0.1)
+            if _due(self.t, self.commit_s):
+                self.committed = int(self.processed)
+            if _due(self.t, self.step_s):
+                self.kafka.ends = {0: int(self.routed)}
+                self.mgr.step()
+
+    def actions(self) -> list[str]:
+        t = self.store.read("decisions", run_id=RUN, columns=["detail"])
+        return [json.loads(d)["action"] for d in t["detail"].to_pylist()]
+
+
+def _due(t: float, every: float) -> bool:
+    return abs(t / every - round(t / every)) < 1e-6
+
+
+def _scale_actions(actions: list[str]) -> list[str]:
+    """The scale actions taken, sorted (Delta returns rows in no particular order)."""
+    return sorted(a for a in actions if a in ("StartInstances", "SwitchRouting", "StopInstances"))
+
+
+def test_active_backup_take_over_waits_for_the_cool_down(tmp_path: Path) -> None:
+    """cooldown 60 s, dwell 1: a second take-over waits 60 s after the first (issue 15)."""
+    op = Operator(tmp_path, "active-backup", {"cooldown_s": 60.0, "dwell": 1}, max_instances=4)
+    op.run(3_000.0, 10.0)  # 3x capacity: alarming, secondaries, take-over
+    first = [e["t_rel"] for e in op.mgr.events]
+    assert len(first) == 1
+    op.run(3_000.0, 40.0)  # still overloaded: a second take-over would be due at once
+    assert len(op.mgr.events) == 1
+    assert op.mgr.groups[0].policy.phase.value in ("alarmed", "scaling")
+    op.run(3_000.0, 30.0)  # past the cool-down
+    assert len(op.mgr.events) == 2
+    assert op.mgr.events[1]["t_rel"] - first[0] >= 60.0 - 1e-6
+
+
+def test_checkpoint_on_changed_keys_before_the_interval(tmp_path: Path) -> None:
+    """change_fraction 0.5: a checkpoint as soon as half the keys changed since the last."""
+    op = Operator(
+        tmp_path,
+        "checkpoint",
+        {"interval_s": 1_000.0, "change_fraction": 0.5, "scale_out": 95.0},
+    )
+    keys = [f"k{i}" for i in range(4)]
+    op.store.append(
+        "key_loads",
+        [{"window_start": 0, "key": k, "worker": 0, "count": 1, "bytes": 1} for k in keys],
+        app_id=f"loads:{RUN}",
+        version=1,
+        run_id=RUN,
+    )
+    op.run(900.0, 8.0)  # 90 % of capacity: alarming (first checkpoint), not scale_out
+    assert op.actions().count("TakeCheckpoint") == 1
+    op.mgr._writing[0].result()
+    tau = op.mgr._cp_taus[0][0]
+
+    def change(ks: list[str], version: int) -> None:
+        rows = [
+            {"checkpoint": version, "instance": 0, "key": k, "value": b"{}", "tau": 0} for k in ks
+        ]
+        op.store.append("operator_state", rows, app_id=f"w:{RUN}", version=version, run_id=RUN)
+
+    change(keys[:1], tau + 1)  # 1 of 4 keys: below the fraction
+    op.run(900.0, 3.0)
+    assert op.actions().count("TakeCheckpoint") == 1
+    change(keys[1:3], tau + 2)  # 3 of 4
+    op.run(900.0, 1.0)
+    assert op.actions().count("TakeCheckpoint") == 2
+
+
+def test_a_busy_machine_makes_the_same_decisions_for_the_same_backlog(tmp_path: Path) -> None:
+    """Quiet: input routed every 0.5 s, commits every 0.5 s, a step a second. Busy: input
+    in 3 s bursts, commits every 2 s, a step every 1.7 s. Same load, same decisions."""
+    quiet = {"step_s": 1.0, "burst_s": 0.5, "commit_s": 0.5}
+    busy = {"step_s": 1.7, "burst_s": 3.0, "commit_s": 2.0}
+    outcomes = {}
+    for name, timing in (("quiet", quiet), ("busy", busy)):
+        under = Operator(tmp_path / f"{name}-under", "active-backup", {}, **timing)
+        under.run(500.0, 40.0)  # 50 % of capacity: nothing to do
+        over = Operator(tmp_path / f"{name}-over", "active-backup", {}, **timing)
+        over.run(600.0, 10.0)
+        over.run(1_800.0, 30.0)  # 180 %: secondaries, then the take-over
+        outcomes[name] = (_scale_actions(under.actions()), _scale_actions(over.actions()))
+    assert outcomes["quiet"] == outcomes["busy"]
+    assert outcomes["quiet"][0] == []
+    assert outcomes["quiet"][1] == ["StartInstances", "StopInstances", "SwitchRouting"]

@@ -1,0 +1,166 @@
+"""Crash matrix, control loops and the driver: runs driven by drivers that die and resume.
+
+The rebalance run (KEY + SMALOPS, keys moving by message sets) carries every point
+that exists in it: the driver dies mid-produce (``driver.mid_produce``), the next
+driver's rebalancer dies right after writing an assignments version
+(``rebalance.mid_reassignment``), the route job dies after a batch's Kafka
+produce (``route.after_produce``), workers die around their partials commit, and
+a worker killed by the test dies again while restoring its key state
+(``worker.restoring``). Each driver but the last dies; the run is resumed from
+its handle by the next. At the end: every point fired, the input holds exactly
+the workload (the resumed producer sent only what was missing), 0 lost, 0
+doubled, exact key state (one holder per key, its count = the key's events), 0
+order violations, and the rebalancer moved keys across the crashes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.crash.driver import drive
+from tests.integration.crash.harness import (
+    WORKER_POINTS,
+    Crashes,
+    assert_survived,
+    supervised,
+)
+from tests.integration.fixtures.live import LIVE_DEFAULTS, LiveRun, RunRefs
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.crash,
+    pytest.mark.skipif(not supervised(), reason="needs the driver's supervision (issue 18)"),
+]
+
+REBALANCE: dict[str, Any] = {
+    **LIVE_DEFAULTS,
+    "workload": "zipf:s=1.1,v=2.72,keys=50",
+    "events": 12_288,
+    "rate": 1_000.0,
+    "rebalance": "smalops",
+    "rebalance_params": {"threshold": 0.05, "gate": False},
+    "rebalance_interval_s": 2.0,
+    "rebalance_lead_s": 0.5,
+    "max_events_per_trigger": 2_000,
+}
+
+
+@pytest.fixture
+def live_refs(broker: Any, tmp_path: Path) -> Iterator[Any]:
+    """``refs(strategy, **settings) -> RunRefs`` of a run to drive; topics deleted after."""
+    from skewlab.io.delta import DeltaStore
+    from skewlab.io.kafka import KafkaSettings, connect
+    from skewlab.live.experiment import ExperimentSettings, new_run_id
+
+    home = (tmp_path / "home").resolve()
+    client = connect(KafkaSettings(broker.bootstrap))
+    made: list[RunRefs] = []
+
+    def refs(strategy: str, **settings: Any) -> RunRefs:
+        s = ExperimentSettings(
+            strategy=strategy, home=str(home), bootstrap=broker.bootstrap, keep_topics=True,
+            **settings,
+        )  # fmt: skip
+        run_id = new_run_id(strategy)
+        r = RunRefs(s, run_id, home / "runs" / run_id, DeltaStore(home / "delta"), client,
+                    f"events-{run_id}", f"routed-{run_id}")  # fmt: skip
+        made.append(r)
+        return r
+
+    try:
+        yield refs
+    finally:
+        for r in made:
+            _kill_children(r.run_dir)
+            for t in (r.events_topic, r.routed_topic):
+                client.delete_topic(t, missing_ok=True)
+        client.close()
+
+
+def _kill_children(run_dir: Path) -> None:
+    """Whatever a failed test left running of the run (each child in its own session)."""
+    from skewlab.live.handle import RunHandle
+    from skewlab.live.launch import Detached
+
+    with contextlib.suppress(Exception):
+        for rec in RunHandle.load(run_dir).procs.values():
+            Detached(rec).kill()
+
+
+class KillOnResume:
+    """SIGKILLs one running worker (its session) once the first driver died, so a later
+    driver, whose environment arms ``worker.restoring``, restarts it into that point."""
+
+    def __init__(self, refs: RunRefs, crashes: Crashes, first_driver_dead: Any) -> None:
+        self.refs, self.crashes, self.dead = refs, crashes, first_driver_dead
+        self.victim: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from skewlab.live.handle import RunHandle
+        from skewlab.live.launch import Detached
+
+        while not self._stop.wait(0.1):
+            if not self.dead():
+                continue
+            crashed = {self.crashes.pid(p) for p in self.crashes.points}
+            with contextlib.suppress(Exception):
+                procs = RunHandle.load(self.refs.run_dir).procs
+                for name, rec in sorted(procs.items()):
+                    d = Detached(rec)
+                    if name.startswith("worker-") and d.alive() and rec.pid not in crashed:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(rec.pid, signal.SIGKILL)
+                        self.victim = name
+                        return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def test_rebalance_run_survives_driver_controller_route_and_worker_crashes(live_refs):
+    from skewlab.live.summary import RunSummary
+
+    refs = live_refs("key", **REBALANCE)
+    crashes = Crashes(
+        refs.run_dir.parent.parent / "markers",
+        {
+            "driver.mid_produce": 1,
+            "rebalance.mid_reassignment": 1,
+            "route.after_produce": 2,
+            **WORKER_POINTS,
+        },
+        later={"worker.restoring": 1},
+    )
+    t0 = time.monotonic()
+    killer = KillOnResume(refs, crashes, lambda: crashes.pid("driver.mid_produce") is not None)
+    try:
+        # drivers after the first also arm worker.restoring (for the worker the test kills)
+        codes, summary = drive(
+            refs.settings, refs.run_id, refs.run_dir, crashes.env(crashes.all), attempts=4,
+            wait_moved=4096, first_env=crashes.env(),
+        )  # fmt: skip
+    finally:
+        killer.close()
+    assert codes == [86, 86, 0], codes
+    run = LiveRun(**refs.__dict__, summary=RunSummary(**summary))
+    assert killer.victim is not None
+    assert_survived(run, crashes, killed=1)
+    s = run.summary
+    assert s.rebalances >= 1 and s.keys_moved >= 1 and s.handoffs >= 1
+    versions = refs.store.read("assignments", run_id=refs.run_id)["version"].to_pylist()
+    assert min(versions) == 1  # the version written just before the rebalancer's crash
+    print(f"crash rebalance: {sorted(crashes.fired())} codes {codes} "
+          f"{time.monotonic() - t0:.0f} s")  # fmt: skip

@@ -256,12 +256,12 @@ class LiveRun:
             "processed": processed,
             "backlog": backlog,
         }
-        self.tracker.log_metrics(
-            self.mlflow_run_id,
-            {k: float(v) for k, v in values.items() if math.isfinite(float(v))},
-            step=step,
-        )
         self._last_step = step
+        try:
+            self.tracker.log_metrics(self.mlflow_run_id, _finite(values), step=step)
+        except Exception as exc:  # a progress point is not worth the run
+            log.warning("MLflow run %s: progress not logged: %s", self.mlflow_run_id, exc)
+            return False
         return True
 
     # ------------------------------------------------------------ end
@@ -269,15 +269,25 @@ class LiveRun:
     def _open(self) -> bool:
         return self.status == "RUNNING"
 
-    def fail(self, reason: str) -> None:
-        """End the run FAILED with ``reason`` as tag ``skewlab.failure`` (no-op if ended)."""
-        if not self._open():
-            log.debug("MLflow run %s already ended; fail(%r) ignored", self.mlflow_run_id, reason)
-            return
+    def fail(self, reason: str) -> bool:
+        """End the run FAILED with ``reason`` as tag ``skewlab.failure``; whether it did.
+
+        Made for error paths: never raises (an MLflow error is logged as a
+        warning, so the run's own error is the one the caller sees); a no-op
+        when the run has ended already.
+        """
         text = reason.strip() or "failed"
-        self.tracker.set_tags(self.mlflow_run_id, {FAILURE_TAG: text[:MAX_TAG_CHARS]})
-        self.tracker.end_run(self.mlflow_run_id, "FAILED")
+        try:
+            if not self._open():
+                log.debug("MLflow run %s already ended; fail() ignored", self.mlflow_run_id)
+                return False
+            self.tracker.set_tags(self.mlflow_run_id, {FAILURE_TAG: text[:MAX_TAG_CHARS]})
+            self.tracker.end_run(self.mlflow_run_id, "FAILED")
+        except Exception as exc:  # see the docstring
+            log.warning("MLflow run %s not marked FAILED: %s", self.mlflow_run_id, exc)
+            return False
         log.info("MLflow run %s: FAILED (%s)", self.mlflow_run_id, text.splitlines()[0])
+        return True
 
     def finish(self, summary: RunSummary, quality: QualityReport | None = None) -> RunSummary:
         """Log ``summary`` (metrics, series, loads table, plots, JSON) and ``quality`` into
@@ -322,6 +332,17 @@ def open_live_run(
     run._save()
     log.info("MLflow run of %s: %s", rd.run_id, run.link)
     return run
+
+
+def fail_run(run_dir: str | Path | RunDir, reason: str) -> bool:
+    """End the MLflow run of the run in ``run_dir`` FAILED with ``reason``, if it has an
+    open one; whether it did. Never raises (for clean-up paths)."""
+    try:
+        run = LiveRun.find(run_dir)
+    except Exception as exc:  # clean-up path: the caller's error matters
+        log.warning("cannot reach the MLflow run of %s: %s", run_dir, exc)
+        return False
+    return run.fail(reason) if run is not None else False
 
 
 def log_run(

@@ -17,7 +17,7 @@ import pytest
 from skewlab.io.tracking import TrackingError, TrackingSettings
 from skewlab.live.experiment import ExperimentSettings
 from skewlab.live.summary import RunSummary, draw
-from skewlab.live.tracking import LOADS_TABLE, LiveRun, log_run, open_live_run
+from skewlab.live.tracking import LOADS_TABLE, LiveRun, fail_run, log_run, open_live_run
 from skewlab.rundir import RunDir
 
 pytestmark = pytest.mark.unit
@@ -204,11 +204,11 @@ def test_fail_ends_the_run_failed_with_its_reason(tmp_path: Path) -> None:
     home = tmp_path / "home"
     rd = RunDir.create(home, "run-fail")
     run = open_live_run(_settings(home, 5.0), rd, TrackingSettings.for_data_dir(home))
-    LiveRun.attach(rd).fail("route job exited 1 (log: route.log)")
+    assert fail_run(rd.path, "route job exited 1 (log: route.log)")
     mr = run.tracker.client.get_run(run.mlflow_run_id)
     assert mr.info.status == "FAILED"
     assert mr.data.tags["skewlab.failure"] == "route job exited 1 (log: route.log)"
-    run.fail("second call")  # already ended: nothing changes
+    assert not run.fail("second call")  # already ended: nothing changes
     assert run.tracker.client.get_run(run.mlflow_run_id).data.tags["skewlab.failure"] == (
         "route job exited 1 (log: route.log)"
     )
@@ -225,8 +225,13 @@ def test_a_run_that_is_not_exact_ends_failed(tmp_path: Path) -> None:
 def test_attach_without_an_open_run_says_so(tmp_path: Path) -> None:
     rd = RunDir.create(tmp_path, "run-none")
     assert LiveRun.find(rd) is None
+    assert not fail_run(rd, "nothing to fail")
     with pytest.raises(TrackingError, match="no open MLflow run"):
         LiveRun.attach(rd)
+    rd.mlflow_run.write_text("{not json")
+    with pytest.raises(TrackingError, match="unreadable"):
+        LiveRun.attach(rd)
+    assert not fail_run(rd, "a clean-up path never raises")
 
 
 def test_log_run_logs_into_the_open_run_or_opens_one(

@@ -319,7 +319,7 @@ def scaleout_step(
             on data time: the interval's end).
         version: the app-transaction version (default ``interval_end_ms``).
     """
-    from skewlab.control.scaleout_loop import write_checkpoint
+    from skewlab.control.scaleout_state import write_checkpoint
     from skewlab.io.state_store import CheckpointStore
 
     call = StepCall.begin(STEP, run_id, policy, interval_start_ms, interval_end_ms, version)

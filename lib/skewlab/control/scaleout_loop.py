@@ -18,23 +18,19 @@ from typing import Any
 
 from skewlab.clock import Clock, EpochClock
 from skewlab.control.loop import ThreadLoop
+from skewlab.control.scaleout_state import score_from_backlog, write_checkpoint
 from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
-from skewlab.io.progress import progress_at
-from skewlab.io.state_store import CheckpointStore, state_rows_at
 from skewlab.pipeline.handoff import META_KEY
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import RunDir, app_id
 from skewlab.spec import DEFAULTS, SCALE_OUT_LIBRARY
 from skewlab.state import (
-    Checkpoint,
     FairnessTracker,
     Level,
-    OperatorState,
     Phase,
     Replay,
-    Signals,
     SplitState,
     StartInstances,
     StopInstances,
@@ -42,7 +38,6 @@ from skewlab.state import (
     TakeCheckpoint,
     ThresholdConfig,
     app_fairness,
-    bottleneck_score,
     make_policy,
     owner,
     split_hash,
@@ -660,6 +655,14 @@ class StateManager:
             self._safe_step()
         self._pool.shutdown(wait=True)
 
+    def _input_routed(self) -> bool:
+        """Whether ``key_loads`` + ``quarantine`` account for every event in ``events``."""
+        topic = RunDir.of(self.s.run_id).events_topic
+        produced = sum(self.kafka.end_offsets(topic).values())
+        kl = self.store.read("key_loads", run_id=self.s.run_id, columns=["count"])
+        q = self.store.read("quarantine", run_id=self.s.run_id, columns=["offset"])
+        return sum(kl["count"].to_pylist()) + q.num_rows >= produced
+
     def _safe_step(self) -> None:
         try:
             self.step()
@@ -667,10 +670,11 @@ class StateManager:
             log.exception("state manager step failed")
 
     def settled(self, quiet_s: float = 10.0) -> bool:
-        """Every running instance committed all its routed input, ``routed`` has not
-        grown for ``quiet_s`` (a busy machine's route job delivers late, in big
-        micro-batches) and no scale event is under way."""
-        if self.clock.now() - self._grew_at < quiet_s:
+        """The route job routed (or quarantined) every produced event, every running
+        instance committed all its routed input, ``routed`` has not grown for
+        ``quiet_s`` (a busy machine's route job delivers late, in big micro-batches)
+        and no scale event is under way."""
+        if self.clock.now() - self._grew_at < quiet_s or not self._input_routed():
             return False
         ends, done = self._ends, self._done()
         if any(done.get(j, 0) < ends.get(j, 0) for j in self.running):
@@ -678,87 +682,6 @@ class StateManager:
         if any(g.policy.phase is Phase.SCALING for g in self.groups):
             return False
         return all("t_done" in e for e in self.events)
-
-
-def score_from_backlog(
-    arrived: int, completed: int, backlogs: list[int], dt: float, service_s: float
-) -> float:
-    """The bottleneck score of one instance over one signal window (0..100).
-
-    ``backlogs``: per look in the window (oldest first), the records routed by
-    the look before that are still not committed: work that waited at least one
-    step, so records in flight between two commits do not count. Capacity is
-    ``1 / service_s`` records/s. The backlog that counts is the *smallest* one
-    of the window: work still queued at every look, which a burst of input
-    delivered at once (a slow route job's late micro-batch) or a late commit
-    does not fake. When it stayed above 0.2 s of
-    work the instance was busy the whole window, and its offered utilisation is
-    ``rho = arrived / completed`` (both in records: a machine that runs
-    everything slower, or steps this loop late, scales both alike); otherwise
-    ``rho = arrived * service_s / dt`` and ``busy = completed * service_s / dt``.
-    The queue and latency terms of :func:`~skewlab.state.score.bottleneck_score`
-    both come from that backlog: queue = its records, latency = its seconds of
-    work at capacity.
-    """
-    cap = 1.0 / service_s
-    backlog = min(backlogs) if backlogs else 0
-    slack = max(1.0, 0.2 * cap)
-    if len(backlogs) >= 2 and backlog > slack and completed > 0:
-        rho, busy = arrived / completed, 1.0
-    elif dt > 0:
-        rho, busy = arrived * service_s / dt, min(max(completed * service_s / dt, 0.0), 1.0)
-    else:
-        rho, busy = 0.0, 0.0
-    sig = Signals(max(rho, 0.0) * cap, cap, backlog, busy, backlog * service_s)
-    return bottleneck_score(sig)
-
-
-def write_checkpoint(
-    store: DeltaStore,
-    run_id: str,
-    group: int,
-    instances: list[int],
-    cp_id: int,
-    ends: dict[int, int] | None = None,
-) -> dict[str, Any]:
-    """Checkpoint ``cp_id`` of operator ``group``: the committed state of its ``instances``.
-
-    Per instance: theta = its ``operator_state`` rows at its last committed
-    flush, tau = that flush's commit version (:mod:`skewlab.io.progress`: its
-    routed offset unless it shadows), beta = the records it had received and not
-    yet reflected in theta: its routed partition from that offset to its end
-    ``ends[j]`` at the checkpoint (``routed`` is the buffer; stored as the offset
-    range ``theta[""]["beta"]``, replayed first on restore). Written through
-    :class:`~skewlab.io.state_store.CheckpointStore` under run id
-    ``<run>#g<group>`` (idempotent: a second write of ``cp_id`` changes nothing).
-    The in-process state manager and the ``skewlab_control`` DAG both call this.
-    """
-    parts = {}
-    beta = 0
-    for j in instances:
-        version = store.committed_version("partials", RunDir.worker_app(j, run_id))
-        rows = [] if version is None else state_rows_at(store, run_id, j, version)
-        theta: dict[str, Any] = {}
-        for key, value, buffered in rows:
-            v = json.loads(value)
-            if buffered:
-                v["buffered"] = json.loads(buffered)
-            theta[key] = v
-        offset = 0 if version is None else progress_at(store, run_id, j, version)[0]
-        end = max((ends or {}).get(j, offset), offset)
-        theta.setdefault(META_KEY, {})["beta"] = [offset, end]
-        beta += end - offset
-        parts[j] = Checkpoint(cp_id, OperatorState(theta), version or 0)
-    new = CheckpointStore(store, f"{run_id}#g{group}", f"g{group}").write(cp_id, parts)
-    taus = {j: p.tau for j, p in parts.items()}
-    log.info("operator %d: checkpoint %d written=%s (tau %s)", group, cp_id, new, taus)
-    return {
-        "checkpoint": cp_id,
-        "tau": taus,
-        "keys": sum(len(p.theta) - 1 for p in parts.values()),
-        "beta_records": beta,
-        "new": new,
-    }
 
 
 def start_loop(

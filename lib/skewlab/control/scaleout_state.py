@@ -1,0 +1,100 @@
+"""What the live state manager computes from Delta and offsets: its score, its checkpoints.
+
+Details: docs/scaleout.md (score and triggering; checkpoints ``(theta, tau, beta)``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from skewlab.io.delta import DeltaStore
+from skewlab.io.progress import progress_at
+from skewlab.io.state_store import CheckpointStore, state_rows_at
+from skewlab.pipeline.handoff import META_KEY
+from skewlab.rundir import RunDir
+from skewlab.state import Checkpoint, OperatorState, Signals, bottleneck_score
+
+log = logging.getLogger(__name__)
+
+
+def score_from_backlog(
+    arrived: int, completed: int, backlogs: list[int], dt: float, service_s: float
+) -> float:
+    """The bottleneck score of one instance over one signal window (0..100).
+
+    ``backlogs``: per look in the window (oldest first), the records routed by
+    the look before that are still not committed: work that waited at least one
+    step, so records in flight between two commits do not count. Capacity is
+    ``1 / service_s`` records/s. The backlog that counts is the *smallest* one
+    of the window: work still queued at every look, which a burst of input
+    delivered at once (a slow route job's late micro-batch) or a late commit
+    does not fake. When it stayed above 0.2 s of
+    work the instance was busy the whole window, and its offered utilisation is
+    ``rho = arrived / completed`` (both in records: a machine that runs
+    everything slower, or steps this loop late, scales both alike); otherwise
+    ``rho = arrived * service_s / dt`` and ``busy = completed * service_s / dt``.
+    The queue and latency terms of :func:`~skewlab.state.score.bottleneck_score`
+    both come from that backlog: queue = its records, latency = its seconds of
+    work at capacity.
+    """
+    cap = 1.0 / service_s
+    backlog = min(backlogs) if backlogs else 0
+    slack = max(1.0, 0.2 * cap)
+    if len(backlogs) >= 2 and backlog > slack and completed > 0:
+        rho, busy = arrived / completed, 1.0
+    elif dt > 0:
+        rho, busy = arrived * service_s / dt, min(max(completed * service_s / dt, 0.0), 1.0)
+    else:
+        rho, busy = 0.0, 0.0
+    sig = Signals(max(rho, 0.0) * cap, cap, backlog, busy, backlog * service_s)
+    return bottleneck_score(sig)
+
+
+def write_checkpoint(
+    store: DeltaStore,
+    run_id: str,
+    group: int,
+    instances: list[int],
+    cp_id: int,
+    ends: dict[int, int] | None = None,
+) -> dict[str, Any]:
+    """Checkpoint ``cp_id`` of operator ``group``: the committed state of its ``instances``.
+
+    Per instance: theta = its ``operator_state`` rows at its last committed
+    flush, tau = that flush's commit version (:mod:`skewlab.io.progress`: its
+    routed offset unless it shadows), beta = the records it had received and not
+    yet reflected in theta: its routed partition from that offset to its end
+    ``ends[j]`` at the checkpoint (``routed`` is the buffer; stored as the offset
+    range ``theta[""]["beta"]``, replayed first on restore). Written through
+    :class:`~skewlab.io.state_store.CheckpointStore` under run id
+    ``<run>#g<group>`` (idempotent: a second write of ``cp_id`` changes nothing).
+    The in-process state manager and the ``skewlab_control`` DAG both call this.
+    """
+    parts = {}
+    beta = 0
+    for j in instances:
+        version = store.committed_version("partials", RunDir.worker_app(j, run_id))
+        rows = [] if version is None else state_rows_at(store, run_id, j, version)
+        theta: dict[str, Any] = {}
+        for key, value, buffered in rows:
+            v = json.loads(value)
+            if buffered:
+                v["buffered"] = json.loads(buffered)
+            theta[key] = v
+        offset = 0 if version is None else progress_at(store, run_id, j, version)[0]
+        end = max((ends or {}).get(j, offset), offset)
+        theta.setdefault(META_KEY, {})["beta"] = [offset, end]
+        beta += end - offset
+        parts[j] = Checkpoint(cp_id, OperatorState(theta), version or 0)
+    new = CheckpointStore(store, f"{run_id}#g{group}", f"g{group}").write(cp_id, parts)
+    taus = {j: p.tau for j, p in parts.items()}
+    log.info("operator %d: checkpoint %d written=%s (tau %s)", group, cp_id, new, taus)
+    return {
+        "checkpoint": cp_id,
+        "tau": taus,
+        "keys": sum(len(p.theta) - 1 for p in parts.values()),
+        "beta_records": beta,
+        "new": new,
+    }

@@ -69,6 +69,8 @@ class RunSummary:
     """Most events produced but not yet processed at any moment of the run (:func:`backlog`)."""
     backlog_at_s: float = float("nan")
     """When the backlog peaked, in seconds since ``t_first_s``."""
+    startup_s: dict[str, float] = field(default_factory=dict)
+    """Start-up time of each component (:func:`startup_seconds`), apart from latency."""
     rebalance: str = ""
     rebalances: int = 0
     keys_moved: int = 0
@@ -147,6 +149,26 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs: list[float
     v, w = values[order], weights[order]
     cdf = np.cumsum(w) / w.sum()
     return [float(v[min(int(np.searchsorted(cdf, q / 100.0)), v.size - 1)]) for q in qs]
+
+
+def startup_seconds(startup: dict[str, Any] | None) -> dict[str, float]:
+    """A handle's ``startup`` record as flat seconds: ``broker``, ``route`` (and its steps
+    ``route_process``, ``route_session``, ``route_query``, ``route_warm``), ``workers``
+    (the slowest worker: production waits for it)."""
+    if not startup:
+        return {}
+    out: dict[str, float] = {}
+    if isinstance(v := startup.get("services"), (int, float)):
+        out["broker"] = float(v)
+    route = startup.get("route") or {}
+    if isinstance(route, dict):
+        for k, v in route.items():
+            if isinstance(v, (int, float)):
+                out["route" if k == "total" else f"route_{k}"] = float(v)
+    workers = [float(v) for v in (startup.get("workers") or {}).values()]
+    if workers:
+        out["workers"] = max(workers)
+    return out
 
 
 def _latency(
@@ -259,11 +281,13 @@ def summarize(
     run_dir: Path,
     wall_s: float,
     scale: dict[str, Any] | None = None,
+    startup: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Compute the run's summary from Delta (and draw its plots into ``run_dir``).
 
     ``t_produce``: wall time of the first produced event after warm-up; latency
     counts the windows ending after it, MLflow steps count seconds from it.
+    ``startup``: the handle's start-up record (:func:`startup_seconds`).
     """
     kl = store.read("key_loads", run_id=run_id, columns=["window_start", "key", "worker", "count"])
     windows = sorted(set(kl["window_start"].to_pylist()))
@@ -326,6 +350,7 @@ def summarize(
         latency_events=lat_n,
         backlog_max=backlog_max,
         backlog_at_s=backlog_at,
+        startup_s=startup_seconds(startup),
         window_starts_ms=[int(w) for w in windows],
         window_loads=loads.tolist(),
         window_latency_ms=[lat_series.get(w, (float("nan"), float("nan"))) for w in windows],

@@ -370,6 +370,7 @@ def _log_summary(tracker: Tracker, rid: str, summary: RunSummary) -> None:
     if summary.scale_out:
         metrics.update({k: float(getattr(summary, k)) for k in SCALE_OUT_METRICS})
         metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
+    metrics.update({f"startup_{k}_s": v for k, v in summary.startup_s.items()})
     tracker.log_metrics(rid, _finite(metrics))
     loads = np.asarray(summary.window_loads, dtype=np.float64)
     if loads.size:

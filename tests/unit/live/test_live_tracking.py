@@ -76,7 +76,12 @@ def _summary(
 
 
 def _finished(
-    tmp_path: Path, name: str, window_s: float, first_after_s: float = 0.0, **kw: Any
+    tmp_path: Path,
+    name: str,
+    window_s: float,
+    first_after_s: float = 0.0,
+    startup_s: dict[str, float] | None = None,
+    **kw: Any,
 ) -> tuple[LiveRun, RunSummary]:
     """A finished run; its first event ``first_after_s`` after its first window's start."""
     home = tmp_path / "home"
@@ -85,6 +90,7 @@ def _finished(
     run = open_live_run(s, rd, TrackingSettings.for_data_dir(home))
     summary = _summary(name, window_s, **kw)
     summary.t_first_s += first_after_s
+    summary.startup_s = startup_s or {}
     summary.plots = draw(summary, rd.path)
     run.finish(summary)
     return run, summary
@@ -102,8 +108,10 @@ def _table(run: LiveRun, name: str) -> list[dict[str, Any]]:
 
 
 def test_params_are_the_settings_and_ids_are_tags(tmp_path: Path) -> None:
-    run, summary = _finished(tmp_path, "run-20261124-a", 5.0)
+    run, summary = _finished(tmp_path, "run-20261124-a", 5.0, startup_s={"route": 14.2})
     mr = run.tracker.client.get_run(run.mlflow_run_id)
+    assert mr.data.metrics["startup_route_s"] == 14.2  # start-up is its own figure
+    assert mr.data.metrics["backlog_max"] == summary.backlog_max
     params, tags = mr.data.params, mr.data.tags
     assert params["strategy"] == "dkg" and float(params["window_s"]) == 5.0
     assert params["workers"] == "3"

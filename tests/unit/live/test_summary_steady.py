@@ -16,7 +16,7 @@ import pytest
 from skewlab.io.delta import DeltaStore
 from skewlab.live.experiment import ExperimentSettings
 from skewlab.live.producer import ProduceReport
-from skewlab.live.summary import _flushes, backlog, summarize
+from skewlab.live.summary import _flushes, backlog, startup_seconds, summarize
 from skewlab.pipeline.exactness import ExactnessReport
 
 pytestmark = pytest.mark.unit
@@ -125,3 +125,22 @@ def test_latency_counts_only_the_steady_state(tmp_path: Path) -> None:
     assert summary.max_ms < 2_000 < warm.min()  # the warm-up's 20 s is not latency
     assert summary.t_first_s == T0
     assert summary.backlog_max >= 0
+
+
+def test_start_up_is_reported_per_component_not_as_latency() -> None:
+    record = {
+        "services": 0.4,
+        "route": {"total": 14.2, "process": 1.0, "session": 6.1, "query": 2.0, "warm": 5.1},
+        "workers": {"worker-0": 1.8, "worker-1": 2.4},
+    }
+    got = startup_seconds(record)
+    assert got == {
+        "broker": 0.4,
+        "route": 14.2,
+        "route_process": 1.0,
+        "route_session": 6.1,
+        "route_query": 2.0,
+        "route_warm": 5.1,
+        "workers": 2.4,  # production waits for the slowest worker
+    }
+    assert startup_seconds(None) == {} == startup_seconds({})

@@ -35,8 +35,6 @@ from skewlab.commands._args import count, names, positive_float, positive_int
 from skewlab.errors import ConfigError
 from skewlab.live.handle import HandleError, RunHandle
 from skewlab.live.lifecycle import Interrupted, failure_reason, signals_as_interrupts
-from skewlab.live.startup import startup_line
-from skewlab.live.watch import ProgressLine
 from skewlab.report.table import format_table
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
@@ -164,6 +162,7 @@ COLUMNS = (
 def run(args: argparse.Namespace) -> int:
     """Validate all settings first, then run each experiment and report."""
     from skewlab.live.experiment import run_experiment
+    from skewlab.live.watch import ProgressLine
 
     todo = settings_list(args)
     broker_before = _embedded_broker(todo[0])
@@ -245,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _startup(home: str, run_id: str) -> str | None:
     """The run's ``start-up:`` line from its handle (None if it has no record)."""
+    from skewlab.live.startup import startup_line
+
     try:
         h = RunHandle.load(RunDir.at(resolve_home(home), run_id).path)
     except HandleError:

@@ -150,8 +150,11 @@ def stop_run(
         names = [p.rec.name for p in procs if p.alive()]
         log.warning("still running after SIGKILL: %s", ", ".join(names))
     if Status(h.status) is not Status.DONE:
+        from skewlab.live.phases import fail_tracking
+
         h.status, h.error = Status.RUNNING.value, None
         h.finish(Status.STOPPED, reason)
+        fail_tracking(RunDir.of(h.run_dir), reason)
     return Stopped(h.run_id, killed, h.status)
 
 

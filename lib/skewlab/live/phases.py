@@ -49,7 +49,7 @@ from skewlab.live.producer import produce as produce_workload
 from skewlab.live.route_job import RouteSettings
 from skewlab.live.startup import wait_ready
 from skewlab.live.supervise import BrokerProbe, RestartPolicy, Supervisor
-from skewlab.live.tracking import log_run
+from skewlab.live.tracking import LiveRun, log_run, open_live_run
 from skewlab.live.watch import Watcher
 from skewlab.pipeline import events
 from skewlab.pipeline.exactness import ExactnessReport, check
@@ -94,6 +94,8 @@ class RunContext:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     supervisor: Supervisor | None = None
     probe: BrokerProbe | None = None
+    mlflow: LiveRun | None = None
+    """The run's open MLflow run (progress logged into it), if any."""
 
     @property
     def run_dir(self) -> Path:
@@ -131,9 +133,12 @@ class RunContext:
     def watcher(self) -> Watcher:
         if self.watch is None:
             h = self.handle
+            if self.mlflow is None and self.settings.mlflow:
+                self.mlflow = LiveRun.find(self.files)
             self.watch = Watcher(
-                self.kafka, h.events_topic, h.routed_topic, h.delta_root, h.run_id, self.progress
-            )
+                self.kafka, h.events_topic, h.routed_topic, h.delta_root, h.run_id,
+                _progress_to(self.progress, self.mlflow, h),
+            )  # fmt: skip
         return self.watch
 
     def supervised(self) -> list[int]:
@@ -164,6 +169,30 @@ class RunContext:
         while (left := end - time.monotonic()) > 0:
             time.sleep(min(left, TICK_S))
             self.guard()
+
+
+def _progress_to(
+    progress: ProgressFn | None, mlflow: LiveRun | None, h: RunHandle
+) -> ProgressFn | None:
+    """``progress``, plus the counters logged into the open MLflow run (by seconds of
+    event time since the first event produced)."""
+    if mlflow is None:
+        return progress
+
+    def both(p: dict[str, float]) -> None:
+        if progress is not None:
+            progress(p)
+        if h.t_produce is not None:
+            try:
+                mlflow.progress(
+                    time.time() - h.t_produce, p["produced"], p["routed"], p["processed"], p["lag"]
+                )
+            except Exception as exc:  # progress in MLflow must never stop the run
+                log.warning("MLflow progress of %s not logged: %s", h.run_id, exc)
+
+    if progress is not None and hasattr(progress, "every_s"):
+        both.every_s = progress.every_s  # type: ignore[attr-defined]
+    return both
 
 
 def new_run(
@@ -257,6 +286,8 @@ def ensure_services(ctx: RunContext) -> str:
         bootstrap = get_service("broker", Path(ctx.handle.home)).start().url
         ctx.handle.startup["services"] = round(time.time() - t0, 3)
     ctx.handle.bootstrap = bootstrap
+    if s.mlflow and LiveRun.find(ctx.files) is None:
+        ctx.mlflow = open_live_run(s, ctx.files)
     ctx.handle.mark(P.SERVICES)
     return bootstrap
 
@@ -557,7 +588,22 @@ def fail(ctx: RunContext, exc: BaseException) -> str:
     reason = failure_reason(exc)
     ctx.handle.finish(Status.FAILED, reason)
     log.info("run %s failed: %s", ctx.handle.run_id, reason)
+    fail_tracking(ctx.files, reason)
     return reason
+
+
+def fail_tracking(files: RunDir, reason: str) -> bool:
+    """End the run's open MLflow run FAILED with ``reason``; whether there was one. An
+    MLflow problem is logged, never raised (it must not hide the run's own failure)."""
+    try:
+        run = LiveRun.find(files)
+        if run is None:
+            return False
+        run.fail(reason)
+        return True
+    except Exception as exc:
+        log.warning("could not mark the MLflow run of %s failed: %s", files.run_id, exc)
+        return False
 
 
 def stop(ctx: RunContext, grace_s: float = 0.0) -> list[str]:

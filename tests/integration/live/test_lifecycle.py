@@ -1,0 +1,213 @@
+"""The driver owns its children: real runs interrupted, crashed, restarted, resumed.
+
+* ``skewlab run`` SIGTERMed mid-produce: exits 143, no process of the run is left
+  (route job, its JVM, workers), the handle says failed;
+* a worker SIGKILLed mid-produce is restarted by the driver (counted in the
+  handle) and the run ends exact;
+* the driver crashes mid-produce (crash point ``driver.mid_produce``): its
+  children run on; ``skewlab gc`` stops them and records the run as stopped;
+  ``Run.resume`` finishes the run (children restarted, the missing events
+  produced once) and it ends exact with every event counted once;
+* the broker goes away mid-run: the run fails with one line, well before the
+  Kafka clients' own retries would give up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, wait_for
+
+from skewlab.faults import CRASH_EXIT, crash_env
+from skewlab.live.handle import Phase, ProcRecord, RunHandle, Status
+from skewlab.live.launch import Detached
+
+pytestmark = pytest.mark.integration
+
+SMALL = ["--workers", "2", "--partitions", "2", "--workload", "country:R80", "--window", "1",
+         "--trigger", "0.5", "--no-mlflow", "--no-quality", "--no-progress",
+         "--seed", "7"]  # fmt: skip
+
+
+def skewlab(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "skewlab.cli", *args, "--home", str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def only_run(home: Path) -> Path:
+    runs = list((home / "runs").iterdir()) if (home / "runs").is_dir() else []
+    return runs[0] if len(runs) == 1 else Path("/nonexistent")
+
+
+def handle_of(home: Path) -> RunHandle | None:
+    d = only_run(home)
+    try:
+        return RunHandle.load(d)
+    except Exception:
+        return None
+
+
+def producing(home: Path, client: Any) -> bool:
+    h = handle_of(home)
+    if h is None or h.t_produce is None:
+        return False
+    return sum(client.end_offsets(h.events_topic).values()) > 0
+
+
+def group_members(rec: ProcRecord) -> list[int]:
+    """Live processes of the group ``rec`` leads (started no earlier than it)."""
+    out = []
+    for p in psutil.process_iter(["pid", "create_time", "status"]):
+        try:
+            if (
+                os.getpgid(p.info["pid"]) == rec.pid
+                and p.info["create_time"] >= rec.create_time - 0.01
+                and p.info["status"] != psutil.STATUS_ZOMBIE
+            ):
+                out.append(p.info["pid"])
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return out
+
+
+def nothing_left(h: RunHandle) -> bool:
+    return not any(Detached(r).alive() or group_members(r) for r in h.procs.values())
+
+
+def test_sigterm_mid_produce_leaves_no_process_and_records_failed(
+    broker: Any, tmp_path: Path
+) -> None:
+    from skewlab.io.kafka import KafkaSettings, connect
+
+    client = connect(KafkaSettings(broker.bootstrap))
+    run = skewlab(tmp_path, "run", "--bootstrap", broker.bootstrap, "--events", "60000",
+                  "--rate", "1000", *SMALL)  # fmt: skip
+    try:
+        wait_for("the run to produce", lambda: producing(tmp_path, client), timeout_s=300)
+        h = handle_of(tmp_path)
+        assert h is not None and {"route", "worker-0", "worker-1"} <= set(h.procs)
+        assert all(Detached(r).alive() for r in h.procs.values())
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        client.close()
+    assert run.returncode == 128 + signal.SIGTERM, err
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    h = RunHandle.load(only_run(tmp_path))
+    assert h.status == Status.FAILED.value and h.error == "interrupted by SIGTERM"
+    assert Phase.PRODUCED.value not in h.phases and Phase.STOPPED.value in h.phases
+    wait_for("every process of the run to be gone", lambda: nothing_left(h), timeout_s=30)
+
+
+def test_a_worker_killed_mid_produce_is_restarted_and_the_run_stays_exact(run_live: Any) -> None:
+    n = LIVE_DEFAULTS["events"]
+    killed: list[int] = []
+
+    def kill_worker_1(sent: int, procs: Any, refs: RunRefs) -> None:
+        if killed or sent < 0.4 * n:
+            return
+        p = procs.workers[1]
+        os.kill(p.pid, signal.SIGKILL)  # not restarted here: the driver must notice
+        p.wait()
+        killed.append(p.pid)
+
+    run = run_live("pkg", hook=kill_worker_1)
+    assert killed
+    s = run.summary
+    assert s is not None and s.exact, s.exactness
+    assert s.events == n
+    h = RunHandle.load(run.run_dir)
+    assert h.restarts == {"worker-1": 1}
+    assert h.procs["worker-1"].pid != killed[0]
+    assert run.log("worker-1.log").count("worker 1 resumes at routed offset") == 2
+    assert h.status == Status.DONE.value
+
+
+def test_driver_crash_mid_produce_then_gc_then_resume_ends_exact(
+    broker: Any, tmp_path: Path
+) -> None:
+    from skewlab.io.kafka import KafkaSettings, connect
+    from skewlab.live.run import Run
+
+    n = 8192
+    home = tmp_path / "home"
+    env = crash_env(["driver.mid_produce"], tmp_path / "crash")
+    run = skewlab(home, "run", "--bootstrap", broker.bootstrap, "--events", str(n), "--rate",
+                  "2000", "--max-events-per-trigger", "4000", "--strategy", "pkg", *SMALL,
+                  env=env)  # fmt: skip
+    _, err = run.communicate(timeout=600)
+    assert run.returncode == CRASH_EXIT, err
+    h = RunHandle.load(only_run(home))
+    assert h.status == Status.RUNNING.value and h.t_produce is not None
+    assert all(Detached(r).alive() for r in h.procs.values()), "the children died with the driver"
+
+    gc = skewlab(home, "gc")
+    out, err = gc.communicate(timeout=120)
+    assert gc.returncode == 0, err
+    assert h.run_id in out
+    h = RunHandle.load(only_run(home))
+    assert h.status == Status.STOPPED.value and "driver is gone" in (h.error or "")
+    wait_for("every process of the run to be gone", lambda: nothing_left(h), timeout_s=30)
+
+    client = connect(KafkaSettings(broker.bootstrap))
+    try:
+        before = sum(client.end_offsets(h.events_topic).values())
+        assert 0 < before < n
+        summary = Run.resume(only_run(home)).run_all()
+        assert summary.exact, summary.exactness
+        assert summary.events == n
+        h = RunHandle.load(only_run(home))
+        assert h.status == Status.DONE.value
+        assert h.restarts.get("route") == 1 and h.restarts.get("worker-0") == 1
+    finally:
+        client.close()
+
+
+def test_broker_loss_fails_the_run_within_seconds(tmp_path: Path) -> None:
+    from skewlab.errors import SkewlabError
+    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.run import Run
+    from skewlab.services import Broker
+
+    service = Broker(tmp_path / "broker-home")
+    state = service.start(timeout_s=30)
+    lost: dict[str, float] = {}
+
+    def kill_broker(sent: int, procs: Any) -> None:
+        if not lost:
+            os.kill(state.pid, signal.SIGKILL)
+            lost["t"] = time.monotonic()
+
+    params = {k: v for k, v in LIVE_DEFAULTS.items() if k != "events"}
+    params["rate"] = 1000.0
+    s = ExperimentSettings(
+        strategy="key", home=str(tmp_path / "home"), bootstrap=state.url, events=40_000, **params
+    )
+    try:
+        run = Run.new(s, hook=kill_broker)
+        with pytest.raises(SkewlabError) as info:
+            run.run_all()
+        took = time.monotonic() - lost["t"]
+    finally:
+        service.stop()
+    msg = str(info.value)
+    assert "broker" in msg and "unreachable" in msg and "\n" not in msg
+    assert took < 30, f"the run took {took:.0f} s to fail after the broker died"
+    h = RunHandle.load(run.files.path)
+    assert h.status == Status.FAILED.value and "unreachable" in (h.error or "")
+    wait_for("every process of the run to be gone", lambda: nothing_left(h), timeout_s=30)

@@ -43,7 +43,8 @@ from skewlab.live.autoscale.protocol import (
 from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.autoscale.summary import (
     AutoscaleSummary,
-    log_run,
+    log_summary,
+    open_mlflow,
     plot_run,
     read_decisions,
     read_evidence,
@@ -54,6 +55,7 @@ from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import LocalLauncher, Proc, module_command, tail
 from skewlab.live.lifecycle import failure_reason
 from skewlab.live.run import INTERRUPT_GRACE_S
+from skewlab.live.tracking import LiveRun
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
@@ -99,6 +101,8 @@ class AutoscaleRun:
         self.procs: dict[str, Proc] = {}
         self.samples: list[dict[str, float]] = []
         self._client: KafkaClient | None = None
+        self.mlflow: LiveRun | None = LiveRun.find(self.files) if s.mlflow else None
+        """The run's MLflow run (opened by :meth:`start`), if it logs to MLflow."""
 
     @classmethod
     def new(
@@ -210,6 +214,12 @@ class AutoscaleRun:
             p.kill()
             p.wait()
 
+    def _progress(self, t_s: float, sent: int, lag: int) -> None:
+        """Log the counters to the run's MLflow run (records go straight to consumers:
+        produced = routed)."""
+        if self.mlflow is not None:
+            self.mlflow.progress(t_s, sent, sent, sent - lag, lag)
+
     def _check_running(self) -> None:
         """Raise if the monitor failed; restart a controller that died (up to a limit)."""
         for role in ROLES:
@@ -262,6 +272,8 @@ class AutoscaleRun:
         """The monitor and the controller, running."""
         self.handle.require(P.TOPICS, "start the processes of")
         self.handle.t_start = time.time()
+        if self.s.mlflow and self.mlflow is None:
+            self.mlflow = open_mlflow(self.s, self.files)
         for role in ROLES:
             self._start(role)
         self.handle.mark(P.STARTED)
@@ -280,10 +292,12 @@ class AutoscaleRun:
             k = min(int((now - t0) / s.iteration_s), s.iterations - 1)
             if k != k_seen:
                 k_seen = k
+                lag = self.lag()
                 self.samples.append(
                     {"t": now - t0, "iteration": k, "consumers": len(self.consumer_pids()),
-                     "lag": self.lag()}
+                     "lag": lag}
                 )  # fmt: skip
+                self._progress(now - t0, sent, lag)
                 if self.hook is not None:
                     self.hook(k, self)
                 self._check_running()
@@ -308,7 +322,9 @@ class AutoscaleRun:
             return
         h.require(P.PRODUCED, "drain")
         deadline = time.time() + self.s.drain_timeout_s
+        t0, sent = h.t_produce or time.time(), int((h.produced or {}).get("events", 0))
         while (lag := self.lag()) > 0:
+            self._progress(time.time() - t0, sent, lag)
             self._check_running()
             if time.time() > deadline:
                 raise ExperimentError(
@@ -373,7 +389,7 @@ class AutoscaleRun:
         )  # fmt: skip
         if s.mlflow:
             summary.plots.append(str(plot_run(summary, self.files.path / "autoscale.png")))
-            summary = log_run(summary, s, Path(h.home))
+            summary = log_summary(self.mlflow or open_mlflow(s, self.files), summary)
         h.mlflow_run_id = summary.mlflow_run_id
         h.mark(P.SUMMARIZED)
         h.finish(Status.DONE)
@@ -384,6 +400,11 @@ class AutoscaleRun:
         one-line reason. A run that already ended keeps its first end."""
         reason = failure_reason(exc)
         self.handle.finish(Status.FAILED, reason)
+        if self.mlflow is not None:
+            try:
+                self.mlflow.fail(reason)
+            except Exception as err:  # the run's end is recorded in its handle already
+                log.warning("could not end the MLflow run of %s: %s", self.run_id, err)
         log.info("run %s failed: %s", self.run_id, reason)
         return reason
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,11 +15,29 @@ from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaClient
 from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.protocol import LiveSettings, Processed
+from skewlab.live.tracking import (
+    FAILURE_TAG,
+    MAX_TAG_CHARS,
+    NOT_PARAMS,
+    RUN_DIR_TAG,
+    RUN_ID_TAG,
+    LiveRun,
+)
+from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
-    from skewlab.live.autoscale.run import AutoscaleSettings
+    from skewlab.live.autoscale.settings import AutoscaleSettings
 
-__all__ = ["AutoscaleSummary", "log_run", "plot_run", "read_decisions", "read_evidence"]
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "AutoscaleSummary",
+    "log_summary",
+    "open_mlflow",
+    "plot_run",
+    "read_decisions",
+    "read_evidence",
+]
 
 
 @dataclass
@@ -46,6 +65,7 @@ class AutoscaleSummary:
     run_dir: str
     plots: list[str] = field(default_factory=list)
     mlflow_run_id: str | None = None
+    mlflow_url: str | None = None
     lost: int = 0
     doubled: int = 0
 
@@ -77,6 +97,7 @@ class AutoscaleSummary:
             "avg_consumers": self.avg_consumers, "avg_rscore": self.avg_rscore,
             "downtime_ratio": self.downtime_ratio, **self.latency, "wall_s": self.wall_s,
             "exactness": self.exactness, "mlflow_run_id": self.mlflow_run_id,
+            "mlflow_url": self.mlflow_url,
         }  # fmt: skip
 
 
@@ -119,18 +140,32 @@ def plot_run(summary: AutoscaleSummary, out: Path) -> Path:
     return out
 
 
-def log_run(summary: AutoscaleSummary, s: AutoscaleSettings, home: Path) -> AutoscaleSummary:
-    """Record ``summary`` as one MLflow run of ``s.experiment`` (sets its run id).
+def open_mlflow(s: AutoscaleSettings, files: RunDir) -> LiveRun:
+    """The run's MLflow run, RUNNING from the run's start and recorded in
+    ``<run dir>/mlflow.json``: a grouping run's :class:`~skewlab.live.tracking.LiveRun`,
+    so a later task attaches it, progress is logged the same way and a failure ends it.
 
-    Params are the settings, the scalar row the metrics, and the per-iteration
-    series (consumers, Rscore, decision and hand-off time, lag) are logged by
-    iteration; the plot and the row with the decisions are artifacts.
+    Params are the settings that say what the run does (not where it logs); the
+    skewlab run id and dir are tags, as a grouping run's.
     """
-    tracker = Tracker(TrackingSettings.for_runs(home))
-    params = {k: v for k, v in asdict(s).items() if k not in ("home", "bootstrap")}
-    params["run_id"] = summary.run_id
-    tags = {"algorithm": s.algorithm, "mode": "live-autoscale", "exact": str(summary.exact)}
-    rid = tracker.start_run(s.experiment, summary.run_id, params=params, tags=tags)
+    tracker = Tracker(TrackingSettings.for_runs(s.home))
+    params = {k: v for k, v in asdict(s).items() if k not in NOT_PARAMS}
+    tags = {RUN_ID_TAG: files.run_id, RUN_DIR_TAG: str(files.path), "mode": "live-autoscale",
+            "algorithm": s.algorithm}  # fmt: skip
+    rid = tracker.start_run(s.experiment, files.run_id, params=params, tags=tags)
+    run = LiveRun(tracker, rid, tracker.experiment_id(s.experiment), files)
+    run._save()  # LiveRun.open(tracker, experiment, files, params, tags) would make this public
+    log.info("MLflow run of %s: %s", files.run_id, run.link)
+    return run
+
+
+def log_summary(run: LiveRun, summary: AutoscaleSummary) -> AutoscaleSummary:
+    """Log ``summary`` into ``run`` and end it: FINISHED if exact, else FAILED with the
+    reason. Metrics are the scalar row; the per-iteration series (consumers, Rscore,
+    decision and hand-off time, lag) are stepped by iteration; the plots sit at the
+    artifact root, the row with the decisions in ``summary.json``."""
+    tracker, rid = run.tracker, run.mlflow_run_id
+    summary.mlflow_run_id, summary.mlflow_url = rid, run.url
     try:
         row = summary.row()
         metrics = {k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
@@ -142,11 +177,14 @@ def log_run(summary: AutoscaleSummary, s: AutoscaleSettings, home: Path) -> Auto
         tracker.log_series(rid, "lag", [x["lag"] for x in summary.samples], steps)
         tracker.log_series(rid, "live_consumers", [x["consumers"] for x in summary.samples], steps)
         for p in summary.plots:
-            tracker.log_artifact(rid, p, "plots")
+            tracker.log_artifact(rid, p)
         tracker.log_dict(rid, {**row, "decisions": summary.decisions}, "summary.json")
+        tags = {"exact": str(summary.exact).lower()}
+        if not summary.exact:
+            tags[FAILURE_TAG] = f"not exact: {summary.exactness}"[:MAX_TAG_CHARS]
+        tracker.set_tags(rid, tags)
         tracker.end_run(rid, "FINISHED" if summary.exact else "FAILED")
-    except BaseException:
-        tracker.end_run(rid, "FAILED")
+    except BaseException as exc:
+        run.fail(f"logging the summary failed: {type(exc).__name__}: {exc}")
         raise
-    summary.mlflow_run_id = rid
     return summary

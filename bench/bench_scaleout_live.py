@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--alarming", type=float, default=35.0, help="alarming threshold (score)")
     ap.add_argument("--scale-out", type=float, default=55.0, help="scale-out threshold (score)")
     ap.add_argument("--prefill", action="store_true", help="every key once before the Zipf draws")
-    ap.add_argument("--settle", type=float, default=60.0, help="s the manager decides on after")
+    ap.add_argument("--settle", type=float, default=300.0, help="s the manager decides on after")
     ap.add_argument("--policies", default=",".join(POLICIES), help="comma list (restart first)")
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="skewlab-bench-scaleout-")

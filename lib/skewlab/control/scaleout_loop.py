@@ -112,7 +112,7 @@ class StateManagerSettings:
     @property
     def settle_s(self) -> float:
         """Longest the manager keeps deciding after the input is produced (:meth:`run`)."""
-        value = self.params.get("settle_s", 60.0)
+        value = self.params.get("settle_s", 300.0)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"scale-out settle_s must be a number of seconds >= 0, got {value!r}")
         return float(value)

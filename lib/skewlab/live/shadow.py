@@ -254,5 +254,8 @@ class Shadow:
         """Set ``sid`` of ``key`` taken over from its shadow: note the times, apply ``recs``."""
         restored, replayed = self.sets.shadow_stats.pop(key, [0, 0])
         self.taken[(key, sid)] = (sent_ms, round(self.wall() * 1000), restored, replayed)
+        m = self.meta
+        if m is not None:
+            m["taken"] = int(m.get("taken", 0)) + 1
         if recs:
             apply(key, recs)

@@ -6,7 +6,10 @@ grouping with ``scale_out`` set and a load ramp that overloads a worker
 
 * the scaled worker crossed alarming and scale_out: ``decisions`` rows with
   the policy's actions (checkpoints / secondaries, start, switch);
-* at least one scale event moved keys to a new instance (a spare partition);
+* at least one scale event moved keys to a new instance (a spare partition),
+  which was started with a plan and took at least one key from its shadow
+  (``handoffs`` rows with the records it replayed; active backup copied the
+  primary's committed state, checkpointing restored a checkpoint);
 * exact results (merged partials == plain count of the input) and exact key
   state (one holder per key, its count = the key's events), 0 order violations;
 * a crash of the old instance between checkpoint and take-over changes none of it.
@@ -34,7 +37,7 @@ BASE: dict[str, Any] = {
     "service_us": 2_500.0,  # 400 events/s per instance: the third ramp step (600/s) overloads one
     "max_events_per_trigger": None,
     "scale_out_interval_s": 1.0,
-    "scale_out_params": {"alarming": 35.0, "scale_out": 55.0, "cooldown_s": 60.0},
+    "scale_out_params": {"alarming": 35.0, "scale_out": 55.0, "cooldown_s": 60.0, "settle_s": 120},
 }
 
 
@@ -57,16 +60,43 @@ def scaled_and_exact(run: LiveRun, start_action: str) -> dict[str, Any]:
     assert len(s.processed_rate) == len(s.instances_t) > 0 and max(s.processed_rate) > 0
     assert ev["throughput_during"] >= 0 and ev["pause_s"] >= 0
     assert any(p.endswith("instances.png") for p in s.plots)
+    plans = [d for d in details if d["action"] == "StartInstances" and d.get("plans")]
+    assert plans, "no instance was started with a plan"
+    assert any(d["action"] == "Restored" for d in details)
     return ev
+
+
+def shadow_meta(run: LiveRun, instance: int) -> dict[str, Any]:
+    """The shadow ``instance`` committed last (plan, restore stats, keys taken)."""
+    t = run.store.read(
+        "operator_state",
+        run_id=run.run_id,
+        filters=[("instance", "=", instance), ("key", "=", "")],
+    )
+    metas = sorted(
+        ((c, json.loads(v)) for c, v in zip(t["checkpoint"].to_pylist(), t["value"].to_pylist())),
+        key=lambda cm: cm[0],
+    )
+    shadows = [m["shadow"] for _, m in metas if "shadow" in m]
+    assert shadows, f"instance {instance} committed no shadow"
+    return shadows[-1]
 
 
 @pytest.mark.parametrize("policy", ["checkpoint", "active-backup", "restart"])
 def test_scale_out_exact(run_live: Any, policy: str) -> None:
     run = run_live("key", scale_out=policy, **{k: v for k, v in BASE.items() if k != "strategy"})
     ev = scaled_and_exact(run, "TakeCheckpoint" if policy == "checkpoint" else "StartInstances")
+    new = ev["to"][1]
+    meta = shadow_meta(run, new)
+    restore = meta["restore"]
+    if policy == "active-backup":
+        assert restore["checkpoint"] is None  # copied from the primary's committed state
+    else:
+        assert restore["checkpoint"] is not None  # restored the newest checkpoint
     if policy == "checkpoint":
         assert run.summary is not None and run.summary.checkpoints >= 1
-    assert "pause_s" in ev
+    assert meta.get("taken", 0) >= 1  # keys taken from the shadow, no state moved
+    assert "pause_s" in ev and ev["pause_s"] >= ev["pause_p50_s"] >= 0
 
 
 def test_crash_between_checkpoint_and_take_over(run_live: Any) -> None:

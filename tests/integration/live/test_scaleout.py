@@ -37,7 +37,7 @@ BASE: dict[str, Any] = {
     "service_us": 2_500.0,  # 400 events/s per instance: the third ramp step (600/s) overloads one
     "max_events_per_trigger": None,
     "scale_out_interval_s": 1.0,
-    "scale_out_params": {"alarming": 35.0, "scale_out": 55.0, "cooldown_s": 60.0, "settle_s": 120},
+    "scale_out_params": {"alarming": 35.0, "scale_out": 55.0, "cooldown_s": 60.0},
 }
 
 

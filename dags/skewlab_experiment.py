@@ -44,7 +44,9 @@ so each task may run in its own process):
 5. `produce`: the workload at the target rate; a `rebalance` or `scale_out` loop runs in
    this task meanwhile. The scale-out state manager starts and stops worker instances, so a
    scale-out run also drains here (the next task then has nothing left to do).
-6. `wait_for_completion`: the route job drains all input and exits, then the workers.
+6. `wait_for_completion`: the route job drains all input and exits, then the workers. A
+   sensor in `reschedule` mode: each poke looks for up to 15 s, then gives the worker slot
+   back for 10 s; it logs a progress line only when the line changed.
 7. `aggregate`: partials merged into results; exactness against a plain count of the input.
 8. `check_quality`: the Great Expectations suites (`skewlab.quality.check_run`) on the run's
    Delta tables: `quarantine` (every row has a reason), `key_loads` / `partition_loads`
@@ -57,7 +59,8 @@ so each task may run in its own process):
     process of the run still running (the route job's Spark JVM too) and deletes the
     run's topics. It sits before `record_result`, not after: Airflow decides a run's state
     by its last tasks, and an always-succeeding last task would hide a failure.
-11. `record_result`: pushes `mlflow_run_id`, `exact` and `summary` to XCom, tags the MLflow
+11. `record_result`: pushes `mlflow_run_id`, `mlflow_run_url`, `exact` and `summary` to XCom
+    (the task's **MLflow run** button opens that URL), tags the MLflow
     run with this DAG run and with the strategy and policies (`strategy`, `rebalance`,
     `scale_out`, `autoscale`; `none` when off), and **fails if the run was not exact** (or
     its key state was not, after a rebalance or scale-out).
@@ -69,6 +72,10 @@ process, the tail of its log). **Autoscale runs** (`autoscale` != `none`) run wh
 around one metadata topic); the other phase tasks pass through, and validation, the
 quality skip and `record_result` are the same.
 
+Task logs come from the loggers `skewlab.dags.experiment` and `skewlab.*` (the library's);
+the MLflow run's URL is logged by `start_route_job` (the run fills while it goes) and by
+`record_result`, the Great Expectations Data Docs page by `check_quality`.
+
 Data directory: `$SKEWLAB_HOME` (set by `skewlab airflow`), else `./.skewlab`.
 Compare runs in MLflow (`skewlab-live-<workload family>` and `skewlab-autoscale-live`).
 """
@@ -79,11 +86,37 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
-from airflow.sdk import Param, TriggerRule, dag, get_current_context, task
+from airflow.sdk import (
+    BaseOperatorLink,
+    Param,
+    PokeReturnValue,
+    TriggerRule,
+    dag,
+    get_current_context,
+    task,
+)
 
 from skewlab.orchestration.params import param_schemas
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("skewlab.dags.experiment")
+"""Named after the project (the DAG processor imports this file under a hashed name)."""
+
+MLFLOW_URL_KEY = "mlflow_run_url"
+"""The XCom of ``record_result`` that :class:`MlflowRunLink` opens."""
+POKE_INTERVAL_S = 10.0
+"""Seconds between two pokes of ``wait_for_completion`` (its slot is free meanwhile)."""
+
+
+class MlflowRunLink(BaseOperatorLink):
+    """The task's **MLflow run** button: the URL ``record_result`` pushed to XCom."""
+
+    name = "MLflow run"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        from airflow.sdk.execution_time.xcom import XCom
+
+        url = XCom.get_value(ti_key=ti_key, key=MLFLOW_URL_KEY)
+        return str(url) if url else ""
 
 
 @dag(
@@ -170,17 +203,18 @@ def skewlab_experiment() -> None:
         except SkewlabError as exc:
             fail(exc)
 
-    @task(retries=0, execution_timeout=timedelta(hours=1))
-    def wait_for_completion(ref: dict[str, Any]) -> dict[str, Any]:
-        """Stop the route job once it has routed everything; wait for the workers."""
+    @task.sensor(retries=0, mode="reschedule", poke_interval=POKE_INTERVAL_S, timeout=3600.0)
+    def wait_for_completion(ref: dict[str, Any]) -> PokeReturnValue:
+        """Stop the route job once it has routed everything, then the workers; done when
+        all exited (no slot held while they drain)."""
         from skewlab.errors import SkewlabError
         from skewlab.orchestration import live_tasks
-        from skewlab.orchestration.runs import progress_logger
 
         try:
-            return live_tasks.wait_for_completion(ref, progress=progress_logger(log))
+            done = live_tasks.poke_drained(ref, log)
         except SkewlabError as exc:
             fail(exc)
+        return PokeReturnValue(is_done=done, xcom_value=dict(ref))
 
     @task(retries=0)
     def aggregate(ref: dict[str, Any]) -> dict[str, Any]:
@@ -269,19 +303,24 @@ def skewlab_experiment() -> None:
         from airflow.sdk.exceptions import AirflowFailException
 
         from skewlab.io.tracking import Tracker, TrackingSettings
+        from skewlab.orchestration import live_tasks
         from skewlab.orchestration.runs import run_tags, verdict
 
         context = get_current_context()
         ti = context["ti"]
         rid = result.get("mlflow_run_id")
+        url = live_tasks.mlflow_url(settings["home"], result) if rid else None
         ti.xcom_push(key="mlflow_run_id", value=rid)
+        ti.xcom_push(key=MLFLOW_URL_KEY, value=url)
         ti.xcom_push(key="exact", value=bool(result.get("exact")))
         ti.xcom_push(key="summary", value=result)
         if rid:
             tracker = Tracker(TrackingSettings.for_runs(settings["home"]))
             tags = {**run_tags(settings), "airflow.dag_id": ti.dag_id, "airflow.run_id": ti.run_id}
             tracker.set_tags(rid, tags)
-        log.info("run %s: %s (mlflow run %s)", result["run_id"], result["exactness"], rid)
+        log.info("run %s: %s", result["run_id"], result["exactness"])
+        if url:
+            log.info("MLflow run %s: %s", rid, url)
         problem = verdict(result)
         if problem is not None:
             raise AirflowFailException(problem)
@@ -294,7 +333,9 @@ def skewlab_experiment() -> None:
     row = summarize(settings, check_quality(settings, aggregate(ref)))
     stopped = stop_jobs()
     row >> stopped
-    stopped >> record_result(settings, row)
+    recorded = record_result(settings, row)
+    recorded.operator.operator_extra_links = (MlflowRunLink(),)
+    stopped >> recorded
 
 
 skewlab_experiment()

@@ -6,6 +6,7 @@ Details: docs/live-run.md, section ``skewlab.orchestration.live_tasks``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,8 @@ __all__ = [
     "aggregate",
     "create_topics",
     "ensure_services",
+    "mlflow_url",
+    "poke_drained",
     "produce",
     "quality_report",
     "start_route_job",
@@ -95,6 +98,9 @@ def start_route_job(ref: Mapping[str, Any]) -> dict[str, Any]:
         log.info("route job: %s", " ".join(ctx.handle.route_cmd))
         pids = {name: rec.pid for name, rec in ctx.handle.procs.items()}
         log.info("background processes (pids): %s", pids)
+        url = mlflow_url(ctx.handle.home, {"run_id": ctx.handle.run_id})
+        if url:
+            log.info("MLflow run (filled while the run goes): %s", url)
     return dict(ref)
 
 
@@ -126,6 +132,123 @@ def wait_for_completion(ref: Mapping[str, Any], progress: ProgressFn | None = No
     with _resumed(ref, progress) as ctx:
         phases.drain(ctx)
     return dict(ref)
+
+
+def poke_drained(
+    ref: Mapping[str, Any],
+    logger: logging.Logger | None = None,
+    wait_s: float = 15.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """One poke of the drain sensor: True once the run is drained (phase 5 done).
+
+    Asks the route job to finish (``route.stop``), and once it has exited cleanly,
+    the workers (``workers.stop``), as :func:`skewlab.live.phases.drain` does, but
+    without waiting for them: it looks for up to ``wait_s`` and returns False while
+    a child is still draining, so the sensor frees its worker slot between pokes.
+    When every child has exited (or one failed), :func:`~skewlab.live.phases.drain`
+    finishes the phase: at once after clean exits; after a failure it restarts the
+    child or fails with its cause. A scale-out run drained in ``produce`` already.
+
+    ``logger`` gets one progress line (stage, routed, processed) per poke, and only
+    when the line differs from the last one logged for this run
+    (:attr:`RunDir.drain_progress`): a drain that makes no progress logs nothing.
+    """
+    from skewlab.live import phases
+    from skewlab.live.handle import Phase
+
+    if _autoscale(ref):
+        return True
+    seen: dict[str, float] = {}
+    with _resumed(ref, seen.update) as ctx:
+        h, s = ctx.handle, ctx.settings
+        if h.done(Phase.DRAINED):
+            return True
+        if s.scale_out is not None or not h.done(Phase.PRODUCED):
+            phases.drain(ctx)  # drained in produce already, or refused with the reason
+            return True
+        deadline = clock() + wait_s
+        while True:
+            waiting = _still_draining(ctx)
+            if waiting is None:
+                phases.drain(ctx)
+                return True
+            if clock() >= deadline:
+                break
+            sleep(0.5)
+        if logger is not None:
+            ctx.watcher().tick(None, None)
+            _log_change(ctx.files, logger, _drain_line(waiting, seen, h.produced or {}))
+    return False
+
+
+def _still_draining(ctx: RunContext) -> str | None:
+    """What the drain waits for (``route job``, ``workers 0, 2``), or None when every
+    child has exited (or one exited with an error: :func:`phases.drain` handles it)."""
+    ctx.files.route_stop.touch()
+    route = ctx.procs.route
+    rc = route.poll() if route is not None else 1
+    if rc is None:
+        return "route job"
+    if rc != 0:
+        return None
+    ctx.files.workers_stop.touch()
+    s, h = ctx.settings, ctx.handle
+    live = list(h.running) if h.running is not None else list(range(s.workers))
+    running = []
+    for i in live:
+        proc = ctx.procs.workers.get(i)
+        code = proc.poll() if proc is not None else 1
+        if code is not None and code != 0:
+            return None
+        if code is None:
+            running.append(i)
+    if running:
+        return "worker" + ("s " if len(running) > 1 else " ") + ", ".join(map(str, running))
+    return None
+
+
+def _drain_line(waiting: str, seen: Mapping[str, float], produced: Mapping[str, Any]) -> str:
+    total = produced.get("events")
+    of = f" of {int(total):,}" if total is not None else ""
+    return (
+        f"draining: waiting for the {waiting}; routed {int(seen.get('routed', 0)):,}{of} "
+        f"events, processed {int(seen.get('processed', 0)):,}"
+    )
+
+
+def _log_change(files: RunDir, logger: logging.Logger, line: str) -> None:
+    """Log ``line`` unless it is the last line logged for this run."""
+    try:
+        last = files.drain_progress.read_text()
+    except OSError:
+        last = None
+    if line != last:
+        logger.info("%s", line)
+        files.drain_progress.write_text(line)
+
+
+def mlflow_url(home: str | Path, result: Mapping[str, Any]) -> str | None:
+    """The page of the run's MLflow run: the row's ``mlflow_url``, else the run's open live
+    run (``<run dir>/mlflow.json``), else built from the row's ``mlflow_run_id``."""
+    if result.get("mlflow_url"):
+        return str(result["mlflow_url"])
+    if result.get("run_id"):
+        from skewlab.live.tracking import LiveRun
+
+        live = LiveRun.find(RunDir.at(home, str(result["run_id"])))
+        if live is not None:
+            return live.url
+    rid = result.get("mlflow_run_id")
+    if not rid:
+        return None
+    from skewlab.io.run_links import run_url
+    from skewlab.io.tracking import Tracker, TrackingSettings
+
+    tracker = Tracker(TrackingSettings.for_runs(home))
+    experiment = tracker.client.get_run(str(rid)).info.experiment_id
+    return run_url(tracker.settings.tracking_uri, experiment, str(rid))
 
 
 def aggregate(ref: Mapping[str, Any]) -> dict[str, Any]:

@@ -95,6 +95,33 @@ def test_experiment_dag_shape(dagbag: Any) -> None:
     assert {"skewlab", "experiment"} <= set(dag.tags)
 
 
+def test_the_long_wait_frees_its_slot_and_the_result_links_mlflow(dagbag: Any) -> None:
+    from airflow.sdk import BaseSensorOperator
+
+    dag = dagbag.dags["skewlab_experiment"]
+    wait = dag.get_task("wait_for_completion")
+    assert isinstance(wait, BaseSensorOperator) and wait.mode == "reschedule"
+    assert 0 < wait.poke_interval <= 30 and wait.timeout >= 600
+    record = dag.get_task("record_result")
+    links = {link.name: link.xcom_key for link in record.operator_extra_links}
+    assert links == {"MLflow run": "_link_MlflowRunLink"}
+
+
+def test_task_logs_are_named_after_the_project(dagbag: Any) -> None:
+    """The DAG processor imports a DAG file as ``unusual_prefix_<hash>_<file>``: a DAG's
+    logger must not take that name from ``__name__``."""
+    for dag_id in ("skewlab_experiment", "skewlab_sweep"):
+        module = sys.modules[_module_of(dagbag, dag_id)]
+        assert module.log.name.startswith("skewlab.dags."), (dag_id, module.log.name)
+
+
+def _module_of(dagbag: Any, dag_id: str) -> str:
+    fileloc = dagbag.dags[dag_id].fileloc
+    names = [n for n, m in sys.modules.items() if getattr(m, "__file__", None) == fileloc]
+    assert names and all(n.startswith("unusual_prefix_") for n in names), names
+    return names[0]
+
+
 def test_stop_jobs_runs_whatever_failed_and_is_not_the_last_task(dagbag: Any) -> None:
     from airflow.sdk import TriggerRule
 

@@ -8,8 +8,10 @@ so the ``skewlab_experiment`` DAG can run each phase as its own task. Shared wit
 grouping runs: the run id (:func:`~skewlab.live.experiment.new_run_id`), the run
 directory (:class:`~skewlab.rundir.RunDir`), the broker (``--bootstrap``,
 ``$SKEWLAB_KAFKA_BOOTSTRAP``, else the embedded one), the Delta root, the process
-launcher (:class:`~skewlab.live.launch.LocalLauncher`) and the exactness check
-(:func:`skewlab.pipeline.exactness.check`). Details: docs/autoscale.md.
+launcher (:class:`~skewlab.live.launch.LocalLauncher`), the exactness check
+(:func:`skewlab.pipeline.exactness.check`), the lifecycle (driver, status, ``skewlab
+stop`` / ``gc``) and the MLflow run (:class:`~skewlab.live.tracking.LiveRun`).
+Details: docs/autoscale.md.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import LocalLauncher, Proc, module_command, tail
 from skewlab.live.lifecycle import failure_reason
 from skewlab.live.run import INTERRUPT_GRACE_S
-from skewlab.live.tracking import LiveRun
+from skewlab.live.tracking import LiveRun, fail_run
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
@@ -79,7 +81,7 @@ class AutoscaleRun:
     """One autoscale run in this process: its handle, settings, processes and client.
 
     Phases, in order (each refuses to run before its predecessor, as
-    :class:`skewlab.live.run.Run`'s): :meth:`services` (the broker),
+    :class:`skewlab.live.run.Run`'s): :meth:`services` (the broker; the MLflow run opened),
     :meth:`topics` (data, monitor, consumer.metadata, processed; the processes'
     ``settings.json``), :meth:`start` (monitor and controller; the controller
     starts the consumers it decides on), :meth:`produce` (iteration ``k`` writes
@@ -217,8 +219,12 @@ class AutoscaleRun:
     def _progress(self, t_s: float, sent: int, lag: int) -> None:
         """Log the counters to the run's MLflow run (records go straight to consumers:
         produced = routed)."""
-        if self.mlflow is not None:
+        if self.mlflow is None:
+            return
+        try:
             self.mlflow.progress(t_s, sent, sent, sent - lag, lag)
+        except Exception as exc:  # progress in MLflow must never stop the run
+            log.warning("MLflow progress of %s not logged: %s", self.run_id, exc)
 
     def _check_running(self) -> None:
         """Raise if the monitor failed; restart a controller that died (up to a limit)."""
@@ -249,6 +255,8 @@ class AutoscaleRun:
         if not bootstrap:
             bootstrap = get_service("broker", Path(h.home)).start().url
         h.bootstrap = bootstrap
+        if self.s.mlflow and self.mlflow is None:
+            self.mlflow = open_mlflow(self.s, self.files)
         h.mark(P.SERVICES)
         return bootstrap
 
@@ -272,8 +280,6 @@ class AutoscaleRun:
         """The monitor and the controller, running."""
         self.handle.require(P.TOPICS, "start the processes of")
         self.handle.t_start = time.time()
-        if self.s.mlflow and self.mlflow is None:
-            self.mlflow = open_mlflow(self.s, self.files)
         for role in ROLES:
             self._start(role)
         self.handle.mark(P.STARTED)
@@ -400,11 +406,8 @@ class AutoscaleRun:
         one-line reason. A run that already ended keeps its first end."""
         reason = failure_reason(exc)
         self.handle.finish(Status.FAILED, reason)
-        if self.mlflow is not None:
-            try:
-                self.mlflow.fail(reason)
-            except Exception as err:  # the run's end is recorded in its handle already
-                log.warning("could not end the MLflow run of %s: %s", self.run_id, err)
+        if self.s.mlflow:
+            fail_run(self.files, reason)
         log.info("run %s failed: %s", self.run_id, reason)
         return reason
 

@@ -230,3 +230,44 @@ def test_restarted_secondary_resumes_its_replay(env: Any) -> None:
     counts, holders, violations = final_key_state(store, RUN)
     assert counts == dict(inp.counts) and set(holders.values()) == {1} and violations == 0
     assert sum(partials_by_worker(store).values()) == sum(inp.counts.values())
+
+
+def test_replacement_restores_the_newest_checkpoint_and_replays_after_tau(env: Any) -> None:
+    """Checkpointing: theta at tau from ``operator_state``, beta and the rest replayed."""
+    from skewlab.control.scaleout_state import write_checkpoint
+
+    topic, store, tmp = env
+    inp = Input(topic)
+    topic.parts[1] = []
+    primary = make(tmp, 0)
+    inp.send(2)
+    drain(primary)
+    primary.flush()
+    inp.send(1)  # received, not yet processed: beta of the checkpoint
+    ends = Client(topic).end_offsets(TOPIC)
+    out = write_checkpoint(store, RUN, 0, [0], 0, ends)
+    assert out["beta_records"] == len(KEYS)
+    drain(primary)
+    primary.flush()  # the primary moves on past the checkpoint
+    inp.send(2)
+    plan(store, checkpoint=True)
+    new = make(tmp, 1)
+    assert new.sets is not None and new.sets.shadow_meta is not None
+    restore = new.sets.shadow_meta["restore"]
+    assert restore["checkpoint"] == 0 and restore["beta_records"] == len(KEYS)
+    assert restore["keys"] == len(MOVED)
+    inp.switch(1)
+    inp.send(1, moved_to=1)
+    drain(new)
+    taken = {k for k, s in new.sets.received.items() if s == 1}
+    assert taken == set(MOVED)  # from the shadow, before the primary drained its backlog
+    drain(primary, new)
+    inp.end()
+    drain(primary, new)
+    primary.flush()
+    new.flush()
+    counts, holders, violations = final_key_state(store, RUN)
+    assert counts == dict(inp.counts) and set(holders.values()) == {1} and violations == 0
+    assert sum(partials_by_worker(store).values()) == sum(inp.counts.values())
+    ho = store.read("handoffs", run_id=RUN, columns=["key", "tuples"]).to_pylist()
+    assert all(r["tuples"] == 3 for r in ho)  # beta (1 round) + the 2 rounds after it

@@ -207,6 +207,25 @@ class LiveRun:
         tmp.replace(path)
 
     @classmethod
+    def open(
+        cls,
+        tracker: Tracker,
+        experiment: str,
+        run_dir: str | Path | RunDir,
+        params: Mapping[str, Any],
+        tags: Mapping[str, Any],
+    ) -> LiveRun:
+        """A new RUNNING MLflow run named after the run dir, recorded in
+        ``<run dir>/mlflow.json`` for :meth:`attach` (any kind of live run)."""
+        rd = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
+        rd.path.mkdir(parents=True, exist_ok=True)
+        rid = tracker.start_run(experiment, rd.run_id, params=params, tags=tags)
+        run = cls(tracker, rid, tracker.experiment_id(experiment), rd)
+        run._save()
+        log.info("MLflow run of %s: %s", rd.run_id, run.link)
+        return run
+
+    @classmethod
     def attach(cls, run_dir: str | Path | RunDir) -> LiveRun:
         """The MLflow run :func:`open_live_run` opened for the run in ``run_dir`` (from
         ``<run dir>/mlflow.json``); :class:`TrackingError` if there is none."""
@@ -324,14 +343,8 @@ def open_live_run(
     ``<run dir>/mlflow.json``. ``tracking`` defaults to :meth:`TrackingSettings.for_runs`
     of the run's home. Call it when the run starts."""
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
-    rd.path.mkdir(parents=True, exist_ok=True)
     tracker = Tracker(tracking or TrackingSettings.for_runs(s.home))
-    name = experiment_name(s)
-    rid = tracker.start_run(name, rd.run_id, params=run_params(s), tags=run_tags(s, rd))
-    run = LiveRun(tracker, rid, tracker.experiment_id(name), rd)
-    run._save()
-    log.info("MLflow run of %s: %s", rd.run_id, run.link)
-    return run
+    return LiveRun.open(tracker, experiment_name(s), rd, run_params(s), run_tags(s, rd))
 
 
 def fail_run(run_dir: str | Path | RunDir, reason: str) -> bool:

@@ -528,7 +528,8 @@ def draw(summary: RunSummary, out_dir: Path) -> list[str]:
             plot_cdf_curves(
                 [
                     CdfCurve(
-                        f"{summary.strategy} (p99 {summary.p99_ms:.3g} ms)",
+                        f"{summary.strategy} (p50 {_duration(summary.p50_ms)}, "
+                        f"p99 {_duration(summary.p99_ms)})",
                         np.asarray(summary.latency_values_ms) / 1e3,
                         np.asarray(summary.latency_frac),
                     )
@@ -539,6 +540,11 @@ def draw(summary: RunSummary, out_dir: Path) -> list[str]:
             )
         )
     return [str(p) for p in paths]
+
+
+def _duration(ms: float) -> str:
+    """``850 ms``, ``1.16 s``: a latency for a plot label."""
+    return f"{ms:.3g} ms" if ms < 1000 else f"{ms / 1000:.3g} s"
 
 
 def _plot_instances(summary: RunSummary, path: Path) -> Path:

@@ -223,16 +223,21 @@ def _flushes(store: DeltaStore, run_id: str) -> tuple[np.ndarray, np.ndarray]:
     adds = pa.table(dt.get_add_actions(flatten=True))
     root = Path(unquote(dt.table_uri.removeprefix("file://")))
     times, counts = [], []
-    for path, mtime, rid in zip(
+    one_row = adds["min.n"].to_pylist() if "min.n" in adds.column_names else [None] * adds.num_rows
+    for path, mtime, rid, rows, n_min in zip(
         adds["path"].to_pylist(),
         adds["modification_time"].to_pylist(),
         adds["partition.run_id"].to_pylist(),
+        adds["num_records"].to_pylist(),
+        one_row,
     ):
         if rid != run_id:
             continue
-        n = pq.read_table(root / unquote(path), columns=["n"])["n"].to_pylist()
+        if rows == 1 and n_min is not None:  # the file's statistics hold its one row's n
+            counts.append(int(n_min))
+        else:
+            counts.append(sum(pq.read_table(root / unquote(path), columns=["n"])["n"].to_pylist()))
         times.append(mtime / 1e3)
-        counts.append(sum(n))
     order = np.argsort(times, kind="stable")
     return np.asarray(times, dtype=np.float64)[order], np.asarray(counts, dtype=np.float64)[order]
 

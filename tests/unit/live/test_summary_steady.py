@@ -72,10 +72,11 @@ def test_no_flushes_no_backlog_figure() -> None:
 def test_flushes_are_read_from_the_latency_table_in_commit_order(tmp_path: Path) -> None:
     store = DeltaStore(str(tmp_path / "delta"))
     before = time.time()
-    sizes = [3, 7, 5]
-    for v, n in enumerate(sizes):
-        row = _latency_row(T0, 0, np.full(n, 10.0))
-        store.append("latency", [row], app_id="work-0:r1", version=v, run_id="r1")
+    flushes = [[3], [4, 3], [5]]  # the second flush holds two windows (a two-row file)
+    sizes = [sum(f) for f in flushes]
+    for v, ns in enumerate(flushes):
+        rows = [_latency_row(T0 + i, 0, np.full(n, 10.0)) for i, n in enumerate(ns)]
+        store.append("latency", rows, app_id="work-0:r1", version=v, run_id="r1")
     store.append(
         "latency",
         [_latency_row(T0, 1, np.full(4, 1.0))],

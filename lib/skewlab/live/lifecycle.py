@@ -33,6 +33,7 @@ __all__ = [
     "failure_reason",
     "gc",
     "signals_as_interrupts",
+    "signals_deferred",
     "stop_run",
 ]
 
@@ -84,6 +85,22 @@ def failure_reason(exc: BaseException) -> str:
     if isinstance(exc, SkewlabError):
         return " ".join(str(exc).split())
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """While inside, SIGTERM and SIGINT wait (blocked) until the block ends, so a clean-up
+    runs to its end; a signal that came meanwhile is delivered when it leaves. Outside
+    the main thread this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = {signal.SIGTERM, signal.SIGINT}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @dataclass(frozen=True)

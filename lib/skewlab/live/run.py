@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from skewlab.live import phases
 from skewlab.live.experiment import ExperimentSettings, Hook
 from skewlab.live.handle import Phase, Status
+from skewlab.live.lifecycle import signals_deferred
 from skewlab.live.watch import ProgressFn
 from skewlab.rundir import RunDir
 
@@ -116,9 +117,10 @@ class Run:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc is not None:
-            self.fail(exc)
-        self.stop(INTERRUPT_GRACE_S if isinstance(exc, KeyboardInterrupt) else 0.0)
+        with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
+            if exc is not None:
+                self.fail(exc)
+            self.stop(INTERRUPT_GRACE_S if isinstance(exc, KeyboardInterrupt) else 0.0)
 
     def run_all(self) -> RunSummary:
         """Every phase not done yet, in order, then :meth:`stop` whatever happened; a

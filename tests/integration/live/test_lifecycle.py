@@ -96,7 +96,9 @@ def test_sigterm_mid_produce_leaves_no_process_and_records_failed(
     run = skewlab(tmp_path, "run", "--bootstrap", broker.bootstrap, "--events", "60000",
                   "--rate", "1000", *SMALL)  # fmt: skip
     try:
-        wait_for("the run to produce", lambda: producing(tmp_path, client), timeout_s=300)
+        wait_for(
+            "the run to produce", lambda: producing(tmp_path, client), timeout_s=300, watch=run
+        )
         h = handle_of(tmp_path)
         assert h is not None and {"route", "worker-0", "worker-1"} <= set(h.procs)
         assert all(Detached(r).alive() for r in h.procs.values())

@@ -35,3 +35,31 @@ def test_leaving_the_with_block_stops_the_run(tmp_path: Path) -> None:
     with Run.new(ExperimentSettings(home=str(tmp_path), mlflow=False)) as run:
         pass
     assert run.phase is Phase.STOPPED
+
+
+def test_a_failure_inside_the_run_is_recorded_once_with_its_reason(tmp_path: Path) -> None:
+    from skewlab.errors import SkewlabError
+    from skewlab.live.handle import Status
+
+    run = Run.new(ExperimentSettings(home=str(tmp_path), mlflow=False), run_id="key-f1")
+    assert RunHandle.load(run.files.path).status == Status.RUNNING.value
+    with pytest.raises(SkewlabError), run:
+        raise SkewlabError("worker 1 failed after 3 restart(s):\nexit 1")
+    h = RunHandle.load(run.files.path)
+    assert h.status == Status.FAILED.value
+    assert h.error == "worker 1 failed after 3 restart(s): exit 1"
+    assert h.phases == [Phase.STOPPED.value]
+    h.finish(Status.DONE)  # the first end stays
+    assert RunHandle.load(run.files.path).status == Status.FAILED.value
+
+
+def test_an_interrupt_is_recorded_as_such(tmp_path: Path) -> None:
+    import signal
+
+    from skewlab.live.lifecycle import Interrupted
+
+    run = Run.new(ExperimentSettings(home=str(tmp_path), mlflow=False), run_id="key-i1")
+    with pytest.raises(KeyboardInterrupt), run:
+        raise Interrupted(signal.SIGTERM)
+    h = RunHandle.load(run.files.path)
+    assert (h.status, h.error) == ("failed", "interrupted by SIGTERM")

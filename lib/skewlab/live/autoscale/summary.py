@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,8 +26,6 @@ from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
     from skewlab.live.autoscale.settings import AutoscaleSettings
-
-log = logging.getLogger(__name__)
 
 __all__ = [
     "AutoscaleSummary",
@@ -152,11 +149,7 @@ def open_mlflow(s: AutoscaleSettings, files: RunDir) -> LiveRun:
     params = {k: v for k, v in asdict(s).items() if k not in NOT_PARAMS}
     tags = {RUN_ID_TAG: files.run_id, RUN_DIR_TAG: str(files.path), "mode": "live-autoscale",
             "algorithm": s.algorithm}  # fmt: skip
-    rid = tracker.start_run(s.experiment, files.run_id, params=params, tags=tags)
-    run = LiveRun(tracker, rid, tracker.experiment_id(s.experiment), files)
-    run._save()  # LiveRun.open(tracker, experiment, files, params, tags) would make this public
-    log.info("MLflow run of %s: %s", files.run_id, run.link)
-    return run
+    return LiveRun.open(tracker, s.experiment, files, params, tags)
 
 
 def log_summary(run: LiveRun, summary: AutoscaleSummary) -> AutoscaleSummary:

@@ -120,12 +120,12 @@ class Input:
             self.topic.append(p, "", b"", [(events.END_HEADER, b"1")])
 
 
-def plan(store: DeltaStore, checkpoint: bool = False) -> None:
+def plan(store: DeltaStore, checkpoint: bool = False, epoch: int = 5) -> None:
     detail = {
         "action": "StartInstances",
         "plans": {
             "1": {
-                "epoch": 5,
+                "epoch": epoch,
                 "group": 0,
                 "sources": [0],
                 "part": 1,
@@ -149,7 +149,7 @@ def plan(store: DeltaStore, checkpoint: bool = False) -> None:
             }
         ],
         app_id=f"scaleout-decisions:{RUN}",
-        version=1,
+        version=epoch,
         run_id=RUN,
     )
 
@@ -271,3 +271,40 @@ def test_replacement_restores_the_newest_checkpoint_and_replays_after_tau(env: A
     assert sum(partials_by_worker(store).values()) == sum(inp.counts.values())
     ho = store.read("handoffs", run_id=RUN, columns=["key", "tuples"]).to_pylist()
     assert all(r["tuples"] == 3 for r in ho)  # beta (1 round) + the 2 rounds after it
+
+
+def test_stopped_secondary_counts_nothing_and_a_new_plan_starts_afresh(env: Any) -> None:
+    """The load fell back: the secondary is stopped after committing its shadow; later a
+    new plan (epoch) on the same partition restores again instead of resuming."""
+    topic, store, tmp = env
+    inp = Input(topic)
+    topic.parts[1] = []
+    primary = make(tmp, 0)
+    inp.send(2)
+    drain(primary)
+    primary.flush()
+    plan(store, epoch=5)
+    stopped = make(tmp, 1)
+    inp.send(2)
+    drain(stopped)
+    stopped.flush()  # it committed shadow progress, then was killed
+    assert stopped.version is not None and stopped.version > 0
+    drain(primary)
+    primary.flush()
+    plan(store, epoch=6)  # alarming again later
+    again = make(tmp, 1)
+    meta = again.sets.shadow_meta if again.sets else None
+    assert meta is not None and meta["epoch"] == 6
+    assert meta["sources"]["0"]["offset"] == primary.offset  # copied afresh, not resumed
+    inp.switch(1)
+    inp.send(1, moved_to=1)
+    drain(again, primary)
+    inp.end()
+    drain(primary, again)
+    primary.flush()
+    again.flush()
+    counts, holders, violations = final_key_state(store, RUN)
+    assert counts == dict(inp.counts) and set(holders.values()) == {1} and violations == 0
+    by_worker = partials_by_worker(store)
+    assert by_worker[1] == len(MOVED)  # only what was routed to it after the switch
+    assert sum(by_worker.values()) == sum(inp.counts.values())

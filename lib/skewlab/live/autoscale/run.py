@@ -55,7 +55,7 @@ from skewlab.live.experiment import BOOTSTRAP_ENV, ExperimentError, delta_root_o
 from skewlab.live.handle import Phase as P
 from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import LocalLauncher, Proc, module_command, tail
-from skewlab.live.lifecycle import failure_reason
+from skewlab.live.lifecycle import failure_reason, signals_deferred
 from skewlab.live.run import INTERRUPT_GRACE_S
 from skewlab.live.tracking import LiveRun, fail_run
 from skewlab.pipeline.exactness import ExactnessReport, check
@@ -459,9 +459,10 @@ class AutoscaleRun:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc is not None:
-            self.fail(exc)
-        self.stop(INTERRUPT_GRACE_S if isinstance(exc, KeyboardInterrupt) else 0.0)
+        with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
+            if exc is not None:
+                self.fail(exc)
+            self.stop(INTERRUPT_GRACE_S if isinstance(exc, KeyboardInterrupt) else 0.0)
 
     def run_all(self) -> AutoscaleSummary:
         """Every phase not done yet, in order, then :meth:`stop` whatever happened; a
@@ -469,6 +470,9 @@ class AutoscaleRun:
         and raised again."""
         with self:
             h = self.handle
+            if h.status != Status.DONE.value:  # a resumed run runs again
+                h.status, h.error = Status.RUNNING.value, None
+                h.save()
             if not h.done(P.SERVICES):
                 self.services()
             if not h.done(P.TOPICS):

@@ -81,6 +81,7 @@ def drive(
     """
     import pytest
 
+    run_dir.parent.parent.mkdir(parents=True, exist_ok=True)  # the data dir
     out = run_dir.parent.parent / f"{run_id}.summary.json"
     log = run_dir.parent.parent / f"{run_id}.driver.log"
     base = {k: v for k, v in os.environ.items() if k not in (faults.ENV_POINTS, faults.ENV_DIR)}

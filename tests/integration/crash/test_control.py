@@ -10,7 +10,8 @@ a worker killed by the test dies again while restoring its key state
 its handle by the next. At the end: every point fired, the input holds exactly
 the workload (the resumed producer sent only what was missing), 0 lost, 0
 doubled, exact key state (one holder per key, its count = the key's events), 0
-order violations, and the rebalancer moved keys across the crashes.
+order violations, and keys moved (by the version the crashed rebalancer wrote, whose
+decision row is lost with it) with their state handed off.
 """
 
 from __future__ import annotations
@@ -158,9 +159,11 @@ def test_rebalance_run_survives_driver_controller_route_and_worker_crashes(live_
     run = LiveRun(**refs.__dict__, summary=RunSummary(**summary))
     assert killer.victim is not None
     assert_survived(run, crashes, killed=1)
-    s = run.summary
-    assert s.rebalances >= 1 and s.keys_moved >= 1 and s.handoffs >= 1
-    versions = refs.store.read("assignments", run_id=refs.run_id)["version"].to_pylist()
-    assert min(versions) == 1  # the version written just before the rebalancer's crash
+    # Keys moved across the crashes: the version written just before the rebalancer's
+    # crash is in force (its decision row is not: the round never finished), state was
+    # handed off, and the final key state is exact (assert_survived).
+    rows = refs.store.read("assignments", run_id=refs.run_id).to_pylist()
+    assert min(r["version"] for r in rows) == 1
+    assert any(r["reason"] == "moved" for r in rows) and run.summary.handoffs >= 1
     print(f"crash rebalance: {sorted(crashes.fired())} codes {codes} "
           f"{time.monotonic() - t0:.0f} s")  # fmt: skip

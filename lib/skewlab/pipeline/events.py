@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+import numpy as np
+
 DEFAULT_MAX_BYTES = 64 * 1024
 """Records above this size are quarantined as ``too-large``."""
 
@@ -226,7 +228,6 @@ def decode_arrow(values: Any, max_bytes: int = DEFAULT_MAX_BYTES, routed: bool =
     which round exactly as Python's ``float``); every other record goes through
     :func:`decode` itself.
     """
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -12,6 +12,10 @@ Input columns, by name:
 Options: ``bootstrap`` (required), ``topic`` (required unless every row has one),
 ``client`` (``confluent`` default), ``kafka.<name>`` (client extra config).
 
+:func:`produce_table` sends an Arrow table in the same shape from one process (the
+route job's driver): each header is its own binary column ``header:<name>`` (null:
+absent), and the per-record loop only passes ready-made values to the client.
+
 Delivery is **at-least-once**, never exactly-once: ``write()`` flushes (waits for every
 record's acknowledgement) before it returns its commit message, so a micro-batch Spark
 marks committed is in Kafka; but a task or query that fails after producing and before
@@ -145,6 +149,41 @@ def write_rows(opts: KafkaSinkOptions, rows: Iterator[Row]) -> KafkaCommitMessag
     finally:
         client.close()
     return KafkaCommitMessage(tuple((t, p, n) for (t, p), n in sorted(counts.items())))
+
+
+HEADER_PREFIX = "header:"
+"""Column-name prefix of a header column in :func:`produce_table`'s input."""
+
+
+def produce_table(client: KafkaClient, topic: str, table: Any) -> int:
+    """Queue every row of ``table`` (an Arrow table) to ``topic``, in row order.
+
+    Columns: ``partition`` (int, required), ``value`` (binary, required), ``key``
+    (binary, optional), ``header:<name>`` (binary, optional, null = header absent).
+    Everything is prepared by Arrow; the loop calls ``client.produce`` once per row.
+    Does not flush (the caller flushes once, then commits). Returns the row count.
+    """
+    names = table.column_names
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise ConfigError(f"produce_table needs columns {REQUIRED_COLUMNS}; missing {missing}")
+    n = table.num_rows
+    parts = table.column("partition").to_pylist()
+    values = table.column("value").to_pylist()
+    keys = table.column("key").to_pylist() if "key" in names else [None] * n
+    hnames = [c[len(HEADER_PREFIX) :] for c in names if c.startswith(HEADER_PREFIX)]
+    hcols = [table.column(HEADER_PREFIX + h) for h in hnames]
+    produce = client.produce
+    if len(hcols) == 1 and hcols[0].null_count == 0:
+        name = hnames[0]
+        for p, v, k, h in zip(parts, values, keys, hcols[0].to_pylist()):
+            produce(topic, v, key=k, partition=p, headers=[(name, h)])
+        return n
+    hlists = [c.to_pylist() for c in hcols]
+    for i in range(n):
+        hdrs = [(h, col[i]) for h, col in zip(hnames, hlists) if col[i] is not None]
+        produce(topic, values[i], key=keys[i], partition=parts[i], headers=hdrs or None)
+    return n
 
 
 def _total(messages: list[WriterCommitMessage | None]) -> int:

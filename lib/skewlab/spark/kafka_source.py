@@ -5,9 +5,10 @@ Details: docs/live-run.md, section ``skewlab.spark.kafka_source``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,18 @@ SCHEMA = (
     "headers array<struct<key: string, value: binary>>"
 )
 """DDL schema of the rows the source yields (one row per Kafka record)."""
+
+FIELDS: tuple[str, ...] = (
+    "topic",
+    "partition",
+    "offset",
+    "timestamp_ms",
+    "key",
+    "value",
+    "headers",
+)
+"""The columns of :data:`SCHEMA`; option ``fields`` (comma separated) keeps a subset, in
+this order, and the reader builds only those (the route job reads three)."""
 
 Offsets = dict[str, int]
 """A source offset: next offset to read (exclusive end of the batch) per partition."""
@@ -79,6 +92,7 @@ class KafkaSourceOptions:
     max_events_per_trigger: int | None = None
     fetch_batch_size: int = 10_000
     extra: Mapping[str, str] = field(default_factory=dict)
+    fields: tuple[str, ...] = FIELDS
 
     def __post_init__(self) -> None:
         if not self.topic:
@@ -95,6 +109,11 @@ class KafkaSourceOptions:
             )
         if self.fetch_batch_size < 1:
             raise ConfigError(f"fetchBatchSize must be >= 1, got {self.fetch_batch_size}")
+        unknown = [f for f in self.fields if f not in FIELDS]
+        if unknown or not self.fields:
+            raise ConfigError(
+                f"option 'fields' must name some of {', '.join(FIELDS)}; got {self.fields}"
+            )
         self.settings()  # validates bootstrap
 
     @classmethod
@@ -112,6 +131,7 @@ class KafkaSourceOptions:
             max_events_per_trigger=_int_option(opts, "maxeventspertrigger"),
             fetch_batch_size=_int_option(opts, "fetchbatchsize") or 10_000,
             extra={k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")},
+            fields=_fields_option(opts.get("fields")),
         )
 
     def settings(self) -> KafkaSettings:
@@ -123,6 +143,36 @@ class KafkaSourceOptions:
         """A new client; callers close it."""
 
         return connect(self.settings())
+
+
+def _ddl_columns(ddl: str) -> list[str]:
+    """Top-level column definitions of a DDL string (commas inside ``<>`` kept)."""
+    out, depth, cur = [], 0, ""
+    for ch in ddl:
+        depth += (ch == "<") - (ch == ">")
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return out
+
+
+def fields_schema(fields: Sequence[str]) -> str:
+    """The DDL schema of the rows read: :data:`SCHEMA` restricted to ``fields``."""
+    parts = dict(zip(FIELDS, _ddl_columns(SCHEMA), strict=True))
+    return ", ".join(parts[f] for f in fields)
+
+
+def _fields_option(value: str | None) -> tuple[str, ...]:
+    if value is None or not value.strip():
+        return FIELDS
+    wanted = {f.strip().lower() for f in value.split(",") if f.strip()}
+    unknown = sorted(wanted - set(FIELDS))
+    if unknown:
+        raise ConfigError(f"option 'fields': unknown {unknown}; valid: {', '.join(FIELDS)}")
+    return tuple(f for f in FIELDS if f in wanted)
 
 
 def _int_option(opts: Mapping[str, str], key: str) -> int | None:
@@ -188,34 +238,36 @@ def _arrow_schema() -> pa.Schema:
     )
 
 
-def records_to_batches(records: Iterator[Record], batch_size: int) -> Iterator[pa.RecordBatch]:
-    """Pack fetched records into Arrow batches of at most ``batch_size`` rows."""
+_GETTERS: dict[str, Callable[[Record], Any]] = {
+    "topic": lambda r: r.topic,
+    "partition": lambda r: r.partition,
+    "offset": lambda r: r.offset,
+    "timestamp_ms": lambda r: r.timestamp_ms,
+    "key": lambda r: r.key,
+    "value": lambda r: r.value,
+    "headers": lambda r: [{"key": k, "value": v} for k, v in r.headers],
+}
+
+
+def records_to_batches(
+    records: Iterator[Record], batch_size: int, fields: Sequence[str] = FIELDS
+) -> Iterator[pa.RecordBatch]:
+    """Pack fetched records into Arrow batches of at most ``batch_size`` rows, with the
+    columns ``fields`` only (one list per column per batch, no per-row dicts but headers)."""
     import pyarrow as pa
 
-    schema = _arrow_schema()
-    cols: list[list[Any]] = [[] for _ in range(7)]
+    full = _arrow_schema()
+    schema = pa.schema([full.field(f) for f in fields])
+    getters = [_GETTERS[f] for f in fields]
 
-    def flush() -> pa.RecordBatch:
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema
-        )
-        for c in cols:
-            c.clear()
-        return batch
+    def batch(chunk: list[Record]) -> pa.RecordBatch:
+        arrays = [pa.array([get(r) for r in chunk], type=f.type) for get, f in zip(getters, schema)]
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    topic, part, off, ts, key, value, headers = cols
-    for r in records:
-        topic.append(r.topic)
-        part.append(r.partition)
-        off.append(r.offset)
-        ts.append(r.timestamp_ms)
-        key.append(r.key)
-        value.append(r.value)
-        headers.append([{"key": k, "value": v} for k, v in r.headers])
-        if len(off) >= batch_size:
-            yield flush()
-    if off:
-        yield flush()
+    chunk = list(itertools.islice(records, batch_size))
+    while chunk:
+        yield batch(chunk)
+        chunk = list(itertools.islice(records, batch_size))
 
 
 def read_range(opts: KafkaSourceOptions, part: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
@@ -223,7 +275,7 @@ def read_range(opts: KafkaSourceOptions, part: KafkaRangePartition) -> Iterator[
     client = opts.connect()
     try:
         fetched = client.fetch(part.topic, part.partition, part.start, part.end)
-        yield from records_to_batches(fetched, opts.fetch_batch_size)
+        yield from records_to_batches(fetched, opts.fetch_batch_size, opts.fields)
     finally:
         client.close()
 
@@ -368,7 +420,7 @@ class KafkaDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        return SCHEMA
+        return fields_schema(_fields_option(_options(self.options).get("fields")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaBatchReader(KafkaSourceOptions.from_options(self.options))

@@ -8,7 +8,9 @@ The settings it applies are the ones this project needs everywhere (ENVIRONMENT.
    which keeps large grouping snapshots off the JVM heap.
 3. Few shuffle partitions (default 4): micro-batches here are small and each shuffle
    partition of a stateful operator costs a task and a state store instance.
-4. No UI, warehouse and default checkpoint root under ``data_dir``, log level WARN.
+4. The Spark UI only when asked (``ui=True``): on a free port bound to the driver's
+   address (loopback on ``local``), its URL in :func:`ui_url`; warehouse and default
+   checkpoint root under ``data_dir``, log level WARN.
 5. skewlab's Python data sources (``skewlab-kafka``) registered on the session.
 6. The driver listens on loopback only: ``spark.driver.host`` and
    ``spark.driver.bindAddress`` are ``127.0.0.1`` on a ``local`` master (its RPC and
@@ -16,6 +18,11 @@ The settings it applies are the ones this project needs everywhere (ENVIRONMENT.
    master executors must reach the driver, so Spark's own choice stands unless
    ``$SKEWLAB_SPARK_DRIVER_HOST`` (and ``$SKEWLAB_SPARK_BIND_ADDRESS``, default: the
    host) names the address; ``conf`` entries win over both.
+
+7. Python workers import pyspark from site-packages (:mod:`skewlab.spark.pydaemon`),
+   and Arrow batches to Python carry up to 100,000 rows (fewer chunks per group); a
+   Python worker may take 120 s to connect back (15 s by default: too short for a
+   worker importing pyspark on a loaded 2-core machine).
 
 An active session is reused (only the data sources are registered again), so a test
 run and a job share one JVM.
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -60,6 +68,35 @@ def driver_address(master: str, env: Mapping[str, str] | None = None) -> dict[st
     return {"spark.driver.host": host, "spark.driver.bindAddress": bind or host}
 
 
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port free on ``host`` right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def ui_settings(master: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark UI on a port free on the driver's bind address (loopback on ``local``)."""
+    host = driver_address(master, env).get("spark.driver.bindAddress", "0.0.0.0")
+    port = free_port(LOOPBACK if host == "0.0.0.0" else host)
+    return {"spark.ui.enabled": "true", "spark.ui.port": str(port)}
+
+
+def _ui_bind_env(master: str) -> None:
+    """Spark's UI binds ``$SPARK_LOCAL_IP`` (else every interface): the driver's bind address.
+
+    Read by the JVM this process starts, so it is set before the session is built.
+    """
+    host = driver_address(master).get("spark.driver.bindAddress")
+    if host and host != "0.0.0.0":
+        os.environ.setdefault("SPARK_LOCAL_IP", host)
+
+
+def ui_url(spark: SparkSession) -> str | None:
+    """The URL of the session's Spark UI (``None`` when the UI is off)."""
+    return spark.sparkContext.uiWebUrl
+
+
 def register_data_sources(spark: SparkSession) -> None:
     """Register every skewlab Python data source on ``spark`` (idempotent)."""
     from skewlab.spark.kafka_source import KafkaDataSource
@@ -75,12 +112,14 @@ def spark_session(
     driver_memory: str = "2g",
     conf: Mapping[str, str] | None = None,
     log_level: str = "WARN",
+    ui: bool = False,
 ) -> SparkSession:
     """Return the active Spark session or build one configured for skewlab.
 
     ``data_dir`` holds ``warehouse/``, ``checkpoints/`` (the default checkpoint root of
     streaming queries that name none) and ``tmp/`` (Spark's local scratch space).
-    ``conf`` entries are applied last and win over the defaults above.
+    ``conf`` entries are applied last and win over the defaults above. ``ui``: serve
+    the Spark UI (point 4); an active session keeps whatever it was built with.
     """
     from pyspark.sql import SparkSession
 
@@ -107,12 +146,18 @@ def spark_session(
         "spark.local.dir": str(root / "tmp"),
         "spark.driver.memory": driver_memory,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+        "spark.python.daemon.module": "skewlab.spark.pydaemon",
+        "spark.python.authenticate.socketTimeout": "120s",
         "spark.sql.session.timeZone": "UTC",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         **driver_address(master),
+        **(ui_settings(master) if ui else {}),
     }
     settings.update(conf or {})
+    if ui:
+        _ui_bind_env(master)
 
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():

@@ -1,0 +1,156 @@
+"""Events/s through the route job alone (no workers), against the raw consume rate.
+
+Starts the embedded broker (or uses ``--bootstrap``), starts the route job as
+its own process (``python -m skewlab.live.route_job``, as a live run does),
+waits for ``route.ready``, produces ``--events`` events of a Zipf workload as
+fast as the client can, and times until every event is in ``routed``. The
+raw consume rate of the same events topic is measured in the same run.
+``--profile DIR`` records the route job (and its Spark Python workers) with
+py-spy into ``DIR/route.txt`` (collapsed stacks), if py-spy is installed.
+
+    .venv/bin/python bench/bench_route.py [--events 200000] [--strategy key] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import row, say
+from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.live.producer import ProduceSettings, produce
+from skewlab.live.route_job import RouteSettings
+from skewlab.rundir import RunDir
+from skewlab.services import get_service
+from skewlab.workload.spec import parse_workload
+
+
+def raw_consume(bootstrap: str, topic: str) -> float:
+    c = connect(KafkaSettings(bootstrap))
+    t0 = time.perf_counter()
+    got = sum(1 for p, end in c.end_offsets(topic).items() for _ in c.fetch(topic, p, 0, end))
+    secs = time.perf_counter() - t0
+    c.close()
+    return got / secs
+
+
+def route_latency_ms(client: object, topic: str) -> list[float]:
+    """p50 / p90 / p99 of (routed record's Kafka timestamp - the event's ts), in ms."""
+    lat = []
+    for p, end in client.end_offsets(topic).items():  # type: ignore[attr-defined]
+        for r in client.fetch(topic, p, 0, end):  # type: ignore[attr-defined]
+            lat.append(r.timestamp_ms - 1000 * json.loads(r.value)["ts"])
+    return [float(x) for x in np.percentile(lat, [50, 90, 99])] if lat else [float("nan")] * 3
+
+
+def routed_count(client: object, topic: str) -> int:
+    return sum(client.end_offsets(topic).values())  # type: ignore[attr-defined]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--strategy", default="key")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--trigger", type=float, default=1.0)
+    ap.add_argument("--max-events-per-trigger", type=int, default=None)
+    ap.add_argument("--bootstrap", default=None)
+    ap.add_argument("--profile", default=None, help="py-spy output dir")
+    ap.add_argument("--rate", type=float, default=1e9, help="offered events/s (default: flat out)")
+    args = ap.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="skewlab-bench-route-"))
+    broker = None
+    if args.bootstrap is None:
+        broker = get_service("broker", str(home))
+        bootstrap = broker.start().url
+    else:
+        bootstrap = args.bootstrap
+    run_id = f"bench-{int(time.time())}"
+    files = RunDir(home / "runs" / run_id)
+    files.path.mkdir(parents=True)
+    client = connect(KafkaSettings(bootstrap))
+    events_topic, routed_topic = f"events-{run_id}", f"routed-{run_id}"
+    client.create_topic(events_topic, args.partitions)
+    client.create_topic(routed_topic, args.workers)
+    s = RouteSettings(
+        run_id=run_id,
+        bootstrap=bootstrap,
+        events_topic=events_topic,
+        routed_topic=routed_topic,
+        workers=args.workers,
+        strategy=args.strategy,
+        delta_root=str(home / "delta"),
+        run_dir=str(files.path),
+        trigger_s=args.trigger,
+        max_events_per_trigger=args.max_events_per_trigger,
+    )
+    files.route_settings.write_text(s.to_json())
+    cmd = [sys.executable, "-m", "skewlab.live.route_job", str(files.route_settings)]
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        out = str(Path(args.profile) / "route.txt")
+        cmd = [spy, "record", "--subprocesses", "-r", "50", "-f", "raw", "-o", out, "--", *cmd]
+    log = open(files.log("route"), "wb")  # noqa: SIM115
+    t_launch = time.time()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        while not files.route_ready.exists():
+            if proc.poll() is not None:
+                raise SystemExit(f"route job exited {proc.returncode}: see {files.log('route')}")
+            time.sleep(0.1)
+        t_ready = time.time()
+        ready = files.route_ready.read_text()
+        t0 = time.time()
+        rep = produce(
+            client,
+            parse_workload("zipf:s=1.1,v=2.72", seed=1),
+            ProduceSettings(events_topic, args.partitions, args.events, rate=args.rate),
+        )
+        t_produced = time.time()
+        while routed_count(client, routed_topic) < args.events:
+            if proc.poll() is not None:
+                raise SystemExit(f"route job exited {proc.returncode}: see {files.log('route')}")
+            time.sleep(0.05)
+        t_done = time.time()
+        files.route_stop.touch()
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    raw = raw_consume(bootstrap, events_topic)
+    lat = route_latency_ms(client, routed_topic)
+    rate = args.events / (t_done - t0)
+    say(f"route job alone: {args.strategy}, {args.events:,} events, {args.partitions} partitions")
+    say(f"start-up: launch -> ready {t_ready - t_launch:.1f} s; route.ready: {ready[:300]}")
+    say(f"produce: {rep.events:,} in {t_produced - t0:.2f} s")
+    say(row("run", "events/s", "x raw"))
+    say(row("raw consume", f"{raw:,.0f}", "1.000"))
+    say(row("route job", f"{rate:,.0f}", f"{rate / raw:.3f}"))
+    say(
+        f"route latency (routed record time - event ts), ms: p50 {lat[0]:,.0f}  "
+        f"p90 {lat[1]:,.0f}  p99 {lat[2]:,.0f}  (trigger {args.trigger} s, "
+        f"max/trigger {args.max_events_per_trigger}, offered {args.rate:,.0f}/s)"
+    )
+    say(f"load average: {os.getloadavg()[0]:.1f}")
+    client.delete_topic(events_topic, missing_ok=True)
+    client.delete_topic(routed_topic, missing_ok=True)
+    client.close()
+    if broker is not None:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    main()

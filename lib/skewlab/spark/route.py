@@ -1,0 +1,300 @@
+"""The route job's streaming query: ``events`` -> decode -> per-splitter grouping.
+
+One streaming query, per micro-batch ``b`` (the sink is :mod:`skewlab.spark.route_sink`):
+
+1. the ``skewlab-kafka`` source reads the new range of every partition of ``events``
+   (only ``partition``, ``offset``, ``value``; offsets checkpointed by Spark);
+2. :func:`decode_fn` (``mapInArrow``, next to the source) decodes the values with
+   Arrow kernels (:func:`skewlab.pipeline.events.decode_arrow`): valid events shrink
+   to (key, ts, seq, size), only rejects keep their raw bytes and a reason;
+3. rows are grouped by source partition: each group is one *splitter* (DKG's
+   SplitterBolt) whose :class:`~skewlab.pipeline.route.Splitter` state lives in
+   Spark's state store (:func:`skewlab.spark.state.route_with_state`); it routes its
+   events in offset order. With message sets, the ``assignments`` versions come from
+   the driver, read once per micro-batch by the sink and handed to every splitter
+   task of the batch as the job property :data:`ASSIGNMENTS_PROPERTY`;
+4. ``foreachBatch``: the sink produces to ``routed`` and writes Delta.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from skewlab.errors import ConfigError
+from skewlab.grouping import make_grouping
+from skewlab.io.kafka.base import KafkaSettings
+from skewlab.pipeline import events
+from skewlab.pipeline.route import AssignmentVersion, Splitter
+from skewlab.rundir import RunDir
+from skewlab.spark.state import route_with_state
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+DECODED_SCHEMA = (
+    "partition int, offset long, key string, ts double, seq long, size long, raw binary, "
+    "reason string"
+)
+"""Rows after decoding, before the shuffle: ``raw`` and ``reason`` only for rejects."""
+
+ROUTED_SCHEMA = (
+    "src_partition int, src_offset long, worker long, key string, ts double, seq long, "
+    "size long, raw binary, reason string, set_id long, source long, kind int"
+)
+"""Rows out of the splitters: ``worker = -1`` and a ``reason`` for quarantined input;
+``kind`` 1 = event (``set_id``, ``source``: its message set), 0 = end-of-set marker
+(``set_id`` ends, ``source`` = the next worker)."""
+
+OUT_COLUMNS = [
+    "src_partition",
+    "src_offset",
+    "worker",
+    "key",
+    "ts",
+    "seq",
+    "size",
+    "raw",
+    "reason",
+    "set_id",
+    "source",
+    "kind",
+]
+
+ASSIGNMENTS_PROPERTY = "skewlab.route.assignments"
+"""Spark job property carrying the micro-batch's ``assignments`` versions (JSON) from
+the driver to the splitter tasks (:func:`versions_to_json`)."""
+
+
+@dataclass(frozen=True)
+class RouteSettings:
+    """Everything the route job needs, validated once (the job's edge)."""
+
+    run_id: str
+    bootstrap: str
+    events_topic: str
+    routed_topic: str
+    workers: int
+    strategy: str
+    delta_root: str
+    run_dir: str
+    """The run's directory (:class:`~skewlab.rundir.RunDir`): checkpoint, markers, data."""
+    strategy_params: dict[str, Any] = field(default_factory=dict)
+    client: str = "confluent"
+    window_s: float = 15.0
+    trigger_s: float = 1.0
+    max_events_per_trigger: int | None = None
+    max_event_bytes: int = events.DEFAULT_MAX_BYTES
+    spark_master: str = "local[2]"
+    message_sets: bool = False
+    spark_ui: bool = True
+    """Serve the Spark UI on a free loopback port (its URL goes into ``route.ready``);
+    ``$SKEWLAB_SPARK_UI=0`` switches it off too."""
+    warmup_events: int = 2_000
+    """Synthetic events of the warm-up micro-batch (0: no warm-up, ``route.ready`` when
+    the query runs)."""
+
+    def __post_init__(self) -> None:
+        if self.message_sets and self.strategy != "key":
+            raise ConfigError(
+                f"message sets run on top of KEY grouping only, got strategy {self.strategy!r}"
+            )
+        if self.workers < 1:
+            raise ConfigError(f"workers must be >= 1, got {self.workers}")
+        if self.window_s <= 0 or self.trigger_s <= 0:
+            raise ConfigError("window_s and trigger_s must be > 0")
+        if self.warmup_events < 0:
+            raise ConfigError(f"warmup_events must be >= 0, got {self.warmup_events}")
+        make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
+        KafkaSettings(self.bootstrap, self.client)
+
+    @property
+    def files(self) -> RunDir:
+        return RunDir.of(self.run_dir)
+
+    @property
+    def checkpoint(self) -> str:
+        """The query's Spark checkpoint (in the run dir)."""
+        return str(self.files.checkpoint)
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RouteSettings:
+        return cls(**json.loads(text))
+
+
+def decode_fn(max_bytes: int) -> Callable[[Any], Any]:
+    """``mapInArrow`` function: decode raw records next to the source (step 2).
+
+    Valid events shrink to (key, ts, seq, size); only rejects keep their raw bytes,
+    so the shuffle to the splitters moves a fraction of the input.
+    """
+
+    def run(batches: Any) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for b in batches:
+            values = b.column("value")
+            dec = events.decode_arrow(values, max_bytes=max_bytes)
+            reason = dec.column("reason").combine_chunks()
+            raw = pc.if_else(reason.is_null(), pa.nulls(len(values), pa.binary()), values)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    b.column("partition"),
+                    b.column("offset"),
+                    *(dec.column(c).combine_chunks() for c in ("key", "ts", "seq", "size")),
+                    raw,
+                    reason,
+                ],
+                names=["partition", "offset", "key", "ts", "seq", "size", "raw", "reason"],
+            )
+
+    return run
+
+
+def versions_to_json(versions: Sequence[AssignmentVersion]) -> str:
+    """The versions as the compact JSON of :data:`ASSIGNMENTS_PROPERTY`."""
+    return json.dumps([[v.version, v.effective, [list(s) for s in v.sets]] for v in versions])
+
+
+def versions_from_json(text: str) -> list[AssignmentVersion]:
+    """Inverse of :func:`versions_to_json`."""
+    return [
+        AssignmentVersion(int(v), float(eff), tuple((str(k), int(w), int(s)) for k, w, s in sets))
+        for v, eff, sets in json.loads(text)
+    ]
+
+
+def task_versions() -> list[AssignmentVersion]:
+    """The versions the driver attached to this task's job (:data:`ASSIGNMENTS_PROPERTY`).
+
+    Raises :class:`ConfigError` when the property is missing: a splitter routing moved
+    keys without their versions would break the message-set order silently.
+    """
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    text = ctx.getLocalProperty(ASSIGNMENTS_PROPERTY) if ctx is not None else None
+    if text is None:
+        raise ConfigError(f"splitter task without the {ASSIGNMENTS_PROPERTY!r} job property")
+    return versions_from_json(text)
+
+
+Versions = Callable[[], Sequence[AssignmentVersion]]
+
+
+def splitter_fn(s: RouteSettings, versions: Versions = task_versions) -> Any:
+    """The per-splitter function run by Spark for one group and micro-batch (step 3).
+
+    ``versions()`` gives the batch's ``assignments`` versions (message sets only);
+    by default the ones the driver attached to the task (:func:`task_versions`).
+    """
+    cfg = make_grouping(s.strategy, workers=s.workers, **s.strategy_params)
+
+    def run(key: tuple[Any, ...], state: Any, rows: pd.DataFrame) -> tuple[Any, pd.DataFrame]:
+        import pandas as pd
+
+        t0 = time.perf_counter()
+        splitter = Splitter(cfg, state)
+        valid = rows["reason"].isna().to_numpy()
+        n = len(rows)
+        workers = np.full(n, -1, dtype=np.int64)
+        set_ids = np.zeros(n, dtype=np.int64)
+        sources = np.full(n, -1, dtype=np.int64)
+        markers: list[dict[str, Any]] = []
+        if valid.any():
+            keys, ts = rows["key"][valid].tolist(), rows["ts"][valid].to_numpy()
+            if s.message_sets:
+                rs = splitter.route_sets(keys, ts, versions())
+                workers[valid], set_ids[valid], sources[valid] = rs.workers, rs.set_ids, rs.sources
+                offs = rows["offset"][valid].to_numpy()
+                markers = [
+                    {
+                        "src_partition": int(key[0]),
+                        "src_offset": int(offs[m.index]),
+                        "worker": m.worker,
+                        "key": m.key,
+                        "ts": float(ts[m.index]),
+                        "seq": -1,
+                        "size": 0,
+                        "raw": None,
+                        "reason": None,
+                        "set_id": m.set_id,
+                        "source": m.next_worker,
+                        "kind": 0,
+                    }
+                    for m in rs.markers
+                ]
+            else:
+                workers[valid] = splitter.route(keys, ts)
+        out = rows.rename(columns={"partition": "src_partition", "offset": "src_offset"})
+        out.insert(2, "worker", workers)
+        out["set_id"], out["source"] = set_ids, sources
+        out["kind"] = np.ones(n, dtype=np.int32)
+        if markers:
+            out = pd.concat([out[OUT_COLUMNS], pd.DataFrame(markers)], ignore_index=True)
+        log.debug("splitter %s: %d rows in %.2f s", key, len(rows), time.perf_counter() - t0)
+        return splitter.state(), out[OUT_COLUMNS]
+
+    return run
+
+
+def routed_stream(spark: SparkSession, s: RouteSettings, source: DataFrame | None = None) -> Any:
+    """Steps 1-3 as a streaming DataFrame (``source``: rows of partition, offset, value;
+    default the ``skewlab-kafka`` source on ``events``)."""
+    if source is None:
+        reader = (
+            spark.readStream.format("skewlab-kafka")
+            .option("bootstrap", s.bootstrap)
+            .option("topic", s.events_topic)
+            .option("client", s.client)
+            .option("startingOffsets", "earliest")
+            .option("fields", "partition,offset,value")
+        )
+        if s.max_events_per_trigger:
+            reader = reader.option("maxEventsPerTrigger", str(s.max_events_per_trigger))
+        source = reader.load()
+    decoded = source.select("partition", "offset", "value").mapInArrow(
+        decode_fn(s.max_event_bytes), DECODED_SCHEMA
+    )
+    return route_with_state(
+        decoded, ["partition"], splitter_fn(s), ROUTED_SCHEMA, order_by="offset"
+    )
+
+
+def start_query(
+    spark: SparkSession,
+    s: RouteSettings,
+    sink: Callable[[DataFrame, int], None],
+    *,
+    source: DataFrame | None = None,
+    checkpoint: str | None = None,
+    name: str | None = None,
+    available_now: bool = False,
+) -> StreamingQuery:
+    """Define and start the streaming query (steps 1-4) writing through ``sink``."""
+    writer = (
+        routed_stream(spark, s, source)
+        .writeStream.outputMode("update")
+        .foreachBatch(sink)
+        .option("checkpointLocation", checkpoint or s.checkpoint)
+        .queryName(name or f"route-{s.run_id}")
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{s.trigger_s} seconds")
+    return writer.start()

@@ -1,0 +1,213 @@
+"""The route job's ``foreachBatch`` sink: routed records to Kafka, then Delta.
+
+For micro-batch ``b`` (:class:`RouteSink`), on the driver:
+
+1. with message sets, read ``assignments`` once (cached while the table's version
+   stands) and attach it to the batch's tasks (:data:`~skewlab.spark.route.ASSIGNMENTS_PROPERTY`);
+2. run the batch (``toArrow``: source, decode, splitters) and sort it by source
+   (partition, offset), end-of-set markers before the event they precede;
+3. build the ``routed`` records with Arrow kernels (:func:`routed_records`) and
+   produce them through :func:`skewlab.spark.kafka_sink.produce_table`; flush;
+4. append ``key_loads``, ``partition_loads`` and ``quarantine``
+   (:mod:`skewlab.spark.tables`) under app id ``route:<run>`` version ``b``.
+
+A batch replayed after a crash re-produces its records (workers drop them by
+watermark) and skips its Delta writes (already committed), so nothing is counted
+twice. Crash points: ``route.in_batch`` before step 1, ``route.after_produce``
+between steps 3 and 4.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from skewlab.faults import crash_point
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaSettings
+from skewlab.pipeline import events
+from skewlab.pipeline.route import AssignmentVersion
+from skewlab.rundir import app_id
+from skewlab.spark import tables
+from skewlab.spark.kafka_sink import HEADER_PREFIX, produce_table
+from skewlab.spark.route import ASSIGNMENTS_PROPERTY, RouteSettings, versions_to_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+_PLAIN_KEY = r"^[ !#-\[\]-~]*$"
+"""Keys JSON writes as themselves between quotes (printable ASCII but ``"`` and ``\\``)."""
+
+
+def json_strings(keys: pa.Array) -> pa.Array:
+    """``json.dumps(k)`` of every key (Arrow ``string``), vectorised but for keys that
+    need escapes, which are encoded once per distinct key."""
+    quoted = pc.binary_join_element_wise('"', keys, '"', "")
+    plain = pc.match_substring_regex(keys, _PLAIN_KEY)
+    if pc.all(plain).as_py() is not False:
+        return quoted
+    special = pc.unique(keys.filter(pc.invert(plain)))
+    encoded = pa.array([json.dumps(k) for k in special.to_pylist()], pa.string())
+    return pc.if_else(plain, quoted, encoded.take(pc.index_in(keys, special)))
+
+
+def _text(arr: Any) -> pa.Array:
+    return pc.cast(arr, pa.string())
+
+
+def routed_records(batch: pa.Table) -> pa.Table:
+    """The ``routed`` records of a sorted batch (events with a worker and markers).
+
+    An event's value is :func:`~skewlab.pipeline.events.encode_routed`'s JSON (ts
+    written by Arrow's shortest round-trip formatting, so it decodes to the same
+    float), its key the event key, its headers ``skewlab.src`` = ``"<partition>:<offset>"``
+    and, in a message set, ``skewlab.set`` = ``"<set id>:<source>"``. A marker has an
+    empty value and only ``skewlab.eos`` = ``"<set id>:<next worker>:<splitter>"``.
+    """
+    kind = batch.column("kind")
+    keep = pc.or_(pc.equal(kind, 0), pc.greater_equal(batch.column("worker"), 0))
+    t = batch.filter(keep).combine_chunks()
+    is_marker = pc.equal(t.column("kind"), 0)
+    key = t.column("key").combine_chunks()
+    value = pc.binary_join_element_wise(
+        '{"key":',
+        json_strings(key),
+        ',"ts":',
+        _text(t.column("ts")),
+        ',"seq":',
+        _text(t.column("seq")),
+        ',"size":',
+        _text(t.column("size")),
+        "}",
+        "",
+    )
+    value = pc.if_else(is_marker, pa.scalar(b"", pa.binary()), pc.cast(value, pa.binary()))
+    sp, so = _text(t.column("src_partition")), _text(t.column("src_offset"))
+    nulls = pa.nulls(t.num_rows, pa.binary())
+    cols: dict[str, Any] = {
+        "partition": t.column("worker"),
+        "value": value,
+        "key": pc.cast(key, pa.binary()),
+        HEADER_PREFIX + events.SRC_HEADER: pc.if_else(
+            is_marker, nulls, pc.cast(pc.binary_join_element_wise(sp, so, ":"), pa.binary())
+        ),
+    }
+    set_id, source = t.column("set_id"), t.column("source")
+    if pc.any(pc.greater(set_id, 0)).as_py() or pc.any(is_marker).as_py():
+        pair = pc.binary_join_element_wise(_text(set_id), _text(source), ":")
+        in_set = pc.and_(pc.invert(is_marker), pc.greater(set_id, 0))
+        cols[HEADER_PREFIX + events.SET_HEADER] = pc.if_else(
+            in_set, pc.cast(pair, pa.binary()), nulls
+        )
+        eos = pc.binary_join_element_wise(pair, sp, ":")
+        cols[HEADER_PREFIX + events.EOS_HEADER] = pc.if_else(
+            is_marker, pc.cast(eos, pa.binary()), nulls
+        )
+    return pa.table(cols)
+
+
+@dataclass
+class RouteSink:
+    """The ``foreachBatch`` function (steps 1-4 of the module doc).
+
+    ``dry`` (the warm-up): everything but sending (no produce, no crash points) and
+    the Delta writes go to ``delta_root`` (a scratch root), so nothing is counted.
+    """
+
+    s: RouteSettings
+    dry: bool = False
+    delta_root: str | None = None
+    batches: int = 0
+    """Micro-batches with rows handled so far."""
+    _client: Any = field(default=None, repr=False)
+    _store: Any = field(default=None, repr=False)
+    _versions: tuple[int | None, list[AssignmentVersion]] = (None, [])
+
+    def _clients(self) -> tuple[Any, Any]:
+        if self._store is None:
+            from skewlab.io.delta import DeltaStore
+
+            self._client = connect(KafkaSettings(self.s.bootstrap, self.s.client))
+            self._store = DeltaStore(self.delta_root or self.s.delta_root)
+        return self._client, self._store
+
+    def versions(self) -> list[AssignmentVersion]:
+        """Every ``assignments`` version of the run, read again only when the table moved."""
+        _, store = self._clients()
+        current = store.table_version("assignments")
+        if current is None:
+            return []
+        if current != self._versions[0]:
+            rows = store.read("assignments", run_id=self.s.run_id).to_pylist()
+            self._versions = (current, AssignmentVersion.from_rows(rows))
+        return self._versions[1]
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if not self.dry:
+            crash_point("route.in_batch")
+        t0 = time.perf_counter()
+        sc = batch.sparkSession.sparkContext
+        if self.s.message_sets:
+            sc.setLocalProperty(ASSIGNMENTS_PROPERTY, versions_to_json(self.versions()))
+        try:
+            t = batch.toArrow()
+        finally:
+            if self.s.message_sets:
+                sc.setLocalProperty(ASSIGNMENTS_PROPERTY, None)  # type: ignore[arg-type]
+        if t.num_rows == 0:
+            return
+        t = t.sort_by(
+            [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
+        )
+        self.write(t, int(batch_id), compute_s=time.perf_counter() - t0)
+        self.batches += 1
+
+    def write(self, t: pa.Table, batch_id: int, compute_s: float = 0.0) -> None:
+        """Steps 3-4 for a sorted batch ``t`` (:data:`~skewlab.spark.route.ROUTED_SCHEMA`)."""
+        client, store = self._clients()
+        s = self.s
+        t1 = time.perf_counter()
+        records = routed_records(t)
+        t2 = time.perf_counter()
+        if not self.dry:
+            produce_table(client, s.routed_topic, records)
+            client.flush()
+            crash_point("route.after_produce")
+        t3 = time.perf_counter()
+        is_event = pc.equal(t.column("kind"), 1)
+        good = t.filter(pc.and_(is_event, pc.greater_equal(t.column("worker"), 0)))
+        bad = t.filter(pc.and_(is_event, pc.less(t.column("worker"), 0)))
+        app, run = app_id("route", s.run_id), s.run_id
+        kl = tables.key_loads(run, good, s.window_s)
+        store.append("key_loads", kl, app_id=app, version=batch_id, run_id=run)
+        pl = tables.partition_loads(run, kl, s.routed_topic, s.window_s)
+        store.append("partition_loads", pl, app_id=app, version=batch_id, run_id=run)
+        q = tables.quarantine(run, bad, s.events_topic, round(time.time() * 1000))
+        store.append("quarantine", q, app_id=app, version=batch_id, run_id=run)
+        t4 = time.perf_counter()
+        times = (compute_s, t2 - t1, t3 - t2, t4 - t3)
+        if self.dry:
+            log.info(
+                "warm-up micro-batch: %d events, %d rejects (compute %.3f s, encode %.3f s, "
+                "produce %.3f s, delta %.3f s)",
+                good.num_rows,
+                bad.num_rows,
+                *times,
+            )
+            return
+        log.info(
+            "batch %d: routed %d, quarantined %d (compute %.3f s, encode %.3f s, "
+            "produce %.3f s, delta %.3f s)",
+            batch_id,
+            good.num_rows,
+            bad.num_rows,
+            *times,
+        )

@@ -1,0 +1,96 @@
+"""The route job's warm-up: one micro-batch of synthetic events through the route code.
+
+The first micro-batch of a fresh Spark session pays for everything that starts
+lazily: the Python worker daemon, its workers and their imports (pandas, Arrow,
+the groupings), the Kafka producer, delta-rs. :func:`run_warmup` pays it before
+any real event exists:
+
+1. ``events`` synthetic records over two source partitions, one of them invalid
+   (the quarantine path), as a Spark DataFrame of (partition, offset, value);
+2. the route query's own functions on it: :func:`~skewlab.spark.route.decode_fn`
+   (``mapInArrow``), then :func:`~skewlab.spark.route.splitter_fn` per source
+   partition (``applyInPandas``, from no state, as a new splitter starts), sorted
+   as the sink sorts a micro-batch;
+3. a ``dry`` :class:`~skewlab.spark.route_sink.RouteSink` writes it: the routed
+   records are built but not produced, the Delta writes go to a scratch root that is
+   deleted afterwards, so no warm-up event is counted anywhere.
+
+A batch job rather than a second streaming query: each streaming query starts its
+own Python source planner processes (seconds each on a loaded machine), which the
+route query starts again anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skewlab.pipeline import events
+from skewlab.spark.route import (
+    DECODED_SCHEMA,
+    ROUTED_SCHEMA,
+    RouteSettings,
+    decode_fn,
+    splitter_fn,
+)
+from skewlab.spark.route_sink import RouteSink
+from skewlab.spark.state import group_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+PARTITIONS = 2
+
+
+def synthetic_values(n: int, t0: float) -> list[bytes]:
+    """``n`` events over 50 keys (0.1 ms apart from ``t0``), the last one invalid."""
+    out = [
+        events.encode(f"warmup-{i % 50}", t0 + i * 1e-4, i, "x" * 40) for i in range(max(n - 1, 0))
+    ]
+    return [*out, b"not json"] if n else out
+
+
+def run_warmup(spark: SparkSession, s: RouteSettings, folder: Path, t0: float) -> float:
+    """Steps 1-3 of the module doc; returns the seconds it took.
+
+    ``folder`` holds the scratch Delta root; it is deleted afterwards. ``t0``: the
+    synthetic events' event time (s since the epoch).
+    """
+    import pandas as pd
+
+    started = time.perf_counter()
+    per = max(s.warmup_events // PARTITIONS, 2)
+    values = synthetic_values(per, t0)
+    frame = pd.DataFrame(
+        {
+            "partition": [p for p in range(PARTITIONS) for _ in values],
+            "offset": [i for _ in range(PARTITIONS) for i in range(len(values))],
+            "value": values * PARTITIONS,
+        }
+    )
+    source = spark.createDataFrame(frame, "partition int, offset long, value binary")
+    split = splitter_fn(s, versions=list)
+
+    def group(key: tuple[Any, ...], rows: pd.DataFrame) -> pd.DataFrame:
+        return split(key, None, group_rows(iter([rows]), "offset"))[1]
+
+    routed = (
+        source.repartition(PARTITIONS, "partition")
+        .mapInArrow(decode_fn(s.max_event_bytes), DECODED_SCHEMA)
+        .groupBy("partition")
+        .applyInPandas(group, ROUTED_SCHEMA)
+    )
+    try:
+        t = routed.toArrow().sort_by(
+            [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
+        )
+        RouteSink(s, dry=True, delta_root=str(folder / "delta")).write(t, 0)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return time.perf_counter() - started

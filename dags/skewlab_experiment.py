@@ -73,7 +73,7 @@ around one metadata topic); the other phase tasks pass through, and validation, 
 quality skip and `record_result` are the same.
 
 Task logs come from the loggers `skewlab.dags.experiment` and `skewlab.*` (the library's);
-the MLflow run's URL is logged by `start_route_job` (the run fills while it goes) and by
+the MLflow run's URL is logged by `ensure_services` (the run fills while it goes) and by
 `record_result`, the Great Expectations Data Docs page by `check_quality`.
 
 Data directory: `$SKEWLAB_HOME` (set by `skewlab airflow`), else `./.skewlab`.

@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -45,6 +46,9 @@ CHROMIUM_FLAGS = (
     "--window-size=1400,1000",
 )
 START_TIMEOUT_S = 30.0
+WAIT_S = 120.0
+"""How long a page condition may take: generous, the machine may be busy (a slow page only
+makes a failing test fail later)."""
 WIDTH, HEIGHT = 1400, 1000
 
 
@@ -106,7 +110,7 @@ class Page:
             raise CdpError(f"JavaScript failed: {text}\n{expression[:300]}")
         return out.get("result", {}).get("value")
 
-    def wait_for(self, condition: str, what: str, timeout_s: float = 30.0) -> Any:
+    def wait_for(self, condition: str, what: str, timeout_s: float = WAIT_S) -> Any:
         """Poll a JavaScript expression until it is truthy; its value."""
         deadline = time.monotonic() + timeout_s
         while True:
@@ -117,7 +121,7 @@ class Page:
             if value:
                 return value
             if time.monotonic() > deadline:
-                shot = self.screenshot(f"timeout-{what.replace(' ', '_')[:40]}")
+                shot = self.screenshot("timeout-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", what)[:40])
                 raise CdpError(f"{what}: not after {timeout_s:.0f} s (screenshot {shot})")
             time.sleep(0.3)
 

@@ -72,6 +72,9 @@ def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
     ctx = new_run(s, detached=True)
     bootstrap = ensure(ctx)
     log.info("run %s: broker %s, run dir %s", ctx.handle.run_id, bootstrap, ctx.run_dir)
+    url = mlflow_url(ctx.handle.home, {"run_id": ctx.handle.run_id})
+    if url:
+        log.info("MLflow run (filled while the run goes): %s", url)
     return _ref(ctx)
 
 
@@ -98,9 +101,6 @@ def start_route_job(ref: Mapping[str, Any]) -> dict[str, Any]:
         log.info("route job: %s", " ".join(ctx.handle.route_cmd))
         pids = {name: rec.pid for name, rec in ctx.handle.procs.items()}
         log.info("background processes (pids): %s", pids)
-        url = mlflow_url(ctx.handle.home, {"run_id": ctx.handle.run_id})
-        if url:
-            log.info("MLflow run (filled while the run goes): %s", url)
     return dict(ref)
 
 

@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import unquote
 
 import numpy as np
 
@@ -207,8 +208,6 @@ def _flushes(store: DeltaStore, run_id: str) -> tuple[np.ndarray, np.ndarray]:
     last flush; their Delta file's modification time is when it flushed. Empty
     when the Delta root is not a local directory.
     """
-    from urllib.parse import unquote
-
     import pyarrow as pa
     import pyarrow.parquet as pq
     from deltalake import DeltaTable

@@ -5,20 +5,17 @@ Details: docs/live-run.md, section ``skewlab.live.phases``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.control.loop import ThreadLoop
-from skewlab.control.scaleout_loop import StateManager, StateManagerSettings
-from skewlab.errors import SkewlabError
+from skewlab.control.scaleout_loop import StateManagerSettings
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
@@ -35,22 +32,15 @@ from skewlab.live.handle import Phase as P
 from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import (
     SPARK_MASTER_ENV,
-    Launcher,
-    LocalLauncher,
-    Proc,
     Procs,
     exit_cause,
-    module_command,
     route_command,
 )
-from skewlab.live.lifecycle import failure_reason
 from skewlab.live.producer import ProduceReport, ProduceSettings
 from skewlab.live.producer import produce as produce_workload
 from skewlab.live.route_job import RouteSettings
 from skewlab.live.startup import wait_ready
-from skewlab.live.supervise import BrokerProbe, RestartPolicy, Supervisor
 from skewlab.live.tracking import LiveRun, log_run, open_live_run
-from skewlab.live.watch import Watcher
 from skewlab.pipeline import events
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
@@ -61,138 +51,39 @@ if TYPE_CHECKING:
     from skewlab.live.summary import RunSummary
     from skewlab.quality import QualityReport
 
+from skewlab.live.context import (
+    TICK_S,
+    Counts,
+    RunContext,
+    bind_spawners,
+    this_process,
+    worker_file,
+)
+from skewlab.live.ending import fail, fail_tracking, release, stop
+
+__all__ = [
+    "TICK_S",
+    "Counts",
+    "RunContext",
+    "aggregate",
+    "check_quality",
+    "create_topics",
+    "drain",
+    "ensure_services",
+    "fail",
+    "fail_tracking",
+    "load_expected",
+    "new_run",
+    "produce",
+    "produce_and_drain",
+    "release",
+    "resume",
+    "start_jobs",
+    "stop",
+    "summarize",
+]
+
 log = logging.getLogger(__name__)
-
-
-Counts = Mapping[tuple[float, str], tuple[int, int]]
-"""``(window, key) -> (count, value sum)``: a plain count of the run's input."""
-
-TICK_S = 0.25
-"""How often the produce and drain loops look at the children and the broker."""
-
-
-@dataclass
-class RunContext:
-    """One run in one process: its :class:`RunHandle` plus the live objects of this process."""
-
-    handle: RunHandle
-    settings: ExperimentSettings
-    detached: bool = False
-    """Start processes detached (the DAG) rather than as children (``run_experiment``)."""
-    progress: ProgressFn | None = None
-    hook: Hook | None = None
-    procs: Procs = field(default_factory=Procs)
-    client: KafkaClient | None = None
-    loop: ThreadLoop[Any] | None = None
-    """The run's control loop in this process (rebalancer or state manager), if any."""
-    watch: Watcher | None = None
-    report: ProduceReport | None = None
-    exactness: ExactnessReport | None = None
-    expected: Counts | None = None
-    quality: QualityReport | None = None
-    scale: dict[str, Any] | None = None
-    restart: RestartPolicy = field(default_factory=RestartPolicy)
-    supervisor: Supervisor | None = None
-    probe: BrokerProbe | None = None
-    mlflow: LiveRun | None = None
-    """The run's open MLflow run (progress logged into it), if any."""
-
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.handle.run_dir)
-
-    @property
-    def files(self) -> RunDir:
-        """The names of the run's files and ids."""
-        return RunDir.of(self.handle.run_dir)
-
-    @property
-    def launcher(self) -> Launcher:
-        """Where this run's processes start (local processes, detached for the DAG)."""
-        return LocalLauncher(self.detached)
-
-    @property
-    def manager(self) -> StateManager | None:
-        """The scale-out state manager running in this process, if any."""
-        body = self.loop.body if self.loop is not None else None
-        return body if isinstance(body, StateManager) else None
-
-    @property
-    def kafka(self) -> KafkaClient:
-        """The run's Kafka client (connected on first use)."""
-        if self.client is None:
-            self.client = connect(self.kafka_settings)
-        return self.client
-
-    @property
-    def kafka_settings(self) -> KafkaSettings:
-        if self.handle.bootstrap is None:
-            raise ExperimentError(f"run {self.handle.run_id} has no broker yet")
-        return KafkaSettings(self.handle.bootstrap, self.settings.client)
-
-    def watcher(self) -> Watcher:
-        if self.watch is None:
-            h = self.handle
-            if self.mlflow is None and self.settings.mlflow:
-                self.mlflow = LiveRun.find(self.files)
-            self.watch = Watcher(
-                self.kafka, h.events_topic, h.routed_topic, h.delta_root, h.run_id,
-                _progress_to(self.progress, self.mlflow, h),
-            )  # fmt: skip
-        return self.watch
-
-    def supervised(self) -> list[int]:
-        """The workers the :class:`Supervisor` restarts (a scale-out run's state manager
-        starts and stops its instances itself: none)."""
-        if self.settings.scale_out is not None:
-            return []
-        h = self.handle
-        return list(h.running) if h.running is not None else list(range(self.settings.workers))
-
-    def guard(self, sent: int | None = None, total: int | None = None) -> None:
-        """One look at the broker (fails fast when it is gone) and the children (restarts
-        the ones that exited), then the progress line."""
-        if self.probe is None and self.handle.bootstrap is not None:
-            self.probe = BrokerProbe(self.handle.bootstrap)
-        if self.probe is not None:
-            self.probe.check()
-        if self.supervisor is None:
-            self.supervisor = Supervisor(
-                self.procs, self.handle, self.files, self.supervised, self.restart
-            )
-        self.supervisor.check()
-        self.watcher().tick(sent, total)
-
-    def sleep(self, seconds: float) -> None:
-        """Sleep ``seconds``, guarding every :data:`TICK_S` (the producer's pacing)."""
-        end = time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            time.sleep(min(left, TICK_S))
-            self.guard()
-
-
-def _progress_to(
-    progress: ProgressFn | None, mlflow: LiveRun | None, h: RunHandle
-) -> ProgressFn | None:
-    """``progress``, plus the counters logged into the open MLflow run (by seconds of
-    event time since the first event produced)."""
-    if mlflow is None:
-        return progress
-
-    def both(p: dict[str, float]) -> None:
-        if progress is not None:
-            progress(p)
-        if h.t_produce is not None:
-            try:
-                mlflow.progress(
-                    time.time() - h.t_produce, p["produced"], p["routed"], p["processed"], p["lag"]
-                )
-            except Exception as exc:  # progress in MLflow must never stop the run
-                log.warning("MLflow progress of %s not logged: %s", h.run_id, exc)
-
-    if progress is not None and hasattr(progress, "every_s"):
-        both.every_s = progress.every_s  # type: ignore[attr-defined]
-    return both
 
 
 def new_run(
@@ -214,19 +105,19 @@ def new_run(
         settings=asdict(s),
         events_topic=run_dir.events_topic,
         routed_topic=run_dir.routed_topic,
-        driver=_this_process(),
+        driver=this_process(),
         detached=detached,
     )
     handle.save()
     ctx = RunContext(handle, s, detached=detached, progress=progress, hook=hook)
-    _bind_spawners(ctx)
+    bind_spawners(ctx)
     return ctx
 
 
 def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContext:
     """The context of the run in ``run_dir`` in a new process, processes rebuilt from pids."""
     handle = RunHandle.load(run_dir)
-    handle.driver = _this_process()
+    handle.driver = this_process()
     handle.save()
     ctx = RunContext(handle, ExperimentSettings(**handle.settings), True, progress)
     for name, rec in handle.procs.items():
@@ -235,38 +126,8 @@ def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContex
             ctx.procs.route = proc
         else:
             ctx.procs.workers[int(name.split("-", 1)[1])] = proc
-    _bind_spawners(ctx)
+    bind_spawners(ctx)
     return ctx
-
-
-def _this_process() -> list[float]:
-    import psutil
-
-    return [float(os.getpid()), float(psutil.Process().create_time())]
-
-
-def _bind_spawners(ctx: RunContext) -> None:
-    files = ctx.files
-
-    def start(name: str, cmd: list[str]) -> Proc:
-        old = ctx.handle.procs.get(name)
-        if old is not None:  # a restart: what is left of the old group must be gone
-            ctx.launcher.attach(old).kill()
-        proc, rec = ctx.launcher.start(name, cmd, files.log(name))
-        ctx.handle.procs[name] = rec
-        ctx.handle.save()
-        return proc
-
-    def start_route() -> None:
-        ctx.procs.route = start("route", ctx.handle.route_cmd)
-
-    def start_worker(i: int) -> None:
-        files.worker_ready(i).unlink(missing_ok=True)
-        path = _worker_file(ctx, i)
-        cmd = module_command("skewlab.live.worker", str(path))
-        ctx.procs.workers[i] = start(f"worker-{i}", cmd)
-
-    ctx.procs.restart_route, ctx.procs.restart_worker = start_route, start_worker
 
 
 def ensure_services(ctx: RunContext) -> str:
@@ -295,37 +156,12 @@ def ensure_services(ctx: RunContext) -> str:
 def create_topics(ctx: RunContext) -> None:
     """Phase 2: ``events-<run>`` (P partitions) and ``routed-<run>`` (W + spares)."""
     s, h = ctx.settings, ctx.handle
+    h.require(P.SERVICES, "create the topics of")
     ctx.kafka.create_topic(h.events_topic, s.partitions)
     sm = s.state_manager_settings(h.run_id, h.delta_root) if s.scale_out is not None else None
     h.n_routed = sm.partitions if sm is not None else s.workers
     ctx.kafka.create_topic(h.routed_topic, h.n_routed)
     h.mark(P.TOPICS)
-
-
-def _worker_file(ctx: RunContext, i: int) -> Path:
-    from skewlab.live.worker import WorkerSettings, settings_to_json
-
-    s, h = ctx.settings, ctx.handle
-    path = ctx.files.worker_settings(i)
-    if path.exists():
-        return path
-    ws = WorkerSettings(
-        run_id=h.run_id,
-        worker=i,
-        topic=h.routed_topic,
-        kafka=KafkaSettings(h.bootstrap or "", s.client),
-        delta_root=h.delta_root,
-        window_s=s.window_s,
-        service_us=s.service_us,
-        flush_interval_s=s.flush_interval_s,
-        # spare instances stop after the original ones: only those hand state on to them
-        stop_file=str(ctx.files.worker_stop(i, s.workers)),
-        splitters=s.partitions if s.message_sets else 0,
-        cost="sleep" if s.scale_out is not None else "spin",
-        ready_file=str(ctx.files.worker_ready(i)),
-    )
-    path.write_text(settings_to_json(ws))
-    return path
 
 
 def start_jobs(ctx: RunContext) -> None:
@@ -353,7 +189,7 @@ def start_jobs(ctx: RunContext) -> None:
     route_json = ctx.files.route_settings
     route_json.write_text(route.to_json())
     for i in range(s.workers):
-        _worker_file(ctx, i)
+        worker_file(ctx, i)
     ctx.files.settings.write_text(json.dumps(asdict(s), indent=2))
     h.route_cmd = route_command(route_json, route.spark_master)
     h.t_start = time.time()
@@ -570,94 +406,6 @@ def _load_quality(run_dir: Path) -> QualityReport | None:
         return QualityReport.from_dict(json.loads(RunDir.of(run_dir).quality.read_text()))
     except FileNotFoundError:
         return None
-
-
-def release(ctx: RunContext) -> None:
-    """Leave the run in this process: its loop asked to stop, its client closed (the
-    processes and topics stay: they belong to the run, :func:`stop` ends them)."""
-    if ctx.loop is not None:
-        ctx.loop.signal()
-    if ctx.client is not None:
-        ctx.client.close()
-        ctx.client = None
-
-
-def fail(ctx: RunContext, exc: BaseException) -> str:
-    """Record the run as failed (handle ``status`` / ``error``) because of ``exc``; the
-    one-line reason. A run that already ended keeps its first end."""
-    reason = failure_reason(exc)
-    ctx.handle.finish(Status.FAILED, reason)
-    log.info("run %s failed: %s", ctx.handle.run_id, reason)
-    fail_tracking(ctx.files, reason)
-    return reason
-
-
-def fail_tracking(files: RunDir, reason: str) -> bool:
-    """End the run's open MLflow run FAILED with ``reason``; whether there was one. An
-    MLflow problem is logged, never raised (it must not hide the run's own failure)."""
-    try:
-        run = LiveRun.find(files)
-        if run is None:
-            return False
-        run.fail(reason)
-        return True
-    except Exception as exc:
-        log.warning("could not mark the MLflow run of %s failed: %s", files.run_id, exc)
-        return False
-
-
-def stop(ctx: RunContext, grace_s: float = 0.0) -> list[str]:
-    """Phase 8 (safe after any phase): stop the loops, kill what still runs, delete the
-    topics unless ``keep_topics``, close the client. Returns the names of the processes
-    it killed.
-
-    With ``grace_s`` > 0 (an interrupted run), the route job and the workers are first
-    asked to drain what they have (stop markers) and given that long to exit."""
-    h = ctx.handle
-    if ctx.loop is not None:
-        ctx.loop.signal()
-    broker_lost = ctx.probe is not None and ctx.probe.lost
-    if grace_s > 0 and not broker_lost:
-        _drain_briefly(ctx, grace_s)
-    killed = []
-    for name, p in [("route", ctx.procs.route), *ctx.procs.workers.items()]:
-        if p is None:
-            continue
-        label = "route" if name == "route" else f"worker-{name}"
-        if p.poll() is None:
-            killed.append(label)
-        p.kill()  # its group: also members that outlived it (the route job's JVM)
-        with contextlib.suppress(Exception):
-            p.wait(timeout=60)
-    if not ctx.settings.keep_topics and h.bootstrap is not None and not broker_lost:
-        for t in (h.events_topic, h.routed_topic):
-            try:
-                ctx.kafka.delete_topic(t)
-            except SkewlabError as exc:
-                log.warning("could not delete topic %s: %s", t, exc)
-    if ctx.client is not None:
-        if not broker_lost:  # closing flushes: no broker, no flush
-            ctx.client.close()
-        ctx.client = None
-    h.mark(P.STOPPED)
-    return killed
-
-
-def _drain_briefly(ctx: RunContext, grace_s: float) -> None:
-    """Ask the children to drain and exit; wait at most ``grace_s`` in all."""
-    deadline = time.monotonic() + grace_s
-    files, procs = ctx.files, ctx.procs
-
-    def wait(ps: list[Proc]) -> None:
-        while any(p.poll() is None for p in ps) and time.monotonic() < deadline:
-            time.sleep(0.1)
-
-    if procs.route is not None:
-        files.route_stop.touch()
-        wait([procs.route])
-    files.workers_stop.touch()
-    files.spares_stop.touch()
-    wait(list(procs.workers.values()))
 
 
 def _produce_settings(s: ExperimentSettings, topic: str) -> Any:

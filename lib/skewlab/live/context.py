@@ -1,0 +1,227 @@
+"""One live run in one process: its context (handle, processes, client, guards) and spawners."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skewlab.control.loop import ThreadLoop
+from skewlab.control.scaleout_loop import StateManager
+from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
+from skewlab.live.experiment import (
+    ExperimentError,
+    ExperimentSettings,
+    Hook,
+    ProgressFn,
+)
+from skewlab.live.handle import RunHandle
+from skewlab.live.launch import (
+    Launcher,
+    LocalLauncher,
+    Proc,
+    Procs,
+    module_command,
+)
+from skewlab.live.producer import ProduceReport
+from skewlab.live.supervise import BrokerProbe, RestartPolicy, Supervisor
+from skewlab.live.tracking import LiveRun
+from skewlab.live.watch import Watcher
+from skewlab.pipeline.exactness import ExactnessReport
+from skewlab.rundir import RunDir
+
+if TYPE_CHECKING:
+    from skewlab.quality import QualityReport
+
+log = logging.getLogger(__name__)
+
+
+Counts = Mapping[tuple[float, str], tuple[int, int]]
+"""``(window, key) -> (count, value sum)``: a plain count of the run's input."""
+
+TICK_S = 0.25
+"""How often the produce and drain loops look at the children and the broker."""
+
+
+@dataclass
+class RunContext:
+    """One run in one process: its :class:`RunHandle` plus the live objects of this process."""
+
+    handle: RunHandle
+    settings: ExperimentSettings
+    detached: bool = False
+    """Start processes detached (the DAG) rather than as children (``run_experiment``)."""
+    progress: ProgressFn | None = None
+    hook: Hook | None = None
+    procs: Procs = field(default_factory=Procs)
+    client: KafkaClient | None = None
+    loop: ThreadLoop[Any] | None = None
+    """The run's control loop in this process (rebalancer or state manager), if any."""
+    watch: Watcher | None = None
+    report: ProduceReport | None = None
+    exactness: ExactnessReport | None = None
+    expected: Counts | None = None
+    quality: QualityReport | None = None
+    scale: dict[str, Any] | None = None
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    supervisor: Supervisor | None = None
+    probe: BrokerProbe | None = None
+    mlflow: LiveRun | None = None
+    """The run's open MLflow run (progress logged into it), if any."""
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.handle.run_dir)
+
+    @property
+    def files(self) -> RunDir:
+        """The names of the run's files and ids."""
+        return RunDir.of(self.handle.run_dir)
+
+    @property
+    def launcher(self) -> Launcher:
+        """Where this run's processes start (local processes, detached for the DAG)."""
+        return LocalLauncher(self.detached)
+
+    @property
+    def manager(self) -> StateManager | None:
+        """The scale-out state manager running in this process, if any."""
+        body = self.loop.body if self.loop is not None else None
+        return body if isinstance(body, StateManager) else None
+
+    @property
+    def kafka(self) -> KafkaClient:
+        """The run's Kafka client (connected on first use)."""
+        if self.client is None:
+            self.client = connect(self.kafka_settings)
+        return self.client
+
+    @property
+    def kafka_settings(self) -> KafkaSettings:
+        if self.handle.bootstrap is None:
+            raise ExperimentError(f"run {self.handle.run_id} has no broker yet")
+        return KafkaSettings(self.handle.bootstrap, self.settings.client)
+
+    def watcher(self) -> Watcher:
+        if self.watch is None:
+            h = self.handle
+            if self.mlflow is None and self.settings.mlflow:
+                self.mlflow = LiveRun.find(self.files)
+            self.watch = Watcher(
+                self.kafka, h.events_topic, h.routed_topic, h.delta_root, h.run_id,
+                _progress_to(self.progress, self.mlflow, h),
+            )  # fmt: skip
+        return self.watch
+
+    def supervised(self) -> list[int]:
+        """The workers the :class:`Supervisor` restarts (a scale-out run's state manager
+        starts and stops its instances itself: none)."""
+        if self.settings.scale_out is not None:
+            return []
+        h = self.handle
+        return list(h.running) if h.running is not None else list(range(self.settings.workers))
+
+    def guard(self, sent: int | None = None, total: int | None = None) -> None:
+        """One look at the broker (fails fast when it is gone) and the children (restarts
+        the ones that exited), then the progress line."""
+        if self.probe is None and self.handle.bootstrap is not None:
+            self.probe = BrokerProbe(self.handle.bootstrap)
+        if self.probe is not None:
+            self.probe.check()
+        if self.supervisor is None:
+            self.supervisor = Supervisor(
+                self.procs, self.handle, self.files, self.supervised, self.restart
+            )
+        self.supervisor.check()
+        self.watcher().tick(sent, total)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, guarding every :data:`TICK_S` (the producer's pacing)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, TICK_S))
+            self.guard()
+
+
+def _progress_to(
+    progress: ProgressFn | None, mlflow: LiveRun | None, h: RunHandle
+) -> ProgressFn | None:
+    """``progress``, plus the counters logged into the open MLflow run (by seconds of
+    event time since the first event produced)."""
+    if mlflow is None:
+        return progress
+
+    def both(p: dict[str, float]) -> None:
+        if progress is not None:
+            progress(p)
+        if h.t_produce is not None:
+            try:
+                mlflow.progress(
+                    time.time() - h.t_produce, p["produced"], p["routed"], p["processed"], p["lag"]
+                )
+            except Exception as exc:  # progress in MLflow must never stop the run
+                log.warning("MLflow progress of %s not logged: %s", h.run_id, exc)
+
+    if progress is not None and hasattr(progress, "every_s"):
+        both.every_s = progress.every_s  # type: ignore[attr-defined]
+    return both
+
+
+def this_process() -> list[float]:
+    import psutil
+
+    return [float(os.getpid()), float(psutil.Process().create_time())]
+
+
+def bind_spawners(ctx: RunContext) -> None:
+    files = ctx.files
+
+    def start(name: str, cmd: list[str]) -> Proc:
+        old = ctx.handle.procs.get(name)
+        if old is not None:  # a restart: what is left of the old group must be gone
+            ctx.launcher.attach(old).kill()
+        proc, rec = ctx.launcher.start(name, cmd, files.log(name))
+        ctx.handle.procs[name] = rec
+        ctx.handle.save()
+        return proc
+
+    def start_route() -> None:
+        ctx.procs.route = start("route", ctx.handle.route_cmd)
+
+    def start_worker(i: int) -> None:
+        files.worker_ready(i).unlink(missing_ok=True)
+        path = worker_file(ctx, i)
+        cmd = module_command("skewlab.live.worker", str(path))
+        ctx.procs.workers[i] = start(f"worker-{i}", cmd)
+
+    ctx.procs.restart_route, ctx.procs.restart_worker = start_route, start_worker
+
+
+def worker_file(ctx: RunContext, i: int) -> Path:
+    from skewlab.live.worker import WorkerSettings, settings_to_json
+
+    s, h = ctx.settings, ctx.handle
+    path = ctx.files.worker_settings(i)
+    if path.exists():
+        return path
+    ws = WorkerSettings(
+        run_id=h.run_id,
+        worker=i,
+        topic=h.routed_topic,
+        kafka=KafkaSettings(h.bootstrap or "", s.client),
+        delta_root=h.delta_root,
+        window_s=s.window_s,
+        service_us=s.service_us,
+        flush_interval_s=s.flush_interval_s,
+        # spare instances stop after the original ones: only those hand state on to them
+        stop_file=str(ctx.files.worker_stop(i, s.workers)),
+        splitters=s.partitions if s.message_sets else 0,
+        cost="sleep" if s.scale_out is not None else "spin",
+        ready_file=str(ctx.files.worker_ready(i)),
+    )
+    path.write_text(settings_to_json(ws))
+    return path

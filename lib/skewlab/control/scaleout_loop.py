@@ -111,8 +111,9 @@ class StateManagerSettings:
 
     @property
     def settle_s(self) -> float:
-        """Longest the manager keeps deciding after the input is produced (:meth:`run`)."""
-        value = self.params.get("settle_s", 300.0)
+        """Longest the manager keeps deciding after the input is produced and ``routed``
+        stopped growing (:meth:`run`)."""
+        value = self.params.get("settle_s", 120.0)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"scale-out settle_s must be a number of seconds >= 0, got {value!r}")
         return float(value)
@@ -640,7 +641,8 @@ class StateManager:
 
     def run(self, stop: threading.Event) -> None:
         """Step every ``interval_s`` until ``stop`` is set (errors are logged, not raised),
-        then on until the operators settled (:meth:`settled`) or ``settle_s`` passed.
+        then on until the operators settled (:meth:`settled`) or ``settle_s`` passed
+        without ``routed`` growing.
 
         ``stop`` comes when the input is produced; on a busy machine the route job
         and the instances are still behind then, and the overload the state manager
@@ -648,9 +650,14 @@ class StateManager:
         instances have worked it off."""
         while not stop.wait(self.s.interval_s):
             self._safe_step()
-        deadline = self.clock.now() + self.s.settle_s
+        t_stop = self.clock.now()
         pause = threading.Event()
-        while not self.settled() and self.clock.now() < deadline:
+        while not self.settled():
+            if self.clock.now() - max(t_stop, self._grew_at) >= self.s.settle_s:
+                log.warning(
+                    "state manager: not settled %.0f s after the input stopped", self.s.settle_s
+                )
+                break
             pause.wait(self.s.interval_s)
             self._safe_step()
         self._pool.shutdown(wait=True)

@@ -70,19 +70,15 @@ def read_worker_ready(path: Path) -> float | None:
 
 
 def route_startup(spawned: float, ready: RouteReady, seen: float) -> dict[str, float]:
-    """Seconds of each route-job step: ``process`` (spawn -> interpreter up), ``session``
-    (-> Spark session), ``query`` (-> streaming query), ``warm`` (-> first micro-batch
-    done), ``total`` (spawn -> ready seen by the driver)."""
+    """Seconds of each route-job step, in the order the steps happened, each named by
+    the step it ends: ``process`` (spawn -> interpreter up), ``session`` (-> Spark
+    session), ``warm`` (-> warm-up micro-batch done), ``query`` (-> streaming query
+    started); and ``total`` (spawn -> ready seen by the driver)."""
     out: dict[str, float] = {"total": max(0.0, seen - spawned)}
-    prev, prev_t = None, spawned
-    for step in _ROUTE_STEPS:
-        t = ready.times.get(step)
-        if t is None:
-            continue
-        name = step.removeprefix("t_")
-        if prev is not None or name == "process":
-            out[name] = max(0.0, t - prev_t)
-        prev, prev_t = name, t
+    prev_t = spawned
+    for step, t in sorted(ready.times.items(), key=lambda kv: kv[1]):
+        out[step.removeprefix("t_")] = max(0.0, t - prev_t)
+        prev_t = t
     return out
 
 
@@ -138,16 +134,14 @@ def wait_ready(
 
 
 def startup_line(startup: dict[str, Any], spark_ui: str | None = None) -> str | None:
-    """``start-up: broker 0.1 s; route job 14.2 s (process 1.0, session 6.1, query 2.0,
-    warm 5.1); workers 1.8-2.4 s`` from a handle's ``startup`` record (None if empty)."""
+    """``start-up: broker 0.1 s; route job 14.2 s (process 1.0, session 6.1, warm 5.1,
+    query 2.0); workers 1.8-2.4 s`` from a handle's ``startup`` record (None if empty)."""
     parts = []
     if (s := startup.get("services")) is not None:
         parts.append(f"broker {s:.1f} s")
     route = startup.get("route") or {}
     if "total" in route:
-        steps = ", ".join(
-            f"{k} {route[k]:.1f}" for k in ("process", "session", "query", "warm") if k in route
-        )
+        steps = ", ".join(f"{k} {v:.1f}" for k, v in route.items() if k != "total")
         parts.append(f"route job {route['total']:.1f} s" + (f" ({steps})" if steps else ""))
     ws = list((startup.get("workers") or {}).values())
     if ws:

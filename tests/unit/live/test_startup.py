@@ -46,6 +46,14 @@ def test_route_steps_are_differences_of_the_marker_times() -> None:
     steps = route_startup(9.0, ready, 24.0)
     assert steps == {"total": 15.0, "process": 1.0, "session": 6.0, "query": 2.0, "warm": 5.5}
     assert route_startup(9.0, RouteReady({}), 20.0) == {"total": 11.0}
+    # the route job warms up before it starts the query: steps in the order they happened
+    warm_first = RouteReady({"t_process": 10.0, "t_session": 16.0, "t_warm": 20.0, "t_query": 21.0})
+    steps = route_startup(9.0, warm_first, 21.5)
+    assert list(steps) == ["total", "process", "session", "warm", "query"]
+    assert steps["warm"] == 4.0 and steps["query"] == 1.0
+    assert startup_line({"route": steps}) == (
+        "start-up: route job 12.5 s (process 1.0, session 6.0, warm 4.0, query 1.0)"
+    )
 
 
 def test_wait_ready_needs_the_route_job_and_every_worker(tmp_path: Path) -> None:
@@ -75,7 +83,8 @@ def test_wait_ready_needs_the_route_job_and_every_worker(tmp_path: Path) -> None
     assert up["route"]["total"] == pytest.approx(1.3)
     line = startup_line({"services": 0.4, **up}, "http://127.0.0.1:4041")
     assert line == (
-        "start-up: broker 0.4 s; route job 1.3 s; workers 0.9-1.1 s; Spark UI http://127.0.0.1:4041"
+        "start-up: broker 0.4 s; route job 1.3 s (warm 1.2); workers 0.9-1.1 s; "
+        "Spark UI http://127.0.0.1:4041"
     )
 
 

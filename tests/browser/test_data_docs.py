@@ -7,8 +7,10 @@ index with every http(s) request blocked (this machine has no internet, and the
 stock GX index loads its table scripts from CDNs), so what it shows is what a
 user without network sees. The index must list each run's validations with
 their verdict; following the bad run's ``key_loads`` link must open its
-validation page naming the failed expectation. Screenshots:
-``screenshots/data-docs-index.png`` and ``screenshots/data-docs-validation.png``.
+validation page naming the failed expectation; following the ``key_loads`` suite
+must open a page rendering an expectation on every column the suite checked.
+Screenshots: ``screenshots/data-docs-index.png``, ``data-docs-validation.png`` and
+``data-docs-suite.png``.
 """
 
 from __future__ import annotations
@@ -126,3 +128,21 @@ def test_data_docs_index_lists_each_run_and_links_its_validation_page(
     assert "Status: Failed" in text
     assert "count >= 0" in text and "bytes >= 0" in text
     assert "dd-bad" in text.split("Run Name", 1)[1][:40]
+
+    # the index lists the expectation suites too; a suite's page renders its expectations
+    browser.goto(bad.data_docs.as_uri())
+    suite = 'a[href$="expectations/skewlab/key_loads.html"]'
+    browser.wait_for(f"!!document.querySelector({json.dumps(suite)})?.offsetParent", "suites")
+    browser.click(suite)
+    browser.wait_for(
+        "location.href.endsWith('expectations/skewlab/key_loads.html')"
+        " && document.readyState === 'complete'",
+        "suite page opened",
+    )
+    text = browser.text()
+    browser.screenshot("data-docs-suite")
+    checked = [c for s in reports["dd-good"].suites for c in s.checked if c.frame == "key_loads"]
+    columns = {col.strip() for c in checked for col in c.column.split(",") if col.strip()}
+    assert {"count", "bytes"} <= columns
+    missing = [col for col in sorted(columns) if col not in text]
+    assert "skewlab.key_loads" in text and not missing, missing

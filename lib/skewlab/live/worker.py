@@ -231,9 +231,10 @@ class Worker:
         if self.shadow is not None and self.shadow.active:
             ends = self.client.end_offsets(self.s.topic)
             now = self.wall()
-            read, _ = self.shadow.step(
+            read, replayed = self.shadow.step(
                 self.client, self.s.topic, ends, cap, lambda k, recs: self._apply(k, recs, now)
             )
+            self.busy(self.s.service_us * 1e-6 * replayed)  # a shadow does the operator's work
             if read:
                 n += read
                 self._dirty = True

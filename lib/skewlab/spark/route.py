@@ -100,7 +100,7 @@ class RouteSettings:
     spark_ui: bool = True
     """Serve the Spark UI on a free loopback port (its URL goes into ``route.ready``);
     ``$SKEWLAB_SPARK_UI=0`` switches it off too."""
-    warmup_events: int = 2_000
+    warmup_events: int = 400
     """Synthetic events of the warm-up micro-batch (0: no warm-up, ``route.ready`` when
     the query runs)."""
 

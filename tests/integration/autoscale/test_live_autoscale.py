@@ -132,7 +132,9 @@ def test_each_phase_from_its_own_resumed_run(broker, tmp_path: Path) -> None:
         with pytest.raises(SkewlabError, match="phase 'drained' not done"):
             AutoscaleRun.resume(run_dir).aggregate()
         assert AutoscaleRun.resume(run_dir).produce() > 500
-        AutoscaleRun.resume(run_dir).drain()
+        while not AutoscaleRun.resume(run_dir).poke_drain(wait_s=0.5):  # the DAG's sensor
+            pass
+        assert AutoscaleRun.resume(run_dir).phase is Phase.DRAINED
         aggregated = AutoscaleRun.resume(run_dir)
         report = aggregated.aggregate()
         assert report.exact and (report.lost, report.doubled) == (0, 0) and aggregated.exact

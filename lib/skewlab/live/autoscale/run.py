@@ -317,6 +317,7 @@ class AutoscaleRun:
             sent += int(n.sum())
             self.client.flush()
             time.sleep(max(0.0, TICK_S - (time.time() - now)))
+        self._progress(time.time() - t0, sent, self.lag())
         h.produced = {"events": sent, "seconds": time.time() - t0, "samples": self.samples}
         h.mark(P.PRODUCED)
         return sent
@@ -350,7 +351,28 @@ class AutoscaleRun:
                 p.kill()
                 p.wait()
         h.t_done = time.time()
+        self._progress(h.t_done - t0, sent, 0)
         h.mark(P.DRAINED)
+
+    def poke_drain(self, wait_s: float = 15.0) -> bool:
+        """One look of a drain sensor (the DAG's ``wait_for_completion``): True once the
+        run is drained (then :meth:`drain` has finished the phase), False while the group
+        still lags after looking for up to ``wait_s``. Raises as :meth:`drain` does when a
+        process failed."""
+        h = self.handle
+        if h.done(P.DRAINED):
+            return True
+        h.require(P.PRODUCED, "drain")
+        deadline = time.monotonic() + wait_s
+        t0, sent = h.t_produce or time.time(), int((h.produced or {}).get("events", 0))
+        while (lag := self.lag()) > 0:
+            self._progress(time.time() - t0, sent, lag)
+            self._check_running()
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.25)
+        self.drain()
+        return True
 
     def aggregate(self) -> ExactnessReport:
         """The evidence against the data topic (the shared exactness check), ownership

@@ -12,7 +12,7 @@ from skewlab.live.handle import Phase as P
 from skewlab.live.handle import Status
 from skewlab.live.launch import Proc
 from skewlab.live.lifecycle import failure_reason
-from skewlab.live.tracking import LiveRun
+from skewlab.live.tracking import fail_run
 from skewlab.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -39,17 +39,10 @@ def fail(ctx: RunContext, exc: BaseException) -> str:
 
 
 def fail_tracking(files: RunDir, reason: str) -> bool:
-    """End the run's open MLflow run FAILED with ``reason``; whether there was one. An
-    MLflow problem is logged, never raised (it must not hide the run's own failure)."""
-    try:
-        run = LiveRun.find(files)
-        if run is None:
-            return False
-        run.fail(reason)
-        return True
-    except Exception as exc:
-        log.warning("could not mark the MLflow run of %s failed: %s", files.run_id, exc)
-        return False
+    """End the run's open MLflow run FAILED with ``reason``; whether there was one
+    (:func:`~skewlab.live.tracking.fail_run`: never raises, an MLflow problem must not
+    hide the run's own failure)."""
+    return fail_run(files, reason)
 
 
 def stop(ctx: RunContext, grace_s: float = 0.0) -> list[str]:

@@ -383,6 +383,7 @@ def summarize(ctx: RunContext) -> RunSummary:
         ctx.run_dir,
         time.time() - h.t_start,
         scale=scale if s.scale_out is not None else None,
+        startup=h.startup,
     )
     quality = ctx.quality or _load_quality(ctx.run_dir)
     if quality is None and s.quality:

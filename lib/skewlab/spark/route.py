@@ -34,6 +34,7 @@ from skewlab.pipeline import events
 from skewlab.pipeline.route import AssignmentVersion, Splitter
 from skewlab.rundir import RunDir
 from skewlab.spark.state import route_with_state
+from skewlab.spec import default
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,8 +93,8 @@ class RouteSettings:
     strategy_params: dict[str, Any] = field(default_factory=dict)
     client: str = "confluent"
     window_s: float = 15.0
-    trigger_s: float = 1.0
-    max_events_per_trigger: int | None = None
+    trigger_s: float = default("trigger_s")
+    max_events_per_trigger: int | None = default("max_events_per_trigger")
     max_event_bytes: int = events.DEFAULT_MAX_BYTES
     spark_master: str = "local[2]"
     message_sets: bool = False

@@ -126,8 +126,13 @@ class RunContext:
         return list(h.running) if h.running is not None else list(range(self.settings.workers))
 
     def guard(self, sent: int | None = None, total: int | None = None) -> None:
+        """:meth:`supervise`, then the progress line."""
+        self.supervise()
+        self.watcher().tick(sent, total)
+
+    def supervise(self) -> None:
         """One look at the broker (fails fast when it is gone) and the children (restarts
-        the ones that exited), then the progress line."""
+        the ones that exited)."""
         if self.probe is None and self.handle.bootstrap is not None:
             self.probe = BrokerProbe(self.handle.bootstrap)
         if self.probe is not None:
@@ -137,7 +142,6 @@ class RunContext:
                 self.procs, self.handle, self.files, self.supervised, self.restart
             )
         self.supervisor.check()
-        self.watcher().tick(sent, total)
 
     def sleep(self, seconds: float) -> None:
         """Sleep ``seconds``, guarding every :data:`TICK_S` (the producer's pacing)."""
@@ -190,6 +194,7 @@ def bind_spawners(ctx: RunContext) -> None:
         return proc
 
     def start_route() -> None:
+        files.route_ready.unlink(missing_ok=True)  # written again once this one is warm
         ctx.procs.route = start("route", ctx.handle.route_cmd)
 
     def start_worker(i: int) -> None:

@@ -198,7 +198,12 @@ def start_jobs(ctx: RunContext) -> None:
     for i in range(s.workers):
         spawned[f"worker-{i}"] = time.time()
         ctx.procs.restart_worker(i)
-    startup = wait_ready(ctx.files, ctx.procs, list(range(s.workers)), spawned)
+    # a child that fails while starting (a busy machine's Spark) is restarted as later on
+    guarded = {"route", *(f"worker-{i}" for i in ctx.supervised())}
+    startup = wait_ready(
+        ctx.files, ctx.procs, list(range(s.workers)), spawned, 900.0,
+        guard=ctx.supervise, guarded=guarded,
+    )  # fmt: skip
     h.spark_ui = startup.pop("spark_ui")
     h.startup.update(startup)
     log.info("run %s warm: %s", h.run_id, h.startup)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,10 +90,14 @@ def wait_ready(
     timeout_s: float = 300.0,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    guard: Callable[[], None] | None = None,
+    guarded: Collection[str] = (),
 ) -> dict[str, Any]:
     """Wait until the route job is warm and every worker in ``workers`` reads; the
-    start-up record (see the module doc). A child that exits meanwhile fails the
-    run at once with its first error (:func:`~skewlab.live.launch.exit_cause`)."""
+    start-up record (see the module doc). ``guard`` (the run's supervisor) is called
+    every tick and restarts the children named in ``guarded`` that exit; any other
+    child that exits fails the run at once with its first error
+    (:func:`~skewlab.live.launch.exit_cause`)."""
     deadline = clock() + timeout_s
     route: RouteReady | None = None
     route_seen = 0.0
@@ -109,8 +113,12 @@ def wait_ready(
                 ready[name] = t
         if route is not None and len(ready) == len(workers):
             break
+        if guard is not None:
+            guard()
         watched = [("route", procs.route), *((f"worker-{i}", procs.workers[i]) for i in workers)]
         for name, p in watched:
+            if guard is not None and name in guarded:
+                continue
             if p is not None and (rc := p.poll()) is not None:
                 what = "route job" if name == "route" else name.replace("-", " ")
                 raise ExperimentError(

@@ -115,3 +115,33 @@ def test_worker_ready_marker_mid_write_is_not_ready(tmp_path: Path) -> None:
     f.write_text("12.5")
     assert read_worker_ready(f) == 12.5
     assert startup_line({}) is None
+
+
+def test_with_a_guard_a_child_that_dies_while_starting_is_restarted(tmp_path: Path) -> None:
+    files = RunDir.create(tmp_path, "key-g")
+
+    class Proc:
+        def __init__(self, rc: int | None) -> None:
+            self.rc = rc
+
+        def poll(self) -> int | None:
+            return self.rc
+
+    procs = Procs(route=Proc(1), workers={0: Proc(None)})
+    files.worker_ready(0).write_text("5.0")
+    restarts: list[str] = []
+
+    def guard() -> None:  # the supervisor: restarts the dead route job, which gets warm
+        if procs.route.poll() is not None:
+            restarts.append("route")
+            procs.route = Proc(None)
+            files.route_ready.write_text(json.dumps({"t_warm": 6.0}))
+
+    up = wait_ready(files, procs, [0], {}, clock=lambda: 0.0, sleep=lambda dt: None,
+                    guard=guard, guarded={"route", "worker-0"})  # fmt: skip
+    assert restarts == ["route"] and up["workers"] == {"worker-0": 0.0}
+    procs.workers[0] = Proc(1)  # not guarded: fails at once
+    files.route_ready.unlink()
+    with pytest.raises(SkewlabError, match="worker 0 exited before it was ready"):
+        wait_ready(files, procs, [0], {}, clock=lambda: 0.0, sleep=lambda dt: None,
+                   guard=lambda: None, guarded={"route"})  # fmt: skip

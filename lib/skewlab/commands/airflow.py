@@ -11,7 +11,9 @@ triggerer and API server in one process tree, LocalExecutor):
 
 * ``AIRFLOW_HOME=<data dir>/airflow`` (default ``.skewlab/airflow``) with its
   SQLite metadata DB ``airflow.db`` there (standalone migrates it on start);
-* this project's ``dags/`` folder as the dags folder, example DAGs off;
+* this project's ``dags/`` folder as the dags folder, example DAGs off; a DAG file may
+  take 120 s to import (Airflow's 30 s is exceeded on a busy machine, and the DAG then
+  vanishes from the UI) and is re-parsed every 60 s;
 * the API server on ``--host``/``--port`` (default ``127.0.0.1:8080``) and the
   task execution API at the same base URL;
 * ``SKEWLAB_HOME=<data dir>``, so the DAGs' experiments use the same data dir
@@ -70,6 +72,12 @@ DEFAULT_DAGS = Path(__file__).resolve().parents[3] / "dags"
 PARALLELISM = 4
 """LocalExecutor worker processes (Airflow's default, 32, is many idle processes on 2 cores;
 the experiment DAG runs one experiment at a time)."""
+
+PARSE_TIMEOUT_S = 120
+"""``[core] dagbag_import_timeout`` (Airflow: 30 s). On a busy 2-core machine a DAG file's
+import took 35 s; past the timeout the DAG vanishes from the UI until a parse succeeds."""
+PARSE_INTERVAL_S = 60
+"""``[dag_processor] min_file_process_interval`` (Airflow: 30 s): each re-parse costs CPU."""
 
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
 USER = "admin"
@@ -217,6 +225,9 @@ def plan(
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
         "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),
+        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": str(PARSE_TIMEOUT_S),
+        "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": str(PARSE_TIMEOUT_S + 30),
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": str(PARSE_INTERVAL_S),
         "AIRFLOW__API__HOST": host,
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": base_url,

@@ -114,3 +114,26 @@ def test_the_real_scheduler_and_triggerer_accept_the_flag_the_wrapper_adds() -> 
             [str(airflow), component, "--help"], capture_output=True, text=True, timeout=120
         )
         assert out.returncode == 0 and "--skip-serve-logs" in out.stdout
+
+
+def test_the_real_airflow_reads_the_parse_timeouts(tmp_path: Path) -> None:
+    """A DAG file that takes longer than Airflow's 30 s to import on a busy machine must
+    not vanish: the real config, read with the plan's environment, has the longer limits."""
+    p = airflow_cmd.plan(str(tmp_path))
+    env = p.child_env(os.environ)
+    airflow = Path(sys.executable).with_name("airflow")
+    got = {}
+    for section, key in (
+        ("core", "dagbag_import_timeout"),
+        ("dag_processor", "dag_file_processor_timeout"),
+        ("dag_processor", "min_file_process_interval"),
+    ):
+        out = subprocess.run(
+            [str(airflow), "config", "get-value", section, key],
+            capture_output=True, text=True, timeout=180, env=env, check=False,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-500:]
+        got[key] = float(out.stdout.strip().splitlines()[-1])
+    assert got["dagbag_import_timeout"] >= 120 > 30
+    assert got["dag_file_processor_timeout"] > got["dagbag_import_timeout"]
+    assert got["min_file_process_interval"] >= 60

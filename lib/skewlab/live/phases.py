@@ -469,17 +469,21 @@ def _end_spares(client: KafkaClient, topic: str, first: int, n: int) -> None:
 
 def _wait_exit(ctx: RunContext, name: str, timeout_s: float = 600.0) -> None:
     """Wait until child ``name`` (``route``, ``worker-<i>``) exits after its stop marker,
-    guarding meanwhile: a supervised child that fails is restarted (and drains again);
-    an unsupervised one (a scale-out instance) fails the run with its cause."""
+    guarding meanwhile: a supervised child that fails is restarted (and drains again,
+    with ``timeout_s`` from its restart); an unsupervised one (a scale-out instance)
+    fails the run with its cause."""
     procs = ctx.procs
     what = "route job" if name == "route" else name.replace("-", " ")
     index = None if name == "route" else int(name.split("-", 1)[1])
     deadline = time.monotonic() + timeout_s
+    seen: object = None
     while True:
         ctx.guard()
         p = procs.route if index is None else procs.workers.get(index)
         if p is None:
             raise ExperimentError(f"{what} was never started")
+        if p is not seen:  # started, or restarted: its own time to drain
+            seen, deadline = p, time.monotonic() + timeout_s
         rc = p.poll()
         supervised = index is None or index in ctx.supervised()
         if rc == 0 and (ctx.supervisor is None or name not in ctx.supervisor.pending):

@@ -476,7 +476,7 @@ def _wait_exit(ctx: RunContext, name: str, timeout_s: float = 600.0) -> None:
     what = "route job" if name == "route" else name.replace("-", " ")
     index = None if name == "route" else int(name.split("-", 1)[1])
     deadline = time.monotonic() + timeout_s
-    seen: object = None
+    seen: Any = None  # the process whose drain time runs (kept: not just its id)
     while True:
         ctx.guard()
         p = procs.route if index is None else procs.workers.get(index)

@@ -111,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     s = RouteSettings.from_json(Path(args[0]).read_text() if Path(args[0]).exists() else args[0])
     data_dir = args[1] if len(args) > 1 else str(s.files.spark_data)
     ui = s.spark_ui and os.environ.get(SPARK_UI_ENV, "1").strip() != "0"
-    spark = spark_session(f"skewlab-route-{s.run_id}", data_dir, master=s.spark_master, ui=ui)
+    spark = spark_session(
+        f"skewlab-route-{s.run_id}", data_dir, master=s.spark_master, ui=ui, site_pyspark=True
+    )
     t_session = time.time()
     url = ui_url(spark) if ui else None
     if url:

@@ -8,6 +8,12 @@ fill the form with a small experiment (KEY grouping, 2 workers, 2 partitions,
 Screenshots (``screenshots/`` in the test's tmp dir): the login page, the filled
 form, the run page after triggering and after success.
 
+The experiment's form refuses a bad value in the dialog before a run exists: workers 0
+and rate -5 are kept as typed (the number input does not clamp them) and Airflow's
+refusal names the param; so is a workload that is not a registered spec. With the DAG
+paused (and "unpause on trigger" unticked) the untouched form creates a queued run whose
+conf is the DAG's defaults, which the run's first task accepts; the run is then deleted.
+
 The sweep's form (``skewlab_sweep``): a workers list that is not a list is refused
 inline (the field's error, Trigger disabled); ``events`` 0 is kept as typed (not
 clamped) and refused by the API, the dialog naming the param and no run created;
@@ -161,6 +167,70 @@ def _open_section(page: Page, title: str, field: str) -> None:
         "?.offsetParent",
         f"section {title}",
     )
+
+
+BAD_VALUES = {"workers": "0", "rate": "-5", "workload": "zipf-ish:s=1"}
+"""One bad value per field of the experiment form (each refused on its own)."""
+
+
+def test_experiment_form_refuses_bad_values_inline(browser: Page, airflow_api: AirflowApi) -> None:
+    server = airflow_api.server
+    runs = f"/dags/{EXPERIMENT_DAG}/dagRuns"
+    before = airflow_api.get(runs)["total_entries"]
+    _log_in(browser, server.url, server.user, server.password)
+    for i, (name, value) in enumerate(BAD_VALUES.items()):
+        _open_trigger(browser, server.url, EXPERIMENT_DAG, "workers")
+        _open_section(browser, "Grouping experiment", name)
+        field = f"[role=dialog] input[name=element_{name}]"
+        browser.type_into(field, value)
+        browser.eval("document.activeElement && document.activeElement.blur()")
+        browser.click(_submit_button(browser))
+        refused = browser.wait_for(
+            f"Array.from({TRIGGER_DIALOG}.querySelectorAll('p'))"
+            f".map(p => p.innerText).find(t => t.includes('Invalid input for param {name}'))",
+            f"the refusal of {name}",
+        )
+        assert browser.eval(f"document.querySelector('{field}').value") == value  # as typed
+        assert airflow_api.get(runs)["total_entries"] == before, f"{name}={value} made a run"
+        browser.scroll_to_text(str(refused).strip())
+        browser.screenshot(f"2{i}-experiment-refuses-{name}")
+        _close_dialog(browser)
+    for shot in sorted(browser.artifacts.glob("2[0-2]-*.png")):
+        assert shot.stat().st_size > 5_000, f"{shot} looks empty"
+
+
+def test_experiment_form_submits_its_defaults(browser: Page, airflow_api: AirflowApi) -> None:
+    from skewlab.orchestration.params import param_schemas, settings_from_params
+
+    server = airflow_api.server
+    r = airflow_api.http.patch(f"/api/v2/dags/{EXPERIMENT_DAG}", json={"is_paused": True})
+    assert r.status_code == 200, r.text[:300]
+    _log_in(browser, server.url, server.user, server.password)
+    _open_trigger(browser, server.url, EXPERIMENT_DAG, "workers")
+    unpause = f"Array.from({TRIGGER_DIALOG}.querySelectorAll('label'))" + (
+        ".find(l => l.innerText.includes('Unpause'))"
+    )
+    _mark(browser, unpause, "unpause")
+    browser.click("[data-t=unpause]")
+    browser.wait_for(
+        "document.querySelector('[data-t=unpause] input').checked === false", "unpause unticked"
+    )
+    browser.screenshot("30-experiment-defaults")
+    browser.click(_submit_button(browser))
+    href = browser.wait_for(
+        f"location.pathname.includes('/dags/{EXPERIMENT_DAG}/runs/') && location.pathname",
+        "the default run's page",
+    )
+    run_id = unquote(str(href).rsplit("/runs/", 1)[1].strip("/"))
+    path = f"/dags/{EXPERIMENT_DAG}/dagRuns/{run_id}"
+    try:
+        run = airflow_api.get(path)
+        defaults = {name: kwargs["default"] for name, kwargs in param_schemas().items()}
+        assert run["conf"] == defaults
+        assert run["state"] == "queued"  # paused: it waits, no experiment starts
+        settings_from_params(run["conf"], home=str(server.home))  # validate_params accepts it
+    finally:
+        assert airflow_api.http.delete(f"/api/v2{path}").status_code == 204
 
 
 def _submit_button(page: Page) -> str:

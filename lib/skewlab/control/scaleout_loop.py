@@ -641,8 +641,9 @@ class StateManager:
 
     def run(self, stop: threading.Event) -> None:
         """Step every ``interval_s`` until ``stop`` is set (errors are logged, not raised),
-        then on until the operators settled (:meth:`settled`) or ``settle_s`` passed
-        without ``routed`` growing.
+        then on until the operators settled (:meth:`settled`), or ``settle_s`` passed
+        without ``routed`` growing once every event was routed, or ``5 x settle_s``
+        passed in all.
 
         ``stop`` comes when the input is produced; on a busy machine the route job
         and the instances are still behind then, and the overload the state manager
@@ -653,7 +654,12 @@ class StateManager:
         t_stop = self.clock.now()
         pause = threading.Event()
         while not self.settled():
-            if self.clock.now() - max(t_stop, self._grew_at) >= self.s.settle_s:
+            now = self.clock.now()
+            quiet = now - max(t_stop, self._grew_at)
+            # a route job still behind (or restarting) gets up to 5 x settle_s in all
+            if (quiet >= self.s.settle_s and self._input_routed()) or (
+                now - t_stop >= 5 * self.s.settle_s
+            ):
                 log.warning(
                     "state manager: not settled %.0f s after the input stopped", self.s.settle_s
                 )

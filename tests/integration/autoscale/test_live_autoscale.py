@@ -184,15 +184,17 @@ def test_an_interrupted_run_is_recorded_failed_and_leaves_no_process(
     seen: dict[str, object] = {}
 
     def hook(k: int, run: AutoscaleRun) -> None:
-        if k == 2:
-            seen.update(run_dir=run.files.path, consumers=run.consumer_pids())
+        # interrupted at the first boundary from iteration 2 on where consumers run (on a
+        # busy machine the first ones may still be starting)
+        if k >= 2 and (consumers := run.consumer_pids()):
+            seen.update(run_dir=run.files.path, consumers=consumers)
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_autoscale(_settings(broker, tmp_path, duration_s=10.0), hook=hook)
+        run_autoscale(_settings(broker, tmp_path), hook=hook)
+    assert seen, "no consumer ran before the load ended"
     h = RunHandle.load(seen["run_dir"])
     assert (h.status, h.error) == (Status.FAILED, "interrupted by SIGINT")
-    assert seen["consumers"], "no consumer ran before the interrupt"
     pids = [rec.pid for rec in h.procs.values()] + list(seen["consumers"].values())
     assert not [p for p in pids if _alive(p)]
     assert gc(tmp_path) == []  # ended: nothing left for skewlab gc

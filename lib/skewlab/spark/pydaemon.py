@@ -7,31 +7,17 @@ here, 2.0 s to import the worker modules from the zip vs 0.5 s from site-package
 ~170 ms per task for the cache invalidation (docs/throughput.md). When the installed
 ``pyspark`` is the one Spark runs (same version), this module drops the zips from
 ``sys.path`` and runs ``pyspark.daemon``, whose forked workers inherit the path.
-It also imports the modules every route-job task needs (:data:`PRELOAD`) before the
-first fork, so a new worker starts with them loaded instead of importing them
-(a third of the workers' samples in the profile).
+Nothing else is imported before Spark's daemon reports its port: the JVM gives a
+new daemon 10 s to do so (preloading pandas / pyarrow here made it miss that on a
+loaded machine).
 Selected by ``spark.python.daemon.module`` (:func:`skewlab.spark.session.spark_session`).
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 import sys
-
-PRELOAD = (
-    "numpy",
-    "pandas",
-    "pyarrow",
-    "pyarrow.compute",
-    "pyspark.sql.pandas.serializers",
-    "pyspark.sql.streaming.state",
-    "confluent_kafka",
-    "skewlab.io.kafka.confluent",
-    "skewlab.spark.route",
-)
-"""Imported once in the daemon, inherited by every forked worker (missing ones skipped)."""
 
 
 def _is_spark_zip(entry: str) -> bool:
@@ -60,11 +46,6 @@ def main() -> None:
     for entry in list(sys.path_importer_cache):
         if _under_spark_zip(entry):
             del sys.path_importer_cache[entry]
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            continue
     from pyspark import daemon
 
     daemon.manager()

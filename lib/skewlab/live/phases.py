@@ -34,6 +34,7 @@ from skewlab.live.launch import (
     SPARK_MASTER_ENV,
     Procs,
     exit_cause,
+    first_error,
     route_command,
 )
 from skewlab.live.producer import ProduceReport, ProduceSettings
@@ -491,5 +492,10 @@ def _wait_exit(ctx: RunContext, name: str, timeout_s: float = 600.0) -> None:
         if rc is not None and rc != 0 and not supervised:
             raise ExperimentError(f"{what} failed ({exit_cause(rc, ctx.files.log(name))})")
         if time.monotonic() > deadline:
-            raise ExperimentError(f"{what} did not finish within {timeout_s:.0f} s")
+            log_path = ctx.files.log(name)
+            err = first_error(log_path)
+            seen_err = f"; first error in its log: {err}" if err else ""
+            raise ExperimentError(
+                f"{what} did not finish within {timeout_s:.0f} s{seen_err}; log: {log_path}"
+            )
         time.sleep(TICK_S)

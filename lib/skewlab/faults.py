@@ -73,10 +73,13 @@ def crash_point(name: str, env: Mapping[str, str] | None = None) -> None:
     directory = env.get(ENV_DIR)
     if directory:
         marker = _marker(directory, name)
-        if marker.exists():
-            return
         marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(str(os.getpid()))
+        try:  # created atomically: of processes reaching the point at once, one fires
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
     os._exit(CRASH_EXIT)
 
 

@@ -58,3 +58,18 @@ def test_point_without_marker_dir_fires_every_time(tmp_path: Path) -> None:
     env = {faults.ENV_POINTS: "p"}
     assert _run(env).returncode == faults.CRASH_EXIT
     assert _run(env).returncode == faults.CRASH_EXIT
+
+
+def test_processes_reaching_a_point_at_once_fire_it_once(tmp_path: Path) -> None:
+    env = faults.crash_env(["p"], tmp_path)
+    import os
+
+    full = {k: v for k, v in os.environ.items() if k not in (faults.ENV_POINTS, faults.ENV_DIR)}
+    full.update(env)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _SCRIPT], env=full, stdout=subprocess.DEVNULL)
+        for _ in range(6)
+    ]
+    codes = [p.wait() for p in procs]
+    assert codes.count(faults.CRASH_EXIT) == 1
+    assert codes.count(0) == 5

@@ -322,23 +322,32 @@ class AutoscaleRun:
         h.mark(P.PRODUCED)
         return sent
 
+    def _committed_all(self, wait_s: float) -> bool:
+        """Whether the group committed every record within ``wait_s`` (progress logged,
+        processes checked meanwhile)."""
+        h = self.handle
+        until = time.monotonic() + wait_s
+        t0, sent = h.t_produce or time.time(), int((h.produced or {}).get("events", 0))
+        while (lag := self.lag()) > 0:
+            self._progress(time.time() - t0, sent, lag)
+            self._check_running()
+            if time.monotonic() >= until:
+                return False
+            time.sleep(0.25)
+        self._progress(time.time() - t0, sent, 0)
+        return True
+
     def drain(self) -> None:
         """Wait until the group committed every record, then stop the processes."""
         h = self.handle
         if h.done(P.DRAINED):
             return
         h.require(P.PRODUCED, "drain")
-        deadline = time.time() + self.s.drain_timeout_s
-        t0, sent = h.t_produce or time.time(), int((h.produced or {}).get("events", 0))
-        while (lag := self.lag()) > 0:
-            self._progress(time.time() - t0, sent, lag)
-            self._check_running()
-            if time.time() > deadline:
-                raise ExperimentError(
-                    f"run {h.run_id} did not drain within {self.s.drain_timeout_s:g} s "
-                    f"({lag} records left)"
-                )
-            time.sleep(0.25)
+        if not self._committed_all(self.s.drain_timeout_s):
+            raise ExperimentError(
+                f"run {h.run_id} did not drain within {self.s.drain_timeout_s:g} s "
+                f"({self.lag()} records left)"
+            )
         self.files.stop.touch()  # the controller stops its consumers, then everyone exits
         for role in ("controller", "monitor"):
             p = self.procs.get(role)
@@ -351,27 +360,18 @@ class AutoscaleRun:
                 p.kill()
                 p.wait()
         h.t_done = time.time()
-        self._progress(h.t_done - t0, sent, 0)
         h.mark(P.DRAINED)
 
     def poke_drain(self, wait_s: float = 15.0) -> bool:
         """One look of a drain sensor (the DAG's ``wait_for_completion``): True once the
-        run is drained (then :meth:`drain` has finished the phase), False while the group
-        still lags after looking for up to ``wait_s``. Raises as :meth:`drain` does when a
-        process failed."""
+        run is drained (:meth:`drain` then finished the phase), False while the group
+        still lags after ``wait_s``. Raises as :meth:`drain` does when a process failed."""
         h = self.handle
-        if h.done(P.DRAINED):
-            return True
-        h.require(P.PRODUCED, "drain")
-        deadline = time.monotonic() + wait_s
-        t0, sent = h.t_produce or time.time(), int((h.produced or {}).get("events", 0))
-        while (lag := self.lag()) > 0:
-            self._progress(time.time() - t0, sent, lag)
-            self._check_running()
-            if time.monotonic() >= deadline:
+        if not h.done(P.DRAINED):
+            h.require(P.PRODUCED, "drain")
+            if not self._committed_all(wait_s):
                 return False
-            time.sleep(0.25)
-        self.drain()
+            self.drain()
         return True
 
     def aggregate(self) -> ExactnessReport:

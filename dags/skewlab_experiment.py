@@ -9,7 +9,7 @@ plain count of the input, and logged as one MLflow run. On top of KEY grouping i
 **rebalance** policy (hot keys move by message sets) *or* a **scale-out** policy
 (overloaded workers are split onto new instances by bottleneck-score thresholds). With
 `autoscale` set to an algorithm it runs the consumer-group autoscaling experiment of
-`skewlab autoscale` (`skewlab.live.autoscale.run.run_autoscale`) instead.
+`skewlab autoscale` (`skewlab.live.autoscale.run.AutoscaleRun`) instead.
 
 **Params** (validated by the trigger form, then again by `validate_params`; a param the
 chosen experiment or policy would ignore is refused unless it keeps its default):
@@ -67,10 +67,14 @@ so each task may run in its own process):
 
 The tasks that start or feed the run do not retry (a retry would start a second route job
 or produce the workload twice); a failed task fails with one line (the error and, for a
-process, the tail of its log). **Autoscale runs** (`autoscale` != `none`) run whole inside
-`produce` (`run_autoscale`: monitor, controller and consumers are threads of one process
-around one metadata topic); the other phase tasks pass through, and validation, the
-quality skip and `record_result` are the same.
+process, the tail of its log). **Autoscale runs** (`autoscale` != `none`) go through the
+same tasks, each one phase of `skewlab.live.autoscale.run.AutoscaleRun` (the same run id,
+handle, broker, launcher, exactness check and MLflow run): `ensure_services` (run id,
+broker), `create_topics` (data, monitor, consumer.metadata, processed), `start_route_job`
+(the monitor and the controller, detached; the controller starts the consumers), `produce`
+(the speed plan), `wait_for_completion` (the group's committed offsets reach the ends,
+then the processes exit), `aggregate` (every offset processed once, no overlapping
+ownership), `check_quality` (skipped), `summarize`, `stop_jobs`.
 
 Task logs come from the loggers `skewlab.dags.experiment` and `skewlab.*` (the library's);
 the MLflow run's URL is logged by `ensure_services` (the run fills while it goes) and by

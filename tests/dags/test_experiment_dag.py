@@ -190,6 +190,7 @@ def test_autoscale_param_runs_the_autoscale_experiment(
     experiment_dag: Any, skewlab_home: Path
 ) -> None:
     from skewlab.io.tracking import Tracker, TrackingSettings
+    from skewlab.live.handle import Phase, RunHandle
 
     dag_run = experiment_dag.test(run_conf=AUTOSCALE)
 
@@ -199,6 +200,9 @@ def test_autoscale_param_runs_the_autoscale_experiment(
     assert summary["exact"] is True and summary["overlaps"] == 0 and summary["records"] > 0
     assert summary["quality_ok"] is None and summary["quality"].startswith("skipped: ")
     assert (skewlab_home / "runs" / summary["run_id"] / "settings.json").is_file()
+    handle = RunHandle.load(skewlab_home / "runs" / summary["run_id"])
+    assert handle.phases == [p.value for p in Phase]  # one phase per task, as grouping runs
+    assert set(handle.procs) == {"monitor", "controller"} and handle.status == "done"
     run = Tracker(TrackingSettings.for_data_dir(skewlab_home)).get_run_summary(
         summary["mlflow_run_id"]
     )

@@ -16,6 +16,7 @@ from skewlab.orchestration.runs import result_for_xcom, settings_from_xcom
 from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
+    from skewlab.live.autoscale.run import AutoscaleRun
     from skewlab.live.phases import RunContext
     from skewlab.quality import QualityReport
 
@@ -48,6 +49,19 @@ def _autoscale(ref: Mapping[str, Any]) -> bool:
 
 
 @contextmanager
+def _autoscale_run(ref: Mapping[str, Any]) -> Iterator[AutoscaleRun]:
+    """The autoscale run in this task (its phases as :class:`AutoscaleRun` methods); its
+    client closed at the end (processes and topics stay: ``stop_jobs`` ends them)."""
+    from skewlab.live.autoscale.run import AutoscaleRun
+
+    run = AutoscaleRun.resume(ref["run_dir"])
+    try:
+        yield run
+    finally:
+        run.release()
+
+
+@contextmanager
 def _resumed(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iterator[RunContext]:
     """The run's context in this task; its loops stopped and client closed at the end
     (processes and topics stay: they belong to the run, ``stop_jobs`` ends them)."""
@@ -68,7 +82,13 @@ def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
 
     s = settings_from_xcom(settings)
     if isinstance(s, AutoscaleSettings):
-        return {"mode": AUTOSCALE}
+        from skewlab.live.autoscale.run import AutoscaleRun
+
+        run = AutoscaleRun.new(s, detached=True)
+        bootstrap = run.services()
+        run.release()
+        log.info("run %s: broker %s, run dir %s", run.run_id, bootstrap, run.files)
+        return {"mode": AUTOSCALE, "run_id": run.run_id, "run_dir": str(run.files)}
     ctx = new_run(s, detached=True)
     bootstrap = ensure(ctx)
     log.info("run %s: broker %s, run dir %s", ctx.handle.run_id, bootstrap, ctx.run_dir)
@@ -83,6 +103,8 @@ def create_topics(ref: Mapping[str, Any]) -> dict[str, Any]:
     from skewlab.live import phases
 
     if _autoscale(ref):
+        with _autoscale_run(ref) as run:
+            run.topics()
         return dict(ref)
     with _resumed(ref) as ctx:
         phases.create_topics(ctx)
@@ -95,6 +117,10 @@ def start_route_job(ref: Mapping[str, Any]) -> dict[str, Any]:
     from skewlab.live import phases
 
     if _autoscale(ref):
+        with _autoscale_run(ref) as run:
+            run.start()
+            pids = {name: rec.pid for name, rec in run.handle.procs.items()}
+            log.info("monitor and controller (pids): %s", pids)
         return dict(ref)
     with _resumed(ref) as ctx:
         phases.start_jobs(ctx)
@@ -108,14 +134,13 @@ def produce(
     ref: Mapping[str, Any], settings: Mapping[str, Any], progress: ProgressFn | None = None
 ) -> dict[str, Any]:
     """Produce the workload (a scale-out run also drains here: its state manager owns the
-    workers); an autoscale run runs whole here and returns its row as ``result``."""
+    workers); an autoscale run produces its speed plan while its controller scales."""
     from skewlab.live import phases
 
     if _autoscale(ref):
-        from skewlab.live.autoscale.run import run_autoscale
-
-        s = settings_from_xcom(settings)
-        return {"mode": AUTOSCALE, "result": result_for_xcom(run_autoscale(s))}  # type: ignore[arg-type]
+        with _autoscale_run(ref) as run:
+            log.info("produced %s records", run.produce())
+        return dict(ref)
     with _resumed(ref, progress) as ctx:
         phases.produce_and_drain(ctx)
         produced = ctx.handle.produced or {}
@@ -128,6 +153,8 @@ def wait_for_completion(ref: Mapping[str, Any], progress: ProgressFn | None = No
     from skewlab.live import phases
 
     if _autoscale(ref):
+        with _autoscale_run(ref) as run:
+            run.drain()
         return dict(ref)
     with _resumed(ref, progress) as ctx:
         phases.drain(ctx)
@@ -159,7 +186,8 @@ def poke_drained(
     from skewlab.live.handle import Phase
 
     if _autoscale(ref):
-        return True
+        with _autoscale_run(ref) as run:
+            return run.poke_drain(wait_s)
     seen: dict[str, float] = {}
     with _resumed(ref, seen.update) as ctx:
         h, s = ctx.handle, ctx.settings
@@ -256,7 +284,9 @@ def aggregate(ref: Mapping[str, Any]) -> dict[str, Any]:
     from skewlab.live import phases
 
     if _autoscale(ref):
-        return dict(ref["result"])
+        with _autoscale_run(ref) as run:
+            report = run.aggregate()
+            return {"run_id": ref["run_id"], "exact": run.exact, "exactness": report.summary()}
     with _resumed(ref) as ctx:
         report = phases.aggregate(ctx)
     return {"run_id": ref["run_id"], "exact": report.exact, "exactness": report.summary()}
@@ -300,12 +330,13 @@ def summarize(settings: Mapping[str, Any], result: Mapping[str, Any]) -> dict[st
     """Summary, plots and the MLflow run (with the quality report); the full row."""
     from skewlab.live import phases
 
-    if settings.get("mode") == AUTOSCALE:
-        return dict(result)
     run_dir = RunDir.at(settings["home"], result["run_id"])
-    with _resumed({"run_dir": str(run_dir)}) as ctx:
-        summary = phases.summarize(ctx)
-    row = result_for_xcom(summary)
+    if settings.get("mode") == AUTOSCALE:
+        with _autoscale_run({"run_dir": str(run_dir)}) as run:
+            row = result_for_xcom(run.summarize())
+    else:
+        with _resumed({"run_dir": str(run_dir)}) as ctx:
+            row = result_for_xcom(phases.summarize(ctx))
     for key in ("quality_ok", "quality"):
         if key in result:
             row[key] = result[key]
@@ -320,9 +351,12 @@ def stop_run(ref: Mapping[str, Any] | None) -> list[str]:
     """
     from skewlab.live import phases
 
-    if not ref or _autoscale(ref) or "run_dir" not in ref:
+    if not ref or "run_dir" not in ref:
         return []
     if not RunDir.of(ref["run_dir"]).handle.is_file():
         return []
+    if _autoscale(ref):
+        with _autoscale_run(ref) as run:
+            return run.stop()
     with _resumed(ref) as ctx:
         return phases.stop(ctx)

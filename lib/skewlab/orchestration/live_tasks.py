@@ -12,6 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skewlab.io.run_links import run_url
+from skewlab.io.tracking import Tracker, TrackingSettings
+from skewlab.live.handle import Phase
+from skewlab.live.tracking import LiveRun
 from skewlab.orchestration.runs import result_for_xcom, settings_from_xcom
 from skewlab.rundir import RunDir
 
@@ -183,7 +187,6 @@ def poke_drained(
     (:attr:`RunDir.drain_progress`): a drain that makes no progress logs nothing.
     """
     from skewlab.live import phases
-    from skewlab.live.handle import Phase
 
     if _autoscale(ref):
         with _autoscale_run(ref) as run:
@@ -263,17 +266,12 @@ def mlflow_url(home: str | Path, result: Mapping[str, Any]) -> str | None:
     if result.get("mlflow_url"):
         return str(result["mlflow_url"])
     if result.get("run_id"):
-        from skewlab.live.tracking import LiveRun
-
         live = LiveRun.find(RunDir.at(home, str(result["run_id"])))
         if live is not None:
             return live.url
     rid = result.get("mlflow_run_id")
     if not rid:
         return None
-    from skewlab.io.run_links import run_url
-    from skewlab.io.tracking import Tracker, TrackingSettings
-
     tracker = Tracker(TrackingSettings.for_runs(home))
     experiment = tracker.client.get_run(str(rid)).info.experiment_id
     return run_url(tracker.settings.tracking_uri, experiment, str(rid))

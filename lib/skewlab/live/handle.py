@@ -110,6 +110,10 @@ class RunHandle:
     scale: dict[str, Any] | None = None
     """The state manager's report (scale-out runs)."""
     mlflow_run_id: str | None = None
+    kind: str = "grouping"
+    """Which run this is: ``grouping`` (:class:`~skewlab.live.run.Run`) or ``autoscale``
+    (:class:`~skewlab.live.autoscale.run.AutoscaleRun`); :func:`skewlab.live.run.open_run`
+    resumes it as that class."""
     status: str = Status.RUNNING.value
     """A :class:`Status` value."""
     error: str | None = None

@@ -27,6 +27,7 @@ from skewlab.live.launch import Detached
 from skewlab.rundir import RunDir
 
 __all__ = [
+    "INTERRUPT_GRACE_S",
     "Interrupted",
     "Stopped",
     "driver_alive",
@@ -35,9 +36,13 @@ __all__ = [
     "signals_as_interrupts",
     "signals_deferred",
     "stop_run",
+    "this_process",
 ]
 
 log = logging.getLogger(__name__)
+
+INTERRUPT_GRACE_S = 5.0
+"""How long an interrupted run's children get to drain what they have before the kill."""
 
 DRIVER_GRACE_S = 30.0
 """How long a driver asked to stop may take to stop its children itself."""
@@ -124,6 +129,13 @@ def _same_process(pid: int, create_time: float) -> bool:
         return bool(p.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
+
+
+def this_process() -> list[float]:
+    """``[pid, create_time]`` of this process: what a handle's ``driver`` records."""
+    import psutil
+
+    return [float(os.getpid()), float(psutil.Process().create_time())]
 
 
 def driver_alive(h: RunHandle) -> bool:

@@ -137,20 +137,28 @@ def ensure_services(ctx: RunContext) -> str:
     checked first: a damaged table raises
     :class:`~skewlab.io.delta.store.DamagedTableError` (naming the table
     and its repair command) before any service starts."""
-    if "://" not in ctx.handle.delta_root:
-        from skewlab.io.delta.recovery import check_tables
-
-        check_tables(ctx.handle.delta_root)
     s = ctx.settings
-    t0 = time.time()
-    bootstrap = s.bootstrap or os.environ.get(BOOTSTRAP_ENV)
-    if not bootstrap:
-        bootstrap = get_service("broker", Path(ctx.handle.home)).start().url
-        ctx.handle.startup["services"] = round(time.time() - t0, 3)
-    ctx.handle.bootstrap = bootstrap
+    bootstrap = start_services(ctx.handle, s.bootstrap)
     if s.mlflow and LiveRun.find(ctx.files) is None:
         ctx.mlflow = open_live_run(s, ctx.files)
     ctx.handle.mark(P.SERVICES)
+    return bootstrap
+
+
+def start_services(h: RunHandle, bootstrap: str | None) -> str:
+    """Phase 1 of every kind of run: a local Delta root checked, then the bootstrap
+    servers (``bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else the embedded broker under
+    the data dir, started if needed) recorded in the handle (not saved)."""
+    if "://" not in h.delta_root:
+        from skewlab.io.delta.recovery import check_tables
+
+        check_tables(h.delta_root)
+    t0 = time.time()
+    bootstrap = bootstrap or os.environ.get(BOOTSTRAP_ENV)
+    if not bootstrap:
+        bootstrap = get_service("broker", Path(h.home)).start().url
+        h.startup["services"] = round(time.time() - t0, 3)
+    h.bootstrap = bootstrap
     return bootstrap
 
 
@@ -199,12 +207,7 @@ def start_jobs(ctx: RunContext) -> None:
     for i in range(s.workers):
         spawned[f"worker-{i}"] = time.time()
         ctx.procs.restart_worker(i)
-    # a child that fails while starting (a busy machine's Spark) is restarted as later on
-    guarded = {"route", *(f"worker-{i}" for i in ctx.supervised())}
-    startup = wait_ready(
-        ctx.files, ctx.procs, list(range(s.workers)), spawned, 900.0,
-        guard=ctx.supervise, guarded=guarded,
-    )  # fmt: skip
+    startup = wait_ready(ctx.files, ctx.procs, list(range(s.workers)), spawned)
     h.spark_ui = startup.pop("spark_ui")
     h.startup.update(startup)
     log.info("run %s warm: %s", h.run_id, h.startup)
@@ -470,21 +473,17 @@ def _end_spares(client: KafkaClient, topic: str, first: int, n: int) -> None:
 
 def _wait_exit(ctx: RunContext, name: str, timeout_s: float = 600.0) -> None:
     """Wait until child ``name`` (``route``, ``worker-<i>``) exits after its stop marker,
-    guarding meanwhile: a supervised child that fails is restarted (and drains again,
-    with ``timeout_s`` from its restart); an unsupervised one (a scale-out instance)
-    fails the run with its cause."""
+    guarding meanwhile: a supervised child that fails is restarted (and drains again);
+    an unsupervised one (a scale-out instance) fails the run with its cause."""
     procs = ctx.procs
     what = "route job" if name == "route" else name.replace("-", " ")
     index = None if name == "route" else int(name.split("-", 1)[1])
     deadline = time.monotonic() + timeout_s
-    seen: Any = None  # the process whose drain time runs (kept: not just its id)
     while True:
         ctx.guard()
         p = procs.route if index is None else procs.workers.get(index)
         if p is None:
             raise ExperimentError(f"{what} was never started")
-        if p is not seen:  # started, or restarted: its own time to drain
-            seen, deadline = p, time.monotonic() + timeout_s
         rc = p.poll()
         supervised = index is None or index in ctx.supervised()
         if rc == 0 and (ctx.supervisor is None or name not in ctx.supervisor.pending):

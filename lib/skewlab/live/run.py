@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from skewlab.live import phases
+from skewlab.live.autoscale.run import AutoscaleRun
+from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.experiment import ExperimentSettings, Hook
-from skewlab.live.handle import Phase, Status
-from skewlab.live.lifecycle import signals_deferred
+from skewlab.live.handle import Phase, RunHandle, Status
+from skewlab.live.lifecycle import INTERRUPT_GRACE_S, signals_deferred
 from skewlab.live.watch import ProgressFn
 from skewlab.rundir import RunDir
 
@@ -18,10 +20,59 @@ if TYPE_CHECKING:
     from skewlab.live.summary import RunSummary
     from skewlab.pipeline.exactness import ExactnessReport
 
-__all__ = ["INTERRUPT_GRACE_S", "Run"]
+__all__ = ["INTERRUPT_GRACE_S", "PhasedRun", "Run", "new_run", "open_run"]
 
-INTERRUPT_GRACE_S = 5.0
-"""How long an interrupted run's children get to drain what they have before the kill."""
+
+class PhasedRun(Protocol):
+    """What every kind of live run offers (:class:`Run`, :class:`AutoscaleRun`): its
+    phases in order, each refused before its predecessor is done, and its end."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def files(self) -> RunDir: ...
+
+    @property
+    def phase(self) -> Phase | None: ...
+
+    def services(self) -> str: ...
+
+    def topics(self) -> None: ...
+
+    def start(self) -> None: ...
+
+    def produce(self) -> Any: ...
+
+    def drain(self) -> None: ...
+
+    def aggregate(self) -> ExactnessReport: ...
+
+    def summarize(self) -> Any: ...
+
+    def stop(self, grace_s: float = 0.0) -> list[str]: ...
+
+    def fail(self, exc: BaseException) -> str: ...
+
+    def release(self) -> None: ...
+
+    def run_all(self) -> Any: ...
+
+
+def new_run(
+    s: ExperimentSettings | AutoscaleSettings, run_id: str | None = None, detached: bool = False
+) -> PhasedRun:
+    """A new run of ``s``: a grouping :class:`Run` or an :class:`AutoscaleRun`."""
+    if isinstance(s, AutoscaleSettings):
+        return AutoscaleRun.new(s, run_id, detached=detached)
+    return Run.new(s, run_id, detached=detached)
+
+
+def open_run(run_dir: str | Path, progress: ProgressFn | None = None) -> PhasedRun:
+    """The run saved in ``run_dir``, as the class its handle's ``kind`` names."""
+    if RunHandle.load(run_dir).kind == "autoscale":
+        return AutoscaleRun.resume(run_dir)
+    return Run.resume(run_dir, progress)
 
 
 class Run:
@@ -107,6 +158,10 @@ class Run:
         """Record the run as failed because of ``exc`` (handle status and error); the
         one-line reason."""
         return phases.fail(self.ctx, exc)
+
+    def release(self) -> None:
+        """Leave the run in this process (loop signalled, client closed; processes stay)."""
+        phases.release(self.ctx)
 
     def __enter__(self) -> Run:
         return self

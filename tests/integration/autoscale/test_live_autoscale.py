@@ -31,6 +31,7 @@ from skewlab.live.autoscale.run import (
 )
 from skewlab.live.handle import Phase, RunHandle, Status
 from skewlab.live.lifecycle import gc
+from skewlab.live.run import open_run
 
 pytestmark = pytest.mark.integration
 
@@ -134,6 +135,7 @@ def test_each_phase_from_its_own_resumed_run(broker, tmp_path: Path) -> None:
         assert AutoscaleRun.resume(run_dir).produce() > 500
         while not AutoscaleRun.resume(run_dir).poke_drain(wait_s=0.5):  # the DAG's sensor
             pass
+        assert isinstance(open_run(run_dir), AutoscaleRun)  # the handle's kind picks it
         assert AutoscaleRun.resume(run_dir).phase is Phase.DRAINED
         aggregated = AutoscaleRun.resume(run_dir)
         report = aggregated.aggregate()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -51,16 +50,20 @@ from skewlab.live.autoscale.summary import (
     read_decisions,
     read_evidence,
 )
-from skewlab.live.experiment import BOOTSTRAP_ENV, ExperimentError, delta_root_of, new_run_id
+from skewlab.live.experiment import ExperimentError, delta_root_of, new_run_id
 from skewlab.live.handle import Phase as P
 from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import LocalLauncher, Proc, module_command, tail
-from skewlab.live.lifecycle import failure_reason, signals_deferred
-from skewlab.live.run import INTERRUPT_GRACE_S
+from skewlab.live.lifecycle import (
+    INTERRUPT_GRACE_S,
+    failure_reason,
+    signals_deferred,
+    this_process,
+)
+from skewlab.live.phases import start_services
 from skewlab.live.tracking import LiveRun, fail_run
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
-from skewlab.services import get_service
 
 __all__ = ["AutoscaleRun", "AutoscaleSettings", "AutoscaleSummary", "Hook", "run_autoscale"]
 
@@ -120,8 +123,8 @@ class AutoscaleRun:
         files = RunDir.create(home, run_id)
         handle = RunHandle(
             run_id=run_id, home=str(home), run_dir=str(files), delta_root=delta_root_of(home),
-            settings=asdict(s), events_topic=Topics.of(run_id).data, driver=_this_process(),
-            detached=detached,
+            settings=asdict(s), events_topic=Topics.of(run_id).data, driver=this_process(),
+            detached=detached, kind="autoscale",
         )  # fmt: skip
         handle.save()
         return cls(handle, s, detached, hook)
@@ -130,7 +133,7 @@ class AutoscaleRun:
     def resume(cls, run_dir: str | Path) -> AutoscaleRun:
         """The run saved in ``run_dir``, its processes found again from their records."""
         handle = RunHandle.load(run_dir)
-        handle.driver = _this_process()
+        handle.driver = this_process()
         handle.save()
         run = cls(handle, AutoscaleSettings(**handle.settings), detached=True)
         for name, rec in handle.procs.items():
@@ -247,14 +250,7 @@ class AutoscaleRun:
         """The bootstrap servers: ``s.bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else the
         embedded broker (started if needed); a local Delta root is checked first."""
         h = self.handle
-        if "://" not in h.delta_root:
-            from skewlab.io.delta.recovery import check_tables
-
-            check_tables(h.delta_root)
-        bootstrap = self.s.bootstrap or os.environ.get(BOOTSTRAP_ENV)
-        if not bootstrap:
-            bootstrap = get_service("broker", Path(h.home)).start().url
-        h.bootstrap = bootstrap
+        bootstrap = start_services(h, self.s.bootstrap)
         if self.s.mlflow and self.mlflow is None:
             self.mlflow = open_mlflow(self.s, self.files)
         h.mark(P.SERVICES)
@@ -507,13 +503,6 @@ class AutoscaleRun:
             if not h.done(P.AGGREGATED):
                 self.aggregate()
             return self.summarize()
-
-
-def _this_process() -> list[float]:
-    """``[pid, create_time]`` of this process: the run's driver (``skewlab gc`` checks it)."""
-    import psutil
-
-    return [float(os.getpid()), float(psutil.Process().create_time())]
 
 
 def run_autoscale(

@@ -1,0 +1,30 @@
+"""Every kind of live run opens as its own class from its handle (``RunHandle.kind``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from skewlab.live.autoscale.run import AutoscaleRun
+from skewlab.live.autoscale.settings import AutoscaleSettings
+from skewlab.live.experiment import ExperimentSettings
+from skewlab.live.handle import HandleError, RunHandle
+from skewlab.live.run import Run, new_run, open_run
+
+pytestmark = pytest.mark.unit
+
+
+def test_new_and_open_run_pick_the_class_of_the_settings_and_of_the_handle(
+    tmp_path: Path,
+) -> None:
+    auto = new_run(AutoscaleSettings(home=str(tmp_path), mlflow=False), run_id="a-1")
+    grouping = new_run(ExperimentSettings(home=str(tmp_path), mlflow=False), run_id="g-1")
+    assert isinstance(auto, AutoscaleRun) and isinstance(grouping, Run)
+    assert RunHandle.load(auto.files.path).kind == "autoscale"
+    assert RunHandle.load(grouping.files.path).kind == "grouping"
+    opened = open_run(auto.files.path)
+    assert isinstance(opened, AutoscaleRun) and opened.run_id == "a-1"
+    assert isinstance(open_run(grouping.files.path), Run)
+    with pytest.raises(HandleError, match="phase 'topics' not done"):
+        opened.start()  # the same guard as a grouping run's

@@ -33,7 +33,7 @@ from skewlab.control.scaleout import ScaleOutParams, scaleout_step
 from skewlab.registry import resolve
 
 if TYPE_CHECKING:
-    from skewlab.io.delta import DeltaStore
+    from skewlab.pipeline.store import Store
 
 __all__ = [
     "STEPS",
@@ -93,7 +93,7 @@ def resolve_step(name: str) -> ControlStep:
 
 def run_step(
     name: str,
-    store: DeltaStore,
+    store: Store,
     run_id: str,
     policy: str,
     params: Mapping[str, Any],

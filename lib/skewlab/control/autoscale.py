@@ -20,7 +20,7 @@ from skewlab.control.base import StepCall, StepResult, StepStatus, app_id
 from skewlab.errors import ConfigError
 
 if TYPE_CHECKING:
-    from skewlab.io.delta import DeltaStore
+    from skewlab.pipeline.store import Store
 
 __all__ = [
     "POLICIES",
@@ -100,7 +100,7 @@ def check_autoscale(algorithm: str, params: Mapping[str, Any]) -> None:
 
 
 def interval_speeds(
-    store: DeltaStore, run_id: str, start_ms: int, end_ms: int, topic: str | None
+    store: Store, run_id: str, start_ms: int, end_ms: int, topic: str | None
 ) -> tuple[str | None, np.ndarray]:
     """Step 2: the topic and its per-partition speeds (bytes/s); ``(topic, [])`` if no rows.
 
@@ -131,9 +131,7 @@ def interval_speeds(
     return topics[0], sums / len(set(windows))
 
 
-def previous_assignment(
-    store: DeltaStore, run_id: str, topic: str
-) -> tuple[int, Assignment | None]:
+def previous_assignment(store: Store, run_id: str, topic: str) -> tuple[int, Assignment | None]:
     """Step 3: ``(iteration, X)`` of the newest ``consumer_assignments`` iteration (or 0, None)."""
     t = store.read(
         "consumer_assignments",
@@ -209,7 +207,7 @@ def reassignment_row(
 
 
 def record_reassignment(
-    store: DeltaStore,
+    store: Store,
     run_id: str,
     topic: str,
     decision: Reassignment,
@@ -237,7 +235,7 @@ def record_reassignment(
 
 
 def autoscale_step(
-    store: DeltaStore,
+    store: Store,
     run_id: str,
     policy: str,
     params: Mapping[str, Any],

@@ -26,7 +26,7 @@ from skewlab.errors import ConfigError
 from skewlab.rundir import app_id
 
 if TYPE_CHECKING:
-    from skewlab.io.delta import DeltaStore
+    from skewlab.pipeline.store import Store
 
 __all__ = [
     "ControlStep",
@@ -125,7 +125,7 @@ class StepFunction(Protocol):
 
     def __call__(
         self,
-        store: DeltaStore,
+        store: Store,
         run_id: str,
         policy: str,
         params: Mapping[str, Any],
@@ -191,7 +191,7 @@ class StepCall:
             **kw,
         )
 
-    def already_done(self, store: DeltaStore, table: str, app: str) -> StepResult | None:
+    def already_done(self, store: Store, table: str, app: str) -> StepResult | None:
         """``ALREADY_DONE`` if ``app`` committed this version (or a later one) to ``table``."""
         done = store.committed_version(table, app)
         if done is not None and self.version <= done:

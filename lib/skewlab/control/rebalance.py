@@ -23,7 +23,7 @@ from skewlab.spec import DEFAULTS, REBALANCE_POLICIES
 from skewlab.state import Checkpoint, OperatorState
 
 if TYPE_CHECKING:
-    from skewlab.io.delta import DeltaStore
+    from skewlab.pipeline.store import Store
 
 __all__ = [
     "POLICIES",
@@ -105,7 +105,7 @@ class RebalanceState:
     steps: int = 0
 
     @classmethod
-    def start(cls, store: DeltaStore, run_id: str, p: RebalanceParams) -> RebalanceState:
+    def start(cls, store: Store, run_id: str, p: RebalanceParams) -> RebalanceState:
         """Start from the run's newest assignments version (none: an empty map, version 0)."""
         rows = store.latest_assignments(run_id).to_pylist()
         kmap = {r["key"]: (int(r["worker"]), int(r["set_id"] or 0)) for r in rows}
@@ -170,7 +170,7 @@ class RebalanceState:
 
 
 def interval_loads(
-    store: DeltaStore,
+    store: Store,
     run_id: str,
     start_ms: int,
     end_ms: int,
@@ -221,7 +221,7 @@ def next_assignment_rows(
 
 
 def _restore(
-    store: DeltaStore, run_id: str, p: RebalanceParams, version: int
+    store: Store, run_id: str, p: RebalanceParams, version: int
 ) -> tuple[RebalanceState, int]:
     """Step 2 (restored): the state before ``version``; also the table's newest version."""
     from skewlab.io.state_store import CheckpointStore
@@ -239,9 +239,7 @@ def _restore(
     return state, newest
 
 
-def _checkpoint(
-    store: DeltaStore, run_id: str, version: int, state: RebalanceState, tau: int
-) -> bool:
+def _checkpoint(store: Store, run_id: str, version: int, state: RebalanceState, tau: int) -> bool:
     from skewlab.io.state_store import CheckpointStore
 
     cps = CheckpointStore(store, state_run_id(run_id), f"control-{STEP}")
@@ -257,7 +255,7 @@ def _decision_row(decision: Decision, start_ms: int, end_ms: int) -> dict[str, A
 
 
 def rebalance_step(
-    store: DeltaStore,
+    store: Store,
     run_id: str,
     policy: str,
     params: Mapping[str, Any],

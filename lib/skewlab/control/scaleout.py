@@ -32,7 +32,7 @@ from skewlab.state import (
 
 if TYPE_CHECKING:
     from skewlab.control.scaleout_loop import StateManagerSettings
-    from skewlab.io.delta import DeltaStore
+    from skewlab.pipeline.store import Store
     from skewlab.state.base import Action
 
 __all__ = [
@@ -176,7 +176,7 @@ def snapshot_from_dict(d: Mapping[str, Any]) -> PolicySnapshot:
 
 
 def worker_signals(
-    store: DeltaStore, run_id: str, start_ms: int, end_ms: int, service_us: float
+    store: Store, run_id: str, start_ms: int, end_ms: int, service_us: float
 ) -> dict[int, Signals]:
     """Step 3: the signals of every worker with rows up to ``end_ms`` (empty: no rows in the
     interval)."""
@@ -207,7 +207,7 @@ def worker_signals(
     }
 
 
-def operator_instances(store: DeltaStore, run_id: str, workers: int) -> dict[int, list[int]]:
+def operator_instances(store: Store, run_id: str, workers: int) -> dict[int, list[int]]:
     """Per operator ``g``: ``g`` and the workers the newest ``assignments`` put its keys on."""
     rows = store.latest_assignments(run_id)
     out = {g: {g} for g in range(workers)}
@@ -233,7 +233,7 @@ class OperatorDecision:
 
 
 def _restore(
-    store: DeltaStore, run_id: str, p: ScaleOutParams, version: int
+    store: Store, run_id: str, p: ScaleOutParams, version: int
 ) -> dict[int, PolicySnapshot | None]:
     """Step 2: each operator's snapshot from the newest state checkpoint before ``version``."""
     from skewlab.io.state_store import CheckpointStore
@@ -258,7 +258,7 @@ def _restore(
 
 
 def _save(
-    store: DeltaStore, run_id: str, p: ScaleOutParams, version: int, tau: int,
+    store: Store, run_id: str, p: ScaleOutParams, version: int, tau: int,
     decided: list[OperatorDecision],
 ) -> bool:  # fmt: skip
     """Step 7: the state after the decision, as state checkpoint ``version``."""
@@ -298,7 +298,7 @@ def _signals_dict(sig: Signals) -> dict[str, float]:
 
 
 def scaleout_step(
-    store: DeltaStore,
+    store: Store,
     run_id: str,
     policy: str,
     params: Mapping[str, Any],

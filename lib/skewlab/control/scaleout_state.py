@@ -9,10 +9,10 @@ import json
 import logging
 from typing import Any
 
-from skewlab.io.delta import DeltaStore
 from skewlab.io.progress import progress_at
 from skewlab.io.state_store import CheckpointStore, state_rows_at
 from skewlab.pipeline.handoff import META_KEY
+from skewlab.pipeline.store import Store
 from skewlab.rundir import RunDir
 from skewlab.state import Checkpoint, OperatorState, Signals, bottleneck_score
 
@@ -53,7 +53,7 @@ def score_from_backlog(
 
 
 def write_checkpoint(
-    store: DeltaStore,
+    store: Store,
     run_id: str,
     group: int,
     instances: list[int],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from skewlab.errors import ConfigError
-from skewlab.io.delta import DeltaStore
+from skewlab.pipeline.store import Store
 
 __all__ = ["encode_watermarks", "progress_at"]
 
@@ -35,9 +35,7 @@ def decode_watermarks(text: str) -> tuple[dict[int, int], int | None]:
     return {int(p): int(o) for p, o in d.items()}, None if v is None else int(v)
 
 
-def progress_at(
-    store: DeltaStore, run_id: str, worker: int, version: int
-) -> tuple[int, dict[int, int]]:
+def progress_at(store: Store, run_id: str, worker: int, version: int) -> tuple[int, dict[int, int]]:
     """(routed offset, watermarks) of ``worker`` at its commit ``version``.
 
     Raises ConfigError when the commit has no progress row (a broken commit)."""

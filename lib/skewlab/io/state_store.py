@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewlab.errors import StateError
-from skewlab.io.delta import DeltaStore
 from skewlab.pipeline.handoff import latest_rows
+from skewlab.pipeline.store import Store
 from skewlab.state.checkpoint import Checkpoint, StreamTuple
 from skewlab.state.operator_state import OperatorState
 
@@ -34,9 +34,9 @@ def _dumps(value: Any) -> bytes:
 
 
 class CheckpointStore:
-    """Write and read checkpoints of one operator of one run through a :class:`DeltaStore`."""
+    """Write and read checkpoints of one operator of one run through a store (pipeline.store)."""
 
-    def __init__(self, store: DeltaStore, run_id: str, operator: str = "operator") -> None:
+    def __init__(self, store: Store, run_id: str, operator: str = "operator") -> None:
         self.store = store
         self.run_id = run_id
         self.operator = operator
@@ -137,7 +137,7 @@ class CheckpointStore:
 
 
 def state_rows_at(
-    store: DeltaStore, run_id: str, instance: int, checkpoint: int
+    store: Store, run_id: str, instance: int, checkpoint: int
 ) -> list[tuple[str, bytes, bytes | None]]:
     """The key state of worker ``instance`` at its flush ``checkpoint``: per key, the row
     of its newest incremental checkpoint at or before it (:func:`latest_rows`)."""

@@ -25,8 +25,11 @@ class Store(Protocol):
     is the last version committed for ``app_id`` (``None`` if none); :meth:`read`
     returns an Arrow table with the table's schema (empty if the table does not
     exist yet); :meth:`latest_assignments` is the newest ``assignments``
-    version of a run, ordered by key.
+    version of a run, ordered by key; :attr:`root` names where the tables live
+    (a directory or an object-store URI).
     """
+
+    root: str
 
     def append(
         self, table: str, data: Any, *, app_id: str, version: int, run_id: str | None = None

@@ -238,7 +238,8 @@ def run(args: argparse.Namespace) -> int:
             for p in r.plots:
                 print(f"  plot: {p}")
             if r.mlflow_run_id:
-                print(f"  mlflow run: {r.mlflow_run_id}")
+                where = f" ({r.mlflow_url})" if r.mlflow_url else ""
+                print(f"  mlflow run: {r.mlflow_run_id}{where}")
     return exit_code(summaries)
 
 

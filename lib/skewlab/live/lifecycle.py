@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
 
 from skewlab.errors import SkewlabError
 from skewlab.live.handle import TERMINAL, HandleError, RunHandle, Status
@@ -28,6 +30,7 @@ from skewlab.rundir import RunDir
 
 __all__ = [
     "INTERRUPT_GRACE_S",
+    "EndsOnExit",
     "Interrupted",
     "Stopped",
     "driver_alive",
@@ -38,6 +41,8 @@ __all__ = [
     "stop_run",
     "this_process",
 ]
+
+_R = TypeVar("_R", bound="EndsOnExit")
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +111,34 @@ def signals_deferred() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class EndsOnExit:
+    """A run as a context manager: leaving the block records a failure (``fail``) and then
+    stops the run's processes (``stop``, with :data:`INTERRUPT_GRACE_S` to drain after an
+    interrupt), with SIGTERM / SIGINT deferred so a second Ctrl-C cannot cut it short."""
+
+    def fail(self, exc: BaseException) -> str:
+        """Record the run as failed because of ``exc``; the one-line reason."""
+        raise NotImplementedError
+
+    def stop(self, grace_s: float = 0.0) -> list[str]:
+        """Stop the run's processes (``grace_s`` to drain first); what was killed."""
+        raise NotImplementedError
+
+    def __enter__(self: _R) -> _R:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with signals_deferred():
+            if exc is not None:
+                self.fail(exc)
+            self.stop(INTERRUPT_GRACE_S if isinstance(exc, KeyboardInterrupt) else 0.0)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skewlab.live import phases
@@ -11,7 +10,7 @@ from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.experiment import ExperimentSettings, Hook
 from skewlab.live.handle import Phase, RunHandle, Status
-from skewlab.live.lifecycle import INTERRUPT_GRACE_S, signals_deferred
+from skewlab.live.lifecycle import INTERRUPT_GRACE_S, EndsOnExit
 from skewlab.live.watch import ProgressFn
 from skewlab.rundir import RunDir
 
@@ -75,7 +74,7 @@ def open_run(run_dir: str | Path, progress: ProgressFn | None = None) -> PhasedR
     return Run.resume(run_dir, progress)
 
 
-class Run:
+class Run(EndsOnExit):
     """One live run in this process: its context (handle, processes, loop, client).
 
     Each method is one phase of :mod:`skewlab.live.phases`, in this order:
@@ -162,20 +161,6 @@ class Run:
     def release(self) -> None:
         """Leave the run in this process (loop signalled, client closed; processes stay)."""
         phases.release(self.ctx)
-
-    def __enter__(self) -> Run:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
-            if exc is not None:
-                self.fail(exc)
-            self.stop(INTERRUPT_GRACE_S if isinstance(exc, KeyboardInterrupt) else 0.0)
 
     def run_all(self) -> RunSummary:
         """Every phase not done yet, in order, then :meth:`stop` whatever happened; a

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -55,9 +54,8 @@ from skewlab.live.handle import Phase as P
 from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import LocalLauncher, Proc, module_command, tail
 from skewlab.live.lifecycle import (
-    INTERRUPT_GRACE_S,
+    EndsOnExit,
     failure_reason,
-    signals_deferred,
     this_process,
 )
 from skewlab.live.phases import start_services
@@ -80,7 +78,7 @@ Hook = Callable[[int, "AutoscaleRun"], None]
 """Called with the iteration index at each iteration boundary of the produce phase."""
 
 
-class AutoscaleRun:
+class AutoscaleRun(EndsOnExit):
     """One autoscale run in this process: its handle, settings, processes and client.
 
     Phases, in order (each refuses to run before its predecessor, as
@@ -467,20 +465,6 @@ class AutoscaleRun:
         if self._client is not None:
             self._client.close()
             self._client = None
-
-    def __enter__(self) -> AutoscaleRun:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
-            if exc is not None:
-                self.fail(exc)
-            self.stop(INTERRUPT_GRACE_S if isinstance(exc, KeyboardInterrupt) else 0.0)
 
     def run_all(self) -> AutoscaleSummary:
         """Every phase not done yet, in order, then :meth:`stop` whatever happened; a

@@ -28,6 +28,7 @@ from skewlab.spec import (
     scaled_grouping_params,
 )
 from skewlab.workload import parse_workload
+from skewlab.workload.trace import check_events
 
 if TYPE_CHECKING:
     from skewlab.live.summary import RunSummary
@@ -140,7 +141,7 @@ class ExperimentSettings:
         if not self.window_s > 0:
             raise ConfigError(f"window must be > 0 s, got {self.window_s}")
         make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
-        parse_workload(self.workload, seed=self.seed)
+        check_events(parse_workload(self.workload, seed=self.seed), self.n_events)
 
     @property
     def n_events(self) -> int:

@@ -59,7 +59,14 @@ from skewlab.workload.trace_check import (
     validate_trace,
 )
 
-__all__ = ["BadRow", "TraceCheck", "TraceError", "TraceWorkload", "validate_trace"]
+__all__ = [
+    "BadRow",
+    "TraceCheck",
+    "TraceError",
+    "TraceWorkload",
+    "check_events",
+    "validate_trace",
+]
 
 log = logging.getLogger(__name__)
 
@@ -248,3 +255,11 @@ class TraceWorkload:
             if name in params:
                 params[name] = params[name].lower()
         return cls(seed=seed, **params)
+
+
+def check_events(workload: object, n: int) -> None:
+    """Refuse a run of ``n`` events that ``workload`` cannot supply (a trace shorter than
+    ``n`` valid rows that does not loop: :meth:`TraceWorkload.check_length`); any other
+    workload generates as many events as asked and passes."""
+    if isinstance(workload, TraceWorkload):
+        workload.check_length(n)

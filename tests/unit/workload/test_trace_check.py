@@ -162,5 +162,7 @@ def test_a_live_run_refuses_a_bad_trace_when_its_settings_are_built(tmp_path):
     with pytest.raises(TraceError, match=r"t\.jsonl:2: not valid JSON"):
         ExperimentSettings(workload=f"trace:{path}", home=str(tmp_path / "home"))
     assert not (tmp_path / "home").exists()
-    s = ExperimentSettings(workload=f"trace:path={path},bad=skip", home=str(tmp_path / "home"))
+    s = ExperimentSettings(
+        workload=f"trace:path={path},bad=skip", events=1, home=str(tmp_path / "home")
+    )
     assert parse_workload(s.workload).check().rows == 1

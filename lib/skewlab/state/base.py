@@ -32,6 +32,8 @@ __all__ = [
 
 
 class Role(enum.Enum):
+    """What a started instance is for; :class:`StartInstances` carries it."""
+
     PRIMARY = "primary"
     """Takes the operator's input and its outputs go downstream."""
     SECONDARY = "secondary"
@@ -146,19 +148,38 @@ class ScaleOutPolicy(Protocol):
     name: str
 
     @property
-    def phase(self) -> Phase: ...
+    def phase(self) -> Phase:
+        """Where the policy is now: NORMAL, ALARMED or SCALING."""
+        ...
 
     @property
-    def active(self) -> tuple[int, ...]: ...
+    def active(self) -> tuple[int, ...]:
+        """Ids of the instances that take the input now (the primaries)."""
+        ...
 
-    def observe(self, score: float, changed: float | None = None) -> list[Action]: ...
+    def observe(self, score: float, changed: float | None = None) -> list[Action]:
+        """Feed one measurement: ``score`` is the operator's bottleneck score (max over its
+        instances), ``changed`` optionally the share of keys changed since the last
+        checkpoint (as :meth:`on_state_changed`). Returns the actions to execute, in order.
+        """
+        ...
 
     def on_state_changed(self, fraction: float) -> list[Action]:
         """``fraction`` (0..1) of the keys changed since the last checkpoint."""
         ...
 
-    def on_ready(self, instances: tuple[int, ...]) -> list[Action]: ...
+    def on_ready(self, instances: tuple[int, ...]) -> list[Action]:
+        """The started ``instances`` hold their state; an acknowledgement for any other
+        set than the pending one is ignored. Returns the actions it unblocks (may be empty).
+        """
+        ...
 
-    def on_caught_up(self, instances: tuple[int, ...]) -> list[Action]: ...
+    def on_caught_up(self, instances: tuple[int, ...]) -> list[Action]:
+        """The outputs of ``instances`` agree with the primaries'; while SCALING the
+        pending instances take over (:class:`SwitchRouting`, then :class:`StopInstances`).
+        """
+        ...
 
-    def snapshot(self) -> PolicySnapshot: ...
+    def snapshot(self) -> PolicySnapshot:
+        """An immutable copy of the policy's state; ``build(state=...)`` resumes from it."""
+        ...

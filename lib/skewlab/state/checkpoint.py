@@ -1,22 +1,9 @@
 """Checkpoints ``(theta, tau, beta)`` and restoring them onto ``eta`` instances with replay.
 
-Scale-out seed, "Checkpointing and scale out": a checkpoint holds ``theta_o``
-(the operator's key/value state), ``tau_o`` (the timestamp of the most recent
-tuple processed and reflected in ``theta_o``) and ``beta_o`` (the tuples the
-operator had received but not yet processed). Tuples are the seed's
-``t = (tau, kappa, upsilon)``; ``tau`` is a logical timestamp or offset that
-strictly increases along the input stream.
-
-Restoring a checkpoint onto ``eta`` new instances (seed Algorithm 3) is, in
-order:
-
-1. split ``theta`` by hash (:func:`~skewlab.state.operator_state.decompose`);
-   every new instance starts at ``tau``;
-2. hand every tuple of ``beta``, in ``tau`` order, to the owner of its key;
-3. hand every input tuple with ``tau`` past the checkpoint (past ``tau`` and
-   past the last tuple of ``beta``) to the owner of its key;
-4. the instances process their buffers; the result equals what the original
-   operator computes from the same input, with no tuple lost or counted twice.
+Scale-out seed, "Checkpointing and scale out": ``theta`` is the key/value state, ``tau`` the
+timestamp of the last tuple reflected in it, ``beta`` the tuples received but not processed.
+:func:`restore` is seed Algorithm 3; its four steps and the no-loss / no-double-count
+argument are in docs/state.md, "Checkpoints and restore".
 """
 
 from __future__ import annotations
@@ -125,13 +112,16 @@ class KeyedOperator:
 
     @property
     def tau(self) -> int:
+        """``tau`` of the last processed tuple (``NO_TAU`` = -1 before the first)."""
         return self._tau
 
     @property
     def buffered(self) -> int:
+        """Number of tuples received into ``beta`` and not processed yet."""
         return len(self._buffer)
 
     def read(self, key: str) -> Any:
+        """The value of ``key`` in ``theta`` (``None`` for a key never processed)."""
         return self._theta.get(key)
 
     def state(self) -> OperatorState:
@@ -213,7 +203,7 @@ def restore(
     reducer: Reducer = count_sum,
     hash: KeyHash = default_hash,
 ) -> list[KeyedOperator]:
-    """Seed Algorithm 3 (steps 1-3 of the module doc): ``eta`` instances ready to process.
+    """Seed Algorithm 3 (steps 1-3, docs/state.md): ``eta`` instances ready to process.
 
     Each instance holds its hash part of ``theta`` at ``tau`` and has received,
     in order, the tuples of ``beta`` and of ``log`` (past the checkpoint) whose

@@ -1,21 +1,8 @@
 """Fairness degree of a scale-out: seed Eq. 3-6.
 
-For operator ``op`` the resources it consumes, ``cur_op(t)``, and the resources
-it needs to not be a bottleneck, ``need_op(t)``, are integrated over the run
-(Eq. 3, 4) and the fairness degree at ``t_k`` is their ratio (Eq. 5)::
-
-    fd_op(t_k) = int_0^t_k cur_op(t) dt / int_0^t_k need_op(t) dt
-
-The seed states ``fd in [0, 1]`` because a bottlenecked operator never has more
-than it needs. We make that hold for any run by counting only the resources
-that serve the need, ``min(cur, need)``: capacity beyond the need (idle
-backups, over-provisioning) does not make a scale-out fairer. The application
-average over the ``n`` operators that are bottlenecked at ``t_k`` is Eq. 6::
-
-    Fd_app(t_k) = (1 / n) * sum_i fd_op_i(t_k)
-
-Resources are in instance units (one instance = one unit of capacity) in the
-simulator; any unit works as long as ``cur`` and ``need`` share it.
+``fd_op(t_k) = int min(cur, need) dt / int need dt`` per operator (Eq. 3-5, given resources
+capped at the need so ``fd`` stays in [0, 1]) and ``Fd_app`` = the mean over the bottlenecked
+operators (Eq. 6). Why the cap and which units: docs/state.md, "Fairness degree".
 """
 
 from __future__ import annotations
@@ -72,6 +59,11 @@ class FairnessTracker:
         self.needed = 0.0
 
     def add(self, dt: float, cur: float, need: float) -> None:
+        """Account one step of ``dt`` seconds with ``cur`` resources given and ``need`` needed.
+
+        Adds ``dt * min(cur, need)`` to the given and ``dt * need`` to the needed integral;
+        raises :class:`ConfigError` if any argument is negative.
+        """
         if dt < 0 or cur < 0 or need < 0:
             raise ConfigError("dt, cur and need must be >= 0")
         self.given += dt * min(cur, need)
@@ -79,4 +71,5 @@ class FairnessTracker:
 
     @property
     def fd(self) -> float:
+        """``fd(t_k)`` so far (Eq. 5): given / needed, 1.0 while nothing was needed."""
         return self.given / self.needed if self.needed > 0 else 1.0

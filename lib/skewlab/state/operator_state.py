@@ -1,20 +1,9 @@
 """Key/value operator state and its hash decomposition (scale-out seed, "State model").
 
-The seed defines the state of a stateful operator as a set of key/value pairs,
-``theta_o = {(k1, v1), ...}``, each key independent of the others. Scaling an
-operator out to ``eta`` instances partitions the key space with a hash function
-``m: k -> [1, eta]`` (here ``[0, eta)``) and gives each instance its part;
-composing the parts back yields the original (seed Eq. 1)::
-
-    compose(M'_0, ..., M'_{eta-1}) = M  <=>  decompose(M, eta) = (M'_0, ..., M'_{eta-1})
-
-and the parts are *semantically correct*: a read of any key ``k`` on the part
-``m(k)`` equals the read of ``k`` on the original. Both properties are checked
-by a property test (tests/unit/state/test_operator_state.py).
-
-The default hash is :func:`skewlab.hashing.bucket` (murmur3, seed 13), the hash
-KEY grouping routes with, so the instance that owns a key's state is the one
-the router sends the key's tuples to.
+``decompose(M, eta)`` splits the seed's ``theta`` into ``eta`` parts by a key hash and
+``compose`` joins them back (seed Eq. 1: compose(decompose(M)) = M, each part reads like the
+original for the keys it owns). The default hash is the KEY grouping's, so a key's state
+lives where its tuples are routed. Details: docs/state.md, "Key/value state".
 """
 
 from __future__ import annotations

@@ -1,36 +1,14 @@
 """Bottleneck score 0..100 per operator instance and the three thresholds with hysteresis.
 
-The seed (after Zhai and Xu) scores each node 0..100 with a fuzzy-logic
-detector and compares the score with ``scale_in (delta_1) < alarming
-(delta'_2) < scale_out (delta_2)``. We use a transparent weighted sum of four
-saturating terms instead (the issue allows it if it is monotone in load)::
+The seed scores each node 0..100 with a fuzzy-logic detector and compares the score with
+``scale_in (delta_1) < alarming (delta'_2) < scale_out (delta_2)``; we use a weighted sum of
+four saturating terms instead, monotone in load::
 
-    rho  = input_rate / service_rate                   (offered utilisation)
-    w    = queue_len / service_rate                    (seconds of queued work)
-    S    = 100 * ( w_rho  * min(rho, 1)
-                 + w_q    * w / (w + queue_ref_s)
-                 + w_busy * min(busy, 1)
-                 + w_lat  * min(latency_s / latency_ref_s, 1) )
+    S = 100 * (w_rho * min(rho, 1) + w_q * w / (w + queue_ref_s)
+               + w_busy * min(busy, 1) + w_lat * min(latency_s / latency_ref_s, 1))
 
-Each term is non-decreasing in its signal and every signal is non-decreasing
-in the offered load, so the score is monotone in load; it lies in [0, 100]
-because the weights sum to 1 and every term is in [0, 1].
-
-Why these defaults (weights 0.4 / 0.3 / 0.15 / 0.15, ``queue_ref_s = 1``,
-``latency_ref_s = 2``, thresholds 25 / 45 / 70):
-
-* a stable instance has a short queue, so its score is about
-  ``55 * rho``: ~27 at rho = 0.5, ~44 at rho = 0.8, ~52 at rho = 0.95; the
-  *alarming* threshold 45 is therefore crossed at about 80% utilisation, which
-  leaves the time a load ramp needs from 80% to 100% to set up backups;
-* an overloaded instance (rho >= 1) starts at 55 and climbs as its queue and
-  latency grow: *scale_out* = 70 needs about one second of queued work plus
-  a second of latency, a real backlog rather than one noisy sample;
-* *scale_in* = 25 is below ``55 * 0.45``: merging two instances at that load
-  leaves the merged one under 90% utilisation, so a scale-in does not
-  immediately trigger a scale-out;
-* the hysteresis of 5 points and the dwell of 2 observations keep a signal
-  that is noisy by a few points around a threshold from flapping.
+with ``rho = input_rate / service_rate`` and ``w = queue_len / service_rate``. Why these
+defaults (0.4 / 0.3 / 0.15 / 0.15, thresholds 25 / 45 / 70): docs/state.md, "Bottleneck score".
 """
 
 from __future__ import annotations
@@ -68,7 +46,11 @@ class Signals:
 
 @dataclass(frozen=True)
 class ScoreConfig:
-    """Weights and reference scales of :func:`bottleneck_score` (module doc for the defaults)."""
+    """Weights and reference scales of :func:`bottleneck_score` (docs/state.md for the defaults).
+
+    Raises :class:`ConfigError` unless the weights are >= 0 and sum to 1 and both reference
+    scales are > 0.
+    """
 
     w_rho: float = 0.4
     w_queue: float = 0.3
@@ -86,7 +68,10 @@ class ScoreConfig:
 
 
 def bottleneck_score(s: Signals, cfg: ScoreConfig | None = None) -> float:
-    """The score ``S`` of the module doc, in [0, 100]; non-decreasing in every signal."""
+    """The score ``S`` of the module doc, in [0, 100]; non-decreasing in every signal.
+
+    Negative signals count as 0; raises :class:`ConfigError` if ``service_rate <= 0``.
+    """
     cfg = cfg or ScoreConfig()
     if not s.service_rate > 0:
         raise ConfigError(f"service_rate must be > 0, got {s.service_rate!r}")
@@ -142,6 +127,7 @@ class ThresholdConfig:
             raise ConfigError(f"dwell must be an int >= 1, got {self.dwell!r}")
 
     def build(self, state: tuple[int, int, int] | None = None) -> ThresholdDetector:
+        """A detector at NORMAL, or resumed from ``state`` (a ``ThresholdDetector.snapshot()``)."""
         return ThresholdDetector(self, state)
 
 
@@ -195,4 +181,5 @@ class ThresholdDetector:
         return self.level
 
     def snapshot(self) -> tuple[int, int, int]:
+        """``(level, candidate, streak)``: all a restarted detector needs (see ``build``)."""
         return (int(self.level), self._candidate, self._streak)

@@ -28,6 +28,7 @@ PACKAGES = (
     "report",
     "io",
     "state",
+    "workload",
 )
 TOP_MODULES = ("hashing.py", "keys.py", "clock.py", "frozen.py", "registry.py", "errors.py")
 NOT_COVERED = frozenset(

@@ -32,11 +32,13 @@ Sampler = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def check_seed(seed: object) -> None:
+    """Raise :class:`ConfigError` unless ``seed`` is an int >= 0 (a bool is not)."""
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
 
 
 def check_size(size: object) -> None:
+    """Raise :class:`ConfigError` unless ``size`` (bytes per event) is an int >= 0."""
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise ConfigError(f"size (bytes per event) must be an integer >= 0, got {size!r}")
 
@@ -113,6 +115,10 @@ class Interner:
         self._table = np.full(1024, -1, dtype=np.int64)
 
     def ids(self, idx: np.ndarray) -> np.ndarray:
+        """Vocabulary ids (int64) of the key indices ``idx``, adding unseen keys to ``vocab``.
+
+        New keys are named by ``name_of(index)`` and added in order of first occurrence.
+        """
         if len(idx) == 0:
             return np.empty(0, dtype=np.int64)
         top = int(idx.max())
@@ -138,10 +144,14 @@ class Synthetic(Protocol):
     """What :func:`synthetic_events` reads from a synthetic workload config."""
 
     @property
-    def seed(self) -> int: ...
+    def seed(self) -> int:
+        """The seed of the block uniforms (with the workload's salt)."""
+        ...
 
     @property
-    def size(self) -> int: ...
+    def size(self) -> int:
+        """Bytes per event."""
+        ...
 
 
 def synthetic_events(
@@ -268,6 +278,7 @@ def parse_params(
 
 
 def no_positional(workload: str, positional: list[str], types: Mapping[str, type]) -> None:
+    """Raise :class:`ConfigError` naming the allowed params if any positional token was given."""
     if positional:
         raise ConfigError(
             f"{workload}: unexpected {positional[0]!r}; use name=value with names "

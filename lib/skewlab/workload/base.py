@@ -39,6 +39,7 @@ class EventChunk:
 
     @property
     def vocab(self) -> KeyVocab:
+        """The stream's key vocabulary (shared by all its chunks; grows as keys appear)."""
         return self.keys.vocab
 
 

@@ -140,6 +140,13 @@ class CountryWorkload:
         return r + (1.0 - r) / len(COUNTRIES)
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
+        """Exactly ``n`` events at ``rate``/s in chunks of at most ``chunk`` (``Workload``).
+
+        Event ``i`` is the hot country if its uniform is below ``ratio / 100``, else a country
+        drawn uniformly from :data:`COUNTRIES` (DKG's producer step); the stream depends on
+        ``seed`` only, not on ``chunk``. Raises :class:`ConfigError` on a bad ``n``, ``chunk``
+        or ``rate``.
+        """
         hot = _INDEX[self.hot]
         ratio = self.ratio
 
@@ -155,6 +162,7 @@ class CountryWorkload:
         return with_size(out, self.size)
 
     def spec(self) -> str:
+        """``country:R<ratio>[,hot=..][,size=..]``; :meth:`from_args` parses it back."""
         return f"country:R{self.ratio}{self._extras()}"
 
     PARAMS: ClassVar[dict[str, type]] = {"r": int, "hot": str, "size": int}
@@ -196,6 +204,12 @@ class CountryHalfWorkload:
             )
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
+        """Exactly ``n`` events at ``rate``/s in chunks of at most ``chunk`` (``Workload``).
+
+        Events before ``at`` (``n // 2`` if ``at`` is None) are drawn as
+        :class:`CountryWorkload` at ``ratio``, the rest uniformly over :data:`COUNTRIES`.
+        Raises :class:`ConfigError` on bad ``n``/``chunk``/``rate``.
+        """
         hot = _INDEX[self.hot]
         ratio = self.ratio
         at = self.at if self.at is not None else (n // 2 if isinstance(n, int) else 0)
@@ -209,6 +223,7 @@ class CountryHalfWorkload:
         )
 
     def spec(self) -> str:
+        """``country-half:R<ratio>[,hot=..][,at=..][,size=..]``; :meth:`from_args` parses it."""
         out = f"country-half:R{self.ratio}"
         if self.hot != DEFAULT_HOT:
             out += f",hot={self.hot}"

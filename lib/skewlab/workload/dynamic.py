@@ -88,6 +88,9 @@ class DynamicWorkload:
         return p * self.shift + (self.keys - 1 - rank)
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
+        """Exactly ``n`` events, ``ts = seq / rate``: a Zipf rank per event, mapped to its key
+        by :meth:`key_index` at the event's time. Raises :class:`ConfigError` on bad arguments.
+        """
         cdf = zipf_cdf(self.keys, self.s, self.v)
 
         def sampler(seq: np.ndarray, ts: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -98,6 +101,7 @@ class DynamicWorkload:
         )
 
     def spec(self) -> str:
+        """The full spec (every parameter but a default ``size``); :meth:`from_args` parses it."""
         out = (
             f"dynamic:s={fmt(float(self.s))},v={fmt(float(self.v))},keys={self.keys},"
             f"period={fmt(float(self.period))},shift={self.shift},direction={self.direction}"

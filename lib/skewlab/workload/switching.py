@@ -68,6 +68,10 @@ class EpsSwitchWorkload:
         return np.where(high, float(self.high), float(self.low))
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
+        """Exactly ``n`` events, ``ts = seq / rate``, each key drawn from the Zipf law with the
+        exponent in force at its ``ts`` (:meth:`exponent_at`). Raises :class:`ConfigError` on
+        bad arguments.
+        """
         low_cdf = zipf_cdf(self.keys, self.low, self.v)
         high_cdf = zipf_cdf(self.keys, self.high, self.v)
         period = float(self.low_s + self.high_s)
@@ -83,6 +87,7 @@ class EpsSwitchWorkload:
         return synthetic_events(self, n, chunk, rate, salt=4, sampler=sampler, name_of=rank_key)
 
     def spec(self) -> str:
+        """The full spec (``v`` and ``size`` only when not default); :meth:`from_args` parses it."""
         out = (
             f"eps-switch:low={fmt(float(self.low))},high={fmt(float(self.high))},"
             f"low_s={fmt(float(self.low_s))},high_s={fmt(float(self.high_s))},keys={self.keys}"

@@ -1,30 +1,9 @@
 """Replay of a user's trace file (CSV or JSON lines), validated up front, streamed row by row.
 
-Accepted formats (chosen by ``format``, or by extension when ``"auto"``:
-``.jsonl`` / ``.ndjson`` / ``.json`` are JSON lines, anything else CSV):
-
-- **CSV**: columns ``key[,timestamp][,size]``. If the first row consists only
-  of column names (``key``, ``timestamp`` or ``ts``, ``size``) it is a header
-  and fixes the columns (in any order); otherwise columns are positional.
-  Every row must have as many fields as the first one. Blank lines are skipped.
-- **JSON lines**: one object per line with ``"key"`` (string or integer) and
-  optionally ``"timestamp"`` (or ``"ts"``, seconds) and ``"size"`` (bytes).
-  Whether rows carry a timestamp / size is fixed by the first valid row.
-
-Timestamps are seconds; the stream's event time is ``timestamp - first
-timestamp`` and must never decrease. Without timestamps, ``ts = seq / rate``.
-Without sizes, every event is ``size`` bytes.
-
-Every row is checked when the workload is built (so before any service of a
-live run starts): :func:`validate_trace` reads the file once and returns a
-:class:`TraceCheck` with every bad row as ``file:line: reason`` (not UTF-8, a
-CSV error such as a field over the csv module's limit, a missing column, a
-key that is empty or over :data:`MAX_KEY_BYTES`, a timestamp that is not a
-finite number or goes back, a bad size). A file that cannot be used at all
-(missing, unreadable, empty, no valid row) raises :class:`TraceError`. With
-``bad="fail"`` (the default) any bad row refuses the trace with one line
-naming the first ones; ``bad="skip"`` replays the good rows and leaves the
-bad ones out (counted and logged once).
+CSV rows are ``key[,timestamp][,size]`` (optional header); JSON lines carry ``"key"`` and
+optionally ``"timestamp"``/``"ts"`` and ``"size"``. Every row is checked when the workload is
+built; bad rows refuse the trace (``bad="fail"``) or are left out (``bad="skip"``). The full
+format and checking rules: docs/workload.md, "Trace replay".
 """
 
 from __future__ import annotations
@@ -76,7 +55,7 @@ ON_BAD = ("fail", "skip")
 
 @dataclass(frozen=True, kw_only=True)
 class TraceWorkload:
-    """Replays ``path`` (see module doc for formats); ``seed`` is unused (kept for the contract).
+    """Replays ``path`` (formats: docs/workload.md); ``seed`` is unused (kept for the contract).
 
     Building it validates the whole file (:func:`validate_trace`, once per file
     version): a file with bad rows raises :class:`TraceError` naming the first
@@ -131,6 +110,7 @@ class TraceWorkload:
             )
 
     def resolved_format(self) -> str:
+        """``"csv"`` or ``"jsonl"``: ``format``, or what the extension picks for ``auto``."""
         return format_of(self.path, self.format)
 
     def rows(self) -> Iterator[Row]:
@@ -151,6 +131,12 @@ class TraceWorkload:
                         self.path, skipped, first)  # fmt: skip
 
     def events(self, n: int, chunk: int = 65_536, rate: float = 10_000.0) -> Iterator[EventChunk]:
+        """The first ``n`` valid rows as chunks of at most ``chunk`` events.
+
+        ``ts`` is the row's timestamp minus the first one (plus the loop offset of later passes),
+        or ``seq / rate`` for rows without timestamps. Raises :class:`ConfigError` on bad
+        arguments, and while streaming if the file runs out with ``loop=False``.
+        """
         check_stream_args(n, chunk, rate)
         return self._events(n, chunk, float(rate))
 
@@ -216,6 +202,7 @@ class TraceWorkload:
         )
 
     def spec(self) -> str:
+        """``trace:<path>``, or ``trace:path=<path>,...`` with the non-default params."""
         extras = []
         if self.format != "auto":
             extras.append(f"format={self.format}")

@@ -60,6 +60,7 @@ class BadRow:
 
     @property
     def where(self) -> str:
+        """``file:line`` of the row."""
         return f"{self.path}:{self.line}"
 
     def __str__(self) -> str:
@@ -301,6 +302,10 @@ def _jsonl_scan(path: str) -> Iterator[Row | BadRow]:
 
 
 def format_of(path: str, fmt: str) -> str:
+    """``fmt`` if explicit, else by extension: ``jsonl`` for .jsonl/.ndjson/.json, else ``csv``.
+
+    Raises :class:`ConfigError` if ``fmt`` is not one of :data:`FORMATS`.
+    """
     if fmt not in FORMATS:
         raise ConfigError(f"trace: format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt != "auto":

@@ -83,6 +83,7 @@ class ZipfWorkload:
         return synthetic_events(self, n, chunk, rate, salt=1, sampler=sampler, name_of=rank_key)
 
     def spec(self) -> str:
+        """``zipf:s=..,v=..,keys=..[,size=..]``; :meth:`from_args` parses it back."""
         out = f"zipf:s={fmt(float(self.s))},v={fmt(float(self.v))},keys={self.keys}"
         return with_size(out, self.size)
 

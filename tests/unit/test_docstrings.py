@@ -29,6 +29,7 @@ PACKAGES = (
     "io",
     "state",
     "workload",
+    "services",
 )
 TOP_MODULES = ("hashing.py", "keys.py", "clock.py", "frozen.py", "registry.py", "errors.py")
 NOT_COVERED = frozenset(

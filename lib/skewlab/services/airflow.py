@@ -1,21 +1,9 @@
 """The processes of one ``airflow standalone``: its process group, its pid file, and stopping.
 
-``skewlab airflow --run`` starts ``airflow standalone`` in a session of its
-own, so that its components (scheduler, LocalExecutor workers, dag processor,
-triggerer, API server, task processes) share one process group, separate from
-the terminal's. Airflow does not clean up after itself: SIGTERM to the
-standalone leaves its components running, and the scheduler waits for its
-workers after SIGTERM. So the whole group is stopped, in steps
-(:data:`STOP_SEQUENCE`), and the group is recorded in a pid file
-(``$AIRFLOW_HOME/skewlab-airflow.pid``) so that ``skewlab airflow --stop``
-can stop it from any shell.
-
-A process that left the group (a ``setsid`` child) is still found: every
-process whose environment has this ``AIRFLOW_HOME`` and whose command line is
-an Airflow one (:func:`is_airflow_cmdline`) belongs to this standalone. A shell
-that exported ``AIRFLOW_HOME`` (``eval "$(skewlab airflow)"``) is not an Airflow
-process and is never signalled; neither are the experiment processes the DAG
-tasks start (``skewlab stop`` ends those).
+``skewlab airflow --run`` runs the standalone as one process group recorded in
+``$AIRFLOW_HOME/skewlab-airflow.pid``; :func:`stop_airflow` stops that group in steps
+(:data:`STOP_SEQUENCE`) and then every Airflow process of this home that left it. Why (Airflow
+does not stop its own components) and what is never signalled: docs/airflow.md, "Start and stop".
 """
 
 from __future__ import annotations

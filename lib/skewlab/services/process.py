@@ -1,22 +1,9 @@
 """Process-backed services: spawn detached, poll readiness, stop, and the :class:`Service` base.
 
-A service is one long-running local process (the Kafka broker today; an MLflow
-server or Airflow later) that outlives the Python process that started it, so
-``skewlab up`` can return. Subclasses say only *what* to run and *how to tell it
-is healthy*; the base does the lifecycle.
-
-Start, in order (under the service's lock):
-
-1. read ``state.json``; if its pid is alive, is our program and answers the
-   health probe, return it unchanged (idempotent start);
-2. otherwise forget the stale state, pick the port (the requested one, which must
-   be free, or a free loopback port) and spawn the command in a new session with
-   stdout/stderr appended to ``service.log``;
-3. poll the health probe until it answers, the process dies, or the timeout
-   passes (then stop the process and raise with the log's last line);
-4. write ``state.json`` and ``service.pid``.
-
-Stop: SIGTERM to the process group, wait, SIGKILL if still there, forget the state.
+A service is one long-running local process (the Kafka broker) that outlives the Python
+process that started it, so ``skewlab up`` can return. Subclasses say only *what* to run and
+*how to tell it is healthy*; the base does the lifecycle: :meth:`Service.start` (its steps are
+in its docstring) and :meth:`Service.stop`.
 """
 
 from __future__ import annotations
@@ -286,7 +273,21 @@ class Service(abc.ABC):
     def start(
         self, port: int | None = None, host: str = LOOPBACK, timeout_s: float | None = None
     ) -> ServiceState:
-        """Start the service (or reuse the running healthy one) and return its state."""
+        """Start the service (or reuse the running healthy one) and return its state.
+
+        In order, under the service's lock:
+
+        1. read ``state.json``; if its pid runs our program, return it once it answers the
+           health probe within the timeout (idempotent start); raise :class:`ServiceError` if
+           it does not answer or if ``port`` differs from the port it runs on;
+        2. otherwise forget the stale state, pick the port (``port``, which must be free, or
+           a free port on ``host``, retried up to 3 times if taken meanwhile) and spawn the
+           command in a new session with stdout/stderr appended to the service log;
+        3. poll the health probe until it answers, the process dies (raise
+           :meth:`startup_failure` of the log tail) or ``timeout_s`` passes (stop the process,
+           raise :class:`ServiceStartError`);
+        4. write ``state.json`` and the pid file.
+        """
         timeout = self.start_timeout_s if timeout_s is None else timeout_s
         with self.datadir.lock(self.name):
             current = self.status()

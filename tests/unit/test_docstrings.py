@@ -30,6 +30,7 @@ PACKAGES = (
     "state",
     "workload",
     "services",
+    "quality",
 )
 TOP_MODULES = ("hashing.py", "keys.py", "clock.py", "frozen.py", "registry.py", "errors.py")
 NOT_COVERED = frozenset(

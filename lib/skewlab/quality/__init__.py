@@ -1,28 +1,9 @@
 """Data quality of a skewlab run, checked with Great Expectations (1.x), with Data Docs.
 
-The one call for a finished run::
-
-    report = check_run(store, run_id, events_counts=counts, window_s=settings.window_s)
-    print(report.data_docs)  # the GX Data Docs site (index.html) holding the run's pages
-    log_quality(tracker, mlflow_run_id, report)
-    report.raise_for_failures()  # QualityError: one line naming each failed expectation
-
-:func:`check_run` reads the run's Delta tables (``quarantine``, ``key_loads``,
-``partition_loads``, ``results``) and runs their suites
-(:mod:`skewlab.quality.suites`); given the input counts (``events_counts``, what
-:func:`skewlab.live.aggregate.plain_count` returns) it also checks exactness.
-The ``events`` suite runs on the frame given, else on the run's events read
-back from its topic (:func:`run_events`: the full count, or a sample over
-:data:`EVENTS_LIMIT` records; the suite's ``note`` says which). A suite it
-cannot run is listed in ``report.skipped`` with the reason.
-
-With a data dir (``home``), validation goes through the file-backed GX project
-``<home>/gx/`` (:mod:`skewlab.quality.context`): checkpoints store every
-result and render it into the Data Docs site ``skewlab``; ``report.data_docs``
-is the site's ``index.html``, each suite's ``pages`` its validation pages.
-
-This is an adapter package: it imports pandas and (on first validation)
-Great Expectations; nothing in the domain library imports it.
+:func:`check_run` runs every suite on a finished run's Delta tables (and its events) and
+returns a :class:`QualityReport`; with a data dir the results are rendered as GX Data Docs.
+An adapter package (pandas, GX); nothing in the domain library imports it. Usage and what
+each suite checks: docs/quality.md.
 """
 
 from __future__ import annotations

@@ -1,41 +1,10 @@
 """Where Great Expectations (1.x) runs: in memory, or a file-backed project with Data Docs.
 
-Both runners validate one :class:`~skewlab.quality.suites.FrameCheck` at a time
-and return GX's ``ExpectationSuiteValidationResult`` plus the Data Docs page of
-that validation (``None`` in memory).
-
-:class:`Ephemeral` is one in-memory context per process (what the ``validate_*``
-helpers use). :class:`Project` is the file-backed context under the data dir,
-``<home>/gx/``, created on first use and reused by every run; per frame it keeps
-one expectation suite, validation definition and checkpoint, all named
-``skewlab.<frame>``. Checking one run:
-
-1. per frame: the suite is replaced by this run's expectations
-   (``suites.add_or_update``); the validation definition (frame asset x suite)
-   and the checkpoint (that definition and the result format quoting offending
-   rows by their identifying columns) are added or updated;
-2. per frame: ``checkpoint.run(batch_parameters={"dataframe": frame}, run_id=run)``
-   validates and stores the result under ``gx/uncommitted/validations/``;
-3. once, when the run's frames are done (:meth:`Project.publish`):
-   ``build_data_docs`` renders the run's validation pages, their suites' pages
-   and the site index under ``gx/uncommitted/data_docs/skewlab/``.
-
-Step 3 is what an ``UpdateDataDocsAction`` on each checkpoint would do, but
-that action rebuilds the site (every page's templates, the whole index) once
-per validation result: with seven frames per run a check took 4.9 s for the
-2nd run in a site and 11.9 s for the 12th, about 0.7 s more per run already
-there. Built once per run, it took 4.4 s for the 2nd and 4.1 s for the 12th.
-
-Every frame of one skewlab run shares one ``RunIdentifier`` whose ``run_name``
-is the skewlab run id, so the site's index lists a run's validations together.
-A process holds ``<home>/gx.lock`` (flock) while it uses the project, so two
-runs checked at once do not overwrite each other's configuration.
-
-GX's stock index draws its tables with jQuery and bootstrap-table from CDNs,
-so on a machine without internet it lists nothing. The site therefore uses
-:class:`OfflineIndexView`: the same page with each table also written out as
-plain HTML rows (a link to each validation page), removed again when the CDN
-scripts did load.
+Both runners validate one :class:`~skewlab.quality.suites.FrameCheck` at a time and return
+GX's ``ExpectationSuiteValidationResult`` plus the Data Docs page of that validation (``None``
+in memory): :class:`Ephemeral` (one per process) and :class:`Project` (``<home>/gx/``, its
+steps in its docstring). Why Data Docs are built once per run, the lock, and the offline
+index page: docs/quality.md, "Where GX runs".
 """
 
 from __future__ import annotations
@@ -113,6 +82,10 @@ class Ephemeral:
     def validate(
         self, check: FrameCheck, expects: Sequence[Expect], max_rows: int
     ) -> tuple[Any, Path | None]:
+        """Validate ``check.frame`` against ``expects`` in memory; ``(GX result, None)``.
+
+        ``max_rows`` offending rows are quoted per expectation; thread-safe (one lock).
+        """
         suite = _suite(check, expects, check.name)
         with self.lock:
             definition = self.definitions.get(check.name)
@@ -159,10 +132,22 @@ def _file_path(url: str) -> Path:
 
 
 class Project:
-    """The file-backed GX project of one data dir (``<home>/gx/``); see the module doc.
+    """The file-backed GX project of one data dir (``<home>/gx/``), reused by every run.
 
     Use it as ``with Project.open(home, run_id) as project: project.validate(...)``:
-    the lock is held and the context loaded for the ``with`` block only.
+    the lock is held and the context loaded for the ``with`` block only. Per frame it keeps
+    one expectation suite, validation definition and checkpoint, all named
+    ``skewlab.<frame>``. Checking one run:
+
+    1. per frame: the suite is replaced by this run's expectations
+       (``suites.add_or_update``); the validation definition (frame asset x suite)
+       and the checkpoint (that definition and the result format quoting offending
+       rows by their identifying columns) are added or updated;
+    2. per frame: ``checkpoint.run(batch_parameters={"dataframe": frame}, run_id=run)``
+       validates and stores the result under ``gx/uncommitted/validations/``;
+    3. once, when the run's frames are done (:meth:`publish`): ``build_data_docs``
+       renders the run's validation pages, their suites' pages and the site index under
+       ``gx/uncommitted/data_docs/skewlab/``.
     """
 
     def __init__(self, home: Path, run_id: str, context: Any, now: dt.datetime) -> None:
@@ -224,7 +209,7 @@ class Project:
     def validate(
         self, check: FrameCheck, expects: Sequence[Expect], max_rows: int
     ) -> tuple[Any, Path | None]:
-        """Steps 1-2 of the module doc for one frame; the result and its Data Docs page
+        """Steps 1-2 of the class doc for one frame; the result and its Data Docs page
         (written by :meth:`publish`)."""
         gx = _gx()
         from great_expectations.data_context.types.resource_identifiers import (
@@ -253,7 +238,7 @@ class Project:
         return result, page
 
     def publish(self) -> None:
-        """Step 3 of the module doc: render this run's pages and the index (once per run)."""
+        """Step 3 of the class doc: render this run's pages and the index (once per run)."""
         if self.built:
             self.context.build_data_docs(site_names=[SITE], resource_identifiers=self.built)
             self.built = []

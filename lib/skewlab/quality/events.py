@@ -62,6 +62,7 @@ class RunEvents:
 
     @property
     def full(self) -> bool:
+        """True when every record of the topic was read (a full count, not a sample)."""
         return self.read == self.total
 
     @property

@@ -105,6 +105,7 @@ class Failure:
         return ": ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as JSON-safe data, plus ``message``: :meth:`line`."""
         return {**asdict(self), "rows": [dict(r) for r in self.rows], "message": self.line()}
 
     @classmethod
@@ -139,6 +140,7 @@ class Checked:
         return f"{verdict} {self.frame}: {self.check} [{what}]{tail}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (``Checked(**d)`` reads it back)."""
         return asdict(self)
 
 
@@ -162,9 +164,11 @@ class SuiteResult:
 
     @property
     def ok(self) -> bool:
+        """True when no expectation of the suite failed."""
         return not self.failures
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields, ``ok``, failures and checks as dicts (:meth:`from_dict` reads it back)."""
         return {
             "suite": self.suite,
             "ok": self.ok,
@@ -208,6 +212,7 @@ class QualityReport:
 
     @property
     def ok(self) -> bool:
+        """True when every suite is ok (skipped checks do not make it fail)."""
         return all(s.ok for s in self.suites)
 
     @property
@@ -253,6 +258,8 @@ class QualityReport:
             raise QualityError(" ".join(self.summary().split()))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON artifact: run id, ``ok``, every suite, skipped checks, failure lines and
+        the Data Docs path; :meth:`from_dict` reads it back."""
         return {
             "run_id": self.run_id,
             "ok": self.ok,

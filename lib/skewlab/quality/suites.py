@@ -1,33 +1,10 @@
 """Great Expectations (1.x) suites for the data of a skewlab run.
 
-Each suite is a list of :class:`FrameCheck`: a pandas frame, the
-expectations on it and the columns that identify an offending row. Checks GE
-has no expectation for are made by deriving a frame that turns them into
-ordinary column expectations:
-
-* ``events``: the decoded input (columns :data:`EVENTS_COLUMNS`): schema; the
-  key present and non-empty; ``ts`` never decreasing within a partition in
-  offset order (``ts >= ts_prev``, ``ts_prev`` being the previous record's
-  ``ts`` in the same partition);
-* ``key_loads`` / ``partition_loads``: schema, counts and bytes non-negative,
-  and **windows complete**: the derived frame ``<table>.windows`` has one row
-  per window the table must have, with the number of rows it has there, which
-  must be >= 1. The windows it must have are a reference set when one is known
-  (the input's windows, or those of ``results``); else every window between
-  the first and the last (step: the run's window, else the greatest common
-  divisor of the gaps between the windows present);
-* ``results``: schema, one row per (window_start, key), counts non-negative,
-  and **exactness**: the derived frame ``results.totals`` puts the merged count
-  next to the input count (per key, or per (window_start, key) when the input
-  counts have windows), which must be equal;
-* ``quarantine``: every row has a reason from
-  :data:`skewlab.pipeline.events.REASONS`.
-
-:func:`run_suite` validates each frame with a runner of
-:mod:`skewlab.quality.context` (in memory, or the file-backed project whose
-checkpoints render Data Docs) with a SUMMARY result that quotes up to
-:data:`~skewlab.quality.report.MAX_ROWS` offending rows by their identifying
-columns, and records every expectation's result.
+Each suite (``events``, ``key_loads``, ``partition_loads``, ``results``, ``quarantine``) is a
+list of :class:`FrameCheck`: a pandas frame, the expectations on it and the columns that
+identify an offending row; checks GX has no expectation for (windows complete, exactness)
+become derived frames. :func:`run_suite` validates them with a runner of
+:mod:`skewlab.quality.context`. What each suite checks: docs/quality.md.
 """
 
 from __future__ import annotations
@@ -102,7 +79,10 @@ class Runner(Protocol):
 
     def validate(
         self, check: FrameCheck, expects: Sequence[Expect], max_rows: int
-    ) -> tuple[Any, Any]: ...
+    ) -> tuple[Any, Any]:
+        """Validate ``check.frame`` against ``expects`` (quoting up to ``max_rows`` offending
+        rows each); GX's suite validation result and the Data Docs page, or None."""
+        ...
 
 
 # ---------------------------------------------------------------------------- building blocks

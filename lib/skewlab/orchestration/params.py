@@ -1,32 +1,10 @@
 """DAG params -> experiment settings: the trigger form of ``skewlab_experiment``.
 
-The Airflow DAG ``skewlab_experiment`` stays thin (ARCHITECTURE.md, Orchestration):
-everything it decides lives here, as pure functions tested without Airflow.
-
-* :data:`PARAMS` describes each DAG param once (a :class:`ParamSpec`): its
-  default, JSON-schema type and bounds (what the trigger form enforces), the
-  settings field it fills, the experiment it belongs to and the switch it
-  needs. :func:`param_schemas` turns them into ``Param(**kwargs)`` arguments.
-* One form drives two experiments. With ``autoscale`` at ``none`` (the
-  default) it is the grouping experiment (:class:`~skewlab.live.experiment.ExperimentSettings`,
-  what ``skewlab run`` runs), optionally with a ``rebalance`` policy *or* a
-  ``scale_out`` policy on top of KEY grouping; with ``autoscale`` set to an
-  algorithm it is the live consumer-group autoscaling experiment
-  (:class:`~skewlab.live.autoscale.run.AutoscaleSettings`, what
-  ``skewlab autoscale`` runs), fed by ``partitions``, ``duration`` and the
-  ``autoscale_*`` params.
-* :func:`settings_from_params` validates a params mapping a second time (a run
-  triggered through the REST API or ``dag.test(run_conf=...)`` may skip the
-  form, and neither a workload spec nor a combination of params can be checked
-  by JSON schema) and builds the frozen settings; every error is a
-  :class:`~skewlab.errors.ConfigError` whose message is ONE line saying what
-  is wrong and what is allowed.
-* What the later tasks do with the settings (XCom round trip, running them,
-  the verdict, MLflow tags) lives in :mod:`skewlab.orchestration.runs`; its
-  names are re-exported here.
-
-This module imports nothing heavy at import time (the DAG file imports it at
-parse time); the settings classes are imported inside the functions.
+:data:`PARAMS` declares each DAG param once (:func:`param_schemas` makes the form);
+:func:`settings_from_params` checks a params mapping again and builds the grouping or the
+autoscale settings, failing with one :class:`~skewlab.errors.ConfigError` line. The later
+tasks' helpers (:mod:`skewlab.orchestration.runs`) are re-exported here. The DAG imports this
+module at parse time. More: docs/orchestration.md.
 """
 
 from __future__ import annotations

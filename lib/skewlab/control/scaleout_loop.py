@@ -461,8 +461,7 @@ class StateManager:
         return out
 
     def _switch(self, grp: Group, logical: tuple[int, ...]) -> dict[str, Any]:
-        if grp.policy.snapshot().last_checkpoint is not None:
-            crash_point("scaleout.between_checkpoint_and_switch")
+        crash_point("scaleout.between_checkpoint_and_switch")  # active backup: state copied
         old = list(grp.active)
         grp.active = [grp.phys[lid] for lid in logical]
         moved = self._sweep()
@@ -701,6 +700,8 @@ def start_loop(
     s: StateManagerSettings, kafka: Any, routed_topic: str, procs: Processes
 ) -> ThreadLoop[StateManager]:
     """:meth:`StateManager.run` started in a daemon thread (``stop()`` ends it)."""
-    loop = ThreadLoop("state-manager", StateManager(s, kafka, routed_topic, procs))
+    from skewlab.control.scaleout_recovery import recover  # a resumed run's manager
+
+    loop = ThreadLoop("state-manager", recover(StateManager(s, kafka, routed_topic, procs)))
     loop.start()
     return loop

@@ -301,6 +301,11 @@ class RunSpec:
     runtime: RuntimeSpec
     control: ControlSpec
 
+    @property
+    def message_sets(self) -> bool:
+        """Whether keys move between workers by message sets (a rebalance or scale-out run)."""
+        return isinstance(self.control, (RebalanceControl, ScaleOutControl))
+
     @classmethod
     def of(cls, flat: Mapping[str, Any]) -> RunSpec:
         """The tree of flat settings (``ExperimentSettings`` fields; defaults filled in)."""

@@ -28,9 +28,11 @@ from skewlab.live.launch import (
     module_command,
 )
 from skewlab.live.producer import ProduceReport
+from skewlab.live.settings import kafka_settings, worker_settings
 from skewlab.live.supervise import BrokerProbe, RestartPolicy, Supervisor
 from skewlab.live.tracking import LiveRun
 from skewlab.live.watch import Watcher
+from skewlab.live.worker import settings_to_json
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rundir import RunDir
 
@@ -104,7 +106,7 @@ class RunContext:
     def kafka_settings(self) -> KafkaSettings:
         if self.handle.bootstrap is None:
             raise ExperimentError(f"run {self.handle.run_id} has no broker yet")
-        return KafkaSettings(self.handle.bootstrap, self.settings.client)
+        return kafka_settings(self.settings.spec, self.handle)
 
     def watcher(self) -> Watcher:
         if self.watch is None:
@@ -207,26 +209,8 @@ def bind_spawners(ctx: RunContext) -> None:
 
 
 def worker_file(ctx: RunContext, i: int) -> Path:
-    from skewlab.live.worker import WorkerSettings, settings_to_json
-
-    s, h = ctx.settings, ctx.handle
+    """Instance ``i``'s settings file (written from the run's spec if missing)."""
     path = ctx.files.worker_settings(i)
-    if path.exists():
-        return path
-    ws = WorkerSettings(
-        run_id=h.run_id,
-        worker=i,
-        topic=h.routed_topic,
-        kafka=KafkaSettings(h.bootstrap or "", s.client),
-        delta_root=h.delta_root,
-        window_s=s.window_s,
-        service_us=s.service_us,
-        flush_interval_s=s.flush_interval_s,
-        # spare instances stop after the original ones: only those hand state on to them
-        stop_file=str(ctx.files.worker_stop(i, s.workers)),
-        splitters=s.partitions if s.message_sets else 0,
-        cost="sleep" if s.scale_out is not None else "spin",
-        ready_file=str(ctx.files.worker_ready(i)),
-    )
-    path.write_text(settings_to_json(ws))
+    if not path.exists():
+        path.write_text(settings_to_json(worker_settings(ctx.settings.spec, ctx.handle, i)))
     return path

@@ -11,13 +11,21 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skewlab.control.scaleout_loop import parse_ramp
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.grouping import make_grouping
 from skewlab.live.launch import SPARK_MASTER_ENV, Procs
-from skewlab.live.producer import ramp_events
+from skewlab.live.settings import (
+    grouping_params,
+    n_events,
+    run_s,
+    state_manager_settings,
+    time_scale,
+)
 from skewlab.live.watch import ProgressFn
 from skewlab.rebalance import make_rebalancer
 from skewlab.spec import (
@@ -25,7 +33,6 @@ from skewlab.spec import (
     REBALANCE_POLICIES,
     RunSpec,
     default,
-    scaled_grouping_params,
 )
 from skewlab.workload import parse_workload
 from skewlab.workload.trace import check_events
@@ -97,8 +104,6 @@ class ExperimentSettings:
 
     def __post_init__(self) -> None:
         if self.load_ramp is not None:
-            from skewlab.control.scaleout_loop import parse_ramp
-
             parse_ramp(self.load_ramp)
         if self.scale_out is not None:
             if self.rebalance is not None:
@@ -108,7 +113,7 @@ class ExperimentSettings:
                     f"--scale-out runs on top of KEY grouping, got strategy {self.strategy!r}; "
                     "use --strategy key"
                 )
-            self.state_manager_settings("check", "")
+            state_manager_settings(self.spec, "check", "")
         if self.rebalance is not None:
             if self.rebalance not in REBALANCE_POLICIES:
                 raise ConfigError(
@@ -143,55 +148,35 @@ class ExperimentSettings:
         make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
         check_events(parse_workload(self.workload, seed=self.seed), self.n_events)
 
+    @cached_property
+    def spec(self) -> RunSpec:
+        """These settings as a :class:`~skewlab.spec.RunSpec` tree (what every process's
+        settings are derived from: :mod:`skewlab.live.settings`)."""
+        return RunSpec.of({f: getattr(self, f) for f in self.__dataclass_fields__})
+
     @property
     def n_events(self) -> int:
-        if self.events is not None:
-            return self.events
-        if self.load_ramp is not None:
-            from skewlab.control.scaleout_loop import parse_ramp
-
-            return ramp_events(self.rate, self.duration_s, *parse_ramp(self.load_ramp))
-        return max(1, round(self.rate * self.duration_s))
-
-    @property
-    def spec(self) -> RunSpec:
-        """These settings as a :class:`~skewlab.spec.RunSpec` tree."""
-        return RunSpec.of({f: getattr(self, f) for f in self.__dataclass_fields__})
+        """:func:`skewlab.live.settings.n_events` of the workload."""
+        return n_events(self.spec.workload)
 
     @property
     def run_s(self) -> float:
         """Event time the run spans: its events at ``rate``."""
-        return self.n_events / self.rate
+        return run_s(self.spec)
 
     @property
     def grouping_params(self) -> dict[str, Any]:
         """The grouping params the route job uses (DKG's timings scaled to :attr:`run_s`)."""
-        return scaled_grouping_params(self.strategy, self.strategy_params, self.run_s)[0]
+        return grouping_params(self.spec)
 
     @property
     def time_scale(self) -> float:
         """The factor DKG's timings were scaled by (1: as in the seed)."""
-        return scaled_grouping_params(self.strategy, self.strategy_params, self.run_s)[1]
+        return time_scale(self.spec)
 
     @property
     def message_sets(self) -> bool:
-        return self.rebalance is not None or self.scale_out is not None
-
-    def state_manager_settings(self, run_id: str, delta_root: str) -> Any:
-        from skewlab.control.scaleout_loop import StateManagerSettings
-
-        assert self.scale_out is not None
-        return StateManagerSettings(
-            run_id=run_id,
-            delta_root=delta_root,
-            policy=self.scale_out,
-            workers=self.workers,
-            service_us=self.service_us,
-            max_instances=self.max_instances,
-            interval_s=self.scale_out_interval_s,
-            lead_s=self.scale_out_lead_s,
-            params=dict(self.scale_out_params),
-        )
+        return self.spec.message_sets
 
 
 Hook = Callable[[int, Procs], None]

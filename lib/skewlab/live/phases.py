@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.control.loop import ThreadLoop
-from skewlab.control.scaleout_loop import StateManagerSettings
+from skewlab.control.rebalance_loop import start_loop as start_rebalance_loop
+from skewlab.control.scaleout_loop import Processes, StateManagerSettings
+from skewlab.control.scaleout_loop import start_loop as start_manager_loop
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
@@ -31,15 +33,20 @@ from skewlab.live.experiment import (
 from skewlab.live.handle import Phase as P
 from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import (
-    SPARK_MASTER_ENV,
     Procs,
     exit_cause,
     first_error,
     route_command,
 )
-from skewlab.live.producer import ProduceReport, ProduceSettings
+from skewlab.live.producer import ProduceReport
 from skewlab.live.producer import produce as produce_workload
-from skewlab.live.route_job import RouteSettings
+from skewlab.live.settings import (
+    produce_settings,
+    rebalance_settings,
+    route_settings,
+    routed_partitions,
+    state_manager_settings,
+)
 from skewlab.live.startup import wait_ready
 from skewlab.live.tracking import LiveRun, log_run, open_live_run
 from skewlab.pipeline import events
@@ -167,8 +174,7 @@ def create_topics(ctx: RunContext) -> None:
     s, h = ctx.settings, ctx.handle
     h.require(P.SERVICES, "create the topics of")
     ctx.kafka.create_topic(h.events_topic, s.partitions)
-    sm = s.state_manager_settings(h.run_id, h.delta_root) if s.scale_out is not None else None
-    h.n_routed = sm.partitions if sm is not None else s.workers
+    h.n_routed = routed_partitions(s.spec, h)
     ctx.kafka.create_topic(h.routed_topic, h.n_routed)
     h.mark(P.TOPICS)
 
@@ -178,23 +184,7 @@ def start_jobs(ctx: RunContext) -> None:
     route query (the command is recorded in the handle)."""
     s, h = ctx.settings, ctx.handle
     h.require(P.TOPICS, "start the jobs of")
-    route = RouteSettings(
-        run_id=h.run_id,
-        bootstrap=h.bootstrap or "",
-        events_topic=h.events_topic,
-        routed_topic=h.routed_topic,
-        workers=s.workers,
-        strategy=s.strategy,
-        strategy_params=s.grouping_params,
-        delta_root=h.delta_root,
-        run_dir=str(ctx.run_dir),
-        client=s.client,
-        window_s=s.window_s,
-        trigger_s=s.trigger_s,
-        max_events_per_trigger=s.max_events_per_trigger,
-        message_sets=s.message_sets,
-        spark_master=os.environ.get(SPARK_MASTER_ENV) or "local[2]",
-    )
+    route = route_settings(s.spec, h)
     route_json = ctx.files.route_settings
     route_json.write_text(route.to_json())
     for i in range(s.workers):
@@ -226,25 +216,12 @@ def produce(ctx: RunContext) -> ProduceReport:
     if h.done(P.PRODUCED) and h.produced is not None:
         return ctx.report or ProduceReport(**h.produced)
     h.require(P.STARTED, "produce into")
-    if s.rebalance is not None:
-        from skewlab.control.rebalance_loop import RebalanceSettings, start_loop
-
-        ctx.loop = start_loop(
-            RebalanceSettings(
-                run_id=h.run_id,
-                delta_root=h.delta_root,
-                policy=s.rebalance,
-                workers=s.workers,
-                interval_s=s.rebalance_interval_s,
-                lead_s=s.rebalance_lead_s,
-                params=dict(s.rebalance_params),
-            )
-        )
-    if s.scale_out is not None:
-        sm = s.state_manager_settings(h.run_id, h.delta_root)
+    if (rb := rebalance_settings(s.spec, h)) is not None:
+        ctx.loop = start_rebalance_loop(rb)
+    if (sm := state_manager_settings(s.spec, h.run_id, h.delta_root)) is not None:
         ctx.loop = _start_manager(sm, ctx.kafka_settings, h.routed_topic, ctx.procs, ctx.files)
     workload = parse_workload(s.workload, seed=s.seed)
-    ps = _produce_settings(s, h.events_topic)
+    ps = produce_settings(s.spec, h.events_topic)
     procs, hook = ctx.procs, ctx.hook
     present = None
     if h.t_produce is not None:  # resumed: a driver produced part of it before
@@ -418,30 +395,10 @@ def _load_quality(run_dir: Path) -> QualityReport | None:
         return None
 
 
-def _produce_settings(s: ExperimentSettings, topic: str) -> Any:
-
-    if s.load_ramp is None:
-        return ProduceSettings(topic, s.partitions, s.n_events, s.rate, s.payload_bytes)
-    from skewlab.control.scaleout_loop import parse_ramp
-
-    factor, interval = parse_ramp(s.load_ramp)
-    return ProduceSettings(
-        topic,
-        s.partitions,
-        s.n_events,
-        s.rate,
-        s.payload_bytes,
-        chunk=int(min(2048, max(32, s.rate / 10))),  # 0.1 s of the first step
-        ramp_factor=factor,
-        ramp_interval_s=interval,
-    )
-
-
 def _start_manager(
     sm: StateManagerSettings, kafka: KafkaSettings, routed_topic: str, procs: Procs, files: RunDir
 ) -> ThreadLoop[Any]:
     """Start the state manager thread with start / stop / readiness of worker processes."""
-    from skewlab.control.scaleout_loop import Processes, start_loop
 
     def stop(i: int) -> None:
         p = procs.workers.get(i)
@@ -460,7 +417,7 @@ def _start_manager(
             return None
 
     own = connect(kafka)
-    return start_loop(sm, own, routed_topic, Processes(procs.restart_worker, stop, ready))
+    return start_manager_loop(sm, own, routed_topic, Processes(procs.restart_worker, stop, ready))
 
 
 def _end_spares(client: KafkaClient, topic: str, first: int, n: int) -> None:

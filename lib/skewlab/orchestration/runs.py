@@ -1,21 +1,9 @@
 """What the ``skewlab_experiment`` tasks do with validated settings: XCom, run, verdict, tags.
 
-The first task validates the params (:mod:`skewlab.orchestration.params`); the
-tasks after it work on the XCom copy of the settings and on the run's scalar
-row, through these pure helpers:
-
-* :func:`settings_to_xcom` / :func:`settings_from_xcom` carry the settings as
-  a JSON-safe dict whose ``mode`` says which experiment they are for
-  (``grouping``: :class:`~skewlab.live.experiment.ExperimentSettings`,
-  ``autoscale``: :class:`~skewlab.live.autoscale.run.AutoscaleSettings`);
-* :func:`run_for_xcom` runs the experiment the settings select and returns
-  :func:`result_for_xcom`'s row (no per-window series, non-finite numbers as
-  ``None``);
-* :func:`quality_skip_reason` says when the data-quality suites do not apply,
-  :func:`run_tags` names the strategy and every policy as MLflow tags,
-  :func:`verdict` turns the row into pass / one line of failure.
-
-Nothing heavy is imported at import time.
+The tasks after the first work on the XCom copy of the settings (:func:`settings_to_xcom` /
+:func:`settings_from_xcom`) and on the run's scalar row (:func:`run_for_xcom`,
+:func:`verdict`, :func:`run_tags`, :func:`quality_skip_reason`). Nothing heavy is imported at
+import time. More: docs/orchestration.md.
 """
 
 from __future__ import annotations

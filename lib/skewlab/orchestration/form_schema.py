@@ -1,21 +1,10 @@
 """JSON-schema params for Airflow trigger forms: the words the form shows, a second check.
 
-Airflow 3's trigger form reads a param's JSON schema to choose the field
-(``enum`` -> drop-down; an array with ``examples`` -> multi-select; an array of
-numbers -> a JSON editor that refuses non-arrays inline) and to mark required
-fields; the API validates the whole schema when the run is created and the form
-shows the refusal. It does not show bounds or patterns by itself, so
-:func:`form_param` writes them into the description (``Allowed: ...``).
-
-Scalar number fields use ``exclusiveMinimum`` / ``exclusiveMaximum`` for integer
-bounds: the form's number input clamps to ``minimum`` / ``maximum`` on blur,
-which would change a bad value silently instead of refusing it.
-
-A run triggered through the REST API or ``dag.test(run_conf=...)`` can skip the
-form, so the first task checks the values again with :func:`check_params`:
-one :class:`~skewlab.errors.ConfigError` line naming the param, the bad value
-and what is allowed. Only the keywords of :data:`CHECKED` are used (and
-checked); :data:`FORM_ONLY` ones only steer the form.
+:func:`form_param` writes a param's bounds and patterns into its description (the form does
+not show them) and uses exclusive integer bounds (the form clamps to inclusive ones);
+:func:`check_params` checks the values again for runs that skip the form, with one
+:class:`~skewlab.errors.ConfigError` line. Only :data:`CHECKED` keywords are checked. Why:
+docs/orchestration.md, "Form schemas", and docs/airflow.md, "The trigger forms".
 """
 
 from __future__ import annotations

@@ -124,6 +124,8 @@ class ControlSettings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ControlSettings:
+        """The inverse of :meth:`to_dict`; the steps are not validated again, and a missing
+        key raises :class:`KeyError`."""
         return cls(
             run_id=str(data["run_id"]),
             delta_root=str(data["delta_root"]),

@@ -91,6 +91,9 @@ class AutoscaleParams:
         return out
 
     def config(self) -> AutoscalerConfig:
+        """The library config: ``consumer_capacity = capacity`` (``C_bar``), bin capacity
+        ``bin_capacity`` (``C``; None = its 5/6 ``C_bar`` default); raises
+        :class:`ConfigError` if the library refuses them."""
         return AutoscalerConfig(self.algorithm, self.capacity, self.bin_capacity)
 
 

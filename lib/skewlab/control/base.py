@@ -179,6 +179,8 @@ class StepCall:
         return cls(step, policy, run_id, start, end, end if version is None else int(version))
 
     def result(self, status: StepStatus, reason: str, **kw: Any) -> StepResult:
+        """This call's :class:`StepResult` with ``status`` and ``reason``; ``kw`` fills
+        ``written``, ``numbers`` and ``decision``."""
         return StepResult(
             self.step,
             self.policy,

@@ -11,26 +11,31 @@ __all__ = ["ControlLoop", "Runnable", "ThreadLoop"]
 class Runnable(Protocol):
     """A loop body: ``run(stop)`` decides every interval until ``stop`` is set."""
 
-    def run(self, stop: threading.Event) -> None: ...
+    def run(self, stop: threading.Event) -> None:
+        """Decide every interval; return once ``stop`` is set (after the current step)."""
+        ...
 
 
 class ControlLoop(Protocol):
-    """What a run needs of a control loop (rebalancer, state manager, ...).
-
-    ``start()`` starts deciding; ``signal()`` asks the loop to stop without
-    waiting; ``stop()`` asks and waits until it has; ``report()`` is the loop's
-    final numbers (``None``: it reports nothing).
-    """
+    """What a run needs of a control loop (rebalancer, state manager, ...)."""
 
     name: str
 
-    def start(self) -> None: ...
+    def start(self) -> None:
+        """Start deciding (called once)."""
+        ...
 
-    def signal(self) -> None: ...
+    def signal(self) -> None:
+        """Ask the loop to stop, without waiting for it."""
+        ...
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """Ask the loop to stop and wait until it has."""
+        ...
 
-    def report(self) -> dict[str, Any] | None: ...
+    def report(self) -> dict[str, Any] | None:
+        """The loop's final numbers (``None``: it reports nothing)."""
+        ...
 
 
 T = TypeVar("T", bound=Runnable)

@@ -1,29 +1,9 @@
 """The live rebalancer loop: Delta ``key_loads`` -> policy -> ``assignments`` + ``decisions``.
 
-A thread of the experiment process (:func:`skewlab.live.experiment.run_experiment`
-starts it when ``rebalance`` is set). Every ``interval_s`` of its injected clock,
-one :meth:`RebalanceLoop.step`:
-
-1. finds the newest window of the run's ``key_loads`` (the route job may lag the
-   wall clock by a few micro-batches, so the interval ends there, not at now);
-   no load yet: nothing to do;
-2. runs the shared control step
-   :func:`~skewlab.control.rebalance_step` over the windows of the
-   last ``interval_s`` up to it, with the loop's :class:`RebalanceState` (the
-   working policy, the key map in force, the assignments version) kept in
-   memory. The step builds the interval's loads, runs the policy, writes a new
-   ``assignments`` version when a key changes worker (effective from the wall
-   time of the write + ``lead_s``) and the ``decisions`` row: the same function
-   the scheduled ``skewlab_control`` DAG runs once per data interval.
-
-Both writes are idempotent: app id ``rebalance:<run>``, version = the wall time
-of the round in ms (two rounds over the same newest window are two decisions).
-
-Crash point ``rebalance.mid_reassignment`` (:mod:`skewlab.faults`) sits right
-after a new ``assignments`` version is committed and before the round's
-``decisions`` row: the route job already routes by the new version while the
-loop's memory of it (and the decision) is lost. A loop started again reads the
-newest version from ``assignments`` (:meth:`RebalanceState.start`).
+A thread of the experiment process (:func:`skewlab.live.experiment.run_experiment` starts it
+when ``rebalance`` is set): every ``interval_s`` of its injected clock :class:`RebalanceLoop`
+runs the shared control step :func:`~skewlab.control.rebalance_step` (its two steps are in
+the class docstring), and holds the crash point :data:`MID_REASSIGNMENT`.
 """
 
 from __future__ import annotations
@@ -55,7 +35,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MID_REASSIGNMENT = "rebalance.mid_reassignment"
-"""Crash point: a new assignments version written, the round not finished (module doc)."""
+"""Crash point (:mod:`skewlab.faults`) right after a new ``assignments`` version is committed
+and before the round's ``decisions`` row: the route job already routes by the new version
+while the loop's memory of it (and the decision) is lost. A loop started again reads the
+newest version from ``assignments`` (:meth:`RebalanceState.start`)."""
 
 
 class _CrashAfterAssignments:
@@ -108,6 +91,7 @@ class RebalanceSettings:
 
     @property
     def app_id(self) -> str:
+        """``rebalance:<run_id>``: the app id of the loop's idempotent Delta writes."""
         return app_id("rebalance", self.run_id)
 
     @property
@@ -117,7 +101,22 @@ class RebalanceSettings:
 
 
 class RebalanceLoop:
-    """Steps 1-2 of the module doc; ``run(stop)`` repeats them until ``stop`` is set."""
+    """One round (:meth:`step`) every ``interval_s``; ``run(stop)`` repeats it until ``stop``.
+
+    1. find the newest window of the run's ``key_loads`` (the route job may lag the
+       wall clock by a few micro-batches, so the interval ends there, not at now);
+       no load yet: nothing to do;
+    2. run the shared control step :func:`~skewlab.control.rebalance_step` over the
+       windows of the last ``interval_s`` up to it, with the loop's
+       :class:`RebalanceState` (the working policy, the key map in force, the assignments
+       version) kept in memory. The step builds the interval's loads, runs the policy,
+       writes a new ``assignments`` version when a key changes worker (effective from the
+       wall time of the write + ``lead_s``) and the ``decisions`` row: the same function
+       the scheduled ``skewlab_control`` DAG runs once per data interval.
+
+    Both writes are idempotent: app id ``rebalance:<run>``, version = the wall time
+    of the round in ms (two rounds over the same newest window are two decisions).
+    """
 
     def __init__(
         self, s: RebalanceSettings, clock: Clock | None = None, store: DeltaStore | None = None

@@ -131,9 +131,11 @@ class RunHandle:
 
     @property
     def path(self) -> Path:
+        """``<run dir>/handle.json`` (:attr:`RunDir.handle`)."""
         return RunDir.of(self.run_dir).handle
 
     def done(self, phase: Phase) -> bool:
+        """Whether ``phase`` is recorded as done."""
         return phase.value in self.phases
 
     def mark(self, phase: Phase) -> None:
@@ -160,10 +162,13 @@ class RunHandle:
             )
 
     def to_json(self) -> str:
+        """Every field as indented JSON with sorted keys (:meth:`from_json` reads it back)."""
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RunHandle:
+        """The handle :meth:`to_json` wrote; a field this version does not know raises
+        :class:`HandleError`, bad JSON raises :class:`ValueError` (:meth:`load` words both)."""
         data = json.loads(text)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)

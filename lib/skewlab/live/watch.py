@@ -50,6 +50,8 @@ class Watcher:
         self._processed: tuple[float, float] | None = None
 
     def tick(self, sent: int | None, total: int | None) -> None:
+        """Note the producer's ``sent`` of ``total`` events (a None keeps both) and call
+        ``progress`` with :meth:`counters` if ``every_s`` passed since the last call."""
         if sent is not None and total is not None:
             self._sent, self._total = sent, total
         now = self.clock()
@@ -59,6 +61,10 @@ class Watcher:
         self.progress(self.counters(now))
 
     def counters(self, now: float) -> dict[str, float]:
+        """The :data:`ProgressFn` dict at ``now``: routed = end offsets of ``routed``,
+        processed = the workers' highest committed offsets in ``worker_progress``, imbalance
+        = :func:`~skewlab.metrics.imb_score` of the routed counts per partition, rate =
+        processed per second since the previous call (which it remembers)."""
         routed = self.client.end_offsets(self.routed_topic)
         loads = [routed.get(w, 0) for w in sorted(routed)]
         prog = self.store.read(
@@ -136,6 +142,7 @@ class ProgressLine:
             self.stream.flush()
 
     def close(self) -> None:
+        """End the line: stop the terminal redraw, or write the last counters not yet shown."""
         if self._live is not None:
             self._live.stop()
             self._live = None

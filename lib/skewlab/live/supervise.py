@@ -7,7 +7,11 @@ being asked to is killed as a group (its JVM too) and restarted after a backoff
 (``restarts``); once a child has used its restarts the run fails at once with
 the child's first error and log (:func:`~skewlab.live.launch.exit_cause`).
 Restarts keep the run exact: the route job resumes from its Spark checkpoint,
-a worker from its last committed routed offset.
+a worker from its last committed routed offset. In a scale-out run the workers
+watched are the instances the state manager runs (a new instance resumes its
+shadow from its committed plan and offsets too); one the manager stopped on
+purpose leaves that set before it is killed and is never restarted (checked
+again when its exit is seen and when its restart is due).
 
 :class:`BrokerProbe` opens a TCP connection to the bootstrap servers (short
 timeout) once a second: a broker that cannot be reached for ``grace_s`` fails
@@ -76,8 +80,9 @@ class RestartPolicy:
 class Supervisor:
     """Restarts the run's children that exit unasked (see the module doc).
 
-    ``workers()`` lists the worker indexes to watch (empty for a scale-out run,
-    whose state manager starts and stops instances itself). A child that exits
+    ``workers()`` lists the worker indexes to watch (for a scale-out run the
+    instances its state manager runs: it starts and stops them itself, and a
+    worker that left the list was stopped, not crashed). A child that exits
     with 0 after its stop marker was touched has finished, not failed.
     """
 
@@ -89,6 +94,8 @@ class Supervisor:
     clock: Callable[[], float] = time.monotonic
     pending: dict[str, float] = field(default_factory=dict)
     """Process name -> clock time its restart is due."""
+    _dead: dict[str, Any] = field(default_factory=dict)
+    """Process name -> the process whose exit scheduled that restart."""
 
     def _children(self) -> list[tuple[str, Any, Callable[[], None]]]:
         out: list[tuple[str, Any, Callable[[], None]]] = [
@@ -105,14 +112,26 @@ class Supervisor:
             return self.files.route_stop.exists()
         return self.files.workers_stop.exists() or self.files.spares_stop.exists()
 
+    def _watched(self, name: str) -> bool:
+        """Whether ``name`` is still to be kept running (asked again at each decision:
+        a scale-out instance may have been stopped on purpose since the look began)."""
+        return name == "route" or int(name.split("-", 1)[1]) in set(self.workers())
+
     def check(self) -> None:
         """Look at every child once: schedule restarts, run the due ones, or raise
         :class:`ChildFailed` when a child exited with no restart left."""
         now = self.clock()
+        for name in list(self.pending):
+            if not self._watched(name):  # stopped on purpose since its exit was seen
+                del self.pending[name]
+                log.info("%s was stopped by the run; no restart", _what(name))
         for name, proc, restart in self._children():
             if proc is None:
                 continue
             due = self.pending.get(name)
+            if due is not None and proc is not self._dead.get(name):
+                del self.pending[name]  # started again meanwhile by the run (state manager)
+                continue
             if due is not None:
                 if now >= due:
                     del self.pending[name]
@@ -123,7 +142,7 @@ class Supervisor:
                     restart()  # saves the handle with the new process record
                 continue
             rc = proc.poll()
-            if rc is None or self._finished(name, rc):
+            if rc is None or self._finished(name, rc) or not self._watched(name):
                 continue
             cause = exit_cause(rc, self.files.log(name))
             used = self.handle.restarts.get(name, 0)
@@ -133,6 +152,7 @@ class Supervisor:
             delay = self.policy.delay(used)
             log.warning("%s exited (%s); restart in %.1f s", _what(name), cause, delay)
             self.pending[name] = now + delay
+            self._dead[name] = proc
 
 
 def _bind(procs: Procs, i: int) -> Callable[[], None]:

@@ -120,10 +120,10 @@ class RunContext:
         return self.watch
 
     def supervised(self) -> list[int]:
-        """The workers the :class:`Supervisor` restarts (a scale-out run's state manager
-        starts and stops its instances itself: none)."""
-        if self.settings.scale_out is not None:
-            return []
+        """The workers the :class:`Supervisor` restarts (a scale-out run's: the instances
+        its state manager runs; it starts and stops them itself)."""
+        if (mgr := self.manager) is not None:
+            return sorted(mgr.running.copy())
         h = self.handle
         return list(h.running) if h.running is not None else list(range(self.settings.workers))
 

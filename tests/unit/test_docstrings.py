@@ -34,6 +34,23 @@ PACKAGES = (
     "control",
 )
 TOP_MODULES = ("hashing.py", "keys.py", "clock.py", "frozen.py", "registry.py", "errors.py")
+LIVE_MODULES = tuple(
+    f"live/{m}.py"
+    for m in (
+        "__init__",
+        "aggregate",
+        "ending",
+        "handle",
+        "jobs",
+        "lifecycle",
+        "route_job",
+        "settings",
+        "startup",
+        "tracking",
+        "watch",
+    )
+)
+"""The modules of live/ under the rule (the others are kept by other owners for now)."""
 NOT_COVERED = frozenset(
     {
         "sim/scaleout.py",
@@ -49,7 +66,7 @@ NOT_COVERED_PREFIXES = ("control/scaleout",)
 
 
 def _modules() -> list[str]:
-    out = [m for m in TOP_MODULES if (SKEWLAB / m).is_file()]
+    out = [m for m in TOP_MODULES + LIVE_MODULES if (SKEWLAB / m).is_file()]
     for pkg in PACKAGES:
         for path in sorted((SKEWLAB / pkg).rglob("*.py")):
             rel = path.relative_to(SKEWLAB).as_posix()

@@ -1,19 +1,22 @@
 """Words where readers look (issue 14 item 7), kept true for the pure core and the pipeline.
 
 Every module of the packages below opens with a short docstring (what the module is for, at
-most :data:`MAX_MODULE_LINES` lines; longer rationale lives in docs/), and every public
-function, class and method (see ``infra.measure_docs.public_defs``) has a docstring.
+most :data:`MAX_MODULE_LINES` lines; longer rationale lives in docs/), every public
+function, class and method (see ``infra.measure_docs.public_defs``) has a docstring, and
+every ``docs/<page>.md[, "<section>"]`` a docstring points to exists.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 from infra.measure_docs import module_docstring_lines, public_without_docstring
 
 SKEWLAB = Path(__file__).resolve().parents[2] / "lib" / "skewlab"
+DOCS = SKEWLAB.parents[1] / "docs"
 
 MAX_MODULE_LINES = 15
 
@@ -85,6 +88,58 @@ def _tree(rel: str) -> ast.Module:
 
 def test_the_covered_packages_exist() -> None:
     assert len(MODULES) > 50
+
+
+_DOC_LINK = re.compile(r'docs/([\w.-]+\.md)(?:,\s+"([^"]+)")?')
+"""``docs/<page>.md``, optionally followed by ``, "<words of a section heading>"``."""
+
+
+def doc_links(tree: ast.AST) -> list[tuple[str, str | None]]:
+    """Every ``(page, section or None)`` the docstrings of ``tree`` point to."""
+    out: list[tuple[str, str | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node) or ""
+            out += [(m.group(1), m.group(2)) for m in _DOC_LINK.finditer(doc)]
+    return out
+
+
+def broken_links(links: list[tuple[str, str | None]], docs: Path) -> list[str]:
+    """The links whose page is missing from ``docs`` or has no heading containing the section."""
+    bad = []
+    for page, section in links:
+        path = docs / page
+        if not path.is_file():
+            bad.append(f"docs/{page} (no such page)")
+            continue
+        if section is None:
+            continue
+        headings = [ln for ln in path.read_text().splitlines() if ln.startswith("#")]
+        if not any(section in h for h in headings):
+            bad.append(f'docs/{page}, "{section}" (no such heading)')
+    return bad
+
+
+@pytest.mark.parametrize("rel", MODULES)
+def test_docs_links_resolve(rel: str) -> None:
+    bad = broken_links(doc_links(_tree(rel)), DOCS)
+    assert not bad, f"{rel}: docstrings point to missing docs: {'; '.join(bad)}"
+
+
+def test_the_link_checker_finds_broken_links(tmp_path: Path) -> None:
+    (tmp_path / "page.md").write_text("# Title\n\n## A section\n\ntext\n")
+    tree = ast.parse(
+        '"""See docs/page.md, "A section", docs/page.md,\n"Gone", docs/none.md."""\n'
+        "def f():\n"
+        '    """Also docs/page.md."""\n'
+    )
+    links = doc_links(tree)
+    assert links == [("page.md", "A section"), ("page.md", "Gone"), ("none.md", None),
+                     ("page.md", None)]  # fmt: skip
+    assert broken_links(links, tmp_path) == [
+        'docs/page.md, "Gone" (no such heading)',
+        "docs/none.md (no such page)",
+    ]
 
 
 @pytest.mark.parametrize("rel", MODULES)

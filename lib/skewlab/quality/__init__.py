@@ -125,7 +125,7 @@ def validate_results(
 
 
 def validate_quarantine(frame: pd.DataFrame) -> SuiteResult:
-    """The ``quarantine`` suite."""
+    """The ``quarantine`` suite on ``frame`` (:func:`quarantine_checks`), in memory."""
     return run_suite("quarantine", quarantine_checks(frame))
 
 

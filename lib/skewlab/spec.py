@@ -21,6 +21,8 @@ from skewlab.rebalance import REBALANCER_NAMES
 from skewlab.workload.spec import WORKLOAD_NAMES
 
 __all__ = [
+    "AUTOSCALE_DEFAULTS",
+    "AUTOSCALE_SETTINGS",
     "CONTROL_KINDS",
     "DEFAULTS",
     "DKG_TIMINGS",
@@ -44,7 +46,7 @@ __all__ = [
 ]
 
 Kind = Literal["string", "integer", "number", "boolean", "object"]
-Part = Literal["grouping", "workload", "runtime", "rebalance", "scale-out"]
+Part = Literal["grouping", "workload", "runtime", "rebalance", "scale-out", "autoscale"]
 
 REBALANCE_POLICIES: tuple[str, ...] = tuple(n for n in REBALANCER_NAMES if n != "none")
 """The rebalance policies a live run (and the scheduled control step) runs."""
@@ -179,6 +181,49 @@ def default(name: str) -> Any:
     return dict(value) if isinstance(value, dict) else value
 
 
+def _a(name: str, default: Any, kind: Kind, help: str, **kw: Any) -> Setting:
+    return Setting(name, "autoscale", default, kind, help, **kw)
+
+
+AUTOSCALE_SETTINGS: tuple[Setting, ...] = (
+    _a("algorithm", "mwf", "string", "bin-packing algorithm", flag="--algorithm"),
+    _a("partitions", 32, "integer", "P, partitions of the data topic", flag="--partitions",
+       minimum=1, maximum=1024),
+    _a("capacity", 120_000.0, "number", "C_bar, bytes/s one consumer processes at most",
+       flag="--capacity", exclusive_minimum=0),
+    _a("bin_capacity", None, "number", "C, the bin size of the packing (default: 5/6 C_bar)",
+       flag="--bin-capacity", exclusive_minimum=0, nullable=True),
+    _a("workload", "stream:delta=5", "string",
+       "stream:delta=D[,start=,seed=] | step:lo=,hi=,up=,down= | const:level=L "
+       "(speeds in units of C)", flag="--workload"),
+    _a("duration_s", 300.0, "number", "seconds of load", flag="--duration", exclusive_minimum=0),
+    _a("iteration_s", 30.0, "number", "seconds per iteration (speed change, Sentinel timeout)",
+       flag="--iteration", exclusive_minimum=0),
+    _a("window_s", 30.0, "number", "the monitor's sliding window in s, at most 2 iterations",
+       flag="--window", exclusive_minimum=0),
+    _a("min_span_s", 3.0, "number", "the monitor publishes once its window spans this", minimum=0),
+    _a("sample_s", 1.0, "number", "s between the monitor's samples of the end offsets",
+       exclusive_minimum=0),
+    _a("publish_s", 5.0, "number", "s between the monitor's publications", exclusive_minimum=0),
+    _a("record_bytes", 100, "integer", "bytes per record", flag="--record-bytes", minimum=8,
+       maximum=1_000_000),
+    _BY_NAME["client"],
+    _BY_NAME["home"],
+    _BY_NAME["bootstrap"],
+    _a("drain_timeout_s", 120.0, "number", "s the group may take to commit every record",
+       exclusive_minimum=0),
+    _BY_NAME["mlflow"],
+    _a("experiment", "skewlab-autoscale-live", "string", "MLflow experiment"),
+    _BY_NAME["keep_topics"],
+)  # fmt: skip
+"""Every setting of a live autoscale run, in CLI order (shared rows: the grouping run's)."""
+
+AUTOSCALE_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {s.name: s.default for s in AUTOSCALE_SETTINGS}
+)
+"""Autoscale setting name -> default (the only place an autoscale default is written)."""
+
+
 DKG_TIMINGS: Mapping[str, float] = MappingProxyType(
     {"warmup": 15.0, "check_interval": 60.0, "promotion_interval": 15.0, "gc_interval": 60.0}
 )
@@ -282,7 +327,7 @@ class ScaleOutControl:
 
 @dataclass(frozen=True)
 class AutoscaleControl:
-    """A consumer-group autoscaler (the autoscale run: its own settings object)."""
+    """A consumer-group autoscaler (the autoscale run's settings: :data:`AUTOSCALE_SETTINGS`)."""
 
     algorithm: str
     kind: Literal["autoscale"] = "autoscale"

@@ -11,6 +11,7 @@ import pytest
 from skewlab import cli
 from skewlab.clock import ManualClock
 from skewlab.commands import run as run_cmd
+from skewlab.commands._args import flag_dest
 from skewlab.control.rebalance_loop import RebalanceSettings
 from skewlab.control.scaleout_loop import StateManagerSettings
 from skewlab.errors import ConfigError
@@ -172,6 +173,6 @@ def test_run_help_shows_each_default_and_the_shown_value_is_the_default() -> Non
             continue
         value = text.rsplit("(default: ", 1)[1].removesuffix(")")
         # the value shown, given on the command line, is the value used without the flag
-        assert getattr(_parse(s.flag, value), run_cmd._dest(s)) == s.default, s.flag
+        assert getattr(_parse(s.flag, value), flag_dest(s)) == s.default, s.flag
         shown += 1
     assert shown >= 10

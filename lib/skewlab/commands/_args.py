@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
+from typing import Any
+
+from skewlab.errors import ConfigError
+from skewlab.services.datadir import resolve_home
+from skewlab.spec import Setting
 
 
 def count(text: str) -> int:
@@ -42,3 +48,81 @@ def positive_float(text: str) -> float:
 def names(text: str) -> tuple[str, ...]:
     """A comma-separated list of names (``key,pkg,dkg``), blanks dropped."""
     return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def flag_type(s: Setting) -> Any:
+    """The argparse type of setting ``s``: its kind, with the shared one-line checks."""
+    if s.name == "events":
+        return count
+    if s.kind == "integer":
+        return positive_int if s.minimum is not None and s.minimum >= 1 else int
+    if s.kind == "number":
+        return positive_float if s.exclusive_minimum == 0 else float
+    return str
+
+
+def flag_dest(s: Setting) -> str:
+    """The argparse attribute of setting ``s``'s flag (``--max-instances`` -> max_instances)."""
+    assert s.flag is not None
+    return s.flag.removeprefix("--").replace("-", "_")
+
+
+def flag_help(s: Setting) -> str:
+    """The flag's help: the setting's help (its allowed values) and its default, once."""
+    text = s.help
+    if s.default is not None and s.name != "home":
+        shown = f"{s.default:g}" if isinstance(s.default, float) else str(s.default)
+        text = f"{text} (default: {shown})"
+    return text.replace("%", "%%")  # argparse %-formats help texts
+
+
+def add_flag(parser: argparse.ArgumentParser, s: Setting) -> None:
+    """Add setting ``s``'s flag: repeated ``NAME=VALUE`` for an object, ``--no-X`` /
+    ``--X`` for a boolean, else typed with its default and choices (``--home``: none,
+    resolved by :func:`flag_value`)."""
+    if s.flag is None:
+        return
+    if s.repeat:
+        parser.add_argument(s.flag, action="append", default=[], metavar="NAME=VALUE", help=s.help)
+    elif s.kind == "boolean":
+        parser.add_argument(s.flag, action="store_true", help=s.help)
+    else:
+        parser.add_argument(
+            s.flag,
+            type=flag_type(s),
+            default=None if s.name == "home" else s.default,  # None: $SKEWLAB_HOME
+            choices=s.choices,
+            help=flag_help(s),
+        )
+
+
+def flag_value(args: argparse.Namespace, s: Setting) -> Any:
+    """Setting ``s``'s value from the parsed flags (``--home``: else ``$SKEWLAB_HOME``,
+    else ./.skewlab; ``--no-X``: the setting is the negation; repeated: a dict)."""
+    given = getattr(args, flag_dest(s), [] if s.repeat else s.default)
+    if s.name == "home":
+        return str(resolve_home(None if given is None else str(given)))
+    if s.repeat:
+        return name_values(given)
+    if s.kind == "boolean":
+        return not given
+    return given
+
+
+def flag_values(args: argparse.Namespace, settings: tuple[Setting, ...]) -> dict[str, Any]:
+    """:func:`flag_value` of every setting of ``settings`` that has a flag, by name."""
+    return {s.name: flag_value(args, s) for s in settings if s.flag is not None}
+
+
+def name_values(items: list[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` flags -> a dict; values parsed as JSON when they are JSON (15, 0.1, false)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"a -param flag must be NAME=VALUE, got {item!r}")
+        try:
+            out[name] = json.loads(raw)
+        except ValueError:
+            out[name] = raw
+    return out

@@ -20,20 +20,16 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import Any
 
 from skewlab.autoscale import ALGORITHMS, AnyFit, BinPacker, KafkaAssignor, ModifiedAnyFit
-from skewlab.commands._args import names, positive_float, positive_int
+from skewlab.commands._args import add_flag, flag_values, names
 from skewlab.errors import ConfigError
-from skewlab.live.autoscale.settings import AutoscaleSettings
+from skewlab.live.autoscale.settings import AutoscaleSettings, monitor_timing
 from skewlab.live.lifecycle import Interrupted, failure_reason, signals_as_interrupts
 from skewlab.report.table import format_table
-from skewlab.services.datadir import resolve_home
+from skewlab.spec import AUTOSCALE_SETTINGS
 
 HELP = "live consumer-group autoscaling (monitor, controller, consumers) on Kafka + Delta"
-
-DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(AutoscaleSettings)}
-"""The defaults of every flag: :class:`AutoscaleSettings`' own."""
 
 
 def algorithm_spec(name: str, algo: BinPacker) -> str:
@@ -64,114 +60,35 @@ def epilog() -> str:
     )
 
 
-def _default(field: str, text: str) -> str:
-    value = DEFAULTS[field]
-    shown = f"{value:g}" if isinstance(value, float) else str(value)
-    return f"{text} (default: {shown})".replace("%", "%%")
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add ``autoscale``'s options to its subparser; defaults from :class:`AutoscaleSettings`."""
+    """Add ``autoscale``'s options to its subparser: one flag per CLI setting of
+    :data:`~skewlab.spec.AUTOSCALE_SETTINGS` (``--algorithm`` lists the registry)."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = epilog()
     specs = ", ".join(algorithm_spec(n, a) for n, a in ALGORITHMS.items())
-    parser.add_argument(
-        "--algorithm", default=DEFAULTS["algorithm"], help=_default("algorithm", f"one of {specs}")
-    )
-    parser.add_argument(
-        "--compare", type=names, metavar="A,B,...", help="run each of these algorithms in turn"
-    )
-    add = parser.add_argument
-    add(
-        "--partitions",
-        type=positive_int,
-        default=DEFAULTS["partitions"],
-        help=_default("partitions", "P, partitions of the data topic"),
-    )
-    add(
-        "--capacity",
-        type=positive_float,
-        default=DEFAULTS["capacity"],
-        help=_default("capacity", "C_bar, bytes/s one consumer processes at most"),
-    )
-    add(
-        "--bin-capacity",
-        type=positive_float,
-        default=DEFAULTS["bin_capacity"],
-        help="C, the bin size of the packing (default: 5/6 C_bar)",
-    )
-    add(
-        "--workload",
-        default=DEFAULTS["workload"],
-        help=_default(
-            "workload",
-            "stream:delta=D[,start=,seed=] | step:lo=,hi=,up=,down= | "
-            "const:level=L (speeds in units of C)",
-        ),
-    )
-    add(
-        "--duration",
-        type=positive_float,
-        default=DEFAULTS["duration_s"],
-        help=_default("duration_s", "seconds of load"),
-    )
-    add(
-        "--iteration",
-        type=positive_float,
-        default=DEFAULTS["iteration_s"],
-        help=_default("iteration_s", "seconds per iteration (speed change, Sentinel timeout)"),
-    )
-    add(
-        "--window",
-        type=positive_float,
-        default=DEFAULTS["window_s"],
-        help=_default("window_s", "the monitor's sliding window in s, at most 2 iterations"),
-    )
-    add(
-        "--record-bytes",
-        type=positive_int,
-        default=DEFAULTS["record_bytes"],
-        help=_default("record_bytes", "bytes per record"),
-    )
-    add(
-        "--client",
-        default=DEFAULTS["client"],
-        choices=("confluent", "kafka-python"),
-        help=_default("client", "Kafka client"),
-    )
-    add("--home", help="data directory (default: $SKEWLAB_HOME, else ./.skewlab)")
-    add("--bootstrap", help="use this Kafka instead of the embedded broker")
-    add("--no-mlflow", action="store_true", help="do not log to MLflow")
-    add("--json", action="store_true", help="print the summaries as JSON")  # fmt: skip
+    for s in AUTOSCALE_SETTINGS:
+        if s.name == "algorithm":
+            s = dataclasses.replace(s, help=f"one of {specs}")
+        add_flag(parser, s)
+        if s.name == "algorithm":
+            parser.add_argument(
+                "--compare",
+                type=names,
+                metavar="A,B,...",
+                help="run each of these algorithms in turn",
+            )
+    parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
 
 
 def settings_list(args: argparse.Namespace) -> list[AutoscaleSettings]:
-    """One validated :class:`AutoscaleSettings` per algorithm (all checked before any run)."""
+    """One validated :class:`AutoscaleSettings` per algorithm (all checked before any run);
+    the monitor's timing derived from ``--iteration`` (:func:`monitor_timing`)."""
     algorithms = args.compare or (args.algorithm,)
     if len(set(algorithms)) != len(algorithms):
         raise ConfigError(f"an algorithm is listed twice in {','.join(algorithms)}")
-    window = min(args.window, args.iteration * 2)
-    return [
-        AutoscaleSettings(
-            algorithm=a,
-            partitions=args.partitions,
-            capacity=args.capacity,
-            bin_capacity=args.bin_capacity,
-            workload=args.workload,
-            duration_s=args.duration,
-            iteration_s=args.iteration,
-            window_s=window,
-            min_span_s=min(3.0, window / 4),
-            sample_s=min(1.0, args.iteration / 8),
-            publish_s=min(5.0, args.iteration / 3),
-            record_bytes=args.record_bytes,
-            client=args.client,
-            home=str(resolve_home(args.home)),
-            bootstrap=args.bootstrap,
-            mlflow=not args.no_mlflow,
-        )
-        for a in algorithms
-    ]
+    fields = flag_values(args, AUTOSCALE_SETTINGS)
+    timing = monitor_timing(fields["iteration_s"], fields["window_s"])
+    return [AutoscaleSettings(**{**fields, **timing, "algorithm": a}) for a in algorithms]
 
 
 COLUMNS = (

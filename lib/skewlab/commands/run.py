@@ -31,7 +31,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from skewlab.commands._args import count, names, positive_float, positive_int
+from skewlab.commands._args import add_flag, flag_values, names
 from skewlab.errors import ConfigError
 from skewlab.live.handle import HandleError, RunHandle
 from skewlab.live.lifecycle import Interrupted, failure_reason, signals_as_interrupts
@@ -39,7 +39,7 @@ from skewlab.report.table import format_table
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
 from skewlab.services.datadir import resolve_home
-from skewlab.spec import DKG_TIMINGS, SETTINGS, Setting
+from skewlab.spec import DKG_TIMINGS, SETTINGS
 
 if TYPE_CHECKING:
     from skewlab.services import ServiceStatus
@@ -53,42 +53,11 @@ EPILOG = (
 )
 
 
-def _flag_type(s: Setting) -> Any:
-    """The argparse type of setting ``s``: its kind, with the shared one-line checks."""
-    if s.name == "events":
-        return count
-    if s.kind == "integer":
-        return positive_int if s.minimum is not None and s.minimum >= 1 else int
-    if s.kind == "number":
-        return positive_float if s.exclusive_minimum == 0 else float
-    return str
-
-
-def _dest(s: Setting) -> str:
-    assert s.flag is not None
-    return s.flag.removeprefix("--").replace("-", "_")
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add ``run``'s options to its subparser: one flag per CLI setting of :data:`SETTINGS`."""
     parser.epilog = EPILOG
     for s in SETTINGS:
-        if s.flag is None:
-            continue
-        if s.repeat:
-            parser.add_argument(
-                s.flag, action="append", default=[], metavar="NAME=VALUE", help=s.help
-            )
-        elif s.kind == "boolean":
-            parser.add_argument(s.flag, action="store_true", help=s.help)
-        else:
-            parser.add_argument(
-                s.flag,
-                type=_flag_type(s),
-                default=None if s.name == "home" else s.default,  # None: $SKEWLAB_HOME
-                choices=s.choices,
-                help=_help(s),
-            )
+        add_flag(parser, s)
         if s.name == "strategy":
             parser.add_argument(
                 "--compare",
@@ -100,26 +69,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
 
 
-def _help(s: Setting) -> str:
-    """The flag's help: the setting's help (its allowed values) and its default, once."""
-    text = s.help
-    if s.default is not None and s.name != "home":
-        shown = f"{s.default:g}" if isinstance(s.default, float) else str(s.default)
-        text = f"{text} (default: {shown})"
-    return text.replace("%", "%%")  # argparse %-formats help texts
-
-
-def _value(args: argparse.Namespace, s: Setting) -> Any:
-    given = getattr(args, _dest(s), [] if s.repeat else s.default)
-    if s.name == "home":  # --home, else $SKEWLAB_HOME, else ./.skewlab (as simulate)
-        return str(resolve_home(None if given is None else str(given)))
-    if s.repeat:
-        return _params(given)
-    if s.kind == "boolean":  # --no-X flags
-        return not given
-    return given
-
-
 def settings_list(args: argparse.Namespace) -> list[Any]:
     """One validated :class:`ExperimentSettings` per strategy (errors name the flag)."""
     from skewlab.live.experiment import ExperimentSettings
@@ -127,22 +76,8 @@ def settings_list(args: argparse.Namespace) -> list[Any]:
     strategies = args.compare or (args.strategy,)
     if len(set(strategies)) != len(strategies):
         raise ConfigError(f"a strategy is listed twice in {','.join(strategies)}")
-    fields = {s.name: _value(args, s) for s in SETTINGS if s.flag is not None}
+    fields = flag_values(args, SETTINGS)
     return [ExperimentSettings(**{**fields, "strategy": name}) for name in strategies]
-
-
-def _params(items: list[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` flags -> a dict; values parsed as JSON when they are JSON (15, 0.1, false)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or not name:
-            raise ConfigError(f"a -param flag must be NAME=VALUE, got {item!r}")
-        try:
-            out[name] = json.loads(raw)
-        except ValueError:
-            out[name] = raw
-    return out
 
 
 COLUMNS = (

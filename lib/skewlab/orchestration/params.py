@@ -18,6 +18,7 @@ from skewlab.autoscale import ALGORITHM_NAMES
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, GROUPINGS
 from skewlab.live.autoscale.protocol import speed_plan
+from skewlab.live.autoscale.settings import AutoscaleSettings, monitor_timing
 from skewlab.orchestration.paramspec import OFF, Kind, ParamSpec, one_line
 from skewlab.orchestration.patterns import (
     AUTOSCALE_WORKLOAD_PATTERN,
@@ -38,12 +39,11 @@ from skewlab.orchestration.runs import (
 from skewlab.rebalance import REBALANCERS, make_rebalancer
 from skewlab.registry import resolve
 from skewlab.services.datadir import resolve_home
-from skewlab.spec import SCALE_OUT_LIBRARY, setting
+from skewlab.spec import AUTOSCALE_DEFAULTS, SCALE_OUT_LIBRARY, setting
 from skewlab.state import ThresholdConfig
 from skewlab.state.policies import POLICIES
 
 if TYPE_CHECKING:
-    from skewlab.live.autoscale.run import AutoscaleSettings
     from skewlab.live.experiment import ExperimentSettings
 
     Settings: TypeAlias = ExperimentSettings | AutoscaleSettings
@@ -235,14 +235,16 @@ PARAMS: tuple[ParamSpec, ...] = (
         section=_AUTOSCALE, scope="both",
     ),
     ParamSpec(
-        "autoscale_workload", "workload", "stream:delta=5", "string", "Autoscale workload",
+        "autoscale_workload", "workload", AUTOSCALE_DEFAULTS["workload"], "string",
+        "Autoscale workload",
         "Write speeds in units of the bin capacity C: stream:delta=D[,start,seed] (the seed's "
         "measurement streams), step:lo,hi,up,down, const:level.",
         pattern=AUTOSCALE_WORKLOAD_PATTERN, allowed_text=AUTOSCALE_WORKLOAD_WORDS,
         section=_AUTOSCALE, scope="autoscale", needs="autoscale",
     ),
     ParamSpec(
-        "autoscale_capacity", "capacity", 120_000.0, "number", "Consumer capacity (bytes/s)",
+        "autoscale_capacity", "capacity", AUTOSCALE_DEFAULTS["capacity"], "number",
+        "Consumer capacity (bytes/s)",
         "C_bar, bytes/s one consumer reads at most; the bin capacity C is 5/6 of it.",
         exclusive_minimum=0, section=_AUTOSCALE, scope="autoscale", needs="autoscale",
     ),
@@ -429,22 +431,17 @@ def settings_from_params(
     return _build(ExperimentSettings, {**fields, **base}, overrides)
 
 
-def autoscale_timing(iteration_s: float, window_s: float = 30.0) -> dict[str, float]:
-    """The monitor's timing for ``iteration_s``, derived as ``skewlab autoscale`` derives it."""
-    window = min(window_s, iteration_s * 2)
-    return {
-        "window_s": window,
-        "min_span_s": min(3.0, window / 4),
-        "sample_s": min(1.0, iteration_s / 8),
-        "publish_s": min(5.0, iteration_s / 3),
-    }
+def autoscale_timing(
+    iteration_s: float, window_s: float = AUTOSCALE_DEFAULTS["window_s"]
+) -> dict[str, float]:
+    """The monitor's timing for ``iteration_s``: :func:`monitor_timing`, as ``skewlab
+    autoscale`` derives it."""
+    return monitor_timing(iteration_s, window_s)
 
 
 def _autoscale_settings(
     values: Mapping[str, Any], base: dict[str, Any], overrides: Mapping[str, Any]
 ) -> AutoscaleSettings:
-    from skewlab.live.autoscale.run import AutoscaleSettings
-
     iteration, duration = values["autoscale_iteration"], values["duration"]
     if duration < iteration:
         raise ConfigError(

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.unit
 def _live(**over: object) -> LiveSettings:
     base: dict[str, object] = dict(
         run_id="r", bootstrap="h:1", run_dir=".", delta_root=".", partitions=4,
-        consumer_capacity=120.0,
+        capacity=120.0,
     )  # fmt: skip
     base.update(over)
     return LiveSettings(**base)  # type: ignore[arg-type]

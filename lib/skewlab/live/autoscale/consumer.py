@@ -136,7 +136,7 @@ class LiveConsumer:
     def _refill(self) -> float:
         """Token bucket of ``C_bar`` bytes/s holding at most ``batch_s`` worth of bytes."""
         now = self.wall()
-        rate = self.s.consumer_capacity
+        rate = self.s.capacity
         self.tokens = min(rate * self.s.batch_s, self.tokens + rate * (now - self._refilled))
         self._refilled = now
         return self.tokens
@@ -151,7 +151,7 @@ class LiveConsumer:
         if not self.positions:
             return 0
         if self._refill() < self.record_size:
-            self.sleep((self.record_size - self.tokens) / self.s.consumer_capacity)
+            self.sleep((self.record_size - self.tokens) / self.s.capacity)
             self._refill()
         ends = self.client.end_offsets(self.s.topics.data)
         share = self.tokens / len(self.positions)

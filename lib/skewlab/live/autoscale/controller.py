@@ -146,7 +146,7 @@ class LiveController:
         self.wall = wall
         self.store = DeltaStore(s.delta_root)
         snap, pids, retiring = load_state(s.state_file)
-        cfg = ControllerConfig(s.algorithm, s.consumer_capacity, s.capacity, s.iteration_s)
+        cfg = ControllerConfig(s.algorithm, s.capacity, s.bin_capacity, s.iteration_s)
         self.ctrl: Controller = cfg.build(snap, self.clock)
         self.procs = {c: ConsumerProc(pid) for c, pid in pids.items()}
         self.retiring = [ConsumerProc(pid) for pid in retiring]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,11 @@ from skewlab.autoscale import AutoscalerConfig, MeasurementStream
 from skewlab.errors import ConfigError
 from skewlab.io.kafka import KafkaClient, KafkaSettings
 from skewlab.rundir import RunDir
+from skewlab.spec import AUTOSCALE_DEFAULTS
 
 __all__ = [
     "CONTROLLER_INBOX",
+    "GroupSettings",
     "LiveSettings",
     "Measurement",
     "Message",
@@ -83,49 +85,71 @@ class Topics:
         return (self.data, self.monitor, self.metadata, self.processed)
 
 
-@dataclass(frozen=True)
-class LiveSettings:
-    """One live autoscaling run, as every process of it sees it (validated here).
+def _d(name: str) -> Any:
+    return AUTOSCALE_DEFAULTS[name]
 
-    Capacities are bytes/s: ``consumer_capacity`` is ``C_bar`` (a consumer
-    processes at most this much), ``capacity`` the bin capacity ``C``
-    (default 5/6 ``C_bar``). ``iteration_s`` is the controller's Sentinel
-    timeout (a reassignment at least this often). The monitor's speeds are
-    over a sliding ``window_s``, published every ``publish_s`` once the window
-    spans more than ``min_span_s``.
+
+@dataclass(frozen=True, kw_only=True)
+class GroupSettings:
+    """What the driver and every process of an autoscale run share (validated here).
+
+    Capacities are bytes/s: ``capacity`` is ``C_bar`` (a consumer processes at
+    most this much), ``bin_capacity`` the bin capacity ``C`` (default 5/6
+    ``C_bar``). ``iteration_s`` is the controller's Sentinel timeout (a
+    reassignment at least this often). The monitor samples every ``sample_s``
+    and publishes speeds over a sliding ``window_s`` every ``publish_s`` once
+    the window spans more than ``min_span_s``. Defaults:
+    :data:`skewlab.spec.AUTOSCALE_SETTINGS`.
     """
 
-    run_id: str
-    bootstrap: str
-    run_dir: str
-    delta_root: str
-    partitions: int
-    consumer_capacity: float
-    algorithm: str = "mwf"
-    capacity: float | None = None
-    client: str = "confluent"
-    iteration_s: float = 30.0
-    window_s: float = 30.0
-    min_span_s: float = 3.0
-    sample_s: float = 1.0
-    publish_s: float = 5.0
-    record_bytes: int = 100
-    max_consumers: int = 0
-    batch_s: float = 0.5
-    poll_s: float = 0.1
-    extra: dict[str, Any] = field(default_factory=dict)
+    algorithm: str = _d("algorithm")
+    partitions: int = _d("partitions")
+    capacity: float = _d("capacity")
+    bin_capacity: float | None = _d("bin_capacity")
+    client: str = _d("client")
+    iteration_s: float = _d("iteration_s")
+    window_s: float = _d("window_s")
+    min_span_s: float = _d("min_span_s")
+    sample_s: float = _d("sample_s")
+    publish_s: float = _d("publish_s")
+    record_bytes: int = _d("record_bytes")
 
     def __post_init__(self) -> None:
         if not 1 <= self.partitions <= 1024:
             raise ConfigError(f"partitions must be in 1..1024, got {self.partitions}")
-        AutoscalerConfig(self.algorithm, self.consumer_capacity, self.capacity)
-        for name in ("iteration_s", "window_s", "sample_s", "publish_s", "batch_s", "poll_s"):
+        AutoscalerConfig(self.algorithm, self.capacity, self.bin_capacity)
+        for name in ("iteration_s", "window_s", "sample_s", "publish_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0 s, got {getattr(self, name)!r}")
         if not 0 <= self.min_span_s < self.window_s:
             raise ConfigError(f"min_span_s must be in [0, window_s), got {self.min_span_s!r}")
         if not 8 <= self.record_bytes <= 1_000_000:
             raise ConfigError(f"record_bytes must be in 8..1000000, got {self.record_bytes}")
+
+    def shared(self) -> dict[str, Any]:
+        """The :class:`GroupSettings` fields of this object, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(GroupSettings)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveSettings(GroupSettings):
+    """One live autoscaling run, as every process of it sees it: the shared
+    :class:`GroupSettings` plus where the run lives and the processes' own timing."""
+
+    run_id: str
+    bootstrap: str
+    run_dir: str
+    delta_root: str
+    max_consumers: int = 0
+    batch_s: float = 0.5
+    poll_s: float = 0.1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("batch_s", "poll_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0 s, got {getattr(self, name)!r}")
         if self.max_consumers == 0:
             object.__setattr__(self, "max_consumers", self.partitions + 1)
         elif self.max_consumers < 1:

@@ -4,49 +4,57 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from skewlab.autoscale import AutoscalerConfig, Capacity
+from skewlab.autoscale import Capacity
 from skewlab.errors import ConfigError
-from skewlab.live.autoscale.protocol import LiveSettings, speed_plan
+from skewlab.live.autoscale.protocol import GroupSettings, LiveSettings, speed_plan
+from skewlab.spec import AUTOSCALE_DEFAULTS
 
-__all__ = ["AutoscaleSettings"]
+__all__ = ["AutoscaleSettings", "monitor_timing"]
 
 
-@dataclass(frozen=True)
-class AutoscaleSettings:
-    """The parameters of one live autoscaling run (the CLI builds this).
+def _d(name: str) -> Any:
+    return AUTOSCALE_DEFAULTS[name]
 
-    ``capacity`` is the consumer capacity ``C_bar`` in bytes/s; the workload's
-    speeds are in units of the bin capacity ``C`` (default 5/6 ``C_bar``).
+
+def monitor_timing(iteration_s: float, window_s: float) -> dict[str, float]:
+    """The monitor's timing for iterations of ``iteration_s``: the window at most two
+    iterations, a quarter of it (at most 3 s) to span, samples 8 and publications 3
+    per iteration at least (at most every 1 s / 5 s)."""
+    window = min(window_s, iteration_s * 2)
+    return {
+        "window_s": window,
+        "min_span_s": min(3.0, window / 4),
+        "sample_s": min(1.0, iteration_s / 8),
+        "publish_s": min(5.0, iteration_s / 3),
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class AutoscaleSettings(GroupSettings):
+    """The parameters of one live autoscaling run (the CLI and the DAG build this):
+    the :class:`GroupSettings` every process shares, plus the load and the driver's own.
+
+    The workload's speeds are in units of the bin capacity ``C`` (default 5/6
+    ``C_bar``); defaults: :data:`skewlab.spec.AUTOSCALE_SETTINGS`.
     """
 
-    algorithm: str = "mwf"
-    partitions: int = 32
-    capacity: float = 120_000.0
-    bin_capacity: float | None = None
-    workload: str = "stream:delta=5"
-    duration_s: float = 300.0
-    iteration_s: float = 30.0
-    window_s: float = 30.0
-    min_span_s: float = 3.0
-    sample_s: float = 1.0
-    publish_s: float = 5.0
-    record_bytes: int = 100
-    client: str = "confluent"
-    home: str = ".skewlab"
-    bootstrap: str | None = None
-    drain_timeout_s: float = 120.0
-    mlflow: bool = True
-    experiment: str = "skewlab-autoscale-live"
-    keep_topics: bool = False
+    workload: str = _d("workload")
+    duration_s: float = _d("duration_s")
+    home: str = _d("home")
+    bootstrap: str | None = _d("bootstrap")
+    drain_timeout_s: float = _d("drain_timeout_s")
+    mlflow: bool = _d("mlflow")
+    experiment: str = _d("experiment")
+    keep_topics: bool = _d("keep_topics")
 
     def __post_init__(self) -> None:
-        AutoscalerConfig(self.algorithm, self.capacity, self.bin_capacity)
+        super().__post_init__()
         if not self.duration_s >= self.iteration_s > 0:
             raise ConfigError(f"need duration >= iteration > 0 s, got {self.duration_s}, "
                               f"{self.iteration_s}")  # fmt: skip
         speed_plan(self.workload, self.partitions, 1, 1.0)
-        self.live("check", "127.0.0.1:1", ".", ".")
 
     @property
     def iterations(self) -> int:
@@ -57,14 +65,12 @@ class AutoscaleSettings:
         return Capacity(self.capacity, self.bin_capacity).c
 
     def live(self, run_id: str, bootstrap: str, run_dir: str, delta_root: str) -> LiveSettings:
+        """What every process of run ``run_id`` reads: the shared settings, the run's place
+        and room for a consumer per partition plus one (N for Kafka's ``kafka:N``)."""
         max_consumers = self.partitions + 1
         if self.algorithm.startswith("kafka"):
             max_consumers = max(max_consumers, int(self.algorithm.partition(":")[2] or 1))
         return LiveSettings(
-            run_id=run_id, bootstrap=bootstrap, run_dir=run_dir, delta_root=delta_root,
-            partitions=self.partitions, consumer_capacity=self.capacity,
-            algorithm=self.algorithm, capacity=self.bin_capacity, client=self.client,
-            iteration_s=self.iteration_s, window_s=self.window_s, min_span_s=self.min_span_s,
-            sample_s=self.sample_s, publish_s=self.publish_s, record_bytes=self.record_bytes,
-            max_consumers=max_consumers,
+            **self.shared(), run_id=run_id, bootstrap=bootstrap, run_dir=run_dir,
+            delta_root=delta_root, max_consumers=max_consumers,
         )  # fmt: skip

@@ -8,26 +8,29 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from skewlab.clock import Clock, EpochClock
 from skewlab.control.loop import ThreadLoop
-from skewlab.control.scaleout_state import score_from_backlog, write_checkpoint
+from skewlab.control.scaleout_events import EventTracking, Move
+from skewlab.control.scaleout_settings import (
+    POLICIES,
+    Group,
+    Processes,
+    StateManagerSettings,
+    parse_ramp,
+)
+from skewlab.control.scaleout_state import changed_share, score_from_backlog, write_checkpoint
 from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
-from skewlab.pipeline.handoff import META_KEY
 from skewlab.rebalance.base import hash_worker
-from skewlab.rundir import RunDir, app_id
-from skewlab.spec import DEFAULTS, SCALE_OUT_LIBRARY
+from skewlab.rundir import app_id
 from skewlab.state import (
-    FairnessTracker,
     Level,
     Phase,
     Replay,
@@ -36,145 +39,26 @@ from skewlab.state import (
     StopInstances,
     SwitchRouting,
     TakeCheckpoint,
-    ThresholdConfig,
     app_fairness,
-    make_policy,
     owner,
     split_hash,
 )
 from skewlab.state.base import Action
 
+__all__ = [
+    "POLICIES",
+    "Group",
+    "Processes",
+    "StateManager",
+    "StateManagerSettings",
+    "parse_ramp",
+    "start_loop",
+]
+
 log = logging.getLogger(__name__)
 
-POLICIES = dict(SCALE_OUT_LIBRARY)
-"""``skewlab run --scale-out`` names -> library policy names."""
 
-
-def parse_ramp(text: str) -> tuple[float, float]:
-    """``"2x/500s"`` -> (factor 2.0, interval 500.0 s)."""
-    try:
-        f, _, i = text.lower().partition("x/")
-        factor, interval = float(f), float(i.rstrip("s"))
-    except ValueError:
-        factor = interval = float("nan")
-    if not (factor >= 1 and interval > 0):
-        raise ConfigError(
-            f"load ramp must look like 2x/500s (factor >= 1, interval > 0), got {text!r}"
-        )
-    return factor, interval
-
-
-@dataclass(frozen=True)
-class StateManagerSettings:
-    """The loop's configuration (validated at the edge)."""
-
-    run_id: str
-    delta_root: str
-    policy: str
-    workers: int
-    service_us: float
-    max_instances: int = DEFAULTS["max_instances"]
-    interval_s: float = DEFAULTS["scale_out_interval_s"]
-    lead_s: float = DEFAULTS["scale_out_lead_s"]
-    signal_window_s: float = 5.0
-    """Input / processed rates are measured over this much time (step 1)."""
-    params: dict[str, Any] = field(default_factory=dict)
-    """Threshold fields (alarming=45...), cooldown_s, checkpoint interval_s, startup_s."""
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ConfigError(
-                f"scale-out must be one of {', '.join(POLICIES)}, got {self.policy!r}"
-            )
-        if not self.service_us > 0:
-            raise ConfigError(
-                f"--scale-out needs --service-us > 0 (capacity), got {self.service_us}"
-            )
-        if not 2 <= self.max_instances <= 16:
-            raise ConfigError(
-                f"max instances per operator must be in 2..16, got {self.max_instances}"
-            )
-        if not self.interval_s > 0 or self.lead_s < 0:
-            raise ConfigError(f"interval must be > 0 s and lead >= 0 s, got {self.interval_s}")
-        if not self.startup_s >= 0:
-            raise ConfigError(f"scale-out startup_s must be >= 0, got {self.startup_s}")
-        _ = self.settle_s
-        self.policy_config()
-
-    @property
-    def startup_s(self) -> float:
-        """Longest start-up before the policies observe anyway (module doc)."""
-        value = self.params.get("startup_s", 20.0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"scale-out startup_s must be a number of seconds, got {value!r}")
-        return float(value)
-
-    @property
-    def settle_s(self) -> float:
-        """Longest the manager keeps deciding after the input is produced and ``routed``
-        stopped growing (:meth:`run`)."""
-        value = self.params.get("settle_s", 120.0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"scale-out settle_s must be a number of seconds >= 0, got {value!r}")
-        return float(value)
-
-    @property
-    def partitions(self) -> int:
-        """Partitions of ``routed``: the W groups plus their spare instances."""
-        return self.workers * self.max_instances
-
-    def spares(self, group: int) -> list[int]:
-        m = self.max_instances - 1
-        return list(range(self.workers + group * m, self.workers + (group + 1) * m))
-
-    def policy_config(self) -> Any:
-        th_names = set(ThresholdConfig.__dataclass_fields__)
-        th = {k: v for k, v in self.params.items() if k in th_names}
-        local = {"startup_s", "settle_s"}
-        rest = {k: v for k, v in self.params.items() if k not in th_names | local}
-        kw: dict[str, Any] = {"cooldown_s": 10.0, **rest}
-        if self.policy == "active-backup":
-            kw.pop("interval_s", None)
-        return make_policy(
-            POLICIES[self.policy],
-            thresholds=ThresholdConfig(**th),
-            start_instances=1,
-            max_instances=self.max_instances,
-            scale_in=False,
-            **kw,
-        )
-
-
-@dataclass(frozen=True)
-class Processes:
-    """What the experiment lends the manager: start / stop / readiness of instance ``j``."""
-
-    start: Callable[[int], None]
-    stop: Callable[[int], None]
-    ready: Callable[[int], float | None]
-    """Wall time instance ``j`` became ready to read (restored its state), or None."""
-
-
-@dataclass
-class Group:
-    """One scaled operator: the policy and its logical -> physical instance map."""
-
-    g: int
-    policy: Any
-    phys: dict[int, int]
-    active: list[int]
-    """Partitions holding the group's keys, in hash-part order."""
-    spare: list[int]
-    fair: FairnessTracker = field(default_factory=FairnessTracker)
-    caught_up_at: float | None = None
-    """When the instance first caught up with its input (start-up, module doc)."""
-    started: bool = False
-    """Past start-up: the policy observes."""
-    bottlenecked: bool = False
-    event: dict[str, Any] | None = None
-
-
-class StateManager:
+class StateManager(EventTracking):
     """Steps 1-5 of the module doc; ``run(stop)`` repeats them until ``stop`` is set."""
 
     def __init__(
@@ -219,6 +103,11 @@ class StateManager:
         """When ``routed`` last grew (:meth:`settled`)."""
         self._cp_taus: dict[int, dict[int, int]] = {}
         """Per group: the commit versions of its last completed checkpoint."""
+        self._unmarked: list[Move] = []
+        """Moves whose sets the manager has not ended itself (:meth:`end_moved_sets`)."""
+        self.input_ended = False
+        """The input is produced (:meth:`run`'s ``stop`` came)."""
+        self._n_splitters: int | None = None
 
     # ------------------------------------------------------------ step 1: signals
 
@@ -286,21 +175,10 @@ class StateManager:
         the checkpoint's commit version. Only while a checkpointing policy with a
         ``change_fraction`` is alarmed (else None: nothing to feed)."""
         pol = grp.policy
-        limit = getattr(pol.cfg, "change_fraction", None)
         taus = self._cp_taus.get(grp.g)
-        if limit is None or pol.phase is not Phase.ALARMED or not taus:
+        if getattr(pol.cfg, "change_fraction", None) is None or pol.phase is not Phase.ALARMED:
             return None
-        changed: set[str] = set()
-        for j, tau in taus.items():
-            t = self.store.read(
-                "operator_state",
-                run_id=self.s.run_id,
-                columns=["key"],
-                filters=[("instance", "=", int(j)), ("checkpoint", ">", int(tau))],
-            )
-            changed.update(k for k in t["key"].to_pylist() if k != META_KEY)
-        total = max(self.group_keys[grp.g], len(changed), 1)
-        return len(changed) / total
+        return changed_share(self.store, self.s.run_id, taus or {}, self.group_keys[grp.g])
 
     # ------------------------------------------------------------ steps 1-5
 
@@ -338,6 +216,7 @@ class StateManager:
                     actions += pol.on_caught_up(pol.pending)
             self.execute(grp, actions, score)
         self._sweep()
+        self.end_moved_sets()
         self.track_events()
         self.timeline.append(
             (
@@ -498,6 +377,7 @@ class StateManager:
             cur, sid = self.map.get(k, (grp.g, 0))
             if want != cur:
                 moved.append((k, sid + 1))
+                self._unmarked.append((k, cur, sid, want))
             if k in self.map or want != cur:
                 rows.append({"key": k, "worker": want, "set_id": sid + int(want != cur)})
                 rows[-1]["reason"] = "scale-out" if want != cur else "kept"
@@ -517,89 +397,6 @@ class StateManager:
         self.map = {r["key"]: (r["worker"], r["set_id"]) for r in rows}
         log.info("assignments v%d: %d keys moved", self.version, len(moved))
         return moved
-
-    def track_events(self, final: bool = False) -> None:
-        """Close a scale event once its moved keys are processing on their new instances.
-
-        ``pause_s``: the longest time a moved key waited, from the scale-out
-        decision (``t_decide``: the take-over for active backup, the start of the
-        replacements for checkpointing, the stop for restart) to its new instance
-        taking it (``handoffs.applied_ms``: its shadow reached the switch, or the
-        old holder's hand-off was applied); for restart also from stopping the
-        operator to its restarted instance being ready. ``pause_p50_s`` is the
-        median over moved keys; ``handoff_s`` the longest hand-off in flight
-        (``applied - sent``). ``drain_s``: how long the old instance worked off its
-        backlog after the switch. ``restored_*`` / ``replayed_records``: what the
-        moved keys' new instances restored and replayed (``handoffs`` rows of
-        sets taken from a shadow carry them). Called each step and once more,
-        ``final``, after the workers exited: then an event closes with what is known."""
-        open_ = [e for e in self.events if "t_done" not in e]
-        if not open_:
-            return
-        ho = self.store.read(
-            "handoffs",
-            run_id=self.s.run_id,
-            columns=["key", "set_id", "sent_ms", "applied_ms", "tuples", "bytes"],
-        )
-        times = dict(
-            zip(
-                zip(ho["key"].to_pylist(), ho["set_id"].to_pylist()),
-                zip(
-                    ho["sent_ms"].to_pylist(),
-                    ho["applied_ms"].to_pylist(),
-                    ho["tuples"].to_pylist(),
-                    ho["bytes"].to_pylist(),
-                ),
-            )
-        )
-        now = self.wall()
-        for e in open_:
-            keys = e["pending"]
-            have = [times[(k, sid)] for k, sid in keys if (k, sid) in times]
-            waiting = len(have) < len(keys) or ("t_kill" in e and "t_ready" not in e)
-            if waiting and not final:
-                continue
-            known = [(a / 1000, b / 1000) for a, b, _, _ in have if a is not None and b is not None]
-            t0 = float(e.get("t_decide", e["t_switch"]))
-            e["t_done"] = max((b for _, b in known), default=now)
-            waits = sorted(max(b - t0, 0.0) for _, b in known)
-            pause = waits[-1] if waits else 0.0
-            if "t_kill" in e:
-                pause = max(pause, e.get("t_ready", now) - e["t_kill"])
-            e["pause_s"] = pause
-            e["pause_p50_s"] = waits[len(waits) // 2] if waits else pause
-            e["handoff_s"] = max((b - a for a, b in known), default=0.0)
-            e["drain_s"] = max(max((a for a, _ in known), default=0.0) - e["t_switch"], 0.0)
-            e["handoffs_missing"] = len(keys) - len(have)
-            e["replayed_records"] = int(sum(t for _, _, t, _ in have))
-            e["restored_bytes"] = int(sum(b for _, _, _, b in have))
-            e["throughput_before"] = self._processed(e["t_alarm"] - 10.0, e["t_alarm"])
-            e["throughput_during"] = self._processed(
-                min(e["t_switch"], e.get("t_kill", e["t_switch"])), e["t_done"]
-            )
-            e.pop("pending")
-            self._decide(
-                {
-                    "group": e["group"],
-                    "action": "Restored",
-                    "keys": len(keys),
-                    "records_replayed": e["replayed_records"],
-                    "bytes_restored": e["restored_bytes"],
-                    "pause_s": round(pause, 3),
-                    "ready_s": round(e["t_ready"] - e["t_start"], 3)
-                    if "t_ready" in e and "t_start" in e
-                    else None,
-                },
-                0.0,
-            )
-
-    def _processed(self, t0: float, t1: float) -> float:
-        """Mean processed records/s of all instances over the steps in wall time [t0, t1]."""
-        rates = [tl[4] for w, tl in zip(self._walls, self.timeline) if t0 <= w <= t1]
-        if not rates:  # shorter than a step: the first step after t0, else the last one
-            after = [tl[4] for w, tl in zip(self._walls, self.timeline) if w >= t0]
-            rates = after[:1] or [tl[4] for tl in self.timeline[-1:]]
-        return sum(rates) / len(rates) if rates else math.nan
 
     # ------------------------------------------------------------ step 5: log
 
@@ -647,9 +444,11 @@ class StateManager:
         ``stop`` comes when the input is produced; on a busy machine the route job
         and the instances are still behind then, and the overload the state manager
         exists for shows only in that backlog: it keeps deciding until the
-        instances have worked it off."""
+        instances have worked it off (a switch decided then is ended by the
+        manager's own markers, :meth:`end_moved_sets`)."""
         while not stop.wait(self.s.interval_s):
             self._safe_step()
+        self.input_ended = True
         t_stop = self.clock.now()
         pause = threading.Event()
         while not self.settled():
@@ -667,28 +466,20 @@ class StateManager:
             self._safe_step()
         self._pool.shutdown(wait=True)
 
-    def _input_routed(self) -> bool:
-        """Whether ``key_loads`` + ``quarantine`` account for every event in ``events``."""
-        topic = RunDir.of(self.s.run_id).events_topic
-        produced = sum(self.kafka.end_offsets(topic).values())
-        kl = self.store.read("key_loads", run_id=self.s.run_id, columns=["count"])
-        q = self.store.read("quarantine", run_id=self.s.run_id, columns=["offset"])
-        return sum(kl["count"].to_pylist()) + q.num_rows >= produced
-
     def _safe_step(self) -> None:
         try:
             self.step()
         except Exception:  # the loop must outlive one bad round; the log says why
             log.exception("state manager step failed")
 
-    def settled(self, quiet_s: float = 10.0) -> bool:
-        """The route job routed (or quarantined) every produced event, every running
-        instance committed all its routed input, ``routed`` has not grown for
-        ``quiet_s`` (a busy machine's route job delivers late, in big micro-batches)
-        and no scale event is under way."""
-        if self.clock.now() - self._grew_at < quiet_s or not self._input_routed():
+    def settled(self) -> bool:
+        """The input is produced and the route job routed (or quarantined) every event
+        (so ``routed`` holds everything it will get), the manager ended every moved
+        set, every running instance committed all its routed input, and no scale
+        event is under way: events, not a quiet period."""
+        if not self.input_ended or self._unmarked or not self._input_routed():
             return False
-        ends, done = self._ends, self._done()
+        ends, done = self.kafka.end_offsets(self.topic), self._done()
         if any(done.get(j, 0) < ends.get(j, 0) for j in self.running):
             return False
         if any(g.policy.phase is Phase.SCALING for g in self.groups):
@@ -700,8 +491,6 @@ def start_loop(
     s: StateManagerSettings, kafka: Any, routed_topic: str, procs: Processes
 ) -> ThreadLoop[StateManager]:
     """:meth:`StateManager.run` started in a daemon thread (``stop()`` ends it)."""
-    from skewlab.control.scaleout_recovery import recover  # a resumed run's manager
-
-    loop = ThreadLoop("state-manager", recover(StateManager(s, kafka, routed_topic, procs)))
+    loop = ThreadLoop("state-manager", StateManager(s, kafka, routed_topic, procs))
     loop.start()
     return loop

@@ -98,3 +98,23 @@ def write_checkpoint(
         "beta_records": beta,
         "new": new,
     }
+
+
+def changed_share(store: Store, run_id: str, taus: dict[int, int], keys: int) -> float | None:
+    """Share of an operator's ``keys`` its instances changed since the checkpoint whose
+    commit version per instance is ``taus`` (None: no checkpoint yet).
+
+    Each worker flush writes the rows of the keys it changed (incremental
+    ``operator_state``), so the changed keys are those with a row newer than tau."""
+    if not taus:
+        return None
+    changed: set[str] = set()
+    for j, tau in taus.items():
+        t = store.read(
+            "operator_state",
+            run_id=run_id,
+            columns=["key"],
+            filters=[("instance", "=", int(j)), ("checkpoint", ">", int(tau))],
+        )
+        changed.update(k for k in t["key"].to_pylist() if k != META_KEY)
+    return len(changed) / max(keys, len(changed), 1)

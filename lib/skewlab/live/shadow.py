@@ -188,9 +188,16 @@ class Shadow:
         cap: int,
         apply: Callable[[str, list[Rec]], None],
     ) -> tuple[int, int]:
-        """Replay up to ``cap`` records of each source; returns (records read, records taken).
+        """Replay about ``cap`` records of this instance's part of each source; returns
+        (records read, records replayed into shadows).
 
-        ``apply(key, recs)`` applies the records of a key taken over (output live)."""
+        The operator's work (the caller's cost) is the part's records only: the seed's
+        secondary gets its own share ``S_a`` of the input stream, the other parts'
+        records are skipped on reading. So each step reads ``cap x parts`` records,
+        and a shadow replays its part up to ``parts`` times as fast as the source
+        works off the whole partition: it catches up from its restored offset and
+        reaches the switch before the source does. ``apply(key, recs)`` applies the
+        records of a key taken over (output live)."""
         m = self.meta
         if m is None:
             return 0, 0
@@ -200,7 +207,7 @@ class Shadow:
             if st["ended"]:
                 continue
             src, off = int(src_s), int(st["offset"])
-            upto = min(ends.get(src, 0), off + cap)
+            upto = min(ends.get(src, 0), off + cap * max(int(m["parts"]), 1))
             if upto <= off:
                 continue
             crash_point("worker.restoring")  # replaying

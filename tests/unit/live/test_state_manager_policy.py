@@ -13,6 +13,9 @@ from typing import Any
 
 from skewlab.control.scaleout_loop import Processes, StateManager, StateManagerSettings
 from skewlab.io.delta import DeltaStore
+from skewlab.pipeline import events
+from skewlab.rundir import RunDir
+from skewlab.state import owner, split_hash
 from skewlab.testing import FakeClock
 
 RUN = "policy-run"
@@ -20,11 +23,38 @@ CAP = 1_000.0  # records/s per instance (service_us = 1,000)
 
 
 class Offsets:
+    """End offsets of ``routed`` (``ends``) and ``events`` (``events``, when set); the
+    records the manager produces (``produced``: topic, partition, key, headers)."""
+
     def __init__(self) -> None:
         self.ends: dict[int, int] = {}
+        self.events: dict[int, int] | None = None
+        self.produced: list[tuple[str, int, bytes, dict[str, str]]] = []
+        self.flushed = 0
 
     def end_offsets(self, topic: str) -> dict[int, int]:
+        if topic == RunDir.of(RUN).events_topic and self.events is not None:
+            return dict(self.events)
         return dict(self.ends)
+
+    def partitions(self, topic: str) -> int:
+        assert topic == RunDir.of(RUN).events_topic
+        return 2
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        assert partition is not None and key is not None
+        hdrs = {n: v.decode() for n, v in headers or []}
+        self.produced.append((topic, partition, key, hdrs))
+
+    def flush(self) -> None:
+        self.flushed = len(self.produced)
 
 
 class Operator:
@@ -162,3 +192,44 @@ def test_a_busy_machine_makes_the_same_decisions_for_the_same_backlog(tmp_path: 
     assert outcomes["quiet"] == outcomes["busy"]
     assert outcomes["quiet"][0] == []
     assert outcomes["quiet"][1] == ["StartInstances", "StopInstances", "SwitchRouting"]
+
+
+def test_a_switch_after_the_input_ended_is_ended_by_the_manager(tmp_path: Path) -> None:
+    """A take-over decided after the last event: no splitter ever applies it, so once
+    the input is produced and routed the manager sends every moved set's end-of-set
+    marker itself, one per splitter, to the old instance's partition (issue 15)."""
+    op = Operator(tmp_path, "active-backup", {})
+    keys = [f"k{i}" for i in range(40)]
+    op.store.append(
+        "key_loads",
+        [{"window_start": 0, "key": k, "worker": 0, "count": 1, "bytes": 1} for k in keys],
+        app_id=f"loads:{RUN}",
+        version=1,
+        run_id=RUN,
+    )
+    op.run(3_000.0, 10.0)  # 3x capacity: secondaries, then the take-over
+    assert len(op.mgr.events) == 1
+    ev = op.mgr.events[0]
+    assert ev["from"] == [0] and ev["keys_moved"] >= 1
+    new = ev["to"][1]
+    assert op.kafka.produced == []  # input still coming: the splitters end the sets
+    op.mgr.input_ended = True
+    op.kafka.events = {0: 30, 1: 11}  # 41 produced, 40 routed: a splitter may still route
+    op.mgr.step()
+    assert op.kafka.produced == [] and not op.mgr.settled()
+    op.kafka.events = {0: 30, 1: 10}  # every event routed
+    op.mgr.step()
+    got = op.kafka.produced
+    assert op.kafka.flushed == len(got) == 2 * ev["keys_moved"]
+    moved = {k for k in keys if owner(k, 2, split_hash) == 1}  # the new instance's hash part
+    assert len(moved) == ev["keys_moved"]
+    ends = set()
+    for topic, part, key, hdrs in got:
+        assert topic == "routed" and part == 0
+        sid, nxt, sp = (int(x) for x in hdrs[events.EOS_HEADER].split(":"))
+        assert sid == 0 and nxt == new
+        ends.add((key.decode(), sp))
+    assert ends == {(k, sp) for k in moved for sp in (0, 1)}
+    op.mgr.step()
+    assert len(op.kafka.produced) == len(got)  # each set ended once
+    assert "EndSets" in op.actions()

@@ -58,6 +58,7 @@ class RunDir:
 
     @property
     def run_id(self) -> str:
+        """The run's id: the name of :attr:`path`."""
         return self.path.name
 
     def __str__(self) -> str:
@@ -77,9 +78,11 @@ class RunDir:
 
     @property
     def route_settings(self) -> Path:
+        """The route job's settings (:class:`~skewlab.spark.route.RouteSettings` as JSON)."""
         return self.path / "route.json"
 
     def worker_settings(self, i: int) -> Path:
+        """Instance ``i``'s settings (:class:`~skewlab.live.worker.WorkerSettings` as JSON)."""
         return self.path / f"worker-{i}.json"
 
     @property

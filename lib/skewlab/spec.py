@@ -11,11 +11,13 @@ workload, runtime and one control part).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES
 from skewlab.rebalance import REBALANCER_NAMES
 from skewlab.workload.spec import WORKLOAD_NAMES
@@ -83,6 +85,34 @@ class Setting:
     choices: tuple[str, ...] | None = None
     nullable: bool = False
     repeat: bool = False
+
+    def allowed(self) -> str:
+        """The values allowed, in words: ``one of a, b``, ``in 1..64``, ``> 0``..."""
+        if self.choices is not None:
+            return "one of " + ", ".join(self.choices)
+        low, excl, high = self.minimum, self.exclusive_minimum, self.maximum
+        if excl is not None:
+            return f"in ({excl:g}, {high:g}]" if high is not None else f"> {excl:g}"
+        if low is not None:
+            return f"in {low:g}..{high:g}" if high is not None else f">= {low:g}"
+        return f"<= {high:g}" if high is not None else f"a {self.kind}"
+
+    def check(self, value: Any) -> None:
+        """Raise a one-line :class:`~skewlab.errors.ConfigError` unless ``value`` is one
+        of :attr:`choices` and within the bounds (``None``: only when :attr:`nullable`)."""
+        if value is None and self.nullable:
+            return
+        ok = value is not None
+        if ok and self.choices is not None:
+            ok = value in self.choices
+        elif ok and self.kind in ("integer", "number"):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value)
+            ok = ok and (self.minimum is None or value >= self.minimum)
+            ok = ok and (self.maximum is None or value <= self.maximum)
+            ok = ok and (self.exclusive_minimum is None or value > self.exclusive_minimum)
+        if not ok:
+            raise ConfigError(f"{self.name} must be {self.allowed()}, got {value!r}")
 
 
 def _s(name: str, part: Part, default: Any, kind: Kind, help: str, **kw: Any) -> Setting:

@@ -176,3 +176,23 @@ def test_run_help_shows_each_default_and_the_shown_value_is_the_default() -> Non
         assert getattr(_parse(s.flag, value), flag_dest(s)) == s.default, s.flag
         shown += 1
     assert shown >= 10
+
+
+def test_every_declared_bound_and_choice_is_enforced_by_the_settings() -> None:
+    checked = 0
+    for s in SETTINGS:
+        bad: list[object] = []
+        if s.choices is not None:
+            bad.append("no-such-" + s.name)
+        if s.minimum is not None:
+            bad.append(s.minimum - 1)
+        if s.exclusive_minimum is not None:
+            bad.append(s.exclusive_minimum)
+        if s.maximum is not None:
+            bad.append(s.maximum + 1)
+        for value in bad:
+            with pytest.raises(ConfigError, match=f"^{s.name} must be ") as exc:
+                ExperimentSettings(**{s.name: value})
+            assert s.allowed() in str(exc.value) and repr(value) in str(exc.value)
+            checked += 1
+    assert checked >= 20

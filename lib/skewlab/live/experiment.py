@@ -30,7 +30,7 @@ from skewlab.live.watch import ProgressFn
 from skewlab.rebalance import make_rebalancer
 from skewlab.spec import (
     DEFAULTS,
-    REBALANCE_POLICIES,
+    SETTINGS,
     RunSpec,
     default,
 )
@@ -103,6 +103,8 @@ class ExperimentSettings:
     """``FACTORx/INTERVALs``: the rate multiplies by FACTOR every INTERVAL seconds."""
 
     def __post_init__(self) -> None:
+        for setting in SETTINGS:  # bounds and allowed values, as declared
+            setting.check(getattr(self, setting.name))
         if self.load_ramp is not None:
             parse_ramp(self.load_ramp)
         if self.scale_out is not None:
@@ -115,36 +117,12 @@ class ExperimentSettings:
                 )
             state_manager_settings(self.spec, "check", "")
         if self.rebalance is not None:
-            if self.rebalance not in REBALANCE_POLICIES:
-                raise ConfigError(
-                    f"rebalance must be one of {', '.join(REBALANCE_POLICIES)}, "
-                    f"got {self.rebalance!r}"
-                )
             if self.strategy != "key":
                 raise ConfigError(
                     f"--rebalance runs on top of KEY grouping, got strategy {self.strategy!r}; "
                     "use --strategy key"
                 )
-
             make_rebalancer(self.rebalance, workers=self.workers, **self.rebalance_params)
-            if not self.rebalance_interval_s > 0:
-                raise ConfigError(
-                    f"rebalance interval must be > 0 s, got {self.rebalance_interval_s}"
-                )
-        if not 1 <= self.workers <= 64:
-            raise ConfigError(f"workers must be in 1..64, got {self.workers}")
-        if not 1 <= self.partitions <= 64:
-            raise ConfigError(f"partitions must be in 1..64, got {self.partitions}")
-        if not self.rate > 0:
-            raise ConfigError(f"rate must be > 0 events/s, got {self.rate}")
-        if self.events is None and not self.duration_s > 0:
-            raise ConfigError(f"duration must be > 0 s, got {self.duration_s}")
-        if self.events is not None and self.events < 1:
-            raise ConfigError(f"events must be >= 1, got {self.events}")
-        if self.service_us < 0:
-            raise ConfigError(f"service time must be >= 0 us, got {self.service_us}")
-        if not self.window_s > 0:
-            raise ConfigError(f"window must be > 0 s, got {self.window_s}")
         make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
         check_events(parse_workload(self.workload, seed=self.seed), self.n_events)
 

@@ -35,7 +35,7 @@ from skewlab.autoscale import AutoscalerConfig, MeasurementStream
 from skewlab.errors import ConfigError
 from skewlab.io.kafka import KafkaClient, KafkaSettings
 from skewlab.rundir import RunDir
-from skewlab.spec import AUTOSCALE_DEFAULTS
+from skewlab.spec import AUTOSCALE_DEFAULTS, AUTOSCALE_SETTINGS
 
 __all__ = [
     "CONTROLLER_INBOX",
@@ -115,16 +115,13 @@ class GroupSettings:
     record_bytes: int = _d("record_bytes")
 
     def __post_init__(self) -> None:
-        if not 1 <= self.partitions <= 1024:
-            raise ConfigError(f"partitions must be in 1..1024, got {self.partitions}")
+        names = {f.name for f in fields(GroupSettings)}
+        for setting in AUTOSCALE_SETTINGS:  # bounds and allowed values, as declared
+            if setting.name in names:
+                setting.check(getattr(self, setting.name))
         AutoscalerConfig(self.algorithm, self.capacity, self.bin_capacity)
-        for name in ("iteration_s", "window_s", "sample_s", "publish_s"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be > 0 s, got {getattr(self, name)!r}")
-        if not 0 <= self.min_span_s < self.window_s:
+        if not self.min_span_s < self.window_s:
             raise ConfigError(f"min_span_s must be in [0, window_s), got {self.min_span_s!r}")
-        if not 8 <= self.record_bytes <= 1_000_000:
-            raise ConfigError(f"record_bytes must be in 8..1000000, got {self.record_bytes}")
 
     def shared(self) -> dict[str, Any]:
         """The :class:`GroupSettings` fields of this object, by name."""

@@ -1,23 +1,9 @@
 """Load-balance and latency metrics, each as its seed defines it.
 
-Load metrics take a vector of per-worker (per-engine, per-partition) loads:
-tuple counts or rates, any non-negative numbers.
-
-* :func:`std_dev_pct` -- DKG ``STD_DEV``: standard deviation of the load in % of
-  total tuples across all worker bolts.
-* :func:`dist_cost` -- DKG ``DIST_COST``: ``totalWorkersUsed / distinctKeys``.
-* :func:`imb_score` -- DLB Eq. (2): ``100 * std(eng_load) / mean(eng_load)``.
-* :func:`e_lb` -- SMALOPS Eq. (2): ``E_LB = sum_j |R_pj - R_avg|``.
-* :func:`throughput` -- DKG ``THROUGHPUT_RATIO``: records processed per second.
-* :func:`key_floor` -- the key-granularity floor of imbScore on one window's
-  key loads (a lower bound and an achievable assignment's score).
-
-Every standard deviation here is the *population* one (``ddof=0``): the
-workers are the whole population, not a sample of it.
-
-Latency is summarised by :class:`LatencySummary` (n, mean, p50, p90, p99, max),
-computed exactly from an array (:func:`latency_summary`) or from a bounded
-:class:`LatencyHistogram` when the samples are too many to keep.
+Load metrics (DKG ``STD_DEV`` / ``DIST_COST`` / ``THROUGHPUT_RATIO``, DLB Eq. (2) imbScore and
+its key-granularity floor, SMALOPS Eq. (2) ``E_LB``) take per-worker loads; every std is the
+population one. Latency: :class:`LatencySummary`, exact or from a bounded
+:class:`LatencyHistogram`. Which seed defines what, and why: docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -135,10 +121,12 @@ class LatencySummary:
     max: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The six fields as a plain dict (``n`` .. ``max``), e.g. for a table row or JSON."""
         return asdict(self)
 
     @classmethod
     def empty(cls) -> LatencySummary:
+        """The summary of no samples: ``n == 0`` and every figure 0."""
         return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
@@ -193,6 +181,7 @@ class LatencyHistogram:
 
     @property
     def n(self) -> int:
+        """Number of samples added so far (merged histograms included); exact."""
         return self._n
 
     def _inner(self) -> int:
@@ -250,6 +239,11 @@ class LatencyHistogram:
         return float(min(max(value, self._min), self._max))
 
     def summary(self) -> LatencySummary:
+        """:class:`LatencySummary` of every sample added (empty when nothing was added).
+
+        ``n``, ``mean`` and ``max`` are exact; p50/p90/p99 come from :meth:`quantile`, within
+        one bin width.
+        """
         if self._n == 0:
             return LatencySummary.empty()
         return LatencySummary(

@@ -1,22 +1,10 @@
-"""The ``skewlab`` command: ``skewlab <command> [options]``.
+"""The ``skewlab`` command: ``skewlab <command> [options]``, one module per command.
 
-Each subcommand lives in its own module, registered in :data:`COMMANDS`
-(command name -> module path). A command module provides:
-
-* ``HELP: str`` -- one line for ``skewlab --help``;
-* ``configure(parser: argparse.ArgumentParser) -> None`` -- adds its options;
-* ``run(args: argparse.Namespace) -> int`` -- does the work, returns the exit code.
-
-Command modules are imported to build the parser, so they must import heavy
-dependencies (Spark, Kafka clients, matplotlib) inside ``run``.
-
-Conventions shared by every command: results go to stdout, logs and progress
-to stderr; a bad flag or a :class:`~skewlab.errors.ConfigError` prints ONE line
-on stderr saying what is wrong and what is allowed, and exits with 2 (no
-traceback); any other :class:`~skewlab.errors.SkewlabError` exits with 1. Any
-other exception prints ``skewlab: <Type>: <message> (details: <file>)`` and exits
-with 1, its traceback written to a file under the data dir's ``logs/`` (a temp
-file when there is no data dir); ``--debug`` or ``SKEWLAB_DEBUG=1`` also shows it.
+:data:`COMMANDS` registers the command modules (each gives ``HELP``, ``configure(parser)`` and
+``run(args) -> int``, heavy imports inside ``run``). Results go to stdout, logs to stderr; a bad
+flag or :class:`~skewlab.errors.ConfigError` is one line and exit 2, another
+:class:`~skewlab.errors.SkewlabError` exit 1, anything else one line plus a traceback file.
+The contract in full: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -54,7 +42,7 @@ COMMANDS: dict[str, str] = {
     "gc": "skewlab.commands.gc",
 }
 """Subcommand name -> module implementing it, ``module:function`` when the run
-function of that command is not called ``run`` (see the module docstring)."""
+function of that command is not called ``run`` (docs/cli.md, "Command modules")."""
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -37,7 +37,18 @@ PACKAGES = (
     "control",
     "orchestration",
 )
-TOP_MODULES = ("hashing.py", "keys.py", "clock.py", "frozen.py", "registry.py", "errors.py")
+TOP_MODULES = (
+    "hashing.py",
+    "keys.py",
+    "clock.py",
+    "frozen.py",
+    "registry.py",
+    "errors.py",
+    "testing.py",
+    "metrics.py",
+    "rundir.py",
+    "cli.py",
+)
 LIVE_MODULES = tuple(
     f"live/{m}.py"
     for m in (

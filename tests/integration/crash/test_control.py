@@ -21,8 +21,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,48 +51,6 @@ REBALANCE: dict[str, Any] = {
     "rebalance_lead_s": 0.5,
     "max_events_per_trigger": 2_000,
 }
-
-
-@pytest.fixture
-def live_refs(broker: Any, tmp_path: Path) -> Iterator[Any]:
-    """``refs(strategy, **settings) -> RunRefs`` of a run to drive; topics deleted after."""
-    from skewlab.io.delta import DeltaStore
-    from skewlab.io.kafka import KafkaSettings, connect
-    from skewlab.live.experiment import ExperimentSettings, new_run_id
-
-    home = (tmp_path / "home").resolve()
-    client = connect(KafkaSettings(broker.bootstrap))
-    made: list[RunRefs] = []
-
-    def refs(strategy: str, **settings: Any) -> RunRefs:
-        s = ExperimentSettings(
-            strategy=strategy, home=str(home), bootstrap=broker.bootstrap, keep_topics=True,
-            **settings,
-        )  # fmt: skip
-        run_id = new_run_id(strategy)
-        r = RunRefs(s, run_id, home / "runs" / run_id, DeltaStore(home / "delta"), client,
-                    f"events-{run_id}", f"routed-{run_id}")  # fmt: skip
-        made.append(r)
-        return r
-
-    try:
-        yield refs
-    finally:
-        for r in made:
-            _kill_children(r.run_dir)
-            for t in (r.events_topic, r.routed_topic):
-                client.delete_topic(t, missing_ok=True)
-        client.close()
-
-
-def _kill_children(run_dir: Path) -> None:
-    """Whatever a failed test left running of the run (each child in its own session)."""
-    from skewlab.live.handle import RunHandle
-    from skewlab.live.launch import Detached
-
-    with contextlib.suppress(Exception):
-        for rec in RunHandle.load(run_dir).procs.values():
-            Detached(rec).kill()
 
 
 class KillOnResume:

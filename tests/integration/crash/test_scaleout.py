@@ -1,0 +1,157 @@
+"""Crash matrix, scale-out runs: every point of the run kind, each policy one run.
+
+A KEY run with ``--scale-out <policy>`` and a load ramp that overloads a worker
+(as ``tests/integration/live/test_scaleout.py``) is driven by drivers that die and
+resume (:func:`~tests.integration.crash.driver.drive`). Each run carries several
+points at once; they fire at different times, so one run covers them all:
+
+- ``driver.mid_produce@2``: the first driver dies at its 2nd produce chunk, before
+  any overload (checkpoint and restart runs);
+- ``route.in_batch@2`` / ``route.after_produce@2``: the route job's 2nd micro-batch
+  (one per run: a route restart costs a Spark start);
+- ``worker.before_commit`` / ``worker.after_commit``: a worker's first flush;
+- ``worker.restoring@2``: the 2nd hit of the point in one process is only reached
+  by a started instance replaying its shadow (the 1st is its start-up), so a new
+  instance of the state manager dies mid-shadow: the driver's supervision must
+  restart it (it resumes from its committed plan and offsets);
+- ``scaleout.between_checkpoint_and_switch``: the driver (its state manager
+  thread) dies with the new instances started and the routing switch not done;
+  the next driver's state manager is rebuilt from ``decisions`` and
+  ``assignments`` (:mod:`skewlab.control.scaleout_recovery`) and finishes the
+  switch (restart: at once; checkpoint / active backup: when the instances are
+  ready / the load is at scale_out).
+
+Each run must end with every point fired, a restart of the new instance, the
+input exactly the workload, 0 lost, 0 doubled, exact key state, 0 order
+violations, and one switch per scale event: no instance started twice, no
+``assignments`` version written twice or skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from tests.integration.crash.driver import drive
+from tests.integration.crash.harness import Crashes, supervised
+from tests.integration.fixtures.live import LiveRun
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.crash,
+    pytest.mark.skipif(not supervised(), reason="needs the driver's supervision (issue 18)"),
+]
+
+SCALE: dict[str, Any] = {
+    "workers": 2,
+    "partitions": 2,
+    "workload": "zipf:s=0.8,v=2.72",
+    "events": None,
+    "rate": 30.0,
+    "duration_s": 32.0,
+    "load_ramp": "2x/8s",
+    "service_us": 20_000.0,  # 50 events/s per instance: the third ramp step overloads one
+    "max_events_per_trigger": None,
+    "window_s": 1.0,
+    "trigger_s": 0.5,
+    "flush_interval_s": 0.5,
+    "mlflow": False,
+    "seed": 7,
+    "scale_out_interval_s": 1.0,
+    "scale_out_params": {"alarming": 35.0, "scale_out": 55.0, "cooldown_s": 60.0},
+}
+SWITCH = "scaleout.between_checkpoint_and_switch"
+NEW_INSTANCE = {"worker.restoring": 2}
+RUNS: dict[str, dict[str, int]] = {
+    "checkpoint": {
+        "driver.mid_produce": 2,
+        "route.in_batch": 2,
+        "worker.before_commit": 1,
+        SWITCH: 1,
+        **NEW_INSTANCE,
+    },
+    "active-backup": {
+        "route.after_produce": 2,
+        "worker.after_commit": 1,
+        SWITCH: 1,
+        **NEW_INSTANCE,
+    },
+    "restart": {
+        "driver.mid_produce": 2,
+        "worker.before_commit": 1,
+        "worker.after_commit": 1,
+        SWITCH: 1,
+        **NEW_INSTANCE,
+    },
+}
+"""Per policy, the points its run arms (``point -> n``: fire at the n-th hit)."""
+
+
+def _decisions(run: LiveRun) -> list[dict[str, Any]]:
+    t = run.store.read("decisions", run_id=run.run_id, columns=["loop", "detail"])
+    return [
+        json.loads(d)
+        for loop, d in zip(t["loop"].to_pylist(), t["detail"].to_pylist())
+        if loop == "scale-out"
+    ]
+
+
+@pytest.mark.parametrize("policy", list(RUNS))
+def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) -> None:
+    from skewlab.live.handle import RunHandle
+    from skewlab.live.summary import RunSummary
+
+    refs = live_refs("key", scale_out=policy, **SCALE)
+    crashes = Crashes(refs.run_dir.parent.parent / "markers", RUNS[policy])
+    t0 = time.monotonic()
+    codes, summary = drive(
+        refs.settings, refs.run_id, refs.run_dir, crashes.env(), attempts=4
+    )  # every driver carries every point; each fires once (its marker)
+    run = LiveRun(**refs.__dict__, summary=RunSummary(**summary))
+    s = run.summary
+    assert s is not None
+    fired = crashes.fired()
+    assert fired == set(RUNS[policy]), f"did not fire: {sorted(set(RUNS[policy]) - fired)}"
+    driver_deaths = sum(p in fired for p in ("driver.mid_produce", SWITCH))
+    assert codes == [86] * driver_deaths + [0], codes
+
+    # Supervision: the route job and workers restarted, the new instance among them.
+    restarts = dict(RunHandle.load(run.run_dir).restarts)
+    W = run.settings.workers
+    if any(p.startswith("route.") for p in fired):
+        assert restarts.get("route", 0) >= 1, restarts
+    restarted = {int(k.split("-")[1]) for k in restarts if k.startswith("worker-")}
+    assert any(j >= W for j in restarted), f"no new instance restarted: {restarts}"
+    olds = sum(p in fired for p in ("worker.before_commit", "worker.after_commit"))
+    assert len([j for j in restarted if j < W]) >= min(olds, 1), restarts
+
+    # The input, exactly; results and key state exact.
+    n = run.settings.n_events
+    ends = run.client.end_offsets(run.events_topic)
+    begins = run.client.begin_offsets(run.events_topic)
+    assert sum(e - begins.get(p, 0) for p, e in ends.items()) == n
+    assert s.exact, s.exactness
+    assert "lost 0, doubled 0, sum mismatches 0" in s.exactness
+    assert s.state_exact and s.order_violations == 0
+
+    # One switch per scale event, written once, across the dead drivers.
+    details = _decisions(run)
+    starts = [d for d in details if d["action"] == "StartInstances"]
+    assert starts, "the state manager never started an instance"
+    epochs = [p["epoch"] for d in starts for p in d.get("plans", {}).values()]
+    assert len(epochs) == len(set(epochs))
+    versions = sorted(
+        {int(v) for v in run.store.read("assignments", run_id=run.run_id)["version"].to_pylist()}
+    )
+    assert versions == list(range(1, len(versions) + 1)), versions
+    switches = [d for d in details if d["action"] == "SwitchRouting" and d["from"] != d["to"]]
+    assert len(switches) <= len(starts)  # a take-over only after instances were started
+    if policy != "active-backup":  # its take-over waits for scale_out after the resume
+        assert switches and s.keys_moved >= 1
+    print(
+        f"crash scale-out {policy}: {sorted(fired)} codes {codes} restarts {restarts} "
+        f"switches {len(switches)} {time.monotonic() - t0:.0f} s"
+    )

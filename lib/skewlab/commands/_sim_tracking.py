@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from skewlab.io.run_links import run_link
 from skewlab.io.tracking import Tracker, TrackingSettings
+from skewlab.live.summary_plots import PLOT_NAMES as LIVE_PLOT_NAMES
 from skewlab.metrics import std_dev_pct
 from skewlab.report.plots import plot_latency_cdf, plot_worker_loads
 
@@ -43,8 +44,9 @@ LOADS_TABLE = "window_loads.json"
 PROGRESS_STEP_PCT = 10
 """``events_done`` is logged into a running strategy's run every this many percent."""
 
-PLOT_NAMES = ("worker_loads.png", "latency_cdf.png")
-"""Every simulate run's plots, under ``plots/`` of the run's artifacts."""
+PLOT_NAMES = LIVE_PLOT_NAMES[:2]
+"""Every simulate run's plots, under ``plots/`` of the run's artifacts: a live run's first
+two names, so MLflow's compare view sets a simulated and a live run's plots side by side."""
 
 
 def quiet_mlflow() -> None:

@@ -308,3 +308,50 @@ def test_stopped_secondary_counts_nothing_and_a_new_plan_starts_afresh(env: Any)
     by_worker = partials_by_worker(store)
     assert by_worker[1] == len(MOVED)  # only what was routed to it after the switch
     assert sum(by_worker.values()) == sum(inp.counts.values())
+
+
+def test_a_shadow_overtakes_its_overloaded_source(env: Any) -> None:
+    """The shadow pays the operator's cost for its part only (each step reads cap x parts
+    records): stepping with its source in lockstep, from the same offset, it reaches the
+    switch first and takes its keys there, while the source still works off its backlog."""
+    topic, store, tmp = env
+    inp = Input(topic)
+    topic.parts[1] = []
+
+    def slow(i: int) -> Worker:  # 10 records a step (the cost of 10 ms at 1 ms each)
+        s = WorkerSettings(
+            run_id=RUN,
+            worker=i,
+            topic=TOPIC,
+            kafka=KafkaSettings("fake:0"),
+            delta_root=str(tmp / "delta"),
+            window_s=1.0,
+            flush_interval_s=0.01,
+            service_us=1_000.0,
+            splitters=SPLITTERS,
+            cost="sleep",
+        )
+        return Worker(s, busy=lambda s: None)
+
+    primary = slow(0)
+    primary.flush()
+    plan(store)
+    secondary = slow(1)
+    inp.send(10)  # a backlog of 120 records for both
+    inp.switch(1)
+    inp.send(1, moved_to=1)
+    steps = 0
+    while secondary.sets is not None and len(secondary.sets.received) < len(MOVED):
+        primary.step()
+        secondary.step()
+        steps += 1
+        assert steps < 20, "the shadow never reached the switch"
+    assert primary.handoffs_sent == 0 and primary.offset < 120  # still in its backlog
+    drain(primary, secondary)
+    inp.end()
+    drain(primary, secondary)
+    primary.flush()
+    secondary.flush()
+    counts, holders, violations = final_key_state(store, RUN)
+    assert counts == dict(inp.counts) and set(holders.values()) == {1} and violations == 0
+    assert sum(partials_by_worker(store).values()) == sum(inp.counts.values())

@@ -1,0 +1,153 @@
+"""The DLB paper's ``dlb-switch`` claims (section 4, Fig. 3(b) / 4(b)), judged on a measure.
+
+:func:`switch_claims` takes what :func:`skewlab.experiments._dlb_runs.measure_switch`
+measured and returns one :class:`~skewlab.experiments.claims.Claim` per claim; nothing
+here runs a simulation, so a test can judge a measure it built itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from skewlab.experiments._dlb_runs import SwitchMeasure, kg_reference
+from skewlab.experiments.claims import Claim, at_most, band, ordered
+
+__all__ = ["SEED", "switch_claims"]
+
+SEED = "dlb"
+
+
+def switch_claims(m: SwitchMeasure) -> list[Claim]:
+    """The paper's ``dlb-switch`` claims judged on ``m`` (DLB section 4, Fig. 3(b) / 4(b))."""
+    st = m.stats
+    out: list[Claim] = []
+    if "kg" in st:
+        kg = st["kg"]
+        rng = np.random.default_rng(m.setup.seed)
+        hi_ref = kg_reference(m.setup, 1.5, rng)
+        lo_ref = kg_reference(m.setup, 0.2, rng)
+        shared = ", ".join(str(r) for r in hi_ref.with_hottest)
+        out += [
+            Claim(
+                SEED,
+                "KG RSTD at eps 1.5 (mean of the eps 1.5 windows)",
+                "~77 % (text), up to 80 % (Fig. 4b)",
+                kg.rstd_high,
+                band(74.0, 83.0, " %"),
+                ours=f"{kg.rstd_high:.1f} %",
+                figure="Fig. 3b/4b",
+                why=(
+                    "KG's RSTD is set by where the hash puts the hottest keys: murmur3 puts "
+                    f"ranks {shared} of the 10 hottest on one engine ({hi_ref.ours:.1f} % on "
+                    "the exact eps 1.5 shares); over random key placements the median is "
+                    f"{hi_ref.random_median:.1f} % (5-95 %: {hi_ref.random_p5:.0f}-"
+                    f"{hi_ref.random_p95:.0f} %): the paper's figure is one typical draw, ours "
+                    "another"
+                ),
+            ),
+            Claim(
+                SEED,
+                "KG RSTD at eps 0.2 (mean of the eps 0.2 windows)",
+                "~3 %",
+                kg.rstd_low,
+                band(0.0, 6.0, " %"),
+                ours=f"{kg.rstd_low:.1f} %",
+                figure="Fig. 3b",
+                why=(
+                    f"murmur3 gives the engines {min(lo_ref.keys_per_engine)}-"
+                    f"{max(lo_ref.keys_per_engine)} of the {m.setup.keys:,} keys: "
+                    f"{lo_ref.ours:.1f} % on the exact eps 0.2 shares (random placements: "
+                    f"median {lo_ref.random_median:.1f} %, 95th pct {lo_ref.random_p95:.1f} %), "
+                    "plus each window's sampling noise"
+                ),
+            ),
+        ]
+    for p in ("dlb-h", "dlb-l"):
+        if p in st:
+            out.append(
+                Claim(
+                    SEED,
+                    f"{p.upper()} RSTD within 10 points of the key floor at eps 1.5 "
+                    "(windows after the phase's first check)",
+                    "DLB-H ~40 % (Fig. 4b), DLB-L ~20 % (Fig. 4a)",
+                    st[p].floor_gap_settled,
+                    at_most(10.0, " pts"),
+                    ours=(
+                        f"+{st[p].floor_gap_settled:.1f} pts over the floor "
+                        f"({m.floor_high:.1f} %); all eps 1.5 windows: "
+                        f"{st[p].rstd_high:.1f} % (+{st[p].floor_gap_high:.1f} pts)"
+                    ),
+                    why=(
+                        "the first check of a phase comes one interval into it; until then "
+                        "the policy runs on the previous phase's placement"
+                    ),
+                    figure="Fig. 3b/4b",
+                )
+            )
+    if "dlb-h" in st:
+        h = st["dlb-h"]
+        out.append(
+            Claim(
+                SEED,
+                "DLB-H moves few keys per rebalance (% of the interval's keys, mean)",
+                "5 % (Zipf), at most 10 % (default order)",
+                h.keys_pct,
+                at_most(10.0, " %"),
+                ours=f"{h.keys_pct:.1f} % (max {h.keys_pct_max:.1f} %)",
+                figure="Sec. 4",
+            )
+        )
+    if "lptf" in st:
+        lp = st["lptf"]
+        out.append(
+            Claim(
+                SEED,
+                "LPTF moves most keys per rebalance (% of the interval's keys, mean)",
+                "~76 %",
+                lp.keys_pct,
+                band(71.0, 81.0, " %"),
+                ours=f"{lp.keys_pct:.1f} %",
+                figure="Sec. 4",
+            )
+        )
+    if "dlb-h" in st and "dlb-l" in st:
+        h, lo = st["dlb-h"], st["dlb-l"]
+        out.append(
+            Claim(
+                SEED,
+                "DLB-H moves fewer tuples per rebalance than DLB-L (FSD state: last H per key)",
+                "57,750 < 294,881",
+                {"dlb-h": h.tuples_state, "dlb-l": lo.tuples_state},
+                ordered(["dlb-h", "dlb-l"]),
+                ours=f"{h.tuples_state:,.0f} < {lo.tuples_state:,.0f}",
+                figure="Sec. 4",
+                why=(
+                    "in tuples of the check window (state proportional to load) DLB-H moves "
+                    f"{h.tuples_window:,.0f} vs DLB-L {lo.tuples_window:,.0f}: "
+                    "heavy keys carry more of them"
+                ),
+            )
+        )
+    for p, paper in (("lptf", "12"), ("dlb-h", "10"), ("dlb-l", "10")):
+        if p in st:
+            ts = np.asarray([d.ts for d in m.runs[p].rebalances], dtype=np.float64)
+            n_hi = int(m.setup.high(ts, m.setup.check_s).sum())
+            out.append(
+                Claim(
+                    SEED,
+                    f"{p.upper()} rebalances in 40 min",
+                    f"{paper} (Zipf); 7-12 over both streams",
+                    st[p].rebalances,
+                    band(7, 12),
+                    ours=str(st[p].rebalances),
+                    figure="Sec. 4",
+                    why=(
+                        f"{n_hi} of {st[p].rebalances} follow checks on eps 1.5 windows, where "
+                        f"the key floor ({m.floor_high:.0f} %) is above theta so every check "
+                        "rebalances (their "
+                        "number is set by the check interval, see the setup); the rest re-balance "
+                        "the eps 1.5 placement after eps drops to 0.2"
+                    ),
+                )
+            )
+    return out

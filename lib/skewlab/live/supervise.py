@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,7 +34,14 @@ from skewlab.live.handle import RunHandle
 from skewlab.live.launch import Procs, exit_cause
 from skewlab.rundir import RunDir
 
-__all__ = ["BrokerLost", "BrokerProbe", "ChildFailed", "RestartPolicy", "Supervisor"]
+__all__ = [
+    "BrokerLost",
+    "BrokerProbe",
+    "ChildFailed",
+    "RestartPolicy",
+    "Supervisor",
+    "stop_guarded",
+]
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +161,28 @@ class Supervisor:
             log.warning("%s exited (%s); restart in %.1f s", _what(name), cause, delay)
             self.pending[name] = now + delay
             self._dead[name] = proc
+
+
+def stop_guarded(loop: Any, guard: Callable[[], None], tick_s: float = 0.25) -> None:
+    """``loop.stop()`` (which waits for the loop to end) while ``guard()`` runs every
+    ``tick_s`` in this thread.
+
+    A scale-out state manager keeps deciding after the input is produced until its
+    instances have worked off their backlog; an instance that dies then must be
+    restarted meanwhile (the manager waits for it), not only once the drain begins.
+    An exception of ``guard`` (a child out of restarts, the broker lost) is raised
+    at once; the loop was asked to stop already."""
+    done = threading.Event()
+
+    def stop() -> None:
+        try:
+            loop.stop()
+        finally:
+            done.set()
+
+    threading.Thread(target=stop, name="loop-stop", daemon=True).start()
+    while not done.wait(tick_s):
+        guard()
 
 
 def _bind(procs: Procs, i: int) -> Callable[[], None]:

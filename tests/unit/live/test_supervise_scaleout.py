@@ -104,3 +104,45 @@ def test_an_instance_the_manager_restarted_itself_is_not_restarted_again(tmp_pat
     now[0] += 10
     sup.check()
     assert started == ["worker-0"] and procs.workers[0] is fresh and handle.restarts == {}
+
+
+class SlowLoop:
+    """A control loop that ends only once ``release`` is set (a manager settling)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.release = threading.Event()
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.release.wait(30)
+        self.stopped = True
+
+
+def test_children_are_guarded_while_the_loop_settles() -> None:
+    from skewlab.live.supervise import stop_guarded
+
+    loop = SlowLoop()
+    looks: list[int] = []
+
+    def guard() -> None:
+        looks.append(1)
+        if len(looks) == 3:  # the loop ends after the third look at the children
+            loop.release.set()
+
+    stop_guarded(loop, guard, tick_s=0.01)
+    assert loop.stopped and len(looks) >= 3
+
+
+def test_a_guard_failure_while_the_loop_settles_is_raised() -> None:
+    from skewlab.live.supervise import ChildFailed, stop_guarded
+
+    loop = SlowLoop()
+
+    def guard() -> None:
+        raise ChildFailed("worker 3 failed after 3 restart(s)")
+
+    with pytest.raises(ChildFailed):
+        stop_guarded(loop, guard, tick_s=0.01)
+    loop.release.set()

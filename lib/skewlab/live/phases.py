@@ -245,7 +245,9 @@ def produce(ctx: RunContext) -> ProduceReport:
     )
     ctx.report = report
     if ctx.loop is not None:
-        ctx.loop.stop()
+        from skewlab.live.supervise import stop_guarded  # instances restarted while it settles
+
+        stop_guarded(ctx.loop, ctx.guard)
     if (mgr := ctx.manager) is not None:
         mgr.kafka.close()
         h.running = sorted(mgr.running)

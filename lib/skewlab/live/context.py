@@ -1,4 +1,5 @@
-"""One live run in one process: its context (handle, processes, client, guards) and spawners."""
+"""One live run in one process: its context (handle, processes, client, guards), created
+or resumed, and its spawners."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,8 @@ from skewlab.live.experiment import (
     ExperimentSettings,
     Hook,
     ProgressFn,
+    delta_root_of,
+    new_run_id,
 )
 from skewlab.live.handle import RunHandle
 from skewlab.live.launch import (
@@ -214,3 +217,47 @@ def worker_file(ctx: RunContext, i: int) -> Path:
     if not path.exists():
         path.write_text(settings_to_json(worker_settings(ctx.settings.spec, ctx.handle, i)))
     return path
+
+
+def new_run(
+    s: ExperimentSettings,
+    run_id: str | None = None,
+    progress: ProgressFn | None = None,
+    hook: Hook | None = None,
+    detached: bool = False,
+) -> RunContext:
+    """A new run of ``s``: its id, ``<data dir>/runs/<run>/`` and a saved handle."""
+    run_id = run_id or new_run_id(s.strategy)
+    home = Path(s.home).resolve()
+    run_dir = RunDir.create(home, run_id)
+    handle = RunHandle(
+        run_id=run_id,
+        home=str(home),
+        run_dir=str(run_dir),
+        delta_root=delta_root_of(home),
+        settings=asdict(s),
+        events_topic=run_dir.events_topic,
+        routed_topic=run_dir.routed_topic,
+        driver=this_process(),
+        detached=detached,
+    )
+    handle.save()
+    ctx = RunContext(handle, s, detached=detached, progress=progress, hook=hook)
+    bind_spawners(ctx)
+    return ctx
+
+
+def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContext:
+    """The context of the run in ``run_dir`` in a new process, processes rebuilt from pids."""
+    handle = RunHandle.load(run_dir)
+    handle.driver = this_process()
+    handle.save()
+    ctx = RunContext(handle, ExperimentSettings(**handle.settings), True, progress)
+    for name, rec in handle.procs.items():
+        proc = ctx.launcher.attach(rec)
+        if name == "route":
+            ctx.procs.route = proc
+        else:
+            ctx.procs.workers[int(name.split("-", 1)[1])] = proc
+    bind_spawners(ctx)
+    return ctx

@@ -24,11 +24,6 @@ from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
 from skewlab.live.experiment import (
     BOOTSTRAP_ENV,
     ExperimentError,
-    ExperimentSettings,
-    Hook,
-    ProgressFn,
-    delta_root_of,
-    new_run_id,
 )
 from skewlab.live.handle import Phase as P
 from skewlab.live.handle import RunHandle, Status
@@ -63,8 +58,8 @@ from skewlab.live.context import (
     TICK_S,
     Counts,
     RunContext,
-    bind_spawners,
-    this_process,
+    new_run,
+    resume,
     worker_file,
 )
 from skewlab.live.ending import fail, fail_tracking, release, stop
@@ -92,50 +87,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-def new_run(
-    s: ExperimentSettings,
-    run_id: str | None = None,
-    progress: ProgressFn | None = None,
-    hook: Hook | None = None,
-    detached: bool = False,
-) -> RunContext:
-    """A new run of ``s``: its id, ``<data dir>/runs/<run>/`` and a saved handle."""
-    run_id = run_id or new_run_id(s.strategy)
-    home = Path(s.home).resolve()
-    run_dir = RunDir.create(home, run_id)
-    handle = RunHandle(
-        run_id=run_id,
-        home=str(home),
-        run_dir=str(run_dir),
-        delta_root=delta_root_of(home),
-        settings=asdict(s),
-        events_topic=run_dir.events_topic,
-        routed_topic=run_dir.routed_topic,
-        driver=this_process(),
-        detached=detached,
-    )
-    handle.save()
-    ctx = RunContext(handle, s, detached=detached, progress=progress, hook=hook)
-    bind_spawners(ctx)
-    return ctx
-
-
-def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContext:
-    """The context of the run in ``run_dir`` in a new process, processes rebuilt from pids."""
-    handle = RunHandle.load(run_dir)
-    handle.driver = this_process()
-    handle.save()
-    ctx = RunContext(handle, ExperimentSettings(**handle.settings), True, progress)
-    for name, rec in handle.procs.items():
-        proc = ctx.launcher.attach(rec)
-        if name == "route":
-            ctx.procs.route = proc
-        else:
-            ctx.procs.workers[int(name.split("-", 1)[1])] = proc
-    bind_spawners(ctx)
-    return ctx
 
 
 def ensure_services(ctx: RunContext) -> str:

@@ -4,7 +4,6 @@ or resumed, and its spawners."""
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -30,6 +29,7 @@ from skewlab.live.launch import (
     Procs,
     module_command,
 )
+from skewlab.live.lifecycle import this_process
 from skewlab.live.producer import ProduceReport
 from skewlab.live.settings import kafka_settings, worker_settings
 from skewlab.live.supervise import BrokerProbe, RestartPolicy, Supervisor
@@ -180,12 +180,6 @@ def _progress_to(
     return both
 
 
-def this_process() -> list[float]:
-    import psutil
-
-    return [float(os.getpid()), float(psutil.Process().create_time())]
-
-
 def bind_spawners(ctx: RunContext) -> None:
     files = ctx.files
 
@@ -219,6 +213,35 @@ def worker_file(ctx: RunContext, i: int) -> Path:
     return path
 
 
+def create_handle(
+    home: str,
+    run_id: str,
+    settings: dict[str, Any],
+    kind: str = "grouping",
+    events_topic: str | None = None,
+    detached: bool = False,
+) -> RunHandle:
+    """The saved handle of a new run ``run_id`` of either kind under data dir ``home``:
+    its run dir created, its Delta root, this process as its driver. ``events_topic``
+    defaults to the run dir's; a grouping run also gets its ``routed`` topic."""
+    root = Path(home).resolve()
+    files = RunDir.create(root, run_id)
+    handle = RunHandle(
+        run_id=run_id,
+        home=str(root),
+        run_dir=str(files),
+        delta_root=delta_root_of(root),
+        settings=settings,
+        events_topic=events_topic or files.events_topic,
+        routed_topic=files.routed_topic if kind == "grouping" else "",
+        driver=this_process(),
+        detached=detached,
+        kind=kind,
+    )
+    handle.save()
+    return handle
+
+
 def new_run(
     s: ExperimentSettings,
     run_id: str | None = None,
@@ -227,21 +250,7 @@ def new_run(
     detached: bool = False,
 ) -> RunContext:
     """A new run of ``s``: its id, ``<data dir>/runs/<run>/`` and a saved handle."""
-    run_id = run_id or new_run_id(s.strategy)
-    home = Path(s.home).resolve()
-    run_dir = RunDir.create(home, run_id)
-    handle = RunHandle(
-        run_id=run_id,
-        home=str(home),
-        run_dir=str(run_dir),
-        delta_root=delta_root_of(home),
-        settings=asdict(s),
-        events_topic=run_dir.events_topic,
-        routed_topic=run_dir.routed_topic,
-        driver=this_process(),
-        detached=detached,
-    )
-    handle.save()
+    handle = create_handle(s.home, run_id or new_run_id(s.strategy), asdict(s), detached=detached)
     ctx = RunContext(handle, s, detached=detached, progress=progress, hook=hook)
     bind_spawners(ctx)
     return ctx

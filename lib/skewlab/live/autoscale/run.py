@@ -49,7 +49,8 @@ from skewlab.live.autoscale.summary import (
     read_decisions,
     read_evidence,
 )
-from skewlab.live.experiment import ExperimentError, delta_root_of, new_run_id
+from skewlab.live.context import create_handle
+from skewlab.live.experiment import ExperimentError, new_run_id
 from skewlab.live.handle import Phase as P
 from skewlab.live.handle import RunHandle, Status
 from skewlab.live.launch import LocalLauncher, Proc, module_command, tail
@@ -117,14 +118,8 @@ class AutoscaleRun(EndsOnExit):
     ) -> AutoscaleRun:
         """A new run of ``s`` (its run dir and handle written; nothing started)."""
         run_id = run_id or new_run_id(s.algorithm.replace(":", ""))
-        home = Path(s.home).resolve()
-        files = RunDir.create(home, run_id)
-        handle = RunHandle(
-            run_id=run_id, home=str(home), run_dir=str(files), delta_root=delta_root_of(home),
-            settings=asdict(s), events_topic=Topics.of(run_id).data, driver=this_process(),
-            detached=detached, kind="autoscale",
-        )  # fmt: skip
-        handle.save()
+        handle = create_handle(s.home, run_id, asdict(s), "autoscale", Topics.of(run_id).data,
+                               detached)  # fmt: skip
         return cls(handle, s, detached, hook)
 
     @classmethod

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewlab.control.scaleout_loop import parse_ramp
+from skewlab.control.scaleout_settings import parse_ramp
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.grouping import make_grouping
 from skewlab.live.launch import SPARK_MASTER_ENV, Procs

@@ -20,7 +20,9 @@ from skewlab.control.scaleout_loop import Processes, StateManagerSettings
 from skewlab.control.scaleout_loop import start_loop as start_manager_loop
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
+from skewlab.io.delta.recovery import check_tables
 from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
+from skewlab.live.aggregate import merge, plain_count, results_counts
 from skewlab.live.experiment import (
     BOOTSTRAP_ENV,
     ExperimentError,
@@ -43,6 +45,8 @@ from skewlab.live.settings import (
     state_manager_settings,
 )
 from skewlab.live.startup import wait_ready
+from skewlab.live.summary import summarize as summarize_run
+from skewlab.live.supervise import stop_guarded
 from skewlab.live.tracking import LiveRun, log_run, open_live_run
 from skewlab.pipeline import events
 from skewlab.pipeline.exactness import ExactnessReport, check
@@ -108,8 +112,6 @@ def start_services(h: RunHandle, bootstrap: str | None) -> str:
     servers (``bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else the embedded broker under
     the data dir, started if needed) recorded in the handle (not saved)."""
     if "://" not in h.delta_root:
-        from skewlab.io.delta.recovery import check_tables
-
         check_tables(h.delta_root)
     t0 = time.time()
     bootstrap = bootstrap or os.environ.get(BOOTSTRAP_ENV)
@@ -195,9 +197,7 @@ def produce(ctx: RunContext) -> ProduceReport:
         ctx.kafka, workload, ps, sleep=ctx.sleep, progress=on_chunk, present=present
     )
     ctx.report = report
-    if ctx.loop is not None:
-        from skewlab.live.supervise import stop_guarded  # instances restarted while it settles
-
+    if ctx.loop is not None:  # instances restarted while it settles
         stop_guarded(ctx.loop, ctx.guard)
     if (mgr := ctx.manager) is not None:
         mgr.kafka.close()
@@ -252,8 +252,6 @@ def _plain(value: Any) -> Any:
 
 def aggregate(ctx: RunContext) -> ExactnessReport:
     """Phase 6: merge ``partials`` into ``results``; check them against ``events``."""
-    from skewlab.live.aggregate import merge, plain_count, results_counts
-
     s, h = ctx.settings, ctx.handle
     h.require(P.DRAINED, "aggregate")
     store = DeltaStore(h.delta_root)
@@ -300,8 +298,6 @@ def check_quality(ctx: RunContext) -> QualityReport:
 
 def summarize(ctx: RunContext) -> RunSummary:
     """Phase 7b: the summary and plots, the quality verdict, the MLflow run."""
-    from skewlab.live.summary import summarize as summarize_run
-
     s, h = ctx.settings, ctx.handle
     h.require(P.AGGREGATED, "summarize")
     assert h.produced is not None and h.exactness is not None

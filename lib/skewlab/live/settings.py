@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from skewlab.control.rebalance_loop import RebalanceSettings
-from skewlab.control.scaleout_loop import StateManagerSettings, parse_ramp
+from skewlab.control.scaleout_settings import StateManagerSettings, parse_ramp
 from skewlab.io.kafka import KafkaSettings
 from skewlab.live.handle import RunHandle
 from skewlab.live.launch import SPARK_MASTER_ENV

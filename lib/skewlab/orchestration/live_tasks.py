@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from skewlab.io.run_links import run_url
 from skewlab.io.tracking import Tracker, TrackingSettings
+from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.handle import Phase
 from skewlab.live.tracking import LiveRun
 from skewlab.orchestration.runs import result_for_xcom, settings_from_xcom
@@ -80,7 +81,6 @@ def _resumed(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iter
 
 def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
     """A new run of the settings (XCom dict): its run dir and handle, the broker running."""
-    from skewlab.live.autoscale.run import AutoscaleSettings
     from skewlab.live.phases import ensure_services as ensure
     from skewlab.live.phases import new_run
 

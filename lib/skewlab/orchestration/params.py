@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from skewlab.autoscale import ALGORITHM_NAMES
+from skewlab.control.scaleout_settings import parse_ramp
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, GROUPINGS
 from skewlab.live.autoscale.protocol import speed_plan
@@ -365,8 +366,6 @@ def _check_grouping(values: Mapping[str, Any]) -> None:
         "strategy_params", strategy, values["strategy_params"], grouping_keys(strategy)
     )
     if load_ramp := values["load_ramp"]:
-        from skewlab.control.scaleout_loop import parse_ramp
-
         try:
             parse_ramp(load_ramp)
         except ConfigError as exc:

@@ -16,10 +16,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from skewlab.errors import ConfigError
+from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.orchestration.paramspec import OFF, one_line
 
 if TYPE_CHECKING:
-    from skewlab.live.autoscale.run import AutoscaleSettings, AutoscaleSummary
+    from skewlab.live.autoscale.run import AutoscaleSummary
     from skewlab.live.experiment import ExperimentSettings
     from skewlab.live.summary import RunSummary
 
@@ -39,8 +40,6 @@ __all__ = [
 
 def settings_to_xcom(settings: Settings) -> dict[str, Any]:
     """The settings as a JSON-safe dict with their ``mode`` (see :func:`settings_from_xcom`)."""
-    from skewlab.live.autoscale.run import AutoscaleSettings
-
     mode = "autoscale" if isinstance(settings, AutoscaleSettings) else "grouping"
     return {"mode": mode, **dataclasses.asdict(settings)}
 
@@ -50,7 +49,6 @@ def settings_from_xcom(data: Mapping[str, Any]) -> Settings:
 
     ``mode`` selects the class (``grouping`` when absent: XComs of older runs).
     """
-    from skewlab.live.autoscale.run import AutoscaleSettings
     from skewlab.live.experiment import ExperimentSettings
 
     fields = dict(data)
@@ -97,8 +95,6 @@ def run_for_xcom(
     Grouping settings run :func:`skewlab.live.experiment.run_experiment` (with
     ``progress``); autoscale settings :func:`skewlab.live.autoscale.run.run_autoscale`.
     """
-    from skewlab.live.autoscale.run import AutoscaleSettings
-
     if isinstance(settings, AutoscaleSettings):
         from skewlab.live.autoscale.run import run_autoscale
 

@@ -8,10 +8,19 @@ such a path or app id.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["RunDir", "app_id"]
+__all__ = ["DELTA_ROOT_ENV", "RunDir", "app_id", "delta_root_of"]
+
+DELTA_ROOT_ENV = "SKEWLAB_DELTA_ROOT"
+"""Where the Delta tables live (a path or ``s3://...``); default ``<data dir>/delta``."""
+
+
+def delta_root_of(home: str | Path) -> str:
+    """The Delta root of runs under data dir ``home`` (``$SKEWLAB_DELTA_ROOT`` wins)."""
+    return os.environ.get(DELTA_ROOT_ENV) or str(Path(home) / "delta")
 
 
 def app_id(job: str, run_id: str) -> str:

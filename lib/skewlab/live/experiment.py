@@ -6,13 +6,11 @@ Details: docs/live-run.md, section ``skewlab.live.experiment``.
 from __future__ import annotations
 
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.control.scaleout_settings import parse_ramp
@@ -28,6 +26,7 @@ from skewlab.live.settings import (
 )
 from skewlab.live.watch import ProgressFn
 from skewlab.rebalance import make_rebalancer
+from skewlab.rundir import DELTA_ROOT_ENV, delta_root_of
 from skewlab.spec import (
     DEFAULTS,
     SETTINGS,
@@ -163,13 +162,6 @@ Hook = Callable[[int, Procs], None]
 
 BOOTSTRAP_ENV = "SKEWLAB_KAFKA_BOOTSTRAP"
 """A Kafka to use instead of the embedded broker (``--bootstrap`` wins)."""
-DELTA_ROOT_ENV = "SKEWLAB_DELTA_ROOT"
-"""Where the Delta tables live (a path or ``s3://...``); default ``<data dir>/delta``."""
-
-
-def delta_root_of(home: Path) -> str:
-    """The Delta root of runs under data dir ``home`` (``$SKEWLAB_DELTA_ROOT`` wins)."""
-    return os.environ.get(DELTA_ROOT_ENV) or str(home / "delta")
 
 
 def new_run_id(strategy: str) -> str:

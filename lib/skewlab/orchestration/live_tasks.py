@@ -18,7 +18,7 @@ from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.handle import Phase
 from skewlab.live.tracking import LiveRun
 from skewlab.orchestration.runs import result_for_xcom, settings_from_xcom
-from skewlab.rundir import RunDir
+from skewlab.rundir import RunDir, delta_root_of
 
 if TYPE_CHECKING:
     from skewlab.live.autoscale.run import AutoscaleRun
@@ -298,7 +298,6 @@ def quality_report(home: str | Path, run_id: str, window_s: float) -> QualityRep
     """
     from skewlab.io.delta import DeltaStore
     from skewlab.live import phases
-    from skewlab.live.experiment import delta_root_of
     from skewlab.quality import check_run
 
     home = Path(home).resolve()

@@ -28,6 +28,7 @@ from skewlab.control import STEPS
 from skewlab.errors import ConfigError
 from skewlab.orchestration.control.forms import FORMS
 from skewlab.orchestration.paramspec import OFF, ParamSpec, one_line
+from skewlab.rundir import delta_root_of
 from skewlab.services.datadir import resolve_home
 
 __all__ = [
@@ -147,8 +148,6 @@ def _variable(value: str | Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _default_delta_root() -> str:
-    from skewlab.live.experiment import delta_root_of
-
     return delta_root_of(resolve_home())
 
 

@@ -57,6 +57,43 @@ def routed_count(client: object, topic: str) -> int:
     return sum(client.end_offsets(topic).values())  # type: ignore[attr-defined]
 
 
+def _role(cmd: list[str]) -> str:
+    """A process of the route job's tree by what it runs."""
+    text = " ".join(cmd)
+    for needle, role in (
+        ("java", "JVM (Spark)"),
+        ("pyspark.worker", "Python workers (source read + decode, splitters)"),
+        ("python_streaming_source_runner", "source planner (latestOffset)"),
+        ("plan_data_source_read", "source planner (partitions)"),
+        ("route_job", "driver (foreachBatch sink: produce, Delta)"),
+    ):
+        if needle in text:
+            return role
+    return "other Python (data source look-up)"
+
+
+def tree_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of process ``pid`` and every live descendant by role
+    (:func:`_role`): the JVM, its Python workers and planners. Load-independent, unlike
+    wall time (a process that exited in between is not counted)."""
+    import psutil
+
+    out: dict[str, float] = {}
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return out
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            role = _role(p.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        out[role] = out.get(role, 0.0) + t.user + t.system
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=200_000)
@@ -68,6 +105,9 @@ def main() -> None:
     ap.add_argument("--bootstrap", default=None)
     ap.add_argument("--profile", default=None, help="py-spy output dir")
     ap.add_argument("--rate", type=float, default=1e9, help="offered events/s (default: flat out)")
+    ap.add_argument("--tasks", type=int, default=None, help="RouteSettings.tasks")
+    ap.add_argument("--state-store", default=None, help="RouteSettings.state_store")
+    ap.add_argument("--settle", type=float, default=0.0, help="s to wait after route.ready")
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="skewlab-bench-route-"))
     broker = None
@@ -94,6 +134,8 @@ def main() -> None:
         run_dir=str(files.path),
         trigger_s=args.trigger,
         max_events_per_trigger=args.max_events_per_trigger,
+        **({"tasks": args.tasks} if args.tasks else {}),
+        **({"state_store": args.state_store} if args.state_store else {}),
     )
     files.route_settings.write_text(s.to_json())
     cmd = [sys.executable, "-m", "skewlab.live.route_job", str(files.route_settings)]
@@ -112,6 +154,8 @@ def main() -> None:
             time.sleep(0.1)
         t_ready = time.time()
         ready = files.route_ready.read_text()
+        time.sleep(args.settle)
+        cpu0 = tree_cpu(proc.pid)
         t0 = time.time()
         rep = produce(
             client,
@@ -124,6 +168,9 @@ def main() -> None:
                 raise SystemExit(f"route job exited {proc.returncode}: see {files.log('route')}")
             time.sleep(0.05)
         t_done = time.time()
+        cpu1 = tree_cpu(proc.pid)
+        by_role = {r: c - cpu0.get(r, 0.0) for r, c in cpu1.items()}
+        cpu = sum(by_role.values())
         files.route_stop.touch()
         proc.wait(timeout=120)
     finally:
@@ -142,8 +189,15 @@ def main() -> None:
     say(
         f"route latency (routed record time - event ts), ms: p50 {lat[0]:,.0f}  "
         f"p90 {lat[1]:,.0f}  p99 {lat[2]:,.0f}  (trigger {args.trigger} s, "
-        f"max/trigger {args.max_events_per_trigger}, offered {args.rate:,.0f}/s)"
+        f"max/trigger {args.max_events_per_trigger}, offered {args.rate:,.0f}/s, "
+        f"tasks {s.tasks}, state store {s.state_store})"
     )
+    say(
+        f"route job CPU: {cpu:.1f} s for {args.events:,} events = "
+        f"{cpu / args.events * 1e6:.0f} us/event (JVM + Python workers; load-independent)"
+    )
+    for r, c in sorted(by_role.items(), key=lambda kv: -kv[1]):
+        say(f"  {r:50s} {c:6.1f} s  {c / args.events * 1e6:5.0f} us/event")
     say(f"load average: {os.getloadavg()[0]:.1f}")
     client.delete_topic(events_topic, missing_ok=True)
     client.delete_topic(routed_topic, missing_ok=True)

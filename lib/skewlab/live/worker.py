@@ -249,32 +249,32 @@ class Worker:
     def _process(self, upto: int) -> int:
         if self.sets is not None:
             return self._process_sets(upto)
-        keys: list[str] = []
-        ts: list[float] = []
-        sizes: list[int] = []
-        parts: list[int] = []
-        offs: list[int] = []
-        last = self.offset - 1
-        for rec in self.client.fetch(self.s.topic, self.s.worker, self.offset, upto):
-            dec = events.decode([rec.value], routed=True)
-            last = rec.offset
-            if dec.rejects:  # the route job only forwards valid events
-                log.error("worker %d: invalid routed record at %d", self.s.worker, rec.offset)
-                continue
-            p, o = events.parse_src(rec.headers)
-            keys.append(dec.keys[0])
-            ts.append(dec.ts[0])
-            sizes.append(dec.sizes[0])
-            parts.append(p)
-            offs.append(o)
+        recs = list(self.client.fetch(self.s.topic, self.s.worker, self.offset, upto))
+        if not recs:
+            self._dirty = True
+            return 0
+        dec = events.decode_arrow([r.value for r in recs], routed=True)
+        reason = dec.column("reason").to_pylist()
+        ok = [i for i, r in enumerate(reason) if r is None]
+        for i, r in enumerate(reason):
+            if r is not None:  # the route job only forwards valid events
+                log.error("worker %d: invalid routed record at %d", self.s.worker, recs[i].offset)
+        src = [events.parse_src(recs[i].headers) for i in ok]
+        if len(ok) < len(recs):
+            dec = dec.take(ok)
+        keys: list[str] = dec.column("key").to_pylist()
+        ts: list[float] = dec.column("ts").to_pylist()
+        sizes: list[int] = dec.column("size").to_pylist()
+        parts = [p for p, _ in src]
+        offs = [o for _, o in src]
         taken = self.agg.process(keys, ts, sizes, parts, offs)
         self.busy(self.s.service_us * 1e-6 * int(taken.sum()))
         now = self.wall()
         w = self.s.window_s
-        for t, ok in zip(ts, taken.tolist()):
-            if ok:
+        for t, took in zip(ts, taken.tolist()):
+            if took:
                 self.latency.add(window_start(t, w), now - t)
-        self.offset = last + 1
+        self.offset = recs[-1].offset + 1
         self._dirty = True
         return len(keys)
 

@@ -53,6 +53,9 @@ FIELDS: tuple[str, ...] = (
 """The columns of :data:`SCHEMA`; option ``fields`` (comma separated) keeps a subset, in
 this order, and the reader builds only those (the route job reads three)."""
 
+DECODE_FIELDS: tuple[str, ...] = ("partition", "offset", "value")
+"""The columns option ``decode`` reads (whatever ``fields`` says)."""
+
 Offsets = dict[str, int]
 """A source offset: next offset to read (exclusive end of the batch) per partition."""
 
@@ -93,6 +96,16 @@ class KafkaSourceOptions:
     fetch_batch_size: int = 10_000
     extra: Mapping[str, str] = field(default_factory=dict)
     fields: tuple[str, ...] = FIELDS
+    max_tasks: int | None = None
+    decode: str | None = None
+    """Option ``decode``: ``events`` yields the route job's decoded rows
+    (:data:`skewlab.spark.route.DECODED_SCHEMA`, from ``partition``, ``offset`` and
+    ``value``) instead of the record columns, decoded in the reading task."""
+    max_event_bytes: int | None = None
+    """Option ``maxEventBytes`` (with ``decode``): larger values are rejected."""
+    """At most this many Spark tasks per batch (option ``maxTasks``): the partitions'
+    ranges are dealt to the tasks round-robin and each task reads its ranges one after
+    the other. ``None``: one task per partition with records."""
 
     def __post_init__(self) -> None:
         if not self.topic:
@@ -109,6 +122,12 @@ class KafkaSourceOptions:
             )
         if self.fetch_batch_size < 1:
             raise ConfigError(f"fetchBatchSize must be >= 1, got {self.fetch_batch_size}")
+        if self.decode not in (None, "events"):
+            raise ConfigError(f"option 'decode' must be 'events', got {self.decode!r}")
+        if self.decode is not None and self.fields != DECODE_FIELDS:
+            raise ConfigError(f"option 'decode' reads the fields {DECODE_FIELDS}")
+        if self.max_tasks is not None and self.max_tasks < 1:
+            raise ConfigError(f"maxTasks must be >= 1, got {self.max_tasks}")
         unknown = [f for f in self.fields if f not in FIELDS]
         if unknown or not self.fields:
             raise ConfigError(
@@ -122,6 +141,7 @@ class KafkaSourceOptions:
         opts = _options(options)
         if "bootstrap" not in opts:
             raise ConfigError("option 'bootstrap' (host:port) is required")
+        decode = opts.get("decode") or None
         return cls(
             bootstrap=opts["bootstrap"],
             topic=opts.get("topic", ""),
@@ -131,7 +151,10 @@ class KafkaSourceOptions:
             max_events_per_trigger=_int_option(opts, "maxeventspertrigger"),
             fetch_batch_size=_int_option(opts, "fetchbatchsize") or 10_000,
             extra={k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")},
-            fields=_fields_option(opts.get("fields")),
+            fields=DECODE_FIELDS if decode else _fields_option(opts.get("fields")),
+            max_tasks=_int_option(opts, "maxtasks"),
+            decode=decode,
+            max_event_bytes=_int_option(opts, "maxeventbytes"),
         )
 
     def settings(self) -> KafkaSettings:
@@ -270,24 +293,52 @@ def records_to_batches(
         chunk = list(itertools.islice(records, batch_size))
 
 
-def read_range(opts: KafkaSourceOptions, part: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
-    """Executor side of both readers: fetch ``[start, end)`` with a client of its own."""
+@dataclass(frozen=True)
+class KafkaRangesPartition(InputPartition):
+    """One Spark task reading several ranges, in order (option ``maxTasks``)."""
+
+    ranges: tuple[KafkaRangePartition, ...]
+
+
+def read_range(
+    opts: KafkaSourceOptions, part: KafkaRangePartition | KafkaRangesPartition
+) -> Iterator[pa.RecordBatch]:
+    """Executor side of both readers: fetch ``[start, end)`` of each range with a client
+    of its own (one client per task)."""
+    ranges = part.ranges if isinstance(part, KafkaRangesPartition) else (part,)
     client = opts.connect()
     try:
-        fetched = client.fetch(part.topic, part.partition, part.start, part.end)
-        yield from records_to_batches(fetched, opts.fetch_batch_size, opts.fields)
+        for r in ranges:
+            fetched = client.fetch(r.topic, r.partition, r.start, r.end)
+            batches = records_to_batches(fetched, opts.fetch_batch_size, opts.fields)
+            if opts.decode is None:
+                yield from batches
+                continue
+            from skewlab.pipeline.events import DEFAULT_MAX_BYTES
+            from skewlab.spark.route import decode_batch
+
+            limit = opts.max_event_bytes or DEFAULT_MAX_BYTES
+            for b in batches:
+                yield decode_batch(b, limit)
     finally:
         client.close()
 
 
-def plan_partitions(topic: str, start: Offsets, end: Offsets) -> list[KafkaRangePartition]:
-    """One :class:`KafkaRangePartition` per partition with records in ``[start, end)``."""
+def plan_partitions(
+    topic: str, start: Offsets, end: Offsets, max_tasks: int | None = None
+) -> list[KafkaRangePartition] | list[KafkaRangesPartition]:
+    """One :class:`KafkaRangePartition` per partition with records in ``[start, end)``;
+    with ``max_tasks``, those ranges dealt round-robin (in partition order) into at most
+    ``max_tasks`` :class:`KafkaRangesPartition` (every range in exactly one task)."""
     parts = []
     for p in sorted(end, key=int):
         lo = start.get(p, 0)
         if end[p] > lo:
             parts.append(KafkaRangePartition(topic, int(p), lo, end[p]))
-    return parts
+    if max_tasks is None:
+        return parts
+    n = min(max_tasks, len(parts))
+    return [KafkaRangesPartition(tuple(parts[i::n])) for i in range(n)]
 
 
 class _BrokerView:
@@ -372,13 +423,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._advance(end)
         return end
 
-    def partitions(self, start: dict, end: dict) -> list[KafkaRangePartition]:
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         self._advance(end)
         begin = self.broker.begin() if set(end) - set(start) else {}
-        return plan_partitions(self.opts.topic, {**begin, **start}, end)
+        return plan_partitions(self.opts.topic, {**begin, **start}, end, self.opts.max_tasks)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaRangePartition)
+        assert isinstance(partition, KafkaRangePartition | KafkaRangesPartition)
         return read_range(self.opts, partition)
 
     def commit(self, end: dict) -> None:
@@ -394,17 +445,17 @@ class KafkaBatchReader(DataSourceReader):
     def __init__(self, opts: KafkaSourceOptions) -> None:
         self.opts = opts
 
-    def partitions(self) -> list[KafkaRangePartition]:
+    def partitions(self) -> Sequence[InputPartition]:
         broker = _BrokerView(self.opts)
         try:
             start = broker.resolve(self.opts.starting)
             end = broker.resolve(self.opts.ending)
         finally:
             broker.close()
-        return plan_partitions(self.opts.topic, start, end)
+        return plan_partitions(self.opts.topic, start, end, self.opts.max_tasks)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaRangePartition)
+        assert isinstance(partition, KafkaRangePartition | KafkaRangesPartition)
         return read_range(self.opts, partition)
 
 
@@ -420,7 +471,12 @@ class KafkaDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        return fields_schema(_fields_option(_options(self.options).get("fields")))
+        opts = _options(self.options)
+        if opts.get("decode"):
+            from skewlab.spark.route import DECODED_SCHEMA
+
+            return DECODED_SCHEMA
+        return fields_schema(_fields_option(opts.get("fields")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaBatchReader(KafkaSourceOptions.from_options(self.options))

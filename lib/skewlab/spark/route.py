@@ -3,10 +3,11 @@
 One streaming query, per micro-batch ``b`` (the sink is :mod:`skewlab.spark.route_sink`):
 
 1. the ``skewlab-kafka`` source reads the new range of every partition of ``events``
-   (only ``partition``, ``offset``, ``value``; offsets checkpointed by Spark);
-2. :func:`decode_fn` (``mapInArrow``, next to the source) decodes the values with
-   Arrow kernels (:func:`skewlab.pipeline.events.decode_arrow`): valid events shrink
-   to (key, ts, seq, size), only rejects keep their raw bytes and a reason;
+   (offsets checkpointed by Spark), in at most ``tasks`` Spark tasks;
+2. the source's own task decodes the values as it reads (option ``decode``:
+   :func:`decode_batch`, Arrow kernels of :func:`skewlab.pipeline.events.decode_arrow`;
+   no second Python stage): valid events shrink to (key, ts, seq, size), only rejects
+   keep their raw bytes and a reason;
 3. rows are grouped by source partition: each group is one *splitter* (DKG's
    SplitterBolt) whose :class:`~skewlab.pipeline.route.Splitter` state lives in
    Spark's state store (:func:`skewlab.spark.state.route_with_state`); it routes its
@@ -72,6 +73,12 @@ OUT_COLUMNS = [
     "kind",
 ]
 
+STATE_STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+"""State store providers of the route query (:attr:`RouteSettings.state_store`)."""
+
 ASSIGNMENTS_PROPERTY = "skewlab.route.assignments"
 """Spark job property carrying the micro-batch's ``assignments`` versions (JSON) from
 the driver to the splitter tasks (:func:`versions_to_json`)."""
@@ -104,6 +111,14 @@ class RouteSettings:
     warmup_events: int = 400
     """Synthetic events of the warm-up micro-batch (0: no warm-up, ``route.ready`` when
     the query runs)."""
+    tasks: int = 2
+    """Spark tasks per stage of a micro-batch: the source's reads (``maxTasks``) and the
+    splitter groups (the query's shuffle partitions). Each task is a fixed cost per
+    batch (a Python worker round trip, a state store load and commit): on ``local[2]``
+    two, one per core (docs/throughput.md)."""
+    state_store: str = "hdfs"
+    """The splitters' state store: ``hdfs`` (Spark's in-memory map with a delta file
+    per batch: the splitter state is one small value per group) or ``rocksdb``."""
 
     def __post_init__(self) -> None:
         if self.message_sets and self.strategy != "key":
@@ -116,6 +131,12 @@ class RouteSettings:
             raise ConfigError("window_s and trigger_s must be > 0")
         if self.warmup_events < 0:
             raise ConfigError(f"warmup_events must be >= 0, got {self.warmup_events}")
+        if self.tasks < 1:
+            raise ConfigError(f"tasks must be >= 1, got {self.tasks}")
+        if self.state_store not in STATE_STORES:
+            raise ConfigError(
+                f"state_store must be one of {', '.join(STATE_STORES)}, got {self.state_store!r}"
+            )
         make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
         KafkaSettings(self.bootstrap, self.client)
 
@@ -136,32 +157,36 @@ class RouteSettings:
         return cls(**json.loads(text))
 
 
-def decode_fn(max_bytes: int) -> Callable[[Any], Any]:
-    """``mapInArrow`` function: decode raw records next to the source (step 2).
+def decode_batch(b: Any, max_bytes: int) -> Any:
+    """One Arrow batch of (partition, offset, value) decoded into :data:`DECODED_SCHEMA`
+    (step 2): valid events shrink to (key, ts, seq, size); only rejects keep their raw
+    bytes, so the shuffle to the splitters moves a fraction of the input."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    Valid events shrink to (key, ts, seq, size); only rejects keep their raw bytes,
-    so the shuffle to the splitters moves a fraction of the input.
-    """
+    values = b.column("value")
+    dec = events.decode_arrow(values, max_bytes=max_bytes)
+    reason = dec.column("reason").combine_chunks()
+    raw = pc.if_else(reason.is_null(), pa.nulls(len(values), pa.binary()), values)
+    return pa.RecordBatch.from_arrays(
+        [
+            b.column("partition"),
+            b.column("offset"),
+            *(dec.column(c).combine_chunks() for c in ("key", "ts", "seq", "size")),
+            raw,
+            reason,
+        ],
+        names=["partition", "offset", "key", "ts", "seq", "size", "raw", "reason"],
+    )
+
+
+def decode_fn(max_bytes: int) -> Callable[[Any], Any]:
+    """``mapInArrow`` function: :func:`decode_batch` of every batch (step 2, for a
+    source other than ``skewlab-kafka``, which decodes as it reads: option ``decode``)."""
 
     def run(batches: Any) -> Any:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         for b in batches:
-            values = b.column("value")
-            dec = events.decode_arrow(values, max_bytes=max_bytes)
-            reason = dec.column("reason").combine_chunks()
-            raw = pc.if_else(reason.is_null(), pa.nulls(len(values), pa.binary()), values)
-            yield pa.RecordBatch.from_arrays(
-                [
-                    b.column("partition"),
-                    b.column("offset"),
-                    *(dec.column(c).combine_chunks() for c in ("key", "ts", "seq", "size")),
-                    raw,
-                    reason,
-                ],
-                names=["partition", "offset", "key", "ts", "seq", "size", "raw", "reason"],
-            )
+            yield decode_batch(b, max_bytes)
 
     return run
 
@@ -264,13 +289,17 @@ def routed_stream(spark: SparkSession, s: RouteSettings, source: DataFrame | Non
             .option("client", s.client)
             .option("startingOffsets", "earliest")
             .option("fields", "partition,offset,value")
+            .option("maxTasks", str(s.tasks))
+            .option("decode", "events")
+            .option("maxEventBytes", str(s.max_event_bytes))
         )
         if s.max_events_per_trigger:
             reader = reader.option("maxEventsPerTrigger", str(s.max_events_per_trigger))
-        source = reader.load()
-    decoded = source.select("partition", "offset", "value").mapInArrow(
-        decode_fn(s.max_event_bytes), DECODED_SCHEMA
-    )
+        decoded = reader.load()
+    else:
+        decoded = source.select("partition", "offset", "value").mapInArrow(
+            decode_fn(s.max_event_bytes), DECODED_SCHEMA
+        )
     return route_with_state(
         decoded, ["partition"], splitter_fn(s), ROUTED_SCHEMA, order_by="offset"
     )
@@ -286,7 +315,39 @@ def start_query(
     name: str | None = None,
     available_now: bool = False,
 ) -> StreamingQuery:
-    """Define and start the streaming query (steps 1-4) writing through ``sink``."""
+    """Define and start the streaming query (steps 1-4) writing through ``sink``.
+
+    The query runs with ``s.tasks`` shuffle partitions and the ``s.state_store``
+    provider; both are set on the session only while the query starts (a query keeps
+    the settings it started with, and a restarted one those of its checkpoint), so
+    other queries of the session keep theirs.
+    """
+    query_conf = {
+        "spark.sql.shuffle.partitions": str(s.tasks),
+        "spark.sql.streaming.stateStore.providerClass": STATE_STORES[s.state_store],
+    }
+    saved = {k: spark.conf.get(k, None) for k in query_conf}
+    for k, v in query_conf.items():
+        spark.conf.set(k, v)
+    try:
+        return _start(spark, s, sink, source, checkpoint, name, available_now)
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, old)
+
+
+def _start(
+    spark: SparkSession,
+    s: RouteSettings,
+    sink: Callable[[DataFrame, int], None],
+    source: DataFrame | None,
+    checkpoint: str | None,
+    name: str | None,
+    available_now: bool,
+) -> StreamingQuery:
     writer = (
         routed_stream(spark, s, source)
         .writeStream.outputMode("update")

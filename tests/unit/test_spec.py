@@ -46,6 +46,7 @@ def test_every_shape_takes_its_defaults_from_the_one_table() -> None:
     assert cli_settings == dataclasses.replace(lib, home=str(resolve_home(None)))
     for s in SETTINGS:
         assert getattr(lib, s.name) == s.default, s.name
+    assert {f.name for f in dataclasses.fields(ExperimentSettings)} == {s.name for s in SETTINGS}
     params = {p.field: p for p in PARAMS if p.scope != "autoscale"}
     for s in SETTINGS:
         if s.param is not None:

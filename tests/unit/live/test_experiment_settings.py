@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from pathlib import Path
 
@@ -105,3 +106,27 @@ def test_autoscale_settings_and_the_process_settings_share_one_declaration() -> 
     live = s.live("r", "h:1", ".", ".")
     assert live.shared() == s.shared()
     assert (live.window_s, live.min_span_s, live.max_consumers) == (8.0, 2.0, 40)
+
+
+PROCESS_SETTINGS = ("RouteSettings", "WorkerSettings", "RebalanceSettings",
+                    "StateManagerSettings", "ProduceSettings", "LiveSettings")  # fmt: skip
+BUILT_ELSEWHERE = {
+    "skewlab.live.worker": "a worker's settings read back from its JSON file",
+    "skewlab.live.jobs": "the stand-alone produce job, from its own flags",
+    "skewlab.control.scaleout": "the scheduled scale-out step, from its DAG params",
+}
+
+
+def test_process_settings_are_built_from_a_run_only_in_live_settings() -> None:
+    lib = Path(__file__).resolve().parents[3] / "lib"
+    builders: dict[str, set[str]] = {}
+    for path in sorted((lib / "skewlab").rglob("*.py")):
+        module = ".".join(path.relative_to(lib).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            call = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            if call and node.func.id in PROCESS_SETTINGS:  # type: ignore[attr-defined]
+                builders.setdefault(node.func.id, set()).add(module)  # type: ignore[attr-defined]
+    run_side = {"skewlab.live.settings", "skewlab.live.autoscale.settings"}
+    assert set(builders) == set(PROCESS_SETTINGS)
+    for name, modules in builders.items():
+        assert modules - set(BUILT_ELSEWHERE) <= run_side, name

@@ -5,13 +5,17 @@ Details: docs/scaleout.md (take-over at the switch; pause).
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
 
 from skewlab.pipeline import events as ev_records
 from skewlab.pipeline.store import Store
-from skewlab.rundir import RunDir
+from skewlab.rundir import RunDir, app_id
+
+log = logging.getLogger(__name__)
 
 Move = tuple[str, int, int, int]
 """A key moved by a switch: (key, old instance, old set id, new instance)."""
@@ -46,9 +50,29 @@ class EventTracking:
 
     s: Any
     wall: Callable[[], float]
+    n_decisions: int
 
     def _decide(self, detail: dict[str, Any], score: float) -> None:
-        raise NotImplementedError
+        self.n_decisions += 1
+        self.store.append(
+            "decisions",
+            [
+                {
+                    "ts": round(self.wall() * 1000),
+                    "loop": "scale-out",
+                    "policy": self.s.policy,
+                    "detail": json.dumps(detail, sort_keys=True, default=str),
+                    "cost": 0.0,
+                    "imbalance_before": None,
+                    "imbalance_after": None,
+                    "reason": f"score {score:.1f}",
+                }
+            ],
+            app_id=app_id("scaleout-decisions", self.s.run_id),
+            version=self.n_decisions,
+            run_id=self.s.run_id,
+        )
+        log.info("scale-out decision: %s", detail)
 
     def _input_routed(self) -> bool:
         """Whether ``key_loads`` + ``quarantine`` account for every event in ``events``

@@ -6,7 +6,6 @@ Details: docs/control.md, section ``skewlab.control.scaleout_loop``.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import threading
 import time
@@ -352,7 +351,7 @@ class StateManager(EventTracking):
                 "policy": self.s.policy,
                 "from": old,
                 "to": list(grp.active),
-                "t_switch": self.effective_ms / 1000,
+                "t_switch": self.wall(),
                 "t_rel": self.clock.now() - self.t0,
                 "keys_moved": len(moved),
                 "state_keys": self.group_keys[grp.g],
@@ -364,8 +363,17 @@ class StateManager(EventTracking):
     # ------------------------------------------------------------ step 4: routing
 
     def _sweep(self) -> list[tuple[str, int]]:
-        """Write a version moving every seen key whose instance changed; returns (key, set)."""
-        keys = self.store.read("key_loads", run_id=self.s.run_id, columns=["key"])["key"]
+        """Write a version moving every seen key whose instance changed; returns (key, set).
+
+        The version takes effect at the route job's event-time frontier (the newest
+        window it routed) or ``lead_s`` from now, whichever comes first: a splitter
+        applies it from its first event at or after ``effective_ms``, so a route job
+        behind the input switches at its next micro-batch instead of when it reaches
+        the events produced after the decision (which a busy machine's route job
+        does a backlog later, or never: the input ended)."""
+        loads = self.store.read("key_loads", run_id=self.s.run_id, columns=["key", "window_start"])
+        keys = loads["key"]
+        starts = [w for w in loads["window_start"].to_pylist() if w is not None]
         W = self.s.workers
         rows: list[dict[str, Any]] = []
         moved: list[tuple[str, int]] = []
@@ -384,7 +392,10 @@ class StateManager(EventTracking):
         if not moved:
             return []
         self.version += 1
-        self.effective_ms = max(self.effective_ms, round((self.wall() + self.s.lead_s) * 1000))
+        effective = round((self.wall() + self.s.lead_s) * 1000)
+        if starts:
+            effective = min(effective, int(max(starts)))
+        self.effective_ms = max(self.effective_ms, effective)
         for r in rows:
             r["version"], r["effective_ms"] = self.version, self.effective_ms
         self.store.append(
@@ -399,28 +410,6 @@ class StateManager(EventTracking):
         return moved
 
     # ------------------------------------------------------------ step 5: log
-
-    def _decide(self, detail: dict[str, Any], score: float) -> None:
-        self.n_decisions += 1
-        self.store.append(
-            "decisions",
-            [
-                {
-                    "ts": round(self.wall() * 1000),
-                    "loop": "scale-out",
-                    "policy": self.s.policy,
-                    "detail": json.dumps(detail, sort_keys=True, default=str),
-                    "cost": 0.0,
-                    "imbalance_before": None,
-                    "imbalance_after": None,
-                    "reason": f"score {score:.1f}",
-                }
-            ],
-            app_id=app_id("scaleout-decisions", self.s.run_id),
-            version=self.n_decisions,
-            run_id=self.s.run_id,
-        )
-        log.info("scale-out decision: %s", detail)
 
     def report(self) -> dict[str, Any]:
         """What the summary shows: instances over time, events, resources, fairness."""
@@ -491,6 +480,8 @@ def start_loop(
     s: StateManagerSettings, kafka: Any, routed_topic: str, procs: Processes
 ) -> ThreadLoop[StateManager]:
     """:meth:`StateManager.run` started in a daemon thread (``stop()`` ends it)."""
-    loop = ThreadLoop("state-manager", StateManager(s, kafka, routed_topic, procs))
+    from skewlab.control.scaleout_recovery import recover  # a resumed run's manager
+
+    loop = ThreadLoop("state-manager", recover(StateManager(s, kafka, routed_topic, procs)))
     loop.start()
     return loop

@@ -200,9 +200,10 @@ def test_a_switch_after_the_input_ended_is_ended_by_the_manager(tmp_path: Path) 
     marker itself, one per splitter, to the old instance's partition (issue 15)."""
     op = Operator(tmp_path, "active-backup", {})
     keys = [f"k{i}" for i in range(40)]
+    behind = round(op.clock.now() * 1000) - 10_000  # the route job routes 10 s behind
     op.store.append(
         "key_loads",
-        [{"window_start": 0, "key": k, "worker": 0, "count": 1, "bytes": 1} for k in keys],
+        [{"window_start": behind, "key": k, "worker": 0, "count": 1, "bytes": 1} for k in keys],
         app_id=f"loads:{RUN}",
         version=1,
         run_id=RUN,
@@ -212,6 +213,9 @@ def test_a_switch_after_the_input_ended_is_ended_by_the_manager(tmp_path: Path) 
     ev = op.mgr.events[0]
     assert ev["from"] == [0] and ev["keys_moved"] >= 1
     new = ev["to"][1]
+    # the switch takes effect at the route job's frontier, not lead_s after the decision
+    eff = op.store.read("assignments", run_id=RUN, columns=["effective_ms"])["effective_ms"]
+    assert set(eff.to_pylist()) == {behind}
     assert op.kafka.produced == []  # input still coming: the splitters end the sets
     op.mgr.input_ended = True
     op.kafka.events = {0: 30, 1: 11}  # 41 produced, 40 routed: a splitter may still route

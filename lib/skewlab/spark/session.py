@@ -24,6 +24,12 @@ The settings it applies are the ones this project needs everywhere (ENVIRONMENT.
    Python worker may take 120 s to connect back (15 s by default: too short for a
    worker importing pyspark on a loaded 2-core machine).
 
+8. The driver JVM (where a ``local`` master runs every task) compiles with C1 only
+   and collects with the serial GC (:data:`JAVA_OPTIONS`; ``$SKEWLAB_SPARK_JAVA_OPTS``
+   replaces them, empty: the JVM's defaults): runs here last seconds to minutes on
+   2 shared cores, where C2's compile threads and G1's concurrent threads cost more
+   CPU than the code they speed up (docs/throughput.md).
+
 An active session is reused (only the data sources are registered again), so a test
 run and a job share one JVM.
 """
@@ -44,6 +50,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""Driver JVM options (point 8)."""
+JAVA_OPTIONS_ENV = "SKEWLAB_SPARK_JAVA_OPTS"
 
 LOOPBACK = "127.0.0.1"
 DRIVER_HOST_ENV = "SKEWLAB_SPARK_DRIVER_HOST"
@@ -184,6 +194,9 @@ def spark_session(
         **driver_address(master),
         **(ui_settings(master) if ui else {}),
     }
+    java = os.environ.get(JAVA_OPTIONS_ENV, JAVA_OPTIONS).strip()
+    if java:
+        settings["spark.driver.extraJavaOptions"] = java
     settings.update(conf or {})
     if ui:
         _ui_bind_env(master)

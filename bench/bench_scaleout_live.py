@@ -39,6 +39,7 @@ import math
 import os
 import sys
 import tempfile
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,34 @@ def prefill_trace(path: str, keys: int, skew: float, events: int, seed: int = 7)
         f.write("\n".join(rank_key(r) for r in ranks.tolist()))
         f.write("\n")
     return f"trace:{path}"
+
+
+HEADER = (
+    "policy",
+    "pause max / p50 s (x rst)",
+    "extra p99 ms",
+    "inst-s (x restart)",
+    "state keys / moved / exact",
+)
+WIDTHS = (14, 26, 16, 22, 30)
+
+
+def _ratio(x: float, y: float) -> str:
+    return f"{x / y:.2f}x" if y > 0 and math.isfinite(x) else "n/a"
+
+
+def policy_row(policy: str, r: Any, base: Any) -> str:
+    """One table row: ``r``'s figures beside their ratio to ``base`` (restart)."""
+    p50 = max((float(e.get("pause_p50_s", math.nan)) for e in r.scale_log), default=math.nan)
+    state = sum(int(e.get("state_keys", 0)) for e in r.scale_log)
+    return row(
+        policy,
+        f"{r.pause_s:.2f} / {p50:.2f} ({_ratio(r.pause_s, base.pause_s)})",
+        f"{r.extra_p99_ms:.0f} ({_ratio(r.extra_p99_ms, base.extra_p99_ms)})",
+        f"{r.instance_seconds:.0f} ({_ratio(r.instance_seconds, base.instance_seconds)})",
+        f"{state} / {r.keys_moved} / {r.exact and r.state_exact}",
+        widths=WIDTHS,
+    )
 
 
 def main() -> None:
@@ -121,39 +150,12 @@ def main() -> None:
             )
             say(f"running {policy} ...")
             results[policy] = run_experiment(s)
+            if len(results) == 1:
+                say(row(*HEADER, widths=WIDTHS))
+            # each row as soon as its run ended (a bench cut short keeps what it measured)
+            say(policy_row(policy, results[policy], results[next(iter(results))]))
+
         base = results["restart"]
-
-        def ratio(x: float, y: float) -> str:
-            return f"{x / y:.2f}x" if y > 0 and math.isfinite(x) else "n/a"
-
-        widths = (14, 26, 16, 22, 30)
-        say(
-            row(
-                "policy",
-                "pause max / p50 s (x rst)",
-                "extra p99 ms",
-                "inst-s (x restart)",
-                "state keys / moved / exact",
-                widths=widths,
-            )
-        )
-        p50 = {}
-        for policy, r in results.items():
-            p50[policy] = max(
-                (float(e.get("pause_p50_s", math.nan)) for e in r.scale_log), default=math.nan
-            )
-            state = sum(int(e.get("state_keys", 0)) for e in r.scale_log)
-            say(
-                row(
-                    policy,
-                    f"{r.pause_s:.2f} / {p50[policy]:.2f} ({ratio(r.pause_s, base.pause_s)})",
-                    f"{r.extra_p99_ms:.0f} ({ratio(r.extra_p99_ms, base.extra_p99_ms)})",
-                    f"{r.instance_seconds:.0f} "
-                    f"({ratio(r.instance_seconds, base.instance_seconds)})",
-                    f"{state} / {r.keys_moved} / {r.exact and r.state_exact}",
-                    widths=widths,
-                )
-            )
         ab, cp = results["active-backup"], results["checkpoint"]
         say("targets (issue 15), in this run:")
         checks = [

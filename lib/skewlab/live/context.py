@@ -80,6 +80,7 @@ class RunContext:
 
     @property
     def run_dir(self) -> Path:
+        """The run's directory (:attr:`files` names what is in it)."""
         return Path(self.handle.run_dir)
 
     @property
@@ -107,11 +108,13 @@ class RunContext:
 
     @property
     def kafka_settings(self) -> KafkaSettings:
+        """The run's broker and Kafka client (needs the services phase)."""
         if self.handle.bootstrap is None:
             raise ExperimentError(f"run {self.handle.run_id} has no broker yet")
         return kafka_settings(self.settings.spec, self.handle)
 
     def watcher(self) -> Watcher:
+        """The run's progress watcher (created on first use; also logs to MLflow)."""
         if self.watch is None:
             h = self.handle
             if self.mlflow is None and self.settings.mlflow:
@@ -181,6 +184,9 @@ def _progress_to(
 
 
 def bind_spawners(ctx: RunContext) -> None:
+    """Give ``ctx.procs`` its restart functions: each (re)starts the route job or
+    worker ``i`` through the run's launcher, records it in the handle, and kills what
+    is left of the previous process of that name first."""
     files = ctx.files
 
     def start(name: str, cmd: list[str]) -> Proc:

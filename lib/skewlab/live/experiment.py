@@ -153,6 +153,7 @@ class ExperimentSettings:
 
     @property
     def message_sets(self) -> bool:
+        """Whether keys move between workers by message sets (rebalance or scale-out)."""
         return self.spec.message_sets
 
 
@@ -165,6 +166,7 @@ BOOTSTRAP_ENV = "SKEWLAB_KAFKA_BOOTSTRAP"
 
 
 def new_run_id(strategy: str) -> str:
+    """A new run id: ``<strategy>-<UTC time>-<6 hex>`` (unique, sorts by start)."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     return f"{strategy}-{stamp}-{uuid.uuid4().hex[:6]}"
 

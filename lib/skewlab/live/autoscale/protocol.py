@@ -154,6 +154,7 @@ class LiveSettings(GroupSettings):
 
     @property
     def topics(self) -> Topics:
+        """The run's topic names."""
         return Topics.of(self.run_id)
 
     @property
@@ -163,6 +164,7 @@ class LiveSettings(GroupSettings):
 
     @property
     def kafka(self) -> KafkaSettings:
+        """The run's broker and Kafka client."""
         return KafkaSettings(self.bootstrap, self.client)
 
     @property
@@ -176,10 +178,12 @@ class LiveSettings(GroupSettings):
         return RunDir.of(self.run_dir).controller_state
 
     def to_json(self) -> str:
+        """These settings as the JSON of ``settings.json`` (:meth:`from_file` reads it)."""
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
     def from_file(cls, path: str | Path) -> LiveSettings:
+        """The settings saved at ``path`` by :meth:`to_json`, validated again."""
         return cls(**json.loads(Path(path).read_text()))
 
 

@@ -58,10 +58,12 @@ class AutoscaleSettings(GroupSettings):
 
     @property
     def iterations(self) -> int:
+        """Iterations of the run: ``ceil(duration / iteration)``."""
         return math.ceil(self.duration_s / self.iteration_s)
 
     @property
     def c(self) -> float:
+        """The bin capacity ``C`` in bytes/s (``bin_capacity``, else 5/6 ``C_bar``)."""
         return Capacity(self.capacity, self.bin_capacity).c
 
     def live(self, run_id: str, bootstrap: str, run_dir: str, delta_root: str) -> LiveSettings:

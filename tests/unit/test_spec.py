@@ -197,3 +197,18 @@ def test_every_declared_bound_and_choice_is_enforced_by_the_settings() -> None:
             assert s.allowed() in str(exc.value) and repr(value) in str(exc.value)
             checked += 1
     assert checked >= 20
+
+
+def test_the_autoscale_form_takes_defaults_and_bounds_from_the_autoscale_rows() -> None:
+    from skewlab.spec import AUTOSCALE_SETTINGS
+
+    form = {p.name: p for p in PARAMS}
+    rows = [s for s in AUTOSCALE_SETTINGS if s.param is not None]
+    assert {s.param for s in rows} == {"autoscale_workload", "autoscale_capacity",
+                                       "autoscale_iteration"}  # fmt: skip
+    for s in rows:
+        assert s.param is not None
+        p = form[s.param]
+        assert (p.field, p.kind, p.exclusive_minimum) == (s.name, s.kind, s.exclusive_minimum)
+        if s.name != "iteration_s":  # the form's own, shorter iteration
+            assert p.default == s.default, s.name

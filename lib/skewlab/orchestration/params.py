@@ -40,7 +40,13 @@ from skewlab.orchestration.runs import (
 from skewlab.rebalance import REBALANCERS, make_rebalancer
 from skewlab.registry import resolve
 from skewlab.services.datadir import resolve_home
-from skewlab.spec import AUTOSCALE_DEFAULTS, SCALE_OUT_LIBRARY, setting
+from skewlab.spec import (
+    AUTOSCALE_DEFAULTS,
+    AUTOSCALE_SETTINGS,
+    SCALE_OUT_LIBRARY,
+    Setting,
+    setting,
+)
 from skewlab.state import ThresholdConfig
 from skewlab.state.policies import POLICIES
 
@@ -132,12 +138,17 @@ _GROUPING = "Grouping experiment"
 _REBALANCE = "Rebalance hot keys (on KEY grouping)"
 _SCALE_OUT = "Scale out overloaded workers (on KEY grouping)"
 _AUTOSCALE = "Autoscale a consumer group (instead of the grouping experiment)"
+_AUTO = {s.name: s for s in AUTOSCALE_SETTINGS}
+"""The autoscale run's setting rows by name (the form's autoscale params derive from them)."""
 
 
-def _from(name: str, title: str, description: str, section: str, **extra: Any) -> ParamSpec:
-    """The DAG param of setting ``name``: default, kind, bounds and choices from its
-    :data:`~skewlab.spec.SETTINGS` row (a switch's ``None`` is :data:`OFF` here)."""
-    s = setting(name)
+def _from(
+    name: str | Setting, title: str, description: str, section: str, **extra: Any
+) -> ParamSpec:
+    """The DAG param of setting ``name`` (a :data:`~skewlab.spec.SETTINGS` name, or an
+    :data:`~skewlab.spec.AUTOSCALE_SETTINGS` row): default, kind, bounds and choices
+    from its row (a switch's ``None`` is :data:`OFF` here; ``default=`` overrides)."""
+    s = setting(name) if isinstance(name, str) else name
     assert s.param is not None
     switch = s.choices is not None and s.nullable
     bounds: dict[str, Any] = {
@@ -145,8 +156,8 @@ def _from(name: str, title: str, description: str, section: str, **extra: Any) -
         "enum": (OFF, *s.choices) if switch and s.choices else s.choices,
         "nullable": s.nullable and not switch,
     }  # fmt: skip
+    default = extra.pop("default", OFF if switch and s.default is None else s.default)
     bounds.update(extra)
-    default = OFF if switch and s.default is None else s.default
     return ParamSpec(s.param, s.name, default, s.kind, title, description, section=section,
                      **bounds)  # fmt: skip
 
@@ -235,25 +246,18 @@ PARAMS: tuple[ParamSpec, ...] = (
         f"(N in 1..{MAX_KAFKA_CONSUMERS})",
         section=_AUTOSCALE, scope="both",
     ),
-    ParamSpec(
-        "autoscale_workload", "workload", AUTOSCALE_DEFAULTS["workload"], "string",
-        "Autoscale workload",
-        "Write speeds in units of the bin capacity C: stream:delta=D[,start,seed] (the seed's "
-        "measurement streams), step:lo,hi,up,down, const:level.",
-        pattern=AUTOSCALE_WORKLOAD_PATTERN, allowed_text=AUTOSCALE_WORKLOAD_WORDS,
-        section=_AUTOSCALE, scope="autoscale", needs="autoscale",
-    ),
-    ParamSpec(
-        "autoscale_capacity", "capacity", AUTOSCALE_DEFAULTS["capacity"], "number",
-        "Consumer capacity (bytes/s)",
-        "C_bar, bytes/s one consumer reads at most; the bin capacity C is 5/6 of it.",
-        exclusive_minimum=0, section=_AUTOSCALE, scope="autoscale", needs="autoscale",
-    ),
-    ParamSpec(
-        "autoscale_iteration", "iteration_s", 5.0, "number", "Autoscale iteration (s)",
-        "Seconds per iteration: the speeds change and the controller decides once each.",
-        exclusive_minimum=0, section=_AUTOSCALE, scope="autoscale", needs="autoscale",
-    ),
+    _from(_AUTO["workload"], "Autoscale workload",
+          "Write speeds in units of the bin capacity C: stream:delta=D[,start,seed] (the "
+          "seed's measurement streams), step:lo,hi,up,down, const:level.", _AUTOSCALE,
+          pattern=AUTOSCALE_WORKLOAD_PATTERN, allowed_text=AUTOSCALE_WORKLOAD_WORDS,
+          scope="autoscale", needs="autoscale"),
+    _from(_AUTO["capacity"], "Consumer capacity (bytes/s)",
+          "C_bar, bytes/s one consumer reads at most; the bin capacity C is 5/6 of it.",
+          _AUTOSCALE, scope="autoscale", needs="autoscale"),
+    _from(_AUTO["iteration_s"], "Autoscale iteration (s)",
+          "Seconds per iteration: the speeds change and the controller decides once each "
+          "(the form's default is shorter than the CLI's, so a default DAG run is short).",
+          _AUTOSCALE, default=5.0, scope="autoscale", needs="autoscale"),
 )  # fmt: skip
 """The DAG params, in form order."""
 

@@ -131,6 +131,12 @@ class RouteSink:
     _store: Any = field(default=None, repr=False)
     _versions: tuple[int | None, list[AssignmentVersion]] = (None, [])
 
+    def __post_init__(self) -> None:
+        if not self.dry:  # connect now: the first batch's produce found the producer
+            # still connecting and getting its idempotent producer id (0.5-1 s, measured)
+            client, _ = self._clients()
+            getattr(client, "producer", None)
+
     def _clients(self) -> tuple[Any, Any]:
         if self._store is None:
             from skewlab.io.delta import DeltaStore

@@ -90,6 +90,19 @@ RUNS: dict[str, dict[str, int]] = {
 """Per policy, the points its run arms (``point -> n``: fire at the n-th hit)."""
 
 
+def new_instances(run: LiveRun, workers: int) -> list[int]:
+    """The partitions >= W the state manager started an instance on (their logs)."""
+    names = (p.stem for p in run.run_dir.glob("worker-*.log"))
+    return sorted(j for j in (int(n.split("-")[1]) for n in names) if j >= workers)
+
+
+def process_starts(run: LiveRun, j: int) -> int:
+    """Processes of worker ``j`` that started reading (each logs where it resumes, as
+    :func:`~tests.integration.crash.harness.worker_resumes` counts)."""
+    log = run.run_dir / f"worker-{j}.log"
+    return log.read_text(errors="replace").count("resumes at routed offset")
+
+
 def _decisions(run: LiveRun) -> list[dict[str, Any]]:
     t = run.store.read("decisions", run_id=run.run_id, columns=["loop", "detail"])
     return [
@@ -127,6 +140,10 @@ def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) ->
     assert any(j >= W for j in restarted), f"no new instance restarted: {restarts}"
     olds = sum(p in fired for p in ("worker.before_commit", "worker.after_commit"))
     assert len([j for j in restarted if j < W]) >= min(olds, 1), restarts
+    # A new instance's process started once by the manager plus once per restart: a
+    # resumed driver's manager that forgot it would start it again (a new plan).
+    for j in new_instances(run, W):
+        assert process_starts(run, j) == 1 + restarts.get(f"worker-{j}", 0), (j, restarts)
 
     # The input, exactly; results and key state exact.
     n = run.settings.n_events

@@ -111,11 +111,12 @@ class RouteSettings:
     warmup_events: int = 400
     """Synthetic events of the warm-up micro-batch (0: no warm-up, ``route.ready`` when
     the query runs)."""
-    tasks: int = 2
+    tasks: int = 1
     """Spark tasks per stage of a micro-batch: the source's reads (``maxTasks``) and the
     splitter groups (the query's shuffle partitions). Each task is a fixed cost per
-    batch (a Python worker round trip, a state store load and commit): on ``local[2]``
-    two, one per core (docs/throughput.md)."""
+    batch (a Python worker round trip, a state store load and commit); on 2 cores that
+    the workers, broker and producer share, one task per stage gave the shortest
+    batches at 5,000 events/s (docs/throughput.md)."""
     state_store: str = "hdfs"
     """The splitters' state store: ``hdfs`` (Spark's in-memory map with a delta file
     per batch: the splitter state is one small value per group) or ``rocksdb``."""

@@ -26,6 +26,7 @@ def count(text: str) -> int:
 
 
 def positive_int(text: str) -> int:
+    """An integer >= 1 (``8``); anything else is an ``ArgumentTypeError`` (one line)."""
     try:
         value = int(text)
     except ValueError:
@@ -36,6 +37,7 @@ def positive_int(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
+    """A finite number > 0 (``0.5``, ``1e-3``); anything else is an ``ArgumentTypeError``."""
     try:
         value = float(text)
     except ValueError:

@@ -18,10 +18,13 @@ HELP = "stop the processes of every live run whose driver is gone"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add ``gc``'s one option, ``--home`` (the data dir whose runs are checked)."""
     parser.add_argument("--home", default=None, help=HOME_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Stop every orphaned run under the data dir (:func:`skewlab.live.lifecycle.gc`), print
+    one :func:`~skewlab.commands.stop.describe` line per run stopped; returns 0."""
     home = resolve_home(args.home)
     done = gc(home)
     for d in done:

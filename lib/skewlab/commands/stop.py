@@ -21,6 +21,7 @@ HOME_HELP = "data directory (default: $SKEWLAB_HOME, else ./.skewlab)"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add ``stop``'s options: the positional ``RUN_ID`` and ``--home``."""
     parser.add_argument(
         "run_id", metavar="RUN_ID", nargs="?", help="the run to stop (see <home>/runs/)"
     )
@@ -34,6 +35,12 @@ def describe(done: Stopped) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Stop run ``args.run_id`` (:func:`skewlab.live.lifecycle.stop_run`), print what was
+    stopped; returns 0.
+
+    Raises :class:`~skewlab.errors.ConfigError` (exit 2, naming the latest runs) when no
+    RUN_ID is given or the data dir has no handle for it.
+    """
     home = resolve_home(args.home)
     runs = home / "runs"
     known = sorted(p.name for p in runs.iterdir())[-5:] if runs.is_dir() else []

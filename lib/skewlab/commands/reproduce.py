@@ -26,6 +26,8 @@ HELP = "run the seed reproductions and judge the papers' claims (table + report 
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add ``reproduce``'s options (``NAME ...``, ``--list``, ``--scale``, ``--seed``,
+    ``--home``, ``--no-mlflow``); the epilog lists each experiment's default scale."""
     defaults = ", ".join(f"{n} ({s:g})" for n, s in REPRODUCE_SCALES.items())
     parser.epilog = f"experiments and their default scales: {defaults}"
     parser.add_argument(
@@ -45,6 +47,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the named experiments (all by default) and print the claims table; ``--list``
+    prints the experiments instead.
+
+    Returns 0 when every experiment ran (a claim that does not hold is a result), 1 when one
+    raised; an unknown name raises :class:`~skewlab.errors.ConfigError` before anything runs.
+    """
     from tabulate import tabulate
 
     known = registry()

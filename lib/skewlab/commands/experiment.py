@@ -65,6 +65,8 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add ``experiment``'s options (``NAME``, ``--list``, ``--scale``, ``--seed``, ``--out``,
+    ``--home``, ``--no-mlflow``); ``--help`` lists the experiment names."""
     parser.formatter_class = _HelpFormatter
     parser.epilog = _EPILOG
     parser.add_argument("name", nargs="?", help="experiment name (see --list)")
@@ -96,7 +98,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run experiment ``args.name`` once, write and print its table and plots, log its MLflow
+    run; ``--list`` prints the experiments instead. Returns 0.
 
+    Raises :class:`~skewlab.errors.ConfigError` (exit 2, nothing written) when no name is
+    given, the name is unknown (the message lists the valid ones) or ``--scale`` exceeds 1.
+    """
     if args.list:
         rows = listing()
         if not rows:

@@ -39,6 +39,7 @@ MLFLOW_DEFAULT_PORT = 5000
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options ``up``, ``down`` and ``status`` share: ``--home`` and ``--port``."""
     parser.add_argument(
         "--home", default=None, help="data directory (default: $SKEWLAB_HOME, else ./.skewlab)"
     )
@@ -199,12 +200,17 @@ def _act(action: str, args: argparse.Namespace) -> int:
 
 
 def up(args: argparse.Namespace) -> int:
+    """``skewlab up``: start every registered service of the data dir (a running, healthy one
+    is reused), print each one's URL and pid; returns 0."""
     return _act("up", args)
 
 
 def down(args: argparse.Namespace) -> int:
+    """``skewlab down``: stop every registered service and the data dir's Airflow standalone
+    (:func:`stop_group`), one line each; returns 0."""
     return _act("down", args)
 
 
 def status(args: argparse.Namespace) -> int:
+    """``skewlab status``: print the data dir and the :func:`status_rows` table; returns 0."""
     return _act("status", args)

@@ -1,23 +1,10 @@
 """``skewlab compare RUN_ID [RUN_ID...]``: MLflow runs side by side, and their plots.
 
-Prints, with a column per run: identity and status; the params that differ
-between the runs (the count of the equal ones below; every param when there
-is one run); every summary metric, ``*`` where the runs differ, with one
-column per further run holding its ratio to the first run (the per-window
-series are left out of the tables). Then draws, under ``--out``, the same
-plots for all runs from their per-window series, under stable names:
-
-* ``loads.png``: per-worker share of each window's events, one panel per run,
-  every panel on the same y-axis (0 .. the highest share of any run), so a
-  49.96-50.04 % panel looks as flat as it is. The loads come from the run's
-  ``window_loads.json`` table (``t_s``, ``worker``, ``events``; ``skewlab
-  simulate``) or its ``load_w<i>`` series (step = window);
-* ``latency.png``: p50 (dashed) and p99 (solid) latency per window, one colour
-  per run (series ``window_p50_ms`` / ``window_p99_ms``).
-
-Runs come from the MLflow store of ``--home`` (``<home>/mlflow.db``), else of
-``$MLFLOW_TRACKING_URI``, else of ``$SKEWLAB_HOME`` / ``./.skewlab``. An unknown
-run id prints one line and exits with 2.
+Prints identity and status, the params that differ and every summary metric with its ratio to
+the first run, then draws :data:`LOADS_PNG` (every run on one y-axis) and :data:`LATENCY_PNG`
+under ``--out`` from the runs' per-window series. An unknown run id is one line and exit 2.
+What each table and plot holds, and which store the runs come from: docs/cli.md,
+"skewlab compare".
 """
 
 from __future__ import annotations
@@ -64,6 +51,7 @@ SERIES = re.compile(r"^(load_w\d+|window_.+)$")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add ``compare``'s options: ``RUN_ID ...``, ``--home`` and ``--out``."""
     parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="MLflow run ids (1 or more)")
     parser.add_argument(
         "--home",
@@ -292,7 +280,12 @@ def draw(runs: Sequence[RunSeries], out: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print :func:`side_by_side` of the runs (a repeated id counts once), then :func:`draw`
+    the runs that have per-window loads (the others are named on stderr). Returns 0.
 
+    Raises :class:`~skewlab.errors.ConfigError` (exit 2) when no RUN_ID is given, the store
+    does not exist or does not know a run id.
+    """
     if not args.run_ids:
         raise ConfigError("give at least one RUN_ID (the MLflow run ids to compare)")
     settings = _settings(args.home)

@@ -1,49 +1,10 @@
 """``skewlab airflow``: Airflow standalone for this project, on SQLite, in the data dir.
 
-Example::
-
-    skewlab airflow            # print the commands (paste them, or eval "$(skewlab airflow)")
-    skewlab airflow --run      # run them: Airflow in the foreground, Ctrl-C stops it
-    skewlab airflow --stop     # from any shell: stop every Airflow process of the data dir
-
-The commands set, for ``airflow standalone`` (scheduler, dag processor,
-triggerer and API server in one process tree, LocalExecutor):
-
-* ``AIRFLOW_HOME=<data dir>/airflow`` (default ``.skewlab/airflow``) with its
-  SQLite metadata DB ``airflow.db`` there (standalone migrates it on start);
-* this project's ``dags/`` folder as the dags folder, example DAGs off; a DAG file may
-  take 120 s to import (Airflow's 30 s is exceeded on a busy machine, and the DAG then
-  vanishes from the UI) and is re-parsed every 60 s;
-* the API server on ``--host``/``--port`` (default ``127.0.0.1:8080``) and the
-  task execution API at the same base URL;
-* ``SKEWLAB_HOME=<data dir>``, so the DAGs' experiments use the same data dir
-  (broker, Delta, MLflow) as ``skewlab run --home <data dir>``.
-
-Login: user ``admin``; Airflow generates the password on the first start, prints
-it and keeps it in ``$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated``
-(this command prints it when that file exists).
-
-Loopback only, secrets private (:meth:`Plan.prepare`, run by this command in both
-modes):
-
-* Airflow 3's worker and triggerer log servers bind every interface (ports
-  ``[logging] worker_log_server_port`` 8793 / ``trigger_log_server_port`` 8794; no
-  host option), so the scheduler and the triggerer run with ``--skip-serve-logs``
-  through a small ``airflow`` wrapper first on ``PATH`` (standalone starts its
-  components as ``airflow <component>``). Task logs are files under
-  ``$AIRFLOW_HOME/logs`` that the API server reads directly. ``--serve-logs``
-  keeps Airflow's log servers (a worker on another machine);
-* the scheduler's health check server (off by default) binds ``127.0.0.1``;
-* ``$AIRFLOW_HOME`` is mode 700 and the password file 600 (created empty before
-  the first start, so Airflow fills a private file); ``--run`` starts Airflow with
-  umask 077, so ``airflow.cfg`` (its JWT secret) and the database are private too.
-
-Nothing left behind (:mod:`skewlab.services.airflow`): ``--run`` starts the standalone
-in its own process group, records it in ``$AIRFLOW_HOME/skewlab-airflow.pid``, and on
-Ctrl-C, SIGTERM or SIGHUP, or when the standalone exits by itself, stops the whole
-group (SIGINT, then SIGTERM, then SIGKILL). ``--stop`` does the same from any shell,
-and also stops Airflow processes of this ``AIRFLOW_HOME`` that left the group or were
-started from the printed commands.
+Prints the commands (default), runs them in the foreground (``--run``: Ctrl-C stops the whole
+process group) or stops every Airflow process of the data dir (``--stop``). :func:`plan` builds
+the environment (``AIRFLOW_HOME=<data dir>/airflow``, this project's ``dags/``, loopback-only
+servers, ``SKEWLAB_HOME``); :meth:`Plan.prepare` makes the secrets private. What each setting
+is for: docs/cli.md, "skewlab airflow"; the stop: docs/airflow.md, "Start and stop".
 """
 
 from __future__ import annotations
@@ -174,6 +135,8 @@ class Plan:
 
     @property
     def password_file(self) -> Path:
+        """Where Airflow keeps the generated ``admin`` password (JSON; mode 600 after
+        :meth:`prepare`)."""
         return self.airflow_home / PASSWORD_FILE
 
     def shell(self) -> str:

@@ -1,25 +1,10 @@
 """``skewlab run``: one live experiment on the embedded stack (the main job).
 
-Example::
-
-    skewlab run --strategy dkg --workers 8 --workload zipf:s=1.1,v=2.72 \\
-        --rate 20000 --duration 60
-
-Starts what is not running (the embedded broker under ``--home``), creates the
-run's topics, runs produce + the Spark route job + W workers + aggregate,
-shows progress on stderr, then prints one summary table (throughput, STD_DEV,
-DIST_COST, imbScore, latency percentiles, exactness) and logs one MLflow run.
-``--compare key,pkg,dkg`` runs the same seeded workload once per strategy and
-prints them side by side. ``--rebalance smalops|dlb-h|dlb-l|lptf`` (on top of
-``--strategy key``) runs the rebalancer loop: keys move by message sets and the
-summary adds rebalances, keys moved, tuples/bytes migrated, imbalance vs KEY and
-per-key order violations. ``--scale-out checkpoint|active-backup|restart`` (on top
-of ``--strategy key``, with ``--service-us`` as the per-event cost) runs the state
-manager: overloaded workers are split by hash onto new instances; with
-``--load-ramp 2x/500s`` the input rate doubles every 500 s. The summary adds
-instances over time, scale events, pause, extra latency, instance-seconds and
-the fairness degree. The exit code is 1 when any run is not exact or its
-data-quality check failed (:func:`exit_code`).
+Starts what is not running, runs produce + the Spark route job + W workers + aggregate
+(optionally with the rebalancer loop or the scale-out state manager, or once per strategy with
+``--compare``), prints one summary table and logs one MLflow run per run. Exit 1 when a run is
+not exact or its data-quality check failed (:func:`exit_code`). Example and what each mode
+adds to the summary: docs/cli.md, "skewlab run".
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
 """``skewlab simulate``: run groupings over one seeded stream in the simulator.
 
-Example (DKG's country-skew dataset at 80 % skew, SMALOPS' 50 us consumers)::
-
-    skewlab simulate --workers 10 --workload country:R80 --events 5e6 \\
-        --service-us 50 --compare key,shuffle,pkg,dkg
-
-Every strategy sees the same stream (same workload seed) and the same
-per-event service times (same ``--seed``). The default ``--rate`` is 80 % of
-the workers' aggregate capacity, ``0.8 * W / mean_service``: a perfectly
-balanced grouping keeps up, a skewed one overloads its hot workers.
-
-Output: a table (or ``--json``) on stdout; progress (tqdm: rate and ETA) and
-logs on stderr; the metrics as ``metrics.json`` and two plots (per-worker load
-over time, queueing-delay CDF) under ``--out`` (default
-``<data dir>/runs/sim-<UTC timestamp>``, the data dir being ``--home``, else
-``$SKEWLAB_HOME``, else ``./.skewlab``), whose paths are printed.
-
-Unless ``--no-mlflow``, every strategy is one MLflow run in the data dir's
-store (or ``$MLFLOW_TRACKING_URI``'s), opened before it is simulated: params
-are the simulation settings, ids are tags, the summary metrics, per-window
-series stepped in seconds of event time, the per-worker loads as one table and
-the plots (:mod:`skewlab.commands._sim_tracking`). With ``--compare`` the
-strategies' runs are children of one parent run. The run ids and where to see
-them are printed.
-
-Order of work: 1. validate every input (flags, strategies, workload spec, a
-trace file's rows, service times); nothing is written before this passes;
-2. create the run dir and open the MLflow runs; 3. simulate; 4. write and log.
+Every strategy sees the same stream and the same per-event service times; the default rate is
+80 % of the workers' aggregate capacity. Prints a table (or ``--json``), writes
+``metrics.json`` and plots under ``--out``, and logs one MLflow run per strategy
+(:mod:`skewlab.commands._sim_tracking`). Every input is validated before anything is written.
+Example, outputs and the order of work: docs/cli.md, "skewlab simulate".
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """``skewlab simulate``'s MLflow runs: one per strategy, children of one parent with --compare.
 
-Each strategy's run is opened before that strategy is simulated (it shows as
-RUNNING meanwhile) and holds:
-
-* params: the simulation settings only (:meth:`SimulateSettings.params`) and
-  the strategy; the run dir and the command are tags;
-* metrics: the summary (STD_DEV %, DIST_COST, imbScore %, E_LB, throughput,
-  queueing-delay percentiles in ms, ...); the per-window series
-  ``window_std_dev`` and ``window_throughput`` stepped in whole seconds of
-  event time (the window's start), so runs with different windows line up;
-* ``window_loads.json``: the per-worker load of every window as one MLflow
-  table (columns ``t_s``, ``worker``, ``events``), read by ``skewlab compare``;
-* ``events_done`` (step = events simulated) while it runs;
-* ``plots/worker_loads.png`` and ``plots/latency_cdf.png`` of that strategy
-  alone (stable names, so MLflow's compare view sets runs side by side).
-
-The parent (``--compare``) holds the same params, the strategies, the combined
-plots and ``metrics.json``.
+Each strategy's run is opened before it is simulated and holds the simulation settings as
+params, the summary metrics, per-window series stepped in seconds of event time, the
+per-worker loads as the ``window_loads.json`` table (what ``skewlab compare`` reads) and its
+plots. What each run holds in full: docs/cli.md, "simulate's MLflow runs".
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ PACKAGES = (
     "quality",
     "control",
     "orchestration",
+    "commands",
 )
 TOP_MODULES = (
     "hashing.py",

@@ -16,6 +16,7 @@ from typing import Any
 from skewlab.clock import Clock, EpochClock
 from skewlab.control.loop import ThreadLoop
 from skewlab.control.scaleout_events import EventTracking, Move
+from skewlab.control.scaleout_recovery import recover
 from skewlab.control.scaleout_settings import (
     POLICIES,
     Group,
@@ -480,8 +481,6 @@ def start_loop(
     s: StateManagerSettings, kafka: Any, routed_topic: str, procs: Processes
 ) -> ThreadLoop[StateManager]:
     """:meth:`StateManager.run` started in a daemon thread (``stop()`` ends it)."""
-    from skewlab.control.scaleout_recovery import recover  # a resumed run's manager
-
     loop = ThreadLoop("state-manager", recover(StateManager(s, kafka, routed_topic, procs)))
     loop.start()
     return loop

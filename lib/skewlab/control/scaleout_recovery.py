@@ -33,6 +33,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import app_id
 from skewlab.state import Level, Phase
 
@@ -220,8 +221,6 @@ def _routing(sm: StateManager) -> None:
 def _moves(sm: StateManager) -> list[tuple[str, int, int, int]]:
     """Every key move of the run's ``assignments`` versions: (key, old instance, old set,
     new instance), in version order."""
-    from skewlab.rebalance.base import hash_worker
-
     t = sm.store.read("assignments", run_id=sm.s.run_id)
     cur: dict[str, tuple[int, int]] = {}
     out = []

@@ -24,6 +24,8 @@ from pyspark.sql.datasource import (
 from skewlab.errors import ConfigError
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaSettings
+from skewlab.pipeline.events import DEFAULT_MAX_BYTES
+from skewlab.spark.route import DECODED_SCHEMA, decode_batch
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -314,9 +316,6 @@ def read_range(
             if opts.decode is None:
                 yield from batches
                 continue
-            from skewlab.pipeline.events import DEFAULT_MAX_BYTES
-            from skewlab.spark.route import decode_batch
-
             limit = opts.max_event_bytes or DEFAULT_MAX_BYTES
             for b in batches:
                 yield decode_batch(b, limit)
@@ -473,8 +472,6 @@ class KafkaDataSource(DataSource):
     def schema(self) -> str:
         opts = _options(self.options)
         if opts.get("decode"):
-            from skewlab.spark.route import DECODED_SCHEMA
-
             return DECODED_SCHEMA
         return fields_schema(_fields_option(opts.get("fields")))
 

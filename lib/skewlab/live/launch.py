@@ -1,23 +1,8 @@
 """Starting, polling and killing the background processes of a live run.
 
-Two ways to start a process:
-
-* **attached** (:func:`spawn`, what ``run_experiment`` does): a child
-  ``subprocess.Popen`` of the calling process in its own session (so a signal
-  to the driver's group does not reach it, and it is killed as a group: the
-  route job's JVM too), which the driver polls, restarts and kills;
-* **detached** (:func:`spawn_detached`, what the DAG's tasks do): the process
-  runs in a new session (``start_new_session``, so it outlives the task that
-  started it and a kill of the task's process group misses it) under a tiny
-  ``sh`` wrapper that writes its exit code to a file. A later task rebuilds it
-  from its :class:`~skewlab.live.handle.ProcRecord` as a :class:`Detached`,
-  which offers the ``poll`` / ``kill`` / ``wait`` / ``returncode`` of a Popen:
-  alive while the pid (checked against its create time) runs, exit code from
-  the file, and ``kill`` takes the whole process group (Spark's JVM too).
-
-The route job runs as ``python -m skewlab.live.route_job`` unless
-``$SKEWLAB_SPARK_SUBMIT`` is ``1`` or ``$SKEWLAB_SPARK_MASTER`` names a cluster:
-then as ``spark-submit jobs/route.py`` (:func:`route_command`).
+Attached (:func:`spawn`) or detached (:func:`spawn_detached`, rebuilt later as a
+:class:`Detached`); the route job runs under ``spark-submit`` when :func:`use_spark_submit`.
+Why two ways, and how a detached one is found again: docs/live-run.md, "skewlab.live.launch".
 """
 
 from __future__ import annotations
@@ -54,16 +39,27 @@ class Proc(Protocol):
     """What the run needs of a process: the part of ``subprocess.Popen`` it uses."""
 
     @property
-    def pid(self) -> int: ...
+    def pid(self) -> int:
+        """The process id."""
+        ...
 
     @property
-    def returncode(self) -> int | Any: ...
+    def returncode(self) -> int | Any:
+        """The exit code once known (negative: killed by that signal), else ``None``."""
+        ...
 
-    def poll(self) -> int | None: ...
+    def poll(self) -> int | None:
+        """The exit code if the process has ended, else ``None``; never blocks."""
+        ...
 
-    def kill(self) -> None: ...
+    def kill(self) -> None:
+        """SIGKILL the process (and what it started)."""
+        ...
 
-    def wait(self, timeout: float | None = None) -> int: ...
+    def wait(self, timeout: float | None = None) -> int:
+        """Block until the process ends; its exit code (``subprocess.TimeoutExpired``
+        after ``timeout`` s)."""
+        ...
 
 
 @dataclass
@@ -77,6 +73,7 @@ class Procs:
     restart_worker: Callable[[int], None] = lambda i: None
 
     def all(self) -> list[Any]:
+        """The route job and the workers that exist (``None`` entries left out)."""
         return [p for p in [self.route, *list(self.workers.values())] if p is not None]
 
 
@@ -123,6 +120,7 @@ def route_command(route_json: Path, master: str) -> list[str]:
 
 
 def module_command(module: str, arg: str) -> list[str]:
+    """The command running ``python -m module arg`` with this interpreter."""
     return [sys.executable, "-m", module, arg]
 
 
@@ -218,9 +216,13 @@ class Launcher(Protocol):
     implements the same two methods.
     """
 
-    def start(self, name: str, cmd: list[str], log: Path) -> tuple[Proc, ProcRecord]: ...
+    def start(self, name: str, cmd: list[str], log: Path) -> tuple[Proc, ProcRecord]:
+        """Start ``cmd`` as ``name``, output appended to ``log``; the process and its record."""
+        ...
 
-    def attach(self, rec: ProcRecord) -> Proc: ...
+    def attach(self, rec: ProcRecord) -> Proc:
+        """The process ``rec`` describes (saved by another process)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -231,12 +233,15 @@ class LocalLauncher:
     detached: bool = False
 
     def start(self, name: str, cmd: list[str], log: Path) -> tuple[Proc, ProcRecord]:
+        """Start ``cmd`` (:func:`spawn_detached` if ``detached``, else :func:`spawn`); the
+        process and its :class:`~skewlab.live.handle.ProcRecord`."""
         if self.detached:
             return spawn_detached(name, cmd, log)
         proc = spawn(cmd, log)
         return proc, ProcRecord(name, proc.pid, _create_time(proc.pid), cmd, str(log))
 
     def attach(self, rec: ProcRecord) -> Proc:
+        """The process of ``rec`` as a :class:`Detached` (no child handle: not reaped here)."""
         return Detached(rec)
 
 
@@ -263,6 +268,7 @@ class Detached:
 
     @property
     def pid(self) -> int:
+        """The recorded pid."""
         return self.rec.pid
 
     def _rc_from_file(self) -> int | None:
@@ -288,6 +294,11 @@ class Detached:
             return False
 
     def poll(self) -> int | None:
+        """The exit code once the process has ended, else ``None``; never blocks.
+
+        The code comes from the wrapper's rc file; a process gone without writing it
+        (killed with its wrapper) reads as ``-SIGKILL``. The result is kept in ``returncode``.
+        """
         if self.returncode is not None:
             return self.returncode
         rc = self._rc_from_file()
@@ -326,6 +337,8 @@ class Detached:
         kill_group_members(self.rec.pid, self.rec.create_time)
 
     def wait(self, timeout: float | None = None) -> int:
+        """Poll every 0.1 s until the process ends; its exit code. Raises
+        ``subprocess.TimeoutExpired`` once ``timeout`` s (if given) have passed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while (rc := self.poll()) is None:
             if deadline is not None and time.monotonic() > deadline:

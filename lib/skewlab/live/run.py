@@ -27,35 +27,65 @@ class PhasedRun(Protocol):
     phases in order, each refused before its predecessor is done, and its end."""
 
     @property
-    def run_id(self) -> str: ...
+    def run_id(self) -> str:
+        """The run's id (its run dir's name)."""
+        ...
 
     @property
-    def files(self) -> RunDir: ...
+    def files(self) -> RunDir:
+        """The names of the run's files and ids."""
+        ...
 
     @property
-    def phase(self) -> Phase | None: ...
+    def phase(self) -> Phase | None:
+        """The last phase done (``None``: none yet)."""
+        ...
 
-    def services(self) -> str: ...
+    def services(self) -> str:
+        """The bootstrap servers, the embedded broker started if needed."""
+        ...
 
-    def topics(self) -> None: ...
+    def topics(self) -> None:
+        """Create the run's topics; needs :meth:`services`."""
+        ...
 
-    def start(self) -> None: ...
+    def start(self) -> None:
+        """Start the run's jobs and consumers; needs :meth:`topics`."""
+        ...
 
-    def produce(self) -> Any: ...
+    def produce(self) -> Any:
+        """Produce the workload; needs :meth:`start`; returns its report."""
+        ...
 
-    def drain(self) -> None: ...
+    def drain(self) -> None:
+        """Let the consumers finish and exit; needs :meth:`produce`."""
+        ...
 
-    def aggregate(self) -> ExactnessReport: ...
+    def aggregate(self) -> ExactnessReport:
+        """Merge the partial results and check them against the input; needs :meth:`drain`."""
+        ...
 
-    def summarize(self) -> Any: ...
+    def summarize(self) -> Any:
+        """Write the summary (and MLflow run); needs :meth:`aggregate`; returns it."""
+        ...
 
-    def stop(self, grace_s: float = 0.0) -> list[str]: ...
+    def stop(self, grace_s: float = 0.0) -> list[str]:
+        """Stop loops, kill processes (after ``grace_s`` to drain); the names killed.
+        Safe after any phase."""
+        ...
 
-    def fail(self, exc: BaseException) -> str: ...
+    def fail(self, exc: BaseException) -> str:
+        """Record the run as failed because of ``exc``; the one-line reason."""
+        ...
 
-    def release(self) -> None: ...
+    def release(self) -> None:
+        """Leave the run in this process; its processes keep running."""
+        ...
 
-    def run_all(self) -> Any: ...
+    def run_all(self) -> Any:
+        """Every phase not done yet, in order, then :meth:`stop`; a failure is recorded
+        and raised again."""
+        ...
 
 
 def new_run(
@@ -108,6 +138,7 @@ class Run(EndsOnExit):
 
     @property
     def run_id(self) -> str:
+        """The run's id (its run dir's name, from the handle)."""
         return self.ctx.handle.run_id
 
     @property
@@ -126,6 +157,7 @@ class Run(EndsOnExit):
         return phases.ensure_services(self.ctx)
 
     def topics(self) -> None:
+        """The run's topics created on the broker; needs :meth:`services`."""
         phases.create_topics(self.ctx)
 
     def start(self) -> None:

@@ -1,44 +1,8 @@
 """Message sets at a worker: which key records to apply now, buffer, or hand off (SMALOPS Fig. 5).
 
-A rebalancer moving key ``k`` from worker A to worker B starts message set
-``s + 1`` of ``k`` (set 0 is the key's life on its hash worker). Everything a
-worker learns about sets arrives *in its own partition of routed*, so its state
-at a routed offset is a function of the records before that offset (which is
-what lets the worker commit it per offset, like its partials):
-
-* data records carry ``(set, source)``: ``source`` held set ``set - 1``;
-* an end-of-set marker ``(key, set, splitter, next)`` from each splitter says
-  that splitter routed its last record of ``set`` (the next set goes to ``next``);
-* a hand-off record ``(key, set, state)`` brings the state of set ``set - 1``;
-* an end-of-stream record says no splitter will route anything any more.
-
-The lifecycle of one set ``s`` of key ``k`` at one worker (:class:`KeySets`):
-
-1. the set's entry is created by its first record, marker or hand-off: set 0
-   starts ``ACTIVE`` with empty state, a later set starts ``WAITING``;
-2. while ``WAITING``, the key's records of the set are buffered, in order;
-3. the hand-off of set ``s - 1`` arrives: its state (count, sum, last seq per
-   splitter, violations) becomes the entry's, the buffer is applied in order,
-   the entry is ``ACTIVE``; a second copy of a hand-off (a producer redone after
-   a crash) is ignored, because ``received[k]`` already covers it;
-4. ``ACTIVE`` records are applied at once; a record whose seq is not above the
-   key's last seq from its splitter counts as an order violation;
-5. once every splitter ended the set (or the stream ended) and the entry is
-   ``ACTIVE``, the set is complete: its state leaves as a :class:`Handoff` to
-   the next holder and the entry is removed (``completed[k] = s``).
-
-A key's count in its state is the number of its events applied along its chain
-of sets, so at the end exactly one entry per key remains and its count must be
-the key's count in the input: a hand-off that doubled or lost state shows there.
-
-**Shadow sets** (scale-out, docs/scaleout.md): a secondary or a restored instance
-keeps a *shadow* of a key's set held elsewhere, built from a copy of the holder's
-state (or a checkpoint of it) and the holder's own partition replayed from that
-state's offset. A shadow is never output and never counted as key state. When the
-shadow has seen every splitter end the set with this worker as the next holder, it
-*is* the state the hand-off would bring: :meth:`KeySets.receive` takes it as that
-hand-off at once (a later real hand-off of the same set is then a duplicate, and
-is checked against it: a difference counts as an order violation).
+:class:`KeySets` keeps, per key, the sets this worker holds or awaits; a completed set's state
+leaves as a :class:`Handoff` to its next holder. The records, the five steps of a set's life
+and shadow sets: docs/pipeline.md, "Message sets at a worker".
 """
 
 from __future__ import annotations
@@ -86,14 +50,17 @@ class Handoff:
     state: dict[str, Any]
 
     def value(self) -> bytes:
+        """The state as canonical JSON bytes (sorted keys): the hand-off record's value."""
         return json.dumps(self.state, sort_keys=True, separators=(",", ":")).encode()
 
     @property
     def tuples(self) -> int:
+        """The number of the key's events the state has applied (its ``count``)."""
         return int(self.state["count"])
 
 
 def empty_state() -> dict[str, Any]:
+    """A new set-0 state: nothing applied (count, sum, last seq per splitter, violations)."""
     return {"count": 0, "sum": 0, "last": {}, "violations": 0}
 
 
@@ -110,6 +77,8 @@ class SetEntry:
     buffer: list[Rec] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
+        """The entry as a JSON-able dict for a checkpoint row; the buffer is left out (it is
+        stored in the row's ``buffered`` column)."""
         return {
             "set": self.set_id,
             "source": self.source,
@@ -121,6 +90,7 @@ class SetEntry:
 
     @classmethod
     def from_json(cls, d: dict[str, Any], buffer: list[Rec]) -> SetEntry:
+        """The entry :meth:`to_json` wrote, with its ``buffer`` of records restored."""
         return cls(
             int(d["set"]),
             int(d["source"]),
@@ -343,10 +313,13 @@ class KeySets:
     # ---------------------------------------------------------------- output
 
     def take_handoffs(self) -> list[Handoff]:
+        """The hand-offs of the sets completed since the last call (to send to their next
+        holders); the list is emptied."""
         out, self._out = self._out, []
         return out
 
     def take_applied(self) -> list[Handoff]:
+        """The hand-offs received and applied since the last call; the list is emptied."""
         out, self.applied_handoffs = self.applied_handoffs, []
         return out
 
@@ -357,6 +330,7 @@ class KeySets:
         )
 
     def buffered(self) -> int:
+        """Records buffered in waiting sets, over all keys."""
         return sum(len(e.buffer) for sets in self.sets.values() for e in sets.values())
 
     # ---------------------------------------------------------------- checkpoint
@@ -415,6 +389,9 @@ class KeySets:
         splitters: int,
         rows: list[tuple[str, bytes, bytes | None]],
     ) -> KeySets:
+        """The key sets of ``worker`` restored from checkpoint ``rows`` (``(key, value,
+        buffered)`` as :meth:`rows` wrote them; the :data:`META_KEY` row holds the worker's
+        own stream-ended and shadow state)."""
         ks = cls(worker, splitters)
         for key, value, buffered in rows:
             d = json.loads(value)

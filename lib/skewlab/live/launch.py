@@ -102,7 +102,7 @@ def use_spark_submit() -> bool:
 
 
 def route_command(route_json: Path, master: str) -> list[str]:
-    """The command that starts the route job on ``route_json`` (see the module doc)."""
+    """The command that starts the route job on ``route_json`` (see :func:`use_spark_submit`)."""
     if not use_spark_submit():
         return [sys.executable, "-m", "skewlab.live.route_job", str(route_json)]
     entry = Path(__file__).resolve().parents[3] / "jobs" / "route.py"
@@ -184,7 +184,7 @@ def kill_group_members(pgid: int, since: float, sig: int = signal.SIGKILL) -> li
 
 
 def spawn_detached(name: str, cmd: list[str], log_path: Path) -> tuple[Detached, ProcRecord]:
-    """Start ``cmd`` detached (new session, exit code to ``<log>.rc``); see the module doc."""
+    """Start ``cmd`` detached (new session, exit code to ``<log>.rc``); see docs/live-run.md."""
     import psutil
 
     rc_file = log_path.with_suffix(".rc")
@@ -255,7 +255,7 @@ def _create_time(pid: int) -> float:
 
 
 class Detached:
-    """A background process known by its :class:`ProcRecord` (``Popen``-like, see module doc).
+    """A background process known by its :class:`ProcRecord` (``Popen``-like, docs/live-run.md).
 
     ``child`` is the ``Popen`` when this process started it (it reaps the wrapper,
     so no zombie lingers); from another process it is ``None``.

@@ -114,7 +114,8 @@ def _apply(state: dict[str, Any], r: Rec) -> None:
 
 
 class KeySets:
-    """The message sets of every key at one worker (steps 1-5 of the module doc).
+    """The message sets of every key at one worker (steps 1-5 of docs/pipeline.md,
+    "Message sets at a worker").
 
     ``record`` / ``receive`` return the records to apply now (the caller adds
     them to its partials); ``take_handoffs`` returns completed sets to send.
@@ -134,7 +135,7 @@ class KeySets:
         self._changed: set[str] = set()
         """Keys whose entry may have changed since the last :meth:`changed_rows`."""
         self.shadow: dict[str, SetEntry] = {}
-        """Shadow sets (module doc): WAITING = the key is not shadowed (its holder waits)."""
+        """Shadow sets (docs/pipeline.md): WAITING = the key is not shadowed (its holder waits)."""
         self.shadow_stats: dict[str, list[int]] = {}
         """Per shadowed key: [bytes of its restored state, records replayed into it]."""
         self.shadow_meta: dict[str, Any] | None = None

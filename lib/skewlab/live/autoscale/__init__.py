@@ -1,20 +1,9 @@
 """Live consumer-group autoscaling over Kafka + Delta (Landau et al. Sec. V).
 
-Processes of one run, each a module with a ``main``:
-
-* :mod:`.monitor` -- write speed per partition over a sliding window, to the
-  ``monitor`` topic and Delta ``partition_loads``;
-* :mod:`.controller` -- the pure :class:`skewlab.autoscale.Controller` executed
-  for real: consumer processes, the synchronous stop -> ack -> start hand-off
-  over ``consumer.metadata``, persisted group state, Delta ``decisions`` and
-  ``consumer_assignments``;
-* :mod:`.consumer` -- reads its partitions at a bounded rate, commits offsets,
-  writes evidence (offset ranges, latencies) to the ``processed`` topic.
-
-:mod:`.protocol` holds what they share (settings, topics, messages, the
-evidence and its checks); :mod:`.run` is the run (:class:`AutoscaleRun`, the
-phases of a grouping run's :class:`~skewlab.live.run.Run`; ``skewlab
-autoscale``), :mod:`.summary` its summary, plot and MLflow run.
+One run's processes, each a module with a ``main``: :mod:`.monitor` (write speeds),
+:mod:`.controller` (the pure controller executed for real), :mod:`.consumer` (bounded-rate
+reading with evidence). :mod:`.protocol` holds what they share, :mod:`.run` is the run
+(:class:`AutoscaleRun`), :mod:`.summary` its summary. More: docs/autoscale.md, "The processes".
 """
 
 from __future__ import annotations

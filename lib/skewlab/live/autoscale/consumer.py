@@ -1,24 +1,8 @@
 """A consumer process of the live autoscaler (Landau et al. Sec. V-B).
 
-A consumer reads the data partitions the controller gave it, by manual
-assignment (no Kafka group join), at most ``C_bar`` bytes/s, and obeys its
-inbox (partition ``consumer + 1`` of ``consumer.metadata``). Lifecycle:
-
-1. **Ready**: its inbox position is the inbox's true end at start (older
-   messages were for an earlier process of the same id); it sends ``ready``
-   to the controller's inbox.
-2. **Inbox**, between batches only: ``start p`` -- resume ``p`` at
-   :func:`~skewlab.live.autoscale.protocol.resume_offset`, write ``start``
-   evidence, ack; ``stop p`` -- write ``stop`` evidence at the position
-   reached, drop ``p``, ack (the controller starts ``p`` elsewhere only after
-   this ack); ``query`` -- report the partitions read now; ``exit`` -- leave.
-3. **Batch** over the owned partitions, in order: (i) take what a token
-   bucket of ``C_bar`` bytes/s allows (at most ``batch_s`` worth; wait when
-   it is empty: the bounded rate), shared among the partitions; (ii) fetch
-   it; (iii) write one ``batch`` evidence record per partition (offset
-   range, per-record end-to-end latency) and flush; (iv) commit the new
-   offsets for the run's group. A crash between (iii) and (iv) is covered by the evidence being
-   the newer resume point; a crash before (iii) redoes the batch.
+It reads the data partitions the controller gave it at most ``C_bar`` bytes/s, obeys its inbox
+between batches, writes evidence, then commits. Its lifecycle (ready, inbox, batch) and what a
+crash between evidence and commit does: docs/autoscale.md, "A consumer's lifecycle".
 """
 
 from __future__ import annotations
@@ -50,7 +34,7 @@ ORPHAN_EXIT_S = 20.0
 
 
 class LiveConsumer:
-    """One consumer's loop; see the module docstring for its steps."""
+    """One consumer's loop; its steps: docs/autoscale.md, "A consumer's lifecycle"."""
 
     def __init__(
         self,
@@ -75,6 +59,8 @@ class LiveConsumer:
     # -- 1. ready ----------------------------------------------------------------------
 
     def ready(self) -> None:
+        """Step 1: skip the inbox to its true end (older messages were for an earlier process
+        of this id) and send ``ready`` to the controller's inbox."""
         self.inbox_pos = self.client.end_offsets(self.s.topics.metadata).get(inbox(self.id), 0)
         self._send(Message("ready", self.id, t=self.wall()))
         log.info("consumer %d ready (inbox at %d)", self.id, self.inbox_pos)
@@ -89,6 +75,8 @@ class LiveConsumer:
     # -- 2. inbox ----------------------------------------------------------------------
 
     def read_inbox(self) -> None:
+        """Step 2: apply the inbox messages that arrived since the last call, in order,
+        stopping at ``exit`` (``done`` then set)."""
         values, self.inbox_pos = read_new(
             self.client, self.s.topics.metadata, inbox(self.id), self.inbox_pos
         )
@@ -99,7 +87,7 @@ class LiveConsumer:
                 return
 
     def apply(self, msg: Message) -> None:
-        """Carry out one inbox message (step 2 of the module docstring)."""
+        """Carry out one inbox message (step 2, docs/autoscale.md, "A consumer's lifecycle")."""
         p = msg.partition
         if msg.op == "start":
             if p not in self.positions:
@@ -188,6 +176,8 @@ class LiveConsumer:
     # -- the loop ----------------------------------------------------------------------
 
     def orphaned(self) -> bool:
+        """True once the run's stop file is older than :data:`ORPHAN_EXIT_S` (the controller
+        died without sending ``exit``)."""
         stop = self.s.stop_file
         return stop.exists() and self.wall() - stop.stat().st_mtime > ORPHAN_EXIT_S
 

@@ -1,31 +1,8 @@
 """The controller process: the pure Sec. V-C state machine, executed for real.
 
-It wraps :class:`skewlab.autoscale.Controller` (which decides) and does the
-I/O the actions ask for. Lifecycle:
-
-1. **Restore**: read the persisted group state (the controller snapshot and
-   the pids of the consumer processes); skip to the end of its inbox (older
-   messages answered a previous incarnation) and to the newest measurement.
-2. **Synchronize**: ``Controller.start()`` queries every known consumer; the
-   reports (and consumers found dead) become the believed group, so a
-   controller killed mid-reassignment continues from what consumers read.
-3. **Loop** every ``poll_s``, in order: inbox messages (``ready`` / ``ack``
-   / ``report``), the newest measurement, dead consumer processes
-   (``on_consumer_lost``: their partitions become unassigned, a Sentinel
-   exit), the Sentinel timeout (``tick``). Each reply's actions are executed
-   at once: start a consumer process, send ``start`` / ``stop`` / ``query``
-   / ``exit`` to an inbox. The pure controller sends ``start`` for a moved
-   partition only after the old owner's ``stop`` ack.
-4. **Record**: when a reassignment's group management finishes, write the
-   ``decisions`` row (algorithm, bins, Rscore, decision time, the timeline of
-   every hand-off) and the ``consumer_assignments`` rows of the iteration to
-   Delta (app transaction ``controller:<run>``, version = iteration) with
-   :func:`~skewlab.control.record_reassignment`, the record the
-   scheduled ``skewlab_control`` DAG writes too (the decision itself is the
-   pure controller's :func:`~skewlab.autoscale.controller.reassign`, shared the
-   same way); persist the group state after every step that changed it.
-5. **Stop** (the run's stop file): ``exit`` to every consumer, wait, kill
-   stragglers, exit.
+It wraps :class:`skewlab.autoscale.Controller` (which decides) and does the I/O its actions ask
+for: consumer processes, inbox messages, Delta records, the persisted group state. Its
+lifecycle (restore, synchronize, loop, record, stop): docs/autoscale.md, "The controller process".
 """
 
 from __future__ import annotations
@@ -88,6 +65,8 @@ class ConsumerProc:
     popen: subprocess.Popen[bytes] | None = None
 
     def alive(self) -> bool:
+        """True while the consumer runs: our child not yet exited, or (started by an earlier
+        controller) ``/proc/<pid>`` is a live, non-zombie consumer process (a reused pid is not)."""
         if self.popen is not None:
             return self.popen.poll() is None
         try:
@@ -99,6 +78,7 @@ class ConsumerProc:
         return state not in ("Z", "X") and CONSUMER_MODULE.encode() in cmdline
 
     def kill(self) -> None:
+        """SIGKILL the consumer if it is still alive, and reap it if it is our child."""
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
@@ -131,7 +111,8 @@ class _Pending:
 
 
 class LiveController:
-    """Executes the pure controller's actions; see the module docstring for the steps."""
+    """Executes the pure controller's actions; the steps: docs/autoscale.md,
+    "The controller process"."""
 
     def __init__(
         self,
@@ -158,6 +139,8 @@ class LiveController:
     # -- 1./2. restore and synchronize -------------------------------------------------
 
     def begin(self) -> None:
+        """Steps 1-2: skip to the inbox's end and the newest measurement, then synchronize
+        (``Controller.start`` queries every known consumer); persist the group state."""
         topics = self.s.topics
         self.inbox_pos = self.client.end_offsets(topics.metadata).get(CONTROLLER_INBOX, 0)
         self.monitor_pos = max(0, self.client.end_offsets(topics.monitor).get(0, 0) - 1)
@@ -169,6 +152,9 @@ class LiveController:
     # -- 3. loop -----------------------------------------------------------------------
 
     def step(self) -> None:
+        """One pass of step 3: new inbox messages, the newest measurement (if it has one
+        speed per partition), dead consumers, the Sentinel ``tick``; each reply's actions
+        executed at once, then the group state persisted."""
         values, self.inbox_pos = read_new(
             self.client, self.s.topics.metadata, CONTROLLER_INBOX, self.inbox_pos
         )
@@ -309,6 +295,8 @@ class LiveController:
     # -- 5. stop -----------------------------------------------------------------------
 
     def shutdown(self) -> None:
+        """Step 5: ``exit`` to every consumer, wait up to :data:`EXIT_WAIT_S` for them, kill
+        stragglers (and retiring ones), persist the empty group and close the client."""
         for c in list(self.procs):
             self._send(Message("exit", c, t=self.wall()))
         self.client.flush()

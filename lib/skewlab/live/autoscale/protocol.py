@@ -1,23 +1,7 @@
 """What the live autoscaler's processes share: settings, topics, messages, evidence.
 
-Processes (Landau et al. Sec. V): one **monitor**, one **controller**, N
-**consumers**, plus the run driver that produces the load. They meet only on
-Kafka topics of the run (and the controller's state file):
-
-* ``autoscale-<run>`` -- the data topic, P partitions, read by the consumers;
-* ``monitor-<run>`` -- one partition; each record a :class:`Measurement`;
-* ``consumer.metadata-<run>`` -- partition 0 is the controller's inbox,
-  partition ``k`` the inbox of consumer ``k - 1`` (:func:`inbox`); records are
-  :class:`Message` (start / stop / query / exit down, ready / ack / report up);
-* ``processed-<run>`` -- P partitions; partition ``j`` holds the
-  :class:`Processed` evidence of data partition ``j``: ``start`` / ``stop`` of
-  an ownership, and one ``batch`` per processed range with its latencies.
-
-The evidence doubles as the resume point: every :class:`Processed` record
-carries the data offset reached, so a new owner resumes from
-``max(committed offset, last evidence offset)`` (:func:`resume_offset`) and a
-consumer killed between writing a batch's evidence and committing its offset
-neither loses nor doubles that batch.
+The four topics of a run and what their records mean, and why the evidence is the resume point
+(:func:`resume_offset`): docs/autoscale.md, "Topics and evidence".
 """
 
 from __future__ import annotations
@@ -74,6 +58,8 @@ class Topics:
 
     @classmethod
     def of(cls, run_id: str) -> Topics:
+        """The topics of run ``run_id``: ``autoscale-``, ``monitor-``, ``consumer.metadata-``
+        and ``processed-<run_id>``."""
         return cls(
             f"autoscale-{run_id}",
             f"monitor-{run_id}",
@@ -82,6 +68,7 @@ class Topics:
         )
 
     def all(self) -> tuple[str, ...]:
+        """The four names: data, monitor, metadata, processed."""
         return (self.data, self.monitor, self.metadata, self.processed)
 
 
@@ -209,10 +196,13 @@ class Message:
             raise ConfigError(f"message op must be one of {DOWN_OPS + UP_OPS}, got {self.op!r}")
 
     def encode(self) -> bytes:
+        """The message as JSON bytes (a record value); :meth:`decode` reads it back."""
         return json.dumps(asdict(self)).encode()
 
     @classmethod
     def decode(cls, raw: bytes | None) -> Message:
+        """The message :meth:`encode` wrote; raises :class:`~skewlab.errors.ConfigError` on an
+        unknown ``op`` (and ``TypeError`` / JSON errors on a malformed record)."""
         d = json.loads(raw or b"{}")
         d["partitions"] = tuple(d.get("partitions", ()))
         return cls(**d)
@@ -228,10 +218,12 @@ class Measurement:
     speeds: tuple[float, ...]
 
     def encode(self) -> bytes:
+        """The measurement as JSON bytes (a ``monitor`` record value)."""
         return json.dumps(asdict(self)).encode()
 
     @classmethod
     def decode(cls, raw: bytes | None) -> Measurement:
+        """The measurement :meth:`encode` wrote (``speeds`` as a tuple)."""
         d = json.loads(raw or b"{}")
         d["speeds"] = tuple(d["speeds"])
         return cls(**d)
@@ -257,10 +249,12 @@ class Processed:
     latency_ms: tuple[int, ...] = ()
 
     def encode(self) -> bytes:
+        """The evidence as compact JSON bytes (a ``processed`` record value)."""
         return json.dumps(asdict(self), separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, raw: bytes | None) -> Processed:
+        """The evidence :meth:`encode` wrote (``latency_ms`` as a tuple)."""
         d = json.loads(raw or b"{}")
         d["latency_ms"] = tuple(d.get("latency_ms", ()))
         return cls(**d)

@@ -50,6 +50,8 @@ class SpeedWindow:
         self._samples: deque[tuple[float, np.ndarray, np.ndarray]] = deque()
 
     def add(self, t: float, cum_bytes: np.ndarray, cum_records: np.ndarray) -> None:
+        """Add a sample of cumulative bytes and records per partition at time ``t`` (s) and
+        drop samples the window no longer needs; raises ``ValueError`` if ``t`` goes back."""
         if self._samples and t < self._samples[-1][0]:
             raise ValueError(f"samples must not go back in time ({t} < {self._samples[-1][0]})")
         self._samples.append((t, np.asarray(cum_bytes, float), np.asarray(cum_records, float)))
@@ -58,6 +60,7 @@ class SpeedWindow:
 
     @property
     def span(self) -> float:
+        """Seconds between the oldest and the newest sample kept (0 without samples)."""
         return self._samples[-1][0] - self._samples[0][0] if self._samples else 0.0
 
     def ready(self) -> bool:
@@ -99,6 +102,8 @@ class Monitor:
         self._last_publish = -np.inf
 
     def sample(self) -> None:
+        """Read each data partition's new records since the last sample, add their
+        bytes (key + value) to the cumulative counts and add one sample to the window."""
         ends = self.client.end_offsets(self.s.topics.data)
         for p in range(self.s.partitions):
             end = ends.get(p, 0)

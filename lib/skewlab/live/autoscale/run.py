@@ -138,10 +138,12 @@ class AutoscaleRun(EndsOnExit):
 
     @property
     def run_id(self) -> str:
+        """The run's id (from its handle)."""
         return self.handle.run_id
 
     @property
     def files(self) -> RunDir:
+        """The names of the run's files and ids."""
         return RunDir.of(self.handle.run_dir)
 
     @property
@@ -151,6 +153,7 @@ class AutoscaleRun(EndsOnExit):
 
     @property
     def launcher(self) -> LocalLauncher:
+        """Where the run's processes start: local, detached if the run is."""
         return LocalLauncher(self.detached)
 
     @property
@@ -163,6 +166,7 @@ class AutoscaleRun(EndsOnExit):
 
     @property
     def client(self) -> KafkaClient:
+        """The run's Kafka client, connected on first use (needs the broker)."""
         if self._client is None:
             self._client = connect(self.live.kafka)
         return self._client
@@ -185,6 +189,7 @@ class AutoscaleRun(EndsOnExit):
             return {}
 
     def consumer_pids(self) -> dict[int, int]:
+        """``{consumer id: pid}`` from the controller's persisted state (``{}`` before it)."""
         return {int(c): int(p) for c, p in self.state().get("pids", {}).items()}
 
     def lag(self) -> int:
@@ -204,9 +209,11 @@ class AutoscaleRun(EndsOnExit):
         self.handle.save()
 
     def start_controller(self) -> None:
+        """Start the controller process and record it in the handle (crash tests restart it)."""
         self._start("controller")
 
     def kill_controller(self) -> None:
+        """SIGKILL the controller process, if started here, and wait for it."""
         p = self.procs.get("controller")
         if p is not None:
             p.kill()

@@ -68,14 +68,17 @@ class AutoscaleSummary:
 
     @property
     def avg_consumers(self) -> float:
+        """Mean consumer count over the decisions (0 without any)."""
         return float(np.mean([d["consumers"] for d in self.decisions])) if self.decisions else 0.0
 
     @property
     def avg_rscore(self) -> float:
+        """Mean Rscore over the decisions (0 without any)."""
         return float(np.mean([d["rscore"] for d in self.decisions])) if self.decisions else 0.0
 
     @property
     def moved(self) -> int:
+        """Partitions moved, summed over the decisions."""
         return sum(len(d["moved"]) for d in self.decisions)
 
     @property
@@ -86,6 +89,7 @@ class AutoscaleSummary:
         return float(np.mean([d["first_record_s"] for d in self.downtime])) / self.iteration_s
 
     def row(self) -> dict[str, Any]:
+        """The summary as one flat row (counts, averages, latency percentiles, MLflow ids)."""
         return {
             "run_id": self.run_id, "algorithm": self.algorithm, "workload": self.workload,
             "records": self.records, "exact": self.exact, "lost": self.lost,

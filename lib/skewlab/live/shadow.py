@@ -1,24 +1,9 @@
 """A started instance's shadow of its hash part of the instances it replaces (scale-out).
 
-Details: docs/scaleout.md. The state manager writes a *plan* for every instance it
-starts to take over keys (``plans`` in its ``StartInstances`` decision row, before
-the process starts): the group, the source instances, this instance's hash part
-``part`` of ``parts`` and whether to restore from a checkpoint. The instance then
-
-1. **restores** its part of the sources' state: active backup copies each
-   source's committed state at its commit version; checkpointing and restart
-   read the newest checkpoint ``(theta, tau, beta)`` in ``operator_state``;
-2. **replays** each source's partition of ``routed`` from that state's offset
-   (``beta``, the records the source had received but not reflected in theta,
-   comes first, then everything after): the records of its keys go into shadow
-   sets (:class:`~skewlab.pipeline.handoff.KeySets`), never into output;
-3. takes a key over when the replay reaches the routing switch of that key (every
-   splitter's end-of-set marker names this instance): the shadow becomes the
-   key's state here and the key's records buffered here are applied (output
-   live). The source's own hand-off of the key arrives later as a duplicate.
-
-Plan, per-source offsets and dedup watermarks are committed with the worker's
-state (``KeySets.shadow_meta``), so a restarted instance resumes its replay.
+:class:`Shadow` follows the state manager's plan: restore the part (step 1), replay the
+sources' routed partitions into shadow sets (step 2), take each key over at its routing
+switch (step 3). Plan, offsets and dedup watermarks are committed with the worker's state,
+so a restarted instance resumes. Details: docs/scaleout.md, "One mechanism".
 """
 
 from __future__ import annotations
@@ -75,6 +60,8 @@ class Shadow:
 
     @property
     def meta(self) -> dict[str, Any] | None:
+        """The committed shadow plan and progress (``KeySets.shadow_meta``: sources, part,
+        parts, offsets, watermarks); ``None`` when this instance shadows nothing."""
         return self.sets.shadow_meta
 
     @property
@@ -84,10 +71,13 @@ class Shadow:
 
     @property
     def active(self) -> bool:
+        """True while some source of the plan has not reached its end of replay."""
         m = self.meta
         return m is not None and not all(s["ended"] for s in m["sources"].values())
 
     def mine(self, key: str) -> bool:
+        """True if ``key`` falls in this instance's hash part: ``owner(key, parts) == part``
+        (``split_hash``, the hash the routing switch uses). Needs a plan (:attr:`meta`)."""
         m = self.meta
         assert m is not None
         return owner(key, int(m["parts"]), split_hash) == int(m["part"])

@@ -1,21 +1,9 @@
 """Supervision of a live run while it produces and drains: children and the broker.
 
-:class:`Supervisor` polls the run's route job and workers (called about four
-times a second from the produce and drain loops): a child that exited without
-being asked to is killed as a group (its JVM too) and restarted after a backoff
-(:class:`RestartPolicy`), each restart logged and counted in the run handle
-(``restarts``); once a child has used its restarts the run fails at once with
-the child's first error and log (:func:`~skewlab.live.launch.exit_cause`).
-Restarts keep the run exact: the route job resumes from its Spark checkpoint,
-a worker from its last committed routed offset. In a scale-out run the workers
-watched are the instances the state manager runs (a new instance resumes its
-shadow from its committed plan and offsets too); one the manager stopped on
-purpose leaves that set before it is killed and is never restarted (checked
-again when its exit is seen and when its restart is due).
-
-:class:`BrokerProbe` opens a TCP connection to the bootstrap servers (short
-timeout) once a second: a broker that cannot be reached for ``grace_s`` fails
-the run with one line, instead of the Kafka clients' long retries.
+:class:`Supervisor` restarts a child that exited unasked (after a backoff, :class:`RestartPolicy`)
+and fails the run once its restarts are used; :class:`BrokerProbe` fails it when the broker
+cannot be reached for ``grace_s``. Why restarts keep the run exact, and scale-out instances
+stopped on purpose: docs/live-run.md, "skewlab.live.supervise".
 """
 
 from __future__ import annotations
@@ -86,7 +74,7 @@ class RestartPolicy:
 
 @dataclass
 class Supervisor:
-    """Restarts the run's children that exit unasked (see the module doc).
+    """Restarts the run's children that exit unasked (see docs/live-run.md).
 
     ``workers()`` lists the worker indexes to watch (for a scale-out run the
     instances its state manager runs: it starts and stops them itself, and a
@@ -226,6 +214,8 @@ class BrokerProbe:
         return out
 
     def reachable(self) -> bool:
+        """True if some bootstrap server accepts a TCP connection (or none is parseable:
+        nothing to probe); remembers the last error for the failure message."""
         for host, port in self._servers():
             try:
                 self.connect(host, port, self.timeout_s)
@@ -235,6 +225,8 @@ class BrokerProbe:
         return not self._servers()  # nothing to probe: not our call
 
     def check(self) -> None:
+        """Probe if ``interval_s`` has passed since the last probe; raises :class:`BrokerLost`
+        (and sets :attr:`lost`) once the broker has been unreachable for ``grace_s``."""
         now = self.clock()
         if self._last is not None and now - self._last < self.interval_s:
             return

@@ -1,19 +1,9 @@
 """Named crash points for fault-injection tests.
 
-A process crashes at a named point when the environment asks it to:
-``SKEWLAB_CRASH="route.after_produce@2,worker.before_commit"`` makes the
-second hit of ``route.after_produce`` and the first hit of
-``worker.before_commit`` end the process at once with exit code
-:data:`CRASH_EXIT` (``os._exit``: no ``finally``, no flush, like ``kill -9``).
-
-Each point fires at most once per marker directory: when
-``SKEWLAB_CRASH_DIR`` is set, firing writes ``<dir>/crash-<point>.fired``
-first, so a restarted process that reaches the point again runs on. Without
-the directory a point fires on every process that reaches its n-th hit.
-
-Production code calls :func:`crash_point` at the places named in
-``docs/crash-matrix.md``; with ``SKEWLAB_CRASH`` unset the call is one
-dictionary lookup.
+``SKEWLAB_CRASH="route.after_produce@2,worker.before_commit"`` ends the process (exit code
+:data:`CRASH_EXIT`, ``os._exit``) at the named hits of :func:`crash_point`; with
+``SKEWLAB_CRASH_DIR`` set each point fires once per directory. Details and the points:
+docs/crash-matrix.md, "Crash points".
 """
 
 from __future__ import annotations

@@ -183,6 +183,10 @@ class StateManager(EventTracking):
     # ------------------------------------------------------------ steps 1-5
 
     def step(self) -> None:
+        """One interval: per group, the highest worker score and the instances needed go
+        to its policy (``observe``; ``on_ready`` / ``on_caught_up`` once its pending
+        instances are up) unless the group is still in start-up; the actions are executed
+        (:meth:`execute`), moved sets ended, scale events tracked, one timeline row added."""
         now = self.clock.now()
         scores = self.scores(now)
         dt = now - self.timeline[-1][0] - self.t0 if self.timeline else 0.0
@@ -232,6 +236,9 @@ class StateManager(EventTracking):
     # ------------------------------------------------------------ step 3: actions
 
     def execute(self, grp: Group, actions: list[Action], score: float) -> None:
+        """Carry out ``actions`` of ``grp``'s policy in order (checkpoint request, start with
+        plans, stop, routing switch; split / replay only noted) and log each as a
+        ``decisions`` row with ``score``."""
         for a in actions:
             detail: dict[str, Any] = {"group": grp.g, "action": type(a).__name__}
             if isinstance(a, TakeCheckpoint):

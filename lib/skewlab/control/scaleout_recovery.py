@@ -1,29 +1,10 @@
 """A new state manager continues the one that died: its state rebuilt from what the run recorded.
 
-A scale-out run's driver may die (crash point, kill) and be resumed by a new driver
-(:meth:`skewlab.live.run.Run.resume`), whose fresh
-:class:`~skewlab.control.scaleout_loop.StateManager` starts knowing only the W
-original instances. Left so, it would re-run scale events, never stop the
-instances the dead one started, and write ``assignments`` / ``decisions`` versions
-the store drops as replays (one ``(app_id, version)`` commits once).
-:func:`recover` rebuilds, from the run's tables:
-
-- ``decisions`` (the ``scale-out`` rows, each one action of one group): per group
-  the policy's state (:class:`~skewlab.state.base.PolicySnapshot`: phase, active
-  and pending logical instances, next instance / checkpoint ids, last checkpoint,
-  last scale event), its logical -> partition map, active partitions and spares;
-  the instances running (started and not stopped); the decision count; the scale
-  events (a switch opens one, its ``Restored`` row closes it);
-- ``assignments``: the routing version, its effective time and the key map
-  (key -> instance, message set).
-
-Rows of one step share a millisecond; within a tie they are ordered as the
-policies emit them (:data:`ORDER`). A policy's level detector restarts at
-ALARMING for a group alarmed or scaling when the manager died, else at NORMAL (it
-re-reads the scores). A restart-policy switch that was logged as
-started (its ``StartInstances``) but never switched (the driver died between
-checkpoint and switch) is completed at once: the new instances are the policy's
-active ones already.
+:func:`recover` rebuilds each group's policy state, partition maps, running instances, scale
+events and routing version from the run's ``decisions`` and ``assignments`` rows, so a resumed
+driver neither re-runs scale events nor writes versions the store drops as replays.
+What is rebuilt from which rows, and the tie and restart rules: docs/control.md,
+"skewlab.control.scaleout_recovery".
 """
 
 from __future__ import annotations
@@ -90,7 +71,8 @@ class GroupRecord:
 
 @dataclass
 class Record:
-    """What :func:`replay_decisions` rebuilt (see the module doc)."""
+    """What :func:`replay_decisions` rebuilt (see docs/control.md,
+    "skewlab.control.scaleout_recovery")."""
 
     groups: list[GroupRecord]
     running: set[int]
@@ -100,7 +82,7 @@ class Record:
 
 
 def replay_decisions(s: StateManagerSettings, rows: list[tuple[int, dict[str, Any]]]) -> Record:
-    """The state that the ``(ts ms, detail)`` rows of ``decisions`` leave (module doc)."""
+    """The state that the ``(ts ms, detail)`` rows of ``decisions`` leave (docs/control.md)."""
     order = ORDER.get(s.policy, ORDER["default"])
     groups = [GroupRecord(g, {0: g}, [g], s.spares(g)) for g in range(s.workers)]
     rec = Record(groups, set(range(s.workers)), decisions=len(rows))

@@ -91,10 +91,16 @@ class StateManagerSettings:
         return self.workers * self.max_instances
 
     def spares(self, group: int) -> list[int]:
+        """The ``routed`` partitions of ``group``'s spare instances: ``max_instances - 1``
+        of them, numbered after the W hash workers."""
         m = self.max_instances - 1
         return list(range(self.workers + group * m, self.workers + (group + 1) * m))
 
     def policy_config(self) -> Any:
+        """The scale-out policy config of :attr:`policy` built from ``params`` (threshold
+        fields to its ``ThresholdConfig``, the rest as policy keywords; one instance at
+        start, up to ``max_instances``, no scale-in).
+        Raises :class:`~skewlab.errors.ConfigError` on an unknown keyword."""
         th_names = set(ThresholdConfig.__dataclass_fields__)
         th = {k: v for k, v in self.params.items() if k in th_names}
         local = {"startup_s", "settle_s"}

@@ -1,47 +1,10 @@
 """Scale-out policies as pure state machines: checkpointing, active backup, restart baseline.
 
-Every policy owns a :class:`~skewlab.state.score.ThresholdDetector`, reads one
-bottleneck score per measurement and returns :mod:`~skewlab.state.base`
-actions; the executor reports back with ``on_ready`` (started instances hold
-their state) and ``on_caught_up`` (their outputs agree with the instances
-they replace). Time comes from an injected clock. Registry: :data:`POLICIES`.
-
-**checkpointing** (seed, "Checkpointing and scale out", Algorithm 3):
-
-1. at *alarming* take a checkpoint ``(theta, tau, beta)`` of the active
-   instances, then one every ``interval_s`` (the seed's ``c``) or, the seed's
-   "user-defined event ... when the state has changed significantly", as soon
-   as the caller reports (:meth:`on_state_changed`, fed by
-   :func:`~skewlab.state.checkpoint.changed_share`) that at least
-   ``change_fraction`` of the keys changed since the last checkpoint; stop
-   checkpointing when the score falls back below alarming;
-2. at *scale_out* start ``factor x`` as many replacement instances, give each
-   its hash part of the last checkpoint, replay ``beta`` and the input after
-   ``tau`` to each key's owner and feed them the live input;
-3. when their outputs agree with the old instances' (``on_caught_up``) switch
-   routing to them and stop the old instances.
-
-**active-backup** (seed, "Active backup", Algorithm 2):
-
-1. at *alarming* start ``factor x`` secondaries, copy and split the live
-   state onto them and feed them their part of the input while the primaries
-   keep running;
-2. if the score falls back below alarming, stop the secondaries;
-3. at *scale_out*, unless cooling down, switch routing to the secondaries at
-   once (if they are not ready yet, as soon as ``on_ready`` says so) and stop
-   the old primaries. During the cool-down a take-over waits (the
-   secondaries keep running) until an observation at *scale_out* after it.
-
-**restart** (the seed's baseline: Storm 1.x checkpointing, "restart the
-topology with more resources"): a checkpoint every ``interval_s`` (Storm's
-default 1 s) all the time; at *scale_out* stop the operator, start ``factor x``
-instances from the last checkpoint, replay, route to them.
-
-**scale-in** (every policy): below *scale_in*, replacement instances
-``1 / factor`` as many get the composed live state split onto them, then take
-over as in checkpointing step 3. After any scale event the detector restarts
-at NORMAL and no new scale event starts for ``cooldown_s`` (starting active
-backups is preparation, not a scale event: it is not held back).
+Each policy reads one bottleneck score per measurement through its
+:class:`~skewlab.state.score.ThresholdDetector` and returns :mod:`~skewlab.state.base` actions;
+the executor reports back with ``on_ready`` and ``on_caught_up``. Registry: :data:`POLICIES`.
+The steps of each policy (seed Algorithms 2 and 3, the restart baseline, scale-in):
+docs/state.md, "Scale-out policies".
 """
 
 from __future__ import annotations
@@ -423,6 +386,8 @@ class CheckpointingConfig(_Common):
             raise ConfigError(f"change_fraction must be in (0, 1], got {self.change_fraction}")
 
     def build(self, state: PolicySnapshot | None = None, clock: Clock | None = None) -> _Policy:
+        """The checkpointing policy (seed Algorithm 3) of this config, resumed from ``state``
+        if given (else fresh at NORMAL), on ``clock`` (default: the system clock)."""
         return _Checkpointing(self, clock or SystemClock(), state)
 
 
@@ -436,6 +401,8 @@ class ActiveBackupConfig(_Common):
         self._check()
 
     def build(self, state: PolicySnapshot | None = None, clock: Clock | None = None) -> _Policy:
+        """The active-backup policy (seed Algorithm 2) of this config, resumed from ``state``
+        if given (else fresh at NORMAL), on ``clock`` (default: the system clock)."""
         return _ActiveBackup(self, clock or SystemClock(), state)
 
 
@@ -452,6 +419,8 @@ class RestartConfig(_Common):
             raise ConfigError(f"interval_s must be > 0, got {self.interval_s}")
 
     def build(self, state: PolicySnapshot | None = None, clock: Clock | None = None) -> _Policy:
+        """The restart-baseline policy of this config, resumed from ``state`` if given (else
+        fresh at NORMAL), on ``clock`` (default: the system clock)."""
         return _Restart(self, clock or SystemClock(), state)
 
 

@@ -157,7 +157,8 @@ class Run(EndsOnExit):
         return phases.ensure_services(self.ctx)
 
     def topics(self) -> None:
-        """The run's topics created on the broker; needs :meth:`services`."""
+        """``events-<run>`` (P partitions) and ``routed-<run>`` (W + spares) created;
+        needs :meth:`services`."""
         phases.create_topics(self.ctx)
 
     def start(self) -> None:

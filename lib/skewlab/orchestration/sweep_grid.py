@@ -192,6 +192,9 @@ class SweepSettings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SweepSettings:
+        """Rebuild from :meth:`to_dict`'s form (lists back to tuples), validated again.
+
+        Raises :class:`~skewlab.errors.ConfigError` naming any unknown setting."""
         names = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - names)
         if unknown:
@@ -212,13 +215,16 @@ class SweepCell:
 
     @property
     def name(self) -> str:
+        """The child run's name: index, strategy, workload, W and seed (unique in a sweep)."""
         return f"{self.index:03d}-{self.strategy}-{self.workload}-W{self.workers}-s{self.seed}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The cell as a JSON-safe dict (an Airflow mapped task's argument)."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SweepCell:
+        """The cell :meth:`to_dict` wrote."""
         return cls(**dict(data))
 
 

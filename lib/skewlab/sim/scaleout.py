@@ -1,61 +1,9 @@
 """A dedicated simulator of one stateful operator whose instance count changes under a policy.
 
-The event simulator (:mod:`skewlab.sim.engine`) routes to a fixed ``W``; a
-scale-out changes the set of instances while tuples are in flight, so this
-module models one operator on its own, as a *fluid* queueing model stepped
-every ``dt_s`` (small against every duration it resolves):
-
-* The input rate is ``base_rate * growth ** (t / period_s)`` (the seed:
-  200 tuples/s, "increased continuously by almost doubling the rate after
-  every 500 seconds"); ``ramp="step"`` doubles at once every period instead;
-  ``ramp="alternate"`` switches between ``base_rate`` and ``base_rate *
-  growth`` every ``period_s`` (seed Fig. 15: "alternating low input rates and
-  high input rates after every 5 minutes").
-  A key space of ``state_keys`` keys is split among ``n`` instances by
-  :func:`~skewlab.state.decompose`'s hash, so instance ``i`` gets the share
-  ``s_i`` of the input it owns.
-* Instances come in *groups* (the ones started by one action). A group has a
-  backlog per instance, a stream position ``pos`` (how much of the input,
-  counted from the start, it has processed), whether it is fed the live
-  input, whether its outputs are connected downstream, and when it is ready.
-  Each step an instance processes ``min(backlog, service_rate * dt)`` unless
-  it is starting, loading state or stalled by a checkpoint snapshot.
-* Actions of the policy map to the model as follows. ``StartInstances``: the
-  group is ready after ``startup_s`` (plus ``redeploy_s`` if no instance of
-  the operator is running any more: a Storm topology restart).
-  ``SplitState``: the group starts at the checkpoint's position (or the
-  sources' live position), its backlog is everything after it (``beta`` and
-  the input after ``tau``); loading adds ``keys / (n * read_keys_per_s)``
-  (``copy_keys_per_s`` for a live copy), and a checkpoint can be read only
-  once written (``keys / write_keys_per_s`` after it was taken).
-  ``TakeCheckpoint``: each instance stalls ``keys_i / snapshot_keys_per_s``
-  (the synchronous copy; the write is asynchronous). Snapshot stalls and
-  state loading add up to ``state_work_s``, the state management of Fig. 15. ``FeedInput`` /
-  ``SwitchRouting`` / ``StopInstances`` set the flags.
-* The simulator acknowledges ``on_ready`` when a group's ``ready_at`` passes
-  and ``on_caught_up`` when a fed, unconnected group's position reaches the
-  connected group's (their outputs agree). With each score it reports the
-  share of keys changed since the last checkpoint, ``1 - exp(-n / keys)``
-  after ``n`` tuples processed (every key equally likely), which the
-  checkpointing policy compares with its ``change_fraction``.
-* A scale event is *decided* at the observation where the policy commits to
-  it (it enters SCALING, or switches routing at once); its take-over time
-  runs from there until the new instances are connected and ready. An active
-  backup whose secondaries are not ready at scale_out (alarming set close to
-  scale_out: the seed's "SE needs some time to set up backup servers") shows
-  the wait here.
-* Downstream sees ``D(t)``, the furthest position any connected group has
-  reached (outputs are deduplicated, so a restored instance re-emits nothing
-  until it passes ``D``). With the arrival curve ``A(t)``, the latency of the
-  tuples arriving at ``t`` is the horizontal distance ``D^-1(A(t)) - t`` plus
-  one service time; throughput is ``dD/dt``; the *pause* is the time during
-  which tuples wait (``A > D``) and ``D`` does not move.
-* The score of each measurement (``measure_s``) is the max over the
-  connected instances of :func:`~skewlab.state.bottleneck_score` of their
-  input rate (with multiplicative Gaussian noise ``noise``), queue, busy
-  fraction and queueing delay.
-* Resources: instance-seconds of every started instance; fairness (Eq. 5)
-  with ``cur`` = connected ready instances and ``need = rate / service_rate``.
+A fluid queueing model of one operator stepped every ``dt_s``: the input ramp, instance
+groups with their backlogs and stream positions, the policy's actions mapped to start-up,
+state loading and checkpoint stalls, and downstream latency from the furthest connected
+position. The model step by step: docs/sim.md, "The scale-out model".
 """
 
 from __future__ import annotations

@@ -1,29 +1,8 @@
 """Kafka sink for Spark on the Python Data Source API (``format("skewlab-kafka")``).
 
-Each row is produced to an explicit partition (in the route job: partition = worker).
-Input columns, by name:
-
-``partition``  int, required: the target partition
-``value``      binary (or string, encoded UTF-8), required; null writes a null value
-``key``        binary / string, optional
-``headers``    optional: ``array<struct<key string, value binary>>`` or ``map<string, binary>``
-``topic``      string, optional: overrides the ``topic`` option per row
-
-Options: ``bootstrap`` (required), ``topic`` (required unless every row has one),
-``client`` (``confluent`` default), ``kafka.<name>`` (client extra config).
-
-:func:`produce_table` sends an Arrow table in the same shape from one process (the
-route job's driver): each header is its own binary column ``header:<name>`` (null:
-absent), and the per-record loop only passes ready-made values to the client.
-
-Delivery is **at-least-once**, never exactly-once: ``write()`` flushes (waits for every
-record's acknowledgement) before it returns its commit message, so a micro-batch Spark
-marks committed is in Kafka; but a task or query that fails after producing and before
-Spark commits the batch is replayed, and the replay produces those records again.
-Kafka transactions would close that gap, but the client interface has none and tansu
-does not need to support them. Downstream consumers therefore deduplicate: the route
-job puts the source partition and offset of each event in a header, and a worker drops
-any record whose (source partition, offset) it has already processed.
+Each row goes to an explicit partition (route job: partition = worker); delivery is
+at-least-once. :func:`produce_table` sends an Arrow table from one process (the route
+driver). Columns, options and delivery: docs/throughput.md, "skewlab.spark.kafka_sink".
 """
 
 from __future__ import annotations
@@ -89,10 +68,13 @@ class KafkaSinkOptions:
         )
 
     def settings(self) -> KafkaSettings:
+        """The client settings (bootstrap, implementation, extra config); raises
+        :class:`ConfigError` on a bad bootstrap."""
 
         return KafkaSettings(bootstrap=self.bootstrap, client=self.client, extra=dict(self.extra))
 
     def connect(self) -> KafkaClient:
+        """A new client; callers close it."""
 
         return connect(self.settings())
 
@@ -105,6 +87,7 @@ class KafkaCommitMessage(WriterCommitMessage):
 
     @property
     def records(self) -> int:
+        """Records the task delivered, over all partitions."""
         return sum(n for _, _, n in self.counts)
 
 
@@ -191,18 +174,22 @@ def _total(messages: list[WriterCommitMessage | None]) -> int:
 
 
 class KafkaStreamWriter(DataSourceStreamWriter):
-    """Streaming sink: at-least-once (see the module docstring)."""
+    """Streaming sink: at-least-once (docs/throughput.md, "skewlab.spark.kafka_sink")."""
 
     def __init__(self, opts: KafkaSinkOptions) -> None:
         self.opts = opts
 
     def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
+        """Executor side: produce the task's rows and flush (:func:`write_rows`); raises
+        :class:`ConfigError` on a row without topic or partition."""
         return write_rows(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Log how many records batch ``batchId`` put in Kafka (they are already flushed)."""
         log.info("batch %d: %d records in Kafka", batchId, _total(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Log a warning only: records already flushed stay in Kafka (the replay resends)."""
         # Records already flushed cannot be taken back; the replay will send them again.
         log.warning("batch %d aborted after %d records reached Kafka", batchId, _total(messages))
 
@@ -214,10 +201,14 @@ class KafkaBatchWriter(DataSourceWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
+        """Executor side: produce the task's rows and flush (:func:`write_rows`); raises
+        :class:`ConfigError` on a row without topic or partition."""
         return write_rows(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Log how many records the write put in Kafka (they are already flushed)."""
         log.info("batch write: %d records in Kafka", _total(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Log a warning only: records already flushed stay in Kafka."""
         log.warning("batch write aborted after %d records reached Kafka", _total(messages))

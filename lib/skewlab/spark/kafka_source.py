@@ -1,6 +1,6 @@
 """Kafka source for Spark on the Python Data Source API (``format("skewlab-kafka")``).
 
-Details: docs/live-run.md, section ``skewlab.spark.kafka_source``.
+Details: docs/live-run.md, "skewlab.spark.kafka_source".
 """
 
 from __future__ import annotations
@@ -379,7 +379,8 @@ class _BrokerView:
 
 
 class KafkaStreamReader(DataSourceStreamReader):
-    """Micro-batch reader of one topic; see the module docstring for the batch steps.
+    """Micro-batch reader of one topic (batch steps: docs/live-run.md,
+    "skewlab.spark.kafka_source").
 
     Invariant: every offset returned by :meth:`latestOffset` is >= the previous one per
     partition, and ``read`` yields exactly the records of its range in offset order.
@@ -404,9 +405,15 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self._initial_offsets
 
     def initialOffset(self) -> dict:
+        """Offsets of a new query: ``startingOffsets`` resolved once against the broker, as
+        JSON-able ``{"<partition>": <next offset>}`` for every partition of the topic."""
         return self._initial()
 
     def latestOffset(self) -> dict:
+        """End of the next batch per partition: the broker's true end offsets (the client's
+        ``end_offsets`` works around tansu's ListOffsets quirk), capped to
+        ``maxEventsPerTrigger`` records after the furthest end seen, never behind it;
+        partitions added since start at their earliest offset. Remembers the result."""
         # Spark 4.0 calls latestOffset() before initialOffset() on a new query, and
         # partitions(start, start) before latestOffset() on a restarted one: so an
         # unknown start here means a new query, which starts at startingOffsets.
@@ -423,18 +430,24 @@ class KafkaStreamReader(DataSourceStreamReader):
         return end
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        """The tasks reading ``[start, end)`` (see :func:`plan_partitions`; partitions
+        missing from ``start`` read from their earliest offset); remembers ``end``."""
         self._advance(end)
         begin = self.broker.begin() if set(end) - set(start) else {}
         return plan_partitions(self.opts.topic, {**begin, **start}, end, self.opts.max_tasks)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Executor side: the Arrow batches of ``partition``'s ranges (:func:`read_range`)."""
         assert isinstance(partition, KafkaRangePartition | KafkaRangesPartition)
         return read_range(self.opts, partition)
 
     def commit(self, end: dict) -> None:
+        """Spark finished the batch ending at ``end``: only remembered as the furthest end
+        (Kafka consumer offsets are not committed; Spark's checkpoint holds the position)."""
         self._advance(end)
 
     def stop(self) -> None:
+        """Close the driver's broker client, if one was opened."""
         self.broker.close()
 
 
@@ -445,6 +458,9 @@ class KafkaBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
+        """Resolve ``startingOffsets`` and ``endingOffsets`` against the broker now and plan
+        the tasks reading between them (:func:`plan_partitions`); raises
+        :class:`ConfigError` on bad offsets JSON."""
         broker = _BrokerView(self.opts)
         try:
             start = broker.resolve(self.opts.starting)
@@ -454,6 +470,7 @@ class KafkaBatchReader(DataSourceReader):
         return plan_partitions(self.opts.topic, start, end, self.opts.max_tasks)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Executor side: the Arrow batches of ``partition``'s ranges (:func:`read_range`)."""
         assert isinstance(partition, KafkaRangePartition | KafkaRangesPartition)
         return read_range(self.opts, partition)
 
@@ -461,32 +478,43 @@ class KafkaBatchReader(DataSourceReader):
 class KafkaDataSource(DataSource):
     """``spark.readStream.format("skewlab-kafka")`` / ``df.writeStream.format(...)``.
 
-    Reading: :class:`KafkaStreamReader` / :class:`KafkaBatchReader` (options in the
-    module docstring). Writing: :mod:`skewlab.spark.kafka_sink` (at-least-once).
+    Reading: :class:`KafkaStreamReader` / :class:`KafkaBatchReader` (options:
+    docs/live-run.md, "skewlab.spark.kafka_source"). Writing: :mod:`skewlab.spark.kafka_sink`
+    (at-least-once).
     """
 
     @classmethod
     def name(cls) -> str:
+        """The format name, ``"skewlab-kafka"``."""
         return NAME
 
     def schema(self) -> str:
+        """DDL of the rows read: ``DECODED_SCHEMA`` with option ``decode``, else
+        :data:`SCHEMA` restricted to option ``fields``; :class:`ConfigError` on unknown fields."""
         opts = _options(self.options)
         if opts.get("decode"):
             return DECODED_SCHEMA
         return fields_schema(_fields_option(opts.get("fields")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """A :class:`KafkaBatchReader` (``spark.read``); :class:`ConfigError` on bad options."""
         return KafkaBatchReader(KafkaSourceOptions.from_options(self.options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A :class:`KafkaStreamReader` (``spark.readStream``); :class:`ConfigError` on bad
+        options."""
         return KafkaStreamReader(KafkaSourceOptions.from_options(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """A ``KafkaBatchWriter`` (``df.write``, append only: ``overwrite`` is ignored);
+        :class:`ConfigError` on bad options or a schema without ``value``."""
         from skewlab.spark.kafka_sink import KafkaBatchWriter, KafkaSinkOptions
 
         return KafkaBatchWriter(KafkaSinkOptions.from_options(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """A ``KafkaStreamWriter`` (``df.writeStream``, at-least-once; ``overwrite`` is
+        ignored); :class:`ConfigError` on bad options or a schema without ``value``."""
         from skewlab.spark.kafka_sink import KafkaSinkOptions, KafkaStreamWriter
 
         return KafkaStreamWriter(KafkaSinkOptions.from_options(self.options, schema))

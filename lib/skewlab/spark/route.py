@@ -1,20 +1,9 @@
 """The route job's streaming query: ``events`` -> decode -> per-splitter grouping.
 
-One streaming query, per micro-batch ``b`` (the sink is :mod:`skewlab.spark.route_sink`):
-
-1. the ``skewlab-kafka`` source reads the new range of every partition of ``events``
-   (offsets checkpointed by Spark), in at most ``tasks`` Spark tasks;
-2. the source's own task decodes the values as it reads (option ``decode``:
-   :func:`decode_batch`, Arrow kernels of :func:`skewlab.pipeline.events.decode_arrow`;
-   no second Python stage): valid events shrink to (key, ts, seq, size), only rejects
-   keep their raw bytes and a reason;
-3. rows are grouped by source partition: each group is one *splitter* (DKG's
-   SplitterBolt) whose :class:`~skewlab.pipeline.route.Splitter` state lives in
-   Spark's state store (:func:`skewlab.spark.state.route_with_state`); it routes its
-   events in offset order. With message sets, the ``assignments`` versions come from
-   the driver, read once per micro-batch by the sink and handed to every splitter
-   task of the batch as the job property :data:`ASSIGNMENTS_PROPERTY`;
-4. ``foreachBatch``: the sink produces to ``routed`` and writes Delta.
+The ``skewlab-kafka`` source reads and decodes ``events`` (:func:`decode_batch`), each
+source partition is one splitter routing in offset order with its state in Spark's
+state store, and the sink (:mod:`skewlab.spark.route_sink`) produces ``routed`` and
+writes Delta. Steps: docs/throughput.md, "skewlab.spark.route".
 """
 
 from __future__ import annotations
@@ -143,6 +132,7 @@ class RouteSettings:
 
     @property
     def files(self) -> RunDir:
+        """The run's files (:class:`~skewlab.rundir.RunDir` of :attr:`run_dir`)."""
         return RunDir.of(self.run_dir)
 
     @property
@@ -151,10 +141,13 @@ class RouteSettings:
         return str(self.files.checkpoint)
 
     def to_json(self) -> str:
+        """All fields as a JSON object (sorted keys); :meth:`from_json` reads it back."""
         return json.dumps(self.__dict__, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RouteSettings:
+        """Settings from :meth:`to_json`'s text, validated again (:class:`ConfigError`;
+        ``TypeError`` on unknown fields)."""
         return cls(**json.loads(text))
 
 

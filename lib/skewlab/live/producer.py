@@ -25,6 +25,10 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True, slots=True)
 class ProduceSettings:
+    """What to produce: ``events`` events to ``topic`` (``partitions`` partitions) at
+    ``rate`` events/s, padded to ``payload_bytes``, sent in chunks of ``chunk``; raises
+    :class:`ConfigError` on a bad count, rate, payload size or ramp."""
+
     topic: str
     partitions: int
     events: int
@@ -76,11 +80,15 @@ def ramp_events(rate: float, duration_s: float, factor: float, interval_s: float
 
 @dataclass(frozen=True, slots=True)
 class ProduceReport:
+    """What :func:`produce` did: every event of the workload (skipped ones included) and
+    the wall seconds it took."""
+
     events: int
     seconds: float
 
     @property
     def rate(self) -> float:
+        """Events per wall second (NaN when no time passed)."""
         return self.events / self.seconds if self.seconds > 0 else float("nan")
 
 

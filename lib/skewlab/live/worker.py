@@ -67,6 +67,7 @@ class WorkerSettings:
 
     @property
     def app_id(self) -> str:
+        """The worker's Delta app id (``RunDir.worker_app`` of worker and run)."""
         return RunDir.worker_app(self.worker, self.run_id)
 
 
@@ -86,6 +87,9 @@ def spin(seconds: float) -> None:
 
 @dataclass(slots=True)
 class WorkerReport:
+    """What :meth:`Worker.run` did: the offsets it started and stopped at, records taken
+    and replays dropped by the watermark, and its Delta flushes."""
+
     worker: int
     start_offset: int
     end_offset: int
@@ -216,6 +220,7 @@ class Worker:
         return n
 
     def end(self) -> int:
+        """The end offset of the worker's partition of ``routed`` (0 if the broker has none)."""
         return self.client.end_offsets(self.s.topic).get(self.s.worker, 0)
 
     def step(self, end: int | None = None) -> int:
@@ -377,6 +382,7 @@ class Worker:
         return self.sets.stream_ended and self.sets.waiting() == 0
 
     def stop_requested(self) -> bool:
+        """Whether the settings name a stop file and it exists."""
         return self.s.stop_file is not None and Path(self.s.stop_file).exists()
 
     def run(self, sleep: Callable[[float], None] = time.sleep) -> WorkerReport:
@@ -404,12 +410,14 @@ class Worker:
 
 
 def settings_to_json(s: WorkerSettings) -> str:
+    """``s`` as JSON for the worker process; of ``kafka`` only bootstrap and client go."""
     d = {f: getattr(s, f) for f in s.__dataclass_fields__}
     d["kafka"] = {"bootstrap": s.kafka.bootstrap, "client": s.kafka.client}
     return json.dumps(d)
 
 
 def settings_from_json(text: str) -> WorkerSettings:
+    """Settings from :func:`settings_to_json`'s text, validated again (:class:`ConfigError`)."""
     d = json.loads(text)
     d["kafka"] = KafkaSettings(**d["kafka"])
     return WorkerSettings(**d)

@@ -83,6 +83,8 @@ class RoutedEncoder:
         self._max = max_keys
 
     def encode(self, key: str, ts: float, seq: int, size: int) -> bytes:
+        """The routed event's JSON bytes (same as :func:`encode_routed`); the escape cache
+        is cleared when it holds ``max_keys`` keys."""
         js = self._keys.get(key)
         if js is None:
             if len(self._keys) >= self._max:

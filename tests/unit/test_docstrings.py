@@ -38,6 +38,7 @@ PACKAGES = (
     "orchestration",
     "commands",
     "live/autoscale",
+    "spark",
 )
 TOP_MODULES = (
     "hashing.py",

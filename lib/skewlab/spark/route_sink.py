@@ -1,20 +1,9 @@
 """The route job's ``foreachBatch`` sink: routed records to Kafka, then Delta.
 
-For micro-batch ``b`` (:class:`RouteSink`), on the driver:
-
-1. with message sets, read ``assignments`` once (cached while the table's version
-   stands) and attach it to the batch's tasks (:data:`~skewlab.spark.route.ASSIGNMENTS_PROPERTY`);
-2. run the batch (``toArrow``: source, decode, splitters) and sort it by source
-   (partition, offset), end-of-set markers before the event they precede;
-3. build the ``routed`` records with Arrow kernels (:func:`routed_records`) and
-   produce them through :func:`skewlab.spark.kafka_sink.produce_table`; flush;
-4. append ``key_loads``, ``partition_loads`` and ``quarantine``
-   (:mod:`skewlab.spark.tables`) under app id ``route:<run>`` version ``b``.
-
-A batch replayed after a crash re-produces its records (workers drop them by
-watermark) and skips its Delta writes (already committed), so nothing is counted
-twice. Crash points: ``route.in_batch`` before step 1, ``route.after_produce``
-between steps 3 and 4.
+:class:`RouteSink` runs each micro-batch, produces its routed records and appends the
+load and quarantine tables under app id ``route:<run>``; a replayed batch re-produces
+(workers drop duplicates) but skips Delta writes already committed. Steps and crash
+points: docs/throughput.md, "skewlab.spark.route_sink".
 """
 
 from __future__ import annotations

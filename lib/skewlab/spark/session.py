@@ -1,37 +1,9 @@
 """One factory for the Spark session every skewlab job and test uses.
 
-The settings it applies are the ones this project needs everywhere (ENVIRONMENT.md):
-
-1. ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` point at ``sys.executable`` (the
-   venv's interpreter), or every Python data source / UDF worker fails to connect back.
-2. The RocksDB state store provider, which ``transformWithStateInPandas`` requires and
-   which keeps large grouping snapshots off the JVM heap.
-3. Few shuffle partitions (default 4): micro-batches here are small and each shuffle
-   partition of a stateful operator costs a task and a state store instance.
-4. The Spark UI only when asked (``ui=True``): on a free port bound to the driver's
-   address (loopback on ``local``), its URL in :func:`ui_url`; warehouse and default
-   checkpoint root under ``data_dir``, log level WARN.
-5. skewlab's Python data sources (``skewlab-kafka``) registered on the session.
-6. The driver listens on loopback only: ``spark.driver.host`` and
-   ``spark.driver.bindAddress`` are ``127.0.0.1`` on a ``local`` master (its RPC and
-   block manager ports are then unreachable from other machines). On a cluster
-   master executors must reach the driver, so Spark's own choice stands unless
-   ``$SKEWLAB_SPARK_DRIVER_HOST`` (and ``$SKEWLAB_SPARK_BIND_ADDRESS``, default: the
-   host) names the address; ``conf`` entries win over both.
-
-7. Python workers import pyspark from site-packages (:mod:`skewlab.spark.pydaemon`),
-   and Arrow batches to Python carry up to 100,000 rows (fewer chunks per group); a
-   Python worker may take 120 s to connect back (15 s by default: too short for a
-   worker importing pyspark on a loaded 2-core machine).
-
-8. The driver JVM (where a ``local`` master runs every task) compiles with C1 only
-   and collects with the serial GC (:data:`JAVA_OPTIONS`; ``$SKEWLAB_SPARK_JAVA_OPTS``
-   replaces them, empty: the JVM's defaults): runs here last seconds to minutes on
-   2 shared cores, where C2's compile threads and G1's concurrent threads cost more
-   CPU than the code they speed up (docs/throughput.md).
-
-An active session is reused (only the data sources are registered again), so a test
-run and a job share one JVM.
+It applies the settings this project needs everywhere (venv interpreter for Python
+workers, state store, few shuffle partitions, UI on request, loopback driver, JVM
+options) and registers ``skewlab-kafka``; an active session is reused. Each setting
+and why: docs/throughput.md, "skewlab.spark.session".
 """
 
 from __future__ import annotations

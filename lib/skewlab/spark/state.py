@@ -1,31 +1,9 @@
 """Per-splitter state in Spark's state store: the pattern the route job uses.
 
-The route job keeps one grouping object per *splitter* (one source partition of
-``events``). Its state must survive micro-batches and query restarts, so it lives in
-Spark's state store (RocksDB, checkpointed with the query), never in Python globals.
-:func:`route_with_state` is the one helper; per micro-batch and per splitter it:
-
-1. loads the splitter's previous state (``None`` on the first batch), unpickled;
-2. concatenates the splitter's rows of this micro-batch into one pandas frame, sorted
-   by ``order_by`` (the source offset: Spark's shuffle does not keep order);
-3. calls ``fn(key, state, rows) -> (new_state, out_rows)``;
-4. stores ``pickle.dumps(new_state)`` as the group's single binary value and emits
-   ``out_rows`` (a pandas frame matching ``output_schema``).
-
-For a grouping, ``fn`` is ``g = cfg.build(state=snap)``, route the rows in order, and
-return ``(g.snapshot(), rows_with_worker)``: ``snapshot()`` is immutable and picklable
-by contract (``skewlab.grouping.base``), which is exactly what step 4 stores.
-
-Two Spark APIs implement the same steps (``api=``):
-
-``"applyInPandasWithState"`` (default): ``GroupState`` holding one ``binary`` column.
-    Stable since Spark 3.4, runs with any state store provider.
-``"transformWithStateInPandas"``: a ``StatefulProcessor`` with one ``ValueState``.
-    New in 4.0; needs the RocksDB provider and ``protobuf`` (ENVIRONMENT.md).
-
-Both store the state with the checkpoint of the query, so a restarted query continues
-with the state of its last committed batch. A batch replayed after a crash runs ``fn``
-again from the state before that batch (the state store version is per batch).
+:func:`route_with_state` keeps one pickled grouping state per splitter (source
+partition) across micro-batches and restarts, on ``applyInPandasWithState`` or
+``transformWithStateInPandas``. Steps and APIs: docs/throughput.md,
+"skewlab.spark.state".
 """
 
 from __future__ import annotations
@@ -122,7 +100,7 @@ def route_with_state(
 ) -> DataFrame:
     """Group ``df`` by ``key_cols`` and run ``fn`` per group and micro-batch with its state.
 
-    See the module docstring for the steps. ``output_schema`` (DDL or StructType) is
+    Steps: docs/throughput.md, "skewlab.spark.state". ``output_schema`` (DDL or StructType) is
     the schema of the frames ``fn`` returns; the result is a streaming DataFrame in
     update mode, to be written with ``foreachBatch`` or a sink such as Kafka.
     """

@@ -1,23 +1,8 @@
 """The route job's warm-up: one micro-batch of synthetic events through the route code.
 
-The first micro-batch of a fresh Spark session pays for everything that starts
-lazily: the Python worker daemon, its workers and their imports (pandas, Arrow,
-the groupings), the Kafka producer, delta-rs. :func:`run_warmup` pays it before
-any real event exists:
-
-1. ``events`` synthetic records over two source partitions, one of them invalid
-   (the quarantine path), as a Spark DataFrame of (partition, offset, value);
-2. the route query's own functions on it: :func:`~skewlab.spark.route.decode_fn`
-   (``mapInArrow``), then :func:`~skewlab.spark.route.splitter_fn` per source
-   partition (``applyInPandas``, from no state, as a new splitter starts), sorted
-   as the sink sorts a micro-batch;
-3. a ``dry`` :class:`~skewlab.spark.route_sink.RouteSink` writes it: the routed
-   records are built but not produced, the Delta writes go to a scratch root that is
-   deleted afterwards, so no warm-up event is counted anywhere.
-
-A batch job rather than a second streaming query: each streaming query starts its
-own Python source planner processes (seconds each on a loaded machine), which the
-route query starts again anyway.
+:func:`run_warmup` pays Spark's lazy start-up costs (Python workers, imports, producer,
+delta-rs) before any real event exists, writing nothing that is counted. Steps and
+why a batch job: docs/throughput.md, "skewlab.spark.warmup".
 """
 
 from __future__ import annotations

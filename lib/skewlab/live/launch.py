@@ -124,9 +124,16 @@ def module_command(module: str, arg: str) -> list[str]:
     return [sys.executable, "-m", module, arg]
 
 
-def _env(cmd: list[str]) -> dict[str, str]:
+PROC_ENV = "SKEWLAB_PROC"
+"""Environment variable set in every child to its log path: it names one process of one
+run (a run's log paths are unique per process name), and the child's own children (the
+route job's JVM and Python workers) inherit it."""
+
+
+def _env(cmd: list[str], log_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env[PROC_ENV] = str(log_path)
     if Path(cmd[0]).name == "spark-submit":  # the driver and Spark's workers: this venv
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -160,9 +167,39 @@ def spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=_env(cmd),
+            env=_env(cmd, log_path),
             start_new_session=True,
         )
+
+
+def kill_strays(log_path: Path) -> list[int]:
+    """SIGKILL every live process tagged (:data:`PROC_ENV`) with ``log_path``, and
+    return their pids.
+
+    A driver killed between starting a child and recording it in the handle leaves a
+    process no handle names; the next start of that process name (a resumed driver's
+    restart) must not run beside it. Processes of other users or gone meanwhile are
+    skipped; this process is never signalled.
+    """
+    import psutil
+
+    tag, me, hit = str(log_path), os.getpid(), []
+    for p in psutil.process_iter(["pid"]):
+        if p.info["pid"] == me:
+            continue
+        try:
+            if p.environ().get(PROC_ENV) == tag:
+                p.kill()
+                hit.append(p.info["pid"])
+        except psutil.Error:
+            continue
+    return hit
+
+
+def _clear_strays(name: str, log_path: Path) -> None:
+    strays = kill_strays(log_path)
+    if strays:
+        log.warning("killed %d unrecorded process(es) of %s: %s", len(strays), name, strays)
 
 
 def kill_group_members(pgid: int, since: float, sig: int = signal.SIGKILL) -> list[int]:
@@ -195,7 +232,7 @@ def spawn_detached(name: str, cmd: list[str], log_path: Path) -> tuple[Detached,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=_env(cmd),
+            env=_env(cmd, log_path),
             start_new_session=True,
         )
     try:
@@ -234,7 +271,9 @@ class LocalLauncher:
 
     def start(self, name: str, cmd: list[str], log: Path) -> tuple[Proc, ProcRecord]:
         """Start ``cmd`` (:func:`spawn_detached` if ``detached``, else :func:`spawn`); the
-        process and its :class:`~skewlab.live.handle.ProcRecord`."""
+        process and its :class:`~skewlab.live.handle.ProcRecord`. A process of the same
+        name that no handle recorded (:func:`kill_strays`) is killed first."""
+        _clear_strays(name, log)
         if self.detached:
             return spawn_detached(name, cmd, log)
         proc = spawn(cmd, log)

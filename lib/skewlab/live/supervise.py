@@ -133,6 +133,7 @@ class Supervisor:
                     del self.pending[name]
                     n = self.handle.restarts.get(name, 0) + 1
                     self.handle.restarts[name] = n
+                    self.handle.save()  # counted even if this driver dies while starting it
                     most = self.policy.max_restarts
                     log.warning("restarting %s (restart %d of %d)", name, n, most)
                     restart()  # saves the handle with the new process record

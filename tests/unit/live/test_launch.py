@@ -163,3 +163,30 @@ def test_a_recycled_pid_is_never_killed(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("detached", [False, True])
+def test_a_start_kills_the_unrecorded_process_a_dead_driver_left_of_that_name(
+    tmp_path: Path, detached: bool
+) -> None:
+    """A driver killed between starting a child and recording it leaves a process no
+    handle names (and its child); the next start of that name must not run beside it,
+    while a process of another name of the same run is left alone."""
+    from skewlab.live.launch import LocalLauncher
+
+    launcher = LocalLauncher(detached=detached)
+    log = tmp_path / "worker-3.log"
+    stray, _ = launcher.start("worker-3", [sys.executable, "-c", TREE], log)  # never recorded
+    other, _ = launcher.start("worker-2", [sys.executable, "-c", TREE], tmp_path / "worker-2.log")
+    _wait_group(stray.pid, 2)
+    stray_tree = _group(stray.pid)
+    new, _ = launcher.start("worker-3", [sys.executable, "-c", TREE], log)
+    try:
+        _, alive = psutil.wait_procs(
+            [psutil.Process(p) for p in stray_tree if psutil.pid_exists(p)], timeout=30
+        )
+        assert not alive or all(p.status() == "zombie" for p in alive)
+        assert new.poll() is None and other.poll() is None  # the new one and worker-2 run
+    finally:
+        for p in (new, other, stray):
+            p.kill()

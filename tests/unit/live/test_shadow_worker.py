@@ -73,17 +73,18 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Topic, DeltaSt
     return topic, DeltaStore(str(tmp_path / "delta")), tmp_path
 
 
-def make(tmp: Path, i: int) -> Worker:
+def make(tmp: Path, i: int, **settings: Any) -> Worker:
+    """Instance ``i`` on the fake topic; ``settings`` replace the defaults below."""
+    kw: dict[str, Any] = {"window_s": 1.0, "flush_interval_s": 0.0, **settings}
     s = WorkerSettings(
         run_id=RUN,
         worker=i,
         topic=TOPIC,
         kafka=KafkaSettings("fake:0"),
         delta_root=str(tmp / "delta"),
-        window_s=1.0,
-        flush_interval_s=0.0,
         splitters=SPLITTERS,
         cost="sleep",
+        **kw,
     )
     return Worker(s, busy=lambda s: None)
 
@@ -319,19 +320,7 @@ def test_a_shadow_overtakes_its_overloaded_source(env: Any) -> None:
     topic.parts[1] = []
 
     def slow(i: int) -> Worker:  # 10 records a step (the cost of 10 ms at 1 ms each)
-        s = WorkerSettings(
-            run_id=RUN,
-            worker=i,
-            topic=TOPIC,
-            kafka=KafkaSettings("fake:0"),
-            delta_root=str(tmp / "delta"),
-            window_s=1.0,
-            flush_interval_s=0.01,
-            service_us=1_000.0,
-            splitters=SPLITTERS,
-            cost="sleep",
-        )
-        return Worker(s, busy=lambda s: None)
+        return make(tmp, i, flush_interval_s=0.01, service_us=1_000.0)
 
     primary = slow(0)
     primary.flush()

@@ -23,8 +23,9 @@ points at once; they fire at different times, so one run covers them all:
 
 Each run must end with every point fired, a restart of the new instance, the
 input exactly the workload, 0 lost, 0 doubled, exact key state, 0 order
-violations, and one switch per scale event: no instance started twice, no
-``assignments`` version written twice or skipped.
+violations, and one switch per scale event: no instance started while running, no
+``assignments`` version written twice or skipped, and every start of a new
+instance's process a manager start or a supervised restart.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from skewlab.control.scaleout_recovery import ORDER
 from tests.integration.crash.driver import drive
 from tests.integration.crash.harness import Crashes, supervised
 from tests.integration.fixtures.live import LiveRun
@@ -103,13 +105,35 @@ def process_starts(run: LiveRun, j: int) -> int:
     return log.read_text(errors="replace").count("resumes at routed offset")
 
 
-def _decisions(run: LiveRun) -> list[dict[str, Any]]:
-    t = run.store.read("decisions", run_id=run.run_id, columns=["loop", "detail"])
-    return [
-        json.loads(d)
-        for loop, d in zip(t["loop"].to_pylist(), t["detail"].to_pylist())
+def _decisions(run: LiveRun, policy: str) -> list[dict[str, Any]]:
+    """The run's scale-out decisions in the order they were taken (time, then the
+    policy's order of one step's actions, as the recovery replays them)."""
+    t = run.store.read("decisions", run_id=run.run_id, columns=["ts", "loop", "detail"])
+    rows = [
+        (int(ts), json.loads(d))
+        for ts, loop, d in zip(t["ts"].to_pylist(), t["loop"].to_pylist(), t["detail"].to_pylist())
         if loop == "scale-out"
     ]
+    order = ORDER.get(policy, ORDER["default"])
+    rows.sort(key=lambda r: (r[0], order.get(str(r[1].get("action")), 99)))
+    return [d for _, d in rows]
+
+
+def manager_starts(details: list[dict[str, Any]], workers: int) -> dict[int, int]:
+    """Per instance, how often the state managers started it (``started`` of their
+    ``StartInstances`` rows; active backup stops its secondaries when the load falls
+    below alarming and may start them again later). Fails if a manager started an
+    instance its decisions still held running (a resumed manager that forgot it)."""
+    running, starts = set(range(workers)), {}
+    for d in details:
+        if d["action"] == "StartInstances":
+            for j in map(int, d.get("started", [])):
+                assert j not in running, f"instance {j} started while running: {details}"
+                running.add(j)
+                starts[j] = starts.get(j, 0) + 1
+        elif d["action"] == "StopInstances":
+            running -= set(map(int, d.get("stopped", [])))
+    return starts
 
 
 @pytest.mark.parametrize("policy", list(RUNS))
@@ -140,10 +164,13 @@ def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) ->
     assert any(j >= W for j in restarted), f"no new instance restarted: {restarts}"
     olds = sum(p in fired for p in ("worker.before_commit", "worker.after_commit"))
     assert len([j for j in restarted if j < W]) >= min(olds, 1), restarts
-    # A new instance's process started once by the manager plus once per restart: a
-    # resumed driver's manager that forgot it would start it again (a new plan).
+    # A new instance's process started once per manager start plus once per restart
+    # (a resumed driver's manager that forgot it would start it again while running).
+    details = _decisions(run, policy)
+    by_manager = manager_starts(details, W)
     for j in new_instances(run, W):
-        assert process_starts(run, j) == 1 + restarts.get(f"worker-{j}", 0), (j, restarts)
+        want = by_manager.get(j, 0) + restarts.get(f"worker-{j}", 0)
+        assert process_starts(run, j) == want, (j, by_manager, restarts)
 
     # The input, exactly; results and key state exact.
     n = run.settings.n_events
@@ -155,7 +182,6 @@ def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) ->
     assert s.state_exact and s.order_violations == 0
 
     # One switch per scale event, written once, across the dead drivers.
-    details = _decisions(run)
     starts = [d for d in details if d["action"] == "StartInstances"]
     assert starts, "the state manager never started an instance"
     epochs = [p["epoch"] for d in starts for p in d.get("plans", {}).values()]

@@ -168,6 +168,12 @@ class RunDir:
         return self.path / "checkpoint"
 
     @property
+    def splitter_states(self) -> Path:
+        """The route job's splitter states per micro-batch when the splitters run on the
+        driver (inside the checkpoint: the two are recovered, or deleted, together)."""
+        return self.checkpoint / "skewlab-splitters"
+
+    @property
     def spark_data(self) -> Path:
         """The route job's Spark warehouse / temp folder."""
         return self.path / "spark"

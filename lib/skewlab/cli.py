@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
-from skewlab.errors import ConfigError, SkewlabError
+from skewlab.errors import ConfigError, SettingError, SkewlabError
 from skewlab.services.datadir import resolve_home
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -155,7 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args._run(args)
         return code
     except ConfigError as exc:
-        print(f"skewlab {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        what = str(exc)
+        if isinstance(exc, SettingError) and exc.flag is not None:  # name what was typed
+            what = f"argument {exc.flag}: {exc.detail}"
+        print(f"skewlab {args.command}: error: {_one_line(what)}", file=sys.stderr)
         return EXIT_USAGE
     except SkewlabError as exc:
         print(f"skewlab {args.command}: failed: {_one_line(str(exc))}", file=sys.stderr)

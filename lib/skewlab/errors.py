@@ -15,6 +15,18 @@ class ConfigError(SkewlabError, ValueError):
     """A parameter is out of range or malformed; the message says what is allowed."""
 
 
+class SettingError(ConfigError):
+    """A run setting (:data:`skewlab.spec.SETTINGS`) got a value outside what it allows.
+
+    ``name`` is the setting, ``flag`` its CLI flag (``None``: not on the CLI) and
+    ``detail`` the rule and the value (``must be in 2..16, got 40``): the CLI reports
+    the flag the user typed, a DAG or the library the setting's name."""
+
+    def __init__(self, name: str, detail: str, flag: str | None = None) -> None:
+        self.name, self.detail, self.flag = name, detail, flag
+        super().__init__(f"{name} {detail}")
+
+
 class UnknownNameError(ConfigError):
     """A registry lookup failed; the message lists the valid names."""
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from skewlab.errors import ConfigError
+from skewlab.errors import SettingError
 from skewlab.grouping import GROUPING_NAMES
 from skewlab.rebalance import REBALANCER_NAMES
 from skewlab.workload.spec import WORKLOAD_NAMES
@@ -98,7 +98,7 @@ class Setting:
         return f"<= {high:g}" if high is not None else f"a {self.kind}"
 
     def check(self, value: Any) -> None:
-        """Raise a one-line :class:`~skewlab.errors.ConfigError` unless ``value`` is one
+        """Raise a one-line :class:`~skewlab.errors.SettingError` unless ``value`` is one
         of :attr:`choices` and within the bounds (``None``: only when :attr:`nullable`)."""
         if value is None and self.nullable:
             return
@@ -112,7 +112,7 @@ class Setting:
             ok = ok and (self.maximum is None or value <= self.maximum)
             ok = ok and (self.exclusive_minimum is None or value > self.exclusive_minimum)
         if not ok:
-            raise ConfigError(f"{self.name} must be {self.allowed()}, got {value!r}")
+            raise SettingError(self.name, f"must be {self.allowed()}, got {value!r}", self.flag)
 
 
 def _s(name: str, part: Part, default: Any, kind: Kind, help: str, **kw: Any) -> Setting:

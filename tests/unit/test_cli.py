@@ -164,7 +164,10 @@ def test_every_registered_command_parses_to_its_run_function() -> None:
         ([], "needs --service-us > 0"),
         (["--service-us", "100", "--scale-out-param", "alarming=90"], "0 <= scale_in <= alarming"),
         (["--service-us", "100", "--rebalance", "smalops"], "pick one"),
-        (["--service-us", "100", "--max-instances", "40"], "max_instances must be in 2..16"),
+        (
+            ["--service-us", "100", "--max-instances", "40"],
+            "argument --max-instances: must be in 2..16, got 40",
+        ),
     ],
 )
 def test_bad_scale_out_flags_are_one_line_errors(

@@ -14,11 +14,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.progress import progress_at
-from skewlab.io.state_store import CheckpointStore, state_rows_at
-from skewlab.pipeline import events
+from skewlab.io.state_store import CheckpointStore
+from skewlab.live.routed_batch import DATA, END, EOS, classify
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec, SetEntry, Status
 from skewlab.rundir import RunDir
 from skewlab.state import owner, split_hash
@@ -57,6 +60,8 @@ class Shadow:
         self.sets, self.store, self.run_id, self.wall = sets, store, run_id, wall
         self.taken: dict[tuple[str, int], tuple[int, int, int, int]] = {}
         """(key, set) -> (sent ms, applied ms, restored bytes, replayed records) until committed."""
+        self._mine: dict[str, bool] = {}
+        """Per key seen, :meth:`mine` under the current plan (cleared by :meth:`start`)."""
 
     @property
     def meta(self) -> dict[str, Any] | None:
@@ -78,9 +83,12 @@ class Shadow:
     def mine(self, key: str) -> bool:
         """True if ``key`` falls in this instance's hash part: ``owner(key, parts) == part``
         (``split_hash``, the hash the routing switch uses). Needs a plan (:attr:`meta`)."""
-        m = self.meta
-        assert m is not None
-        return owner(key, int(m["parts"]), split_hash) == int(m["part"])
+        got = self._mine.get(key)
+        if got is None:
+            m = self.meta
+            assert m is not None
+            got = self._mine[key] = owner(key, int(m["parts"]), split_hash) == int(m["part"])
+        return got
 
     # ------------------------------------------------------------ step 1: restore
 
@@ -88,6 +96,7 @@ class Shadow:
         """Restore this instance's part of the sources' state per ``plan``; returns stats."""
         t0 = self.wall()
         sets = self.sets
+        self._mine.clear()
         stale = set(sets.shadow)
         sets.shadow.clear()
         sets.shadow_stats.clear()
@@ -101,41 +110,56 @@ class Shadow:
             "read": read,
             "sources": {},
         }
-        parts = None
         cp_id = None
+        cp_run = checkpoint_run(self.run_id, plan["group"])
         if plan.get("checkpoint"):
-            cps = CheckpointStore(self.store, *checkpoint_run(self.run_id, plan["group"]))
-            cp_id = cps.latest()
-            parts = cps.read(cp_id) if cp_id is not None else None
+            cp_id = CheckpointStore(self.store, *cp_run).latest()
+        cp_table = (
+            None
+            if cp_id is None
+            else self.store.read(
+                "operator_state",
+                run_id=cp_run[0],
+                columns=["instance", "key", "value", "tau"],
+                filters=[("checkpoint", "=", cp_id)],
+            )
+        )
         keys = nbytes = beta = 0
         for src in plan["sources"]:
-            items: list[tuple[str, dict[str, Any]]]
-            if parts is not None and src in parts:
-                cp = parts[src]
-                version: int | None = cp.tau
-                items = [(k, v) for k, v in cp.theta.items()]
-                b = cp.theta.get(META_KEY, {}).get("beta")
+            version: int | None
+            b = None
+            rows: list[tuple[str, bytes]] = []
+            mask = None if cp_table is None else pc.equal(cp_table["instance"], src)
+            if cp_table is not None and mask is not None and pc.any(mask).as_py():
+                part = cp_table.filter(mask)
+                version = int(part["tau"][0].as_py())
+                rows = self._part_rows(part)
+                meta = part.filter(pc.equal(part["key"], META_KEY))["value"].to_pylist()
+                if meta and meta[0]:
+                    b = json.loads(meta[0]).get("beta")
             else:
                 version = self.store.committed_version(
                     "partials", RunDir.worker_app(src, self.run_id)
                 )
-                rows = (
-                    [] if version is None else state_rows_at(self.store, self.run_id, src, version)
-                )
-                items = [(k, json.loads(v)) for k, v, _ in rows]
-                b = None
+                if version is not None:
+                    rows = self._part_rows(
+                        self.store.read(
+                            "operator_state",
+                            run_id=self.run_id,
+                            columns=["checkpoint", "key", "value"],
+                            filters=[("instance", "=", src), ("checkpoint", "<=", version)],
+                        )
+                    )
             offset, wm = (
                 (0, {}) if version is None else progress_at(self.store, self.run_id, src, version)
             )
             if b is not None:
                 beta += max(int(b[1]) - offset, 0)
-            for key, d in items:
-                if key == META_KEY or not self.mine(key):
-                    continue
-                entries = d.get("sets", [])
+            for key, raw in rows:
+                entries = json.loads(raw).get("sets", [])
                 if not entries:
                     continue  # handed on before this state: not held by the source
-                size = len(json.dumps(d, sort_keys=True))
+                size = len(raw)
                 if len(entries) == 1 and entries[0]["status"] == Status.ACTIVE.value:
                     e = SetEntry.from_json(entries[0], [])
                     e.source = src
@@ -167,6 +191,26 @@ class Shadow:
             stats,
         )
         return stats
+
+    def _part_rows(self, t: Any) -> list[tuple[str, bytes]]:
+        """``(key, value)`` of this instance's keys among the state rows ``t`` (columns
+        ``key``, ``value`` and, for incremental rows, ``checkpoint``: then per key its
+        newest row, as :func:`~skewlab.pipeline.handoff.latest_rows`). Only these rows
+        are decoded later: the other parts' keys are never parsed."""
+        if t.num_rows == 0:
+            return []
+        if "checkpoint" in t.column_names:
+            t = t.take(pc.sort_indices(t, [("key", "ascending"), ("checkpoint", "descending")]))
+        keys: list[str] = t["key"].to_pylist()
+        take: list[int] = []
+        prev = None
+        for i, k in enumerate(keys):
+            if k != prev:
+                prev = k
+                if k != META_KEY and self.mine(k):
+                    take.append(i)
+        values = t["value"].take(pa.array(take, pa.int64())).to_pylist()
+        return [(keys[i], v) for i, v in zip(take, values) if v]
 
     # ------------------------------------------------------------ steps 2-3: replay, take over
 
@@ -202,39 +246,38 @@ class Shadow:
                 continue
             crash_point("worker.restoring")  # replaying
             wm = {int(p): int(o) for p, o in st["wm"].items()}
-            last = off - 1
-            for rec in client.fetch(topic, src, off, upto):
-                last = rec.offset
-                n += 1
-                hdrs = rec.headers
-                if (eos := events.header(hdrs, events.EOS_HEADER)) is not None:
-                    key = (rec.key or b"").decode()
-                    if self.mine(key):
-                        sid, nxt, sp = (int(x) for x in eos.split(":"))
-                        got, recs = sets.shadow_end_of_set(key, sid, src, sp, nxt)
-                        if got is not None:
-                            self._take(key, got, recs, rec.timestamp_ms, apply)
-                elif events.header(hdrs, events.HANDOFF_HEADER) is not None:
-                    continue
-                elif events.header(hdrs, events.END_HEADER) is not None:
-                    st["ended"] = True
-                    for key, sid, recs in sets.shadow_end_of_stream(src):
-                        self._take(key, sid, recs, rec.timestamp_ms, apply)
-                else:
-                    dec = events.decode([rec.value], routed=True)
-                    if dec.rejects:
-                        continue
-                    p, o = events.parse_src(hdrs)
+            recs = list(client.fetch(topic, src, off, upto))
+            b = classify(recs)
+            n += len(recs)
+            mine, record = self.mine, sets.shadow_record
+            for i, kind in enumerate(b.kinds):
+                if kind == DATA:
+                    p, o = b.src_partition[i], b.src_offset[i]
                     if o <= wm.get(p, -1):
                         continue  # a replayed duplicate: the source drops it too
                     wm[p] = o
-                    key = dec.keys[0]
-                    if not self.mine(key):
+                    key = b.keys[i]
+                    if not mine(key):
                         continue
-                    sh = events.header(hdrs, events.SET_HEADER)
-                    sid = int(sh.split(":")[0]) if sh else 0
-                    sets.shadow_record(key, sid, src, Rec(dec.ts[0], dec.seq[0], dec.sizes[0], p))
+                    tag = b.tags[i]
+                    sid = int(tag.split(":")[0]) if tag else 0
+                    record(key, sid, src, Rec(b.ts[i], b.seq[i], b.sizes[i], p))
                     taken += 1
+                elif kind == EOS:
+                    rec = recs[i]
+                    key = (rec.key or b"").decode()
+                    if mine(key):
+                        tag = b.tags[i]
+                        assert tag is not None
+                        sid, nxt, sp = (int(x) for x in tag.split(":"))
+                        got, done = sets.shadow_end_of_set(key, sid, src, sp, nxt)
+                        if got is not None:
+                            self._take(key, got, done, rec.timestamp_ms, apply)
+                elif kind == END:
+                    st["ended"] = True
+                    for key, sid, done in sets.shadow_end_of_stream(src):
+                        self._take(key, sid, done, recs[i].timestamp_ms, apply)
+            last = recs[-1].offset if recs else off - 1
             st["offset"] = last + 1
             st["wm"] = {str(p): o for p, o in wm.items()}
             m["read"] = int(m["read"]) + (last + 1 - off)

@@ -21,6 +21,7 @@ from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
+from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.shadow import Shadow, newest_plan
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
@@ -128,6 +129,8 @@ class Worker:
         self.sets: KeySets | None = None
         self.shadow: Shadow | None = None
         self._dirty = False
+        self._owed = 0
+        """Records applied (or replayed into a shadow) whose cost the step has not paid."""
         if settings.splitters:
             self.sets = self._key_sets_at(committed)
             self.shadow = Shadow(self.sets, self.store, settings.run_id, wall)
@@ -153,6 +156,8 @@ class Worker:
         )
 
     def _apply(self, key: str, recs: list[Rec], now: float) -> None:
+        """Apply ``recs`` of ``key`` (live output); their cost is paid at the step's end."""
+        self._owed += len(recs)
         w = self.s.window_s
         for r in recs:
             self.agg.add(key, r.ts, r.size)
@@ -170,54 +175,62 @@ class Worker:
             self.handoffs_sent += 1
 
     def _process_sets(self, upto: int) -> int:
-        """``_process`` with message sets (module doc): records, markers, hand-offs."""
+        """``_process`` with message sets (module doc): records, markers, hand-offs.
+
+        The batch is decoded at once (:mod:`skewlab.live.routed_batch`); the records
+        are then taken in offset order. The operator's cost is paid for the records
+        applied (live output), not for those buffered until their key's hand-off:
+        a buffered record costs when its set is taken and it is applied."""
         sets = self.sets
         assert sets is not None
-        n = taken = 0
-        last = self.offset - 1
+        recs = list(self.client.fetch(self.s.topic, self.s.worker, self.offset, upto))
+        b = classify(recs)
         now = self.wall()
         sent0 = self.handoffs_sent
-        for rec in self.client.fetch(self.s.topic, self.s.worker, self.offset, upto):
-            last = rec.offset
-            n += 1
-            hdrs = rec.headers
-            if (eos := events.header(hdrs, events.EOS_HEADER)) is not None:
-                sid, nxt, sp = (int(x) for x in eos.split(":"))
+        accept, record, me = self.agg.accept, sets.record, self.s.worker
+        for i, kind in enumerate(b.kinds):
+            rec = recs[i]
+            if kind == DATA:
+                p = b.src_partition[i]
+                if not accept(p, b.src_offset[i]):
+                    continue
+                tag = b.tags[i]
+                sid, src = (int(x) for x in tag.split(":")) if tag else (0, -1)
+                key = b.keys[i]
+                r = Rec(b.ts[i], b.seq[i], b.sizes[i], p)
+                done = record(key, sid, src, r)
+                if done:
+                    self._apply(key, done, now)
+            elif kind == EOS:
+                tag = b.tags[i]
+                assert tag is not None
+                sid, nxt, sp = (int(x) for x in tag.split(":"))
                 sets.end_of_set((rec.key or b"").decode(), sid, sp, nxt)
-            elif (ho := events.header(hdrs, events.HANDOFF_HEADER)) is not None:
-                sid, src = (int(x) for x in ho.split(":"))
+            elif kind == HANDOFF:
+                tag = b.tags[i]
+                assert tag is not None
+                sid, src = (int(x) for x in tag.split(":"))
                 key = (rec.key or b"").decode()
                 state = json.loads(rec.value or b"{}")
-                self._apply(key, sets.receive(Handoff(key, sid, src, self.s.worker, state)), now)
+                self._apply(key, sets.receive(Handoff(key, sid, src, me, state)), now)
                 self._applied_ms.setdefault((key, sid), (rec.timestamp_ms, _ms(self.wall())))
-            elif events.header(hdrs, events.END_HEADER) is not None:
+            elif kind == END:
                 sets.end_of_stream()
             else:
-                dec = events.decode([rec.value], routed=True)
-                if dec.rejects:
-                    log.error("worker %d: invalid routed record at %d", self.s.worker, rec.offset)
-                    continue
-                p, o = events.parse_src(hdrs)
-                if not self.agg.accept(p, o):
-                    continue
-                taken += 1
-                sh = events.header(hdrs, events.SET_HEADER)
-                sid, src = (int(x) for x in sh.split(":")) if sh else (0, -1)
-                key = dec.keys[0]
-                r = Rec(dec.ts[0], dec.seq[0], dec.sizes[0], p)
-                self._apply(key, sets.record(key, sid, src, r), now)
+                log.error("worker %d: invalid routed record at %d", me, rec.offset)
+                continue
             self._send(sets.take_handoffs())
-        self.busy(self.s.service_us * 1e-6 * taken)
-        self.offset = last + 1
+        if recs:
+            self.offset = recs[-1].offset + 1
         self._dirty = True
         if self.handoffs_sent > sent0:  # one line per fetch: a scale-out moves 10k+ keys
             log.info(
                 "worker %d: %d hand-offs sent (%d in all)",
-                self.s.worker,
+                me,
                 self.handoffs_sent - sent0,
                 self.handoffs_sent,
             )
-        return n
+        return len(recs)
 
     def end(self) -> int:
         """The end offset of the worker's partition of ``routed`` (0 if the broker has none)."""
@@ -225,24 +238,30 @@ class Worker:
 
     def step(self, end: int | None = None) -> int:
         """Fetch and process up to ``max_fetch`` records; flush when due. Returns records read."""
-        end = self.end() if end is None else end
         cap = self.s.max_fetch
         if self.s.service_us > 0:  # keep a flush due every flush interval under backlog
             cap = max(1, min(cap, int(self.s.flush_interval_s * 1e6 / self.s.service_us)))
-        upto = min(end, self.offset + cap)
         n = 0
-        if upto > self.offset:
-            n = self._process(upto)
+        # The shadow first: the own partition's records of its keys wait for the take anyway.
         if self.shadow is not None and self.shadow.active:
             ends = self.client.end_offsets(self.s.topic)
             now = self.wall()
             read, replayed = self.shadow.step(
                 self.client, self.s.topic, ends, cap, lambda k, recs: self._apply(k, recs, now)
             )
-            self.busy(self.s.service_us * 1e-6 * replayed)  # a shadow does the operator's work
+            self._owed += replayed  # a shadow does the operator's work
             if read:
                 n += read
                 self._dirty = True
+            if end is not None:
+                end = max(end, ends.get(self.s.worker, 0))
+        end = self.end() if end is None else end
+        upto = min(end, self.offset + cap)
+        if upto > self.offset:
+            n += self._process(upto)
+        owed, self._owed = self._owed, 0
+        if owed:
+            self.busy(self.s.service_us * 1e-6 * owed)
         if self._dirty and self.clock.now() - self._last_flush >= self.s.flush_interval_s:
             self.flush()
         return n

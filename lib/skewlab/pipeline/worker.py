@@ -7,6 +7,7 @@ docs/pipeline.md).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ from skewlab.errors import ConfigError
 
 def window_start(ts: float, window_s: float) -> float:
     """Start of the tumbling event-time window that holds ``ts``."""
-    return float(np.floor(ts / window_s) * window_s)
+    return math.floor(ts / window_s) * window_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,7 @@ class WindowedAggregate:
 
     def add(self, key: str, ts: float, value: int) -> None:
         """Count one accepted record into its (window, key) increment."""
-        slot = (float(np.floor(ts / self.window_s) * self.window_s), key)
+        slot = (math.floor(ts / self.window_s) * self.window_s, key)
         acc = self._pending.get(slot)
         if acc is None:
             self._pending[slot] = [1, int(value)]

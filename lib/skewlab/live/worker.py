@@ -241,29 +241,50 @@ class Worker:
         cap = self.s.max_fetch
         if self.s.service_us > 0:  # keep a flush due every flush interval under backlog
             cap = max(1, min(cap, int(self.s.flush_interval_s * 1e6 / self.s.service_us)))
-        n = 0
+        n = read = replayed = took = 0
+        t0 = self.clock.now()
         # The shadow first: the own partition's records of its keys wait for the take anyway.
-        if self.shadow is not None and self.shadow.active:
-            ends = self.client.end_offsets(self.s.topic)
+        shadow = self.shadow if self.shadow is not None and self.shadow.active else None
+        if shadow is not None:
+            ends = self.client.end_offsets(self.s.topic)  # one look-up for both
             now = self.wall()
-            read, replayed = self.shadow.step(
+            taken0 = len(shadow.taken)
+            read, replayed = shadow.step(
                 self.client, self.s.topic, ends, cap, lambda k, recs: self._apply(k, recs, now)
             )
             self._owed += replayed  # a shadow does the operator's work
+            took = len(shadow.taken) - taken0
             if read:
                 n += read
                 self._dirty = True
-            if end is not None:
-                end = max(end, ends.get(self.s.worker, 0))
+            end = max(end or 0, ends.get(self.s.worker, 0))
         end = self.end() if end is None else end
+        t1 = self.clock.now()
         upto = min(end, self.offset + cap)
-        if upto > self.offset:
-            n += self._process(upto)
+        own = self._process(upto) if upto > self.offset else 0
+        n += own
         owed, self._owed = self._owed, 0
+        t2 = self.clock.now()
         if owed:
             self.busy(self.s.service_us * 1e-6 * owed)
-        if self._dirty and self.clock.now() - self._last_flush >= self.s.flush_interval_s:
+        t3 = self.clock.now()
+        if self._dirty and t3 - self._last_flush >= self.s.flush_interval_s:
             self.flush()
+        if shadow is not None and (read or own):  # where a shadow's time goes, per step
+            log.info(
+                "worker %d: shadow step read %d replayed %d took %d in %.2f s; own %d in %.2f s;"
+                " cost of %d records %.2f s; flush %.2f s",
+                self.s.worker,
+                read,
+                replayed,
+                took,
+                t1 - t0,
+                own,
+                t2 - t1,
+                owed,
+                t3 - t2,
+                self.clock.now() - t3,
+            )
         return n
 
     def _commit_version(self) -> int:
@@ -409,8 +430,7 @@ class Worker:
         if self.s.ready_file:
             Path(self.s.ready_file).write_text(str(self.wall()))
         while True:
-            end = self.end()
-            n = self.step(end)
+            n = self.step()
             if n == 0:
                 if self.stop_requested() and self.offset >= self.end() and self._sets_done():
                     break

@@ -102,6 +102,11 @@ class SetEntry:
         )
 
 
+def _copy_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a set's state (JSON values: ``last`` is its only nested dict)."""
+    return {**state, "last": dict(state["last"])}
+
+
 def _apply(state: dict[str, Any], r: Rec) -> None:
     last = state["last"]
     p = str(r.splitter)
@@ -288,7 +293,7 @@ class KeySets:
             self.shadow_stats.pop(key, None)
             return None, []
         h = Handoff(key, e.set_id + 1, e.source, self.worker, e.state)
-        self._shadow_final[key] = (h.set_id, json.loads(json.dumps(e.state)))
+        self._shadow_final[key] = (h.set_id, _copy_state(e.state))
         before = len(self.applied_handoffs)
         recs = self.receive(h)
         if len(self.applied_handoffs) == before:
@@ -300,7 +305,7 @@ class KeySets:
         have = self._shadow_final.pop(h.key, None)
         if have is None or have[0] != h.set_id:
             return
-        if json.loads(h.value()) != json.loads(json.dumps(have[1], sort_keys=True)):
+        if h.state != have[1]:
             sets = self.sets.get(h.key)
             if sets:  # shows as an order violation in the final key state
                 min(sets.values(), key=lambda x: x.set_id).state["violations"] += 1

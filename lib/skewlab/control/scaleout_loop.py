@@ -13,6 +13,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import pyarrow.compute as pc
+
 from skewlab.clock import Clock, EpochClock
 from skewlab.control.loop import ThreadLoop
 from skewlab.control.scaleout_events import EventTracking, Move
@@ -24,11 +26,15 @@ from skewlab.control.scaleout_settings import (
     StateManagerSettings,
     parse_ramp,
 )
-from skewlab.control.scaleout_state import changed_share, score_from_backlog, write_checkpoint
+from skewlab.control.scaleout_state import (
+    Placement,
+    changed_share,
+    score_from_backlog,
+    write_checkpoint,
+)
 from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
-from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import app_id
 from skewlab.state import (
     Level,
@@ -40,8 +46,6 @@ from skewlab.state import (
     SwitchRouting,
     TakeCheckpoint,
     app_fairness,
-    owner,
-    split_hash,
 )
 from skewlab.state.base import Action
 
@@ -94,6 +98,7 @@ class StateManager(EventTracking):
         self.checkpoints = self.checkpoints_skipped = 0
         self.group_keys = [0] * s.workers
         """Keys seen per group at the last sweep (the scaled operator's state size)."""
+        self._placement = Placement(s.workers)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self._cp_store = DeltaStore(s.delta_root)  # the checkpoint thread's own handles
         self._writing: dict[int, Future[dict[str, Any]]] = {}
@@ -380,29 +385,31 @@ class StateManager(EventTracking):
         the events produced after the decision (which a busy machine's route job
         does a backlog later, or never: the input ended)."""
         loads = self.store.read("key_loads", run_id=self.s.run_id, columns=["key", "window_start"])
-        keys = loads["key"]
-        starts = [w for w in loads["window_start"].to_pylist() if w is not None]
-        W = self.s.workers
+        newest = pc.max(loads["window_start"]).as_py() if loads.num_rows else None
+        where, W = self._placement, self.s.workers
         rows: list[dict[str, Any]] = []
         moved: list[tuple[str, int]] = []
         self.group_keys = [0] * W
-        for k in sorted(set(keys.to_pylist()) | set(self.map)):
-            grp = self.groups[hash_worker(k, W)]
+        wants: list[tuple[str, int, int, int]] = []
+        for k in sorted(set(pc.unique(loads["key"]).to_pylist()) | set(self.map)):
+            grp = self.groups[where.group(k)]
             self.group_keys[grp.g] += 1
-            want = grp.active[owner(k, len(grp.active), split_hash)]
+            want = grp.active[where.part(k, len(grp.active))]
             cur, sid = self.map.get(k, (grp.g, 0))
             if want != cur:
                 moved.append((k, sid + 1))
                 self._unmarked.append((k, cur, sid, want))
+            wants.append((k, want, cur, sid))
+        if not moved:
+            return []
+        for k, want, cur, sid in wants:  # the version: every key held or moved
             if k in self.map or want != cur:
                 rows.append({"key": k, "worker": want, "set_id": sid + int(want != cur)})
                 rows[-1]["reason"] = "scale-out" if want != cur else "kept"
-        if not moved:
-            return []
         self.version += 1
         effective = round((self.wall() + self.s.lead_s) * 1000)
-        if starts:
-            effective = min(effective, int(max(starts)))
+        if newest is not None:
+            effective = min(effective, int(newest))
         self.effective_ms = max(self.effective_ms, effective)
         for r in rows:
             r["version"], r["effective_ms"] = self.version, self.effective_ms

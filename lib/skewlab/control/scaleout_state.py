@@ -13,8 +13,9 @@ from skewlab.io.progress import progress_at
 from skewlab.io.state_store import CheckpointStore, state_rows_at
 from skewlab.pipeline.handoff import META_KEY
 from skewlab.pipeline.store import Store
+from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import RunDir
-from skewlab.state import Checkpoint, OperatorState, Signals, bottleneck_score
+from skewlab.state import Checkpoint, OperatorState, Signals, bottleneck_score, owner, split_hash
 
 log = logging.getLogger(__name__)
 
@@ -118,3 +119,32 @@ def changed_share(store: Store, run_id: str, taus: dict[int, int], keys: int) ->
         )
         changed.update(k for k in t["key"].to_pylist() if k != META_KEY)
     return len(changed) / max(keys, len(changed), 1)
+
+
+class Placement:
+    """Where the manager's sweep puts each key, computed once per key: its operator
+    (``hash_worker(key, workers)``, KEY grouping) and its hash part among ``n``
+    instances (``owner(key, n, split_hash)``, recomputed only when ``n`` changes).
+
+    A sweep looks at every key seen (100k at the README's scale) each step; the
+    two murmur3 hashes per key were most of the manager's CPU, taken from the
+    workers on a shared machine."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._group: dict[str, int] = {}
+        self._part: dict[str, tuple[int, int]] = {}
+
+    def group(self, key: str) -> int:
+        """The operator ``key`` belongs to."""
+        g = self._group.get(key)
+        if g is None:
+            g = self._group[key] = hash_worker(key, self.workers)
+        return g
+
+    def part(self, key: str, n: int) -> int:
+        """``key``'s hash part among ``n`` instances of its operator."""
+        have = self._part.get(key)
+        if have is None or have[0] != n:
+            have = self._part[key] = (n, owner(key, n, split_hash))
+        return have[1]

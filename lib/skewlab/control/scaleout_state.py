@@ -9,13 +9,17 @@ import json
 import logging
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from skewlab.io.progress import progress_at
-from skewlab.io.state_store import CheckpointStore, state_rows_at
+from skewlab.io.state_store import CheckpointStore
 from skewlab.pipeline.handoff import META_KEY
 from skewlab.pipeline.store import Store
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import RunDir
-from skewlab.state import Checkpoint, OperatorState, Signals, bottleneck_score, owner, split_hash
+from skewlab.state import Signals, bottleneck_score, owner, split_hash
 
 log = logging.getLogger(__name__)
 
@@ -68,37 +72,100 @@ def write_checkpoint(
     routed offset unless it shadows), beta = the records it had received and not
     yet reflected in theta: its routed partition from that offset to its end
     ``ends[j]`` at the checkpoint (``routed`` is the buffer; stored as the offset
-    range ``theta[""]["beta"]``, replayed first on restore). Written through
-    :class:`~skewlab.io.state_store.CheckpointStore` under run id
-    ``<run>#g<group>`` (idempotent: a second write of ``cp_id`` changes nothing).
+    range ``theta[""]["beta"]``, replayed first on restore). Written in
+    :class:`~skewlab.io.state_store.CheckpointStore`'s layout and app id under run
+    id ``<run>#g<group>`` (idempotent: a second write of ``cp_id`` changes nothing);
+    a key's value is the worker's JSON as stored (parsed only to merge a buffer),
+    so ``CheckpointStore.read`` gives the same theta as the rows themselves.
     The in-process state manager and the ``skewlab_control`` DAG both call this.
     """
-    parts = {}
-    beta = 0
+    cps = CheckpointStore(store, f"{run_id}#g{group}", f"g{group}")
+    pieces: list[pa.Table] = []
+    taus: dict[int, int] = {}
+    beta = keys = 0
     for j in instances:
         version = store.committed_version("partials", RunDir.worker_app(j, run_id))
-        rows = [] if version is None else state_rows_at(store, run_id, j, version)
-        theta: dict[str, Any] = {}
-        for key, value, buffered in rows:
-            v = json.loads(value)
-            if buffered:
-                v["buffered"] = json.loads(buffered)
-            theta[key] = v
+        key, value = _newest_rows(store, run_id, j, version)
         offset = 0 if version is None else progress_at(store, run_id, j, version)[0]
         end = max((ends or {}).get(j, offset), offset)
-        theta.setdefault(META_KEY, {})["beta"] = [offset, end]
         beta += end - offset
-        parts[j] = Checkpoint(cp_id, OperatorState(theta), version or 0)
-    new = CheckpointStore(store, f"{run_id}#g{group}", f"g{group}").write(cp_id, parts)
-    taus = {j: p.tau for j, p in parts.items()}
+        taus[j] = version or 0
+        meta = {k: i for i, k in enumerate(key) if k == META_KEY}
+        if META_KEY not in meta:
+            key.append(META_KEY)
+            value.append(b"{}")
+            meta[META_KEY] = len(key) - 1
+        i = meta[META_KEY]
+        m = json.loads(value[i])
+        m["beta"] = [offset, end]
+        value[i] = _dumps(m)
+        keys += len(key) - 1
+        n = len(key)
+        pieces.append(
+            pa.table(
+                {
+                    "checkpoint": pa.array([cp_id] * n, pa.int64()),
+                    "instance": pa.array([j] * n, pa.int64()),
+                    "key": pa.array(key, pa.string()),
+                    "value": pa.array(value, pa.binary()),
+                    "tau": pa.array([taus[j]] * n, pa.int64()),
+                    "buffered": pa.nulls(n, pa.binary()),
+                }
+            )
+        )
+    table = pa.concat_tables(pieces) if pieces else None
+    new = (
+        store.append("operator_state", table, app_id=cps.app_id, version=cp_id, run_id=cps.run_id)
+        if table is not None
+        else cps.write(cp_id, {})
+    )
     log.info("operator %d: checkpoint %d written=%s (tau %s)", group, cp_id, new, taus)
     return {
         "checkpoint": cp_id,
         "tau": taus,
-        "keys": sum(len(p.theta) - 1 for p in parts.values()),
+        "keys": keys,
         "beta_records": beta,
         "new": new,
     }
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def _newest_rows(
+    store: Store, run_id: str, instance: int, version: int | None
+) -> tuple[list[str], list[bytes]]:
+    """Keys and values of ``instance``'s state at its commit ``version`` (per key its newest
+    row at or before it, as ``state_rows_at``), each value as a checkpoint stores it: the
+    worker's JSON bytes as they are, merged with the key's buffered records (``buffered``)
+    if it has any. Newest rows are picked by an Arrow sort; only buffered rows are parsed."""
+    if version is None:
+        return [], []
+    t = store.read(
+        "operator_state",
+        run_id=run_id,
+        columns=["checkpoint", "key", "value", "buffered"],
+        filters=[("instance", "=", instance), ("checkpoint", "<=", version)],
+    )
+    if t.num_rows == 0:
+        return [], []
+    t = t.take(pc.sort_indices(t, [("key", "ascending"), ("checkpoint", "descending")]))
+    k = t["key"].combine_chunks()
+    first = np.ones(len(k), dtype=bool)
+    if len(k) > 1:
+        first[1:] = pc.not_equal(k[1:], k[:-1]).to_numpy(zero_copy_only=False)
+    t = t.filter(pa.array(first))
+    key: list[str] = t["key"].to_pylist()
+    value: list[bytes] = t["value"].to_pylist()
+    buffered = t["buffered"]
+    if buffered.null_count < len(buffered):
+        for i, buf in enumerate(buffered.to_pylist()):
+            if buf:
+                v = json.loads(value[i])
+                v["buffered"] = json.loads(buf)
+                value[i] = _dumps(v)
+    return key, value
 
 
 def changed_share(store: Store, run_id: str, taus: dict[int, int], keys: int) -> float | None:

@@ -1,0 +1,98 @@
+"""A checkpoint the state manager writes reads back as the worker's committed state.
+
+A KEY worker with message sets commits its key state (one key with a set waiting
+for its hand-off, so with buffered records; the others active; several flushes,
+so the state is spread over incremental rows). ``write_checkpoint`` of its
+operator, read through ``CheckpointStore.read``, must give per key the value of
+the key's newest row at the commit, merged with its buffer (the reference
+reading, ``state_rows_at``), tau = the commit version and beta = the routed
+records after it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skewlab.control.scaleout_state import write_checkpoint
+from skewlab.io.delta import DeltaStore
+from skewlab.io.kafka.base import KafkaSettings, Record
+from skewlab.io.state_store import CheckpointStore, state_rows_at
+from skewlab.live import worker as worker_mod
+from skewlab.live.worker import Worker, WorkerSettings
+from skewlab.pipeline import events
+from skewlab.pipeline.handoff import META_KEY
+
+RUN = "cp-run"
+TOPIC = "routed"
+
+
+class Client:
+    def __init__(self, log: list[Record]) -> None:
+        self.log = log
+
+    def fetch(self, topic: str, p: int, start: int, end: int) -> list[Record]:
+        return self.log[start:end]
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        return {0: len(self.log)}
+
+    def produce(self, *a: Any, **kw: Any) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_checkpoint_reads_back_as_the_committed_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log: list[Record] = []
+    monkeypatch.setattr(worker_mod, "connect", lambda s: Client(log))
+    s = WorkerSettings(
+        run_id=RUN,
+        worker=0,
+        topic=TOPIC,
+        kafka=KafkaSettings("fake:0"),
+        delta_root=str(tmp_path / "delta"),
+        window_s=1.0,
+        flush_interval_s=0.0,
+        splitters=1,
+        cost="spin",
+    )
+    w = Worker(s, busy=lambda x: None)
+    n = 0
+    for rnd in range(3):
+        for key in ("a", "b", "c", "d")[: 2 + rnd]:
+            hdrs = [events.src_header(0, n)]
+            if key == "d":
+                hdrs.append((events.SET_HEADER, b"1:1"))  # waits for worker 1's hand-off
+            val = events.encode_routed(key, 1.0 + n, n, 10 + n)
+            log.append(Record(TOPIC, 0, len(log), key.encode(), val, tuple(hdrs), 0))
+            n += 1
+        w.step()
+        w.flush()  # one incremental commit per round
+    assert w.sets is not None and w.sets.buffered() > 0
+    log.append(Record(TOPIC, 0, len(log), b"a", events.encode_routed("a", 9.0, 99, 1), (), 0))
+    store = DeltaStore(str(tmp_path / "delta"))
+    out = write_checkpoint(store, RUN, 0, [0], 7, {0: len(log)})
+    (part,) = CheckpointStore(store, f"{RUN}#g0", "g0").read(7).values()
+    assert part.tau == w.version and out["tau"] == {0: w.version}
+    want: dict[str, Any] = {}
+    for key, value, buffered in state_rows_at(store, RUN, 0, part.tau):
+        v = json.loads(value)
+        if buffered:
+            v["buffered"] = json.loads(buffered)
+        want[key] = v
+    want[META_KEY]["beta"] = [w.offset, len(log)]
+    assert dict(part.theta.items()) == want
+    assert "buffered" in want["d"] and set(want) == {META_KEY, "a", "b", "c", "d"}
+    assert out["keys"] == 4 and out["beta_records"] == 1
+    again = write_checkpoint(store, RUN, 0, [0], 7, {0: len(log)})
+    assert again["new"] is False  # idempotent

@@ -346,7 +346,8 @@ class Worker:
             ]
             self.store.append("operator_state", state, app_id=app, version=o, run_id=run)
             applied = [self._handoff_row(h) for h in self.sets.take_applied()]
-            self.store.append("handoffs", applied, app_id=app, version=o, run_id=run)
+            if applied:  # nothing to mark: an empty commit per flush is a Delta commit wasted
+                self.store.append("handoffs", applied, app_id=app, version=o, run_id=run)
         wm = encode_watermarks(self.agg.watermarks, o, off)
         self.store.append(
             "worker_progress",
@@ -381,7 +382,8 @@ class Worker:
             }
             for r in self.latency.drain()
         ]
-        self.store.append("latency", lat, app_id=app, version=o, run_id=run)
+        if lat:  # a shadow's steps apply nothing: no empty commit
+            self.store.append("latency", lat, app_id=app, version=o, run_id=run)
         self.version = o
         self.flushes += 1
         self._dirty = False

@@ -387,25 +387,40 @@ class StateManager(EventTracking):
         loads = self.store.read("key_loads", run_id=self.s.run_id, columns=["key", "window_start"])
         newest = pc.max(loads["window_start"]).as_py() if loads.num_rows else None
         where, W = self._placement, self.s.workers
+        seen: list[str] = pc.unique(loads["key"]).to_pylist()
+        sig = tuple(tuple(g.active) for g in self.groups)
+
+        def want(k: str) -> int:
+            active = self.groups[where.group(k)].active
+            return active[where.part(k, len(active))]
+
+        fresh = where.unseen(seen, sig, self.map)  # None: instances or the map changed
+        if fresh is not None and all(want(k) == where.group(k) for k in fresh):
+            for k in fresh:
+                self.group_keys[where.group(k)] += 1
+            where.saw(fresh)
+            return []
         rows: list[dict[str, Any]] = []
         moved: list[tuple[str, int]] = []
         self.group_keys = [0] * W
         wants: list[tuple[str, int, int, int]] = []
-        for k in sorted(set(pc.unique(loads["key"]).to_pylist()) | set(self.map)):
-            grp = self.groups[where.group(k)]
-            self.group_keys[grp.g] += 1
-            want = grp.active[where.part(k, len(grp.active))]
-            cur, sid = self.map.get(k, (grp.g, 0))
-            if want != cur:
+        every = set(seen) | set(self.map)
+        for k in sorted(every):
+            g = where.group(k)
+            self.group_keys[g] += 1
+            to = want(k)
+            cur, sid = self.map.get(k, (g, 0))
+            if to != cur:
                 moved.append((k, sid + 1))
-                self._unmarked.append((k, cur, sid, want))
-            wants.append((k, want, cur, sid))
+                self._unmarked.append((k, cur, sid, to))
+            wants.append((k, to, cur, sid))
         if not moved:
+            where.swept(every, sig, self.map)
             return []
-        for k, want, cur, sid in wants:  # the version: every key held or moved
-            if k in self.map or want != cur:
-                rows.append({"key": k, "worker": want, "set_id": sid + int(want != cur)})
-                rows[-1]["reason"] = "scale-out" if want != cur else "kept"
+        for k, to, cur, sid in wants:  # the version: every key held or moved
+            if k in self.map or to != cur:
+                rows.append({"key": k, "worker": to, "set_id": sid + int(to != cur)})
+                rows[-1]["reason"] = "scale-out" if to != cur else "kept"
         self.version += 1
         effective = round((self.wall() + self.s.lead_s) * 1000)
         if newest is not None:
@@ -421,6 +436,7 @@ class StateManager(EventTracking):
             run_id=self.s.run_id,
         )
         self.map = {r["key"]: (r["worker"], r["set_id"]) for r in rows}
+        where.swept(every, sig, self.map)
         log.info("assignments v%d: %d keys moved", self.version, len(moved))
         return moved
 

@@ -201,6 +201,24 @@ class Placement:
         self.workers = workers
         self._group: dict[str, int] = {}
         self._part: dict[str, tuple[int, int]] = {}
+        self._seen: set[str] = set()
+        self._at: tuple[object, object] | None = None
+
+    def unseen(self, keys: list[str], instances: object, mapping: object) -> list[str] | None:
+        """``keys`` not seen by the sweeps since the last full one, if that one ran with
+        the same ``instances`` (per operator) and the same ``mapping`` object; else None
+        (a full sweep is due: only then can a key already seen move)."""
+        if self._at is None or self._at[0] != instances or self._at[1] is not mapping:
+            return None
+        return [k for k in keys if k not in self._seen]
+
+    def swept(self, keys: set[str], instances: object, mapping: object) -> None:
+        """A full sweep looked at ``keys`` with ``instances`` and left ``mapping``."""
+        self._seen, self._at = keys, (instances, mapping)
+
+    def saw(self, keys: list[str]) -> None:
+        """A quick sweep looked at ``keys`` (:meth:`unseen`) and moved none."""
+        self._seen.update(keys)
 
     def group(self, key: str) -> int:
         """The operator ``key`` belongs to."""

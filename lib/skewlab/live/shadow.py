@@ -231,7 +231,32 @@ class Shadow:
         and a shadow replays its part up to ``parts`` times as fast as the source
         works off the whole partition: it catches up from its restored offset and
         reaches the switch before the source does. ``apply(key, recs)`` applies the
-        records of a key taken over (output live)."""
+        records of a key taken over (output live).
+
+        A chunk of ``cap x parts`` records that brought less than half of ``cap``
+        records of work (end-of-set markers, other parts' keys) is followed by the
+        next one, up to :attr:`MAX_CHUNKS` per step: they cost the operator nothing,
+        and a step per chunk would add a look-up and a flush each."""
+        n = taken = 0
+        for _ in range(self.MAX_CHUNKS):
+            read, replayed = self._chunk(client, topic, ends, cap, apply)
+            n, taken = n + read, taken + replayed
+            if read == 0 or taken >= cap // 2:
+                break
+        return n, taken
+
+    MAX_CHUNKS = 4
+    """Chunks of ``cap x parts`` records one :meth:`step` reads at most."""
+
+    def _chunk(
+        self,
+        client: Any,
+        topic: str,
+        ends: dict[int, int],
+        cap: int,
+        apply: Callable[[str, list[Rec]], None],
+    ) -> tuple[int, int]:
+        """One read of up to ``cap x parts`` records per source (:meth:`step`)."""
         m = self.meta
         if m is None:
             return 0, 0

@@ -68,6 +68,9 @@ STATE_STORES = {
 }
 """State store providers of the route query (:attr:`RouteSettings.state_store`)."""
 
+SPLITTERS = ("driver", "spark")
+"""Where the splitters run (:attr:`RouteSettings.splitters`)."""
+
 ASSIGNMENTS_PROPERTY = "skewlab.route.assignments"
 """Spark job property carrying the micro-batch's ``assignments`` versions (JSON) from
 the driver to the splitter tasks (:func:`versions_to_json`)."""
@@ -106,6 +109,11 @@ class RouteSettings:
     batch (a Python worker round trip, a state store load and commit); on 2 cores that
     the workers, broker and producer share, one task per stage gave the shortest
     batches at 5,000 events/s (docs/throughput.md)."""
+    splitters: str = "driver"
+    """Where the splitters run: ``driver`` (the sink routes each batch on the driver, the
+    states saved per batch in the checkpoint, :mod:`skewlab.spark.driver_splitters`: one
+    Spark stage per batch) or ``spark`` (a shuffle to ``applyInPandasWithState``, the
+    states in Spark's state store: two stages)."""
     state_store: str = "hdfs"
     """The splitters' state store: ``hdfs`` (Spark's in-memory map with a delta file
     per batch: the splitter state is one small value per group) or ``rocksdb``."""
@@ -123,6 +131,10 @@ class RouteSettings:
             raise ConfigError(f"warmup_events must be >= 0, got {self.warmup_events}")
         if self.tasks < 1:
             raise ConfigError(f"tasks must be >= 1, got {self.tasks}")
+        if self.splitters not in SPLITTERS:
+            raise ConfigError(
+                f"splitters must be one of {', '.join(SPLITTERS)}, got {self.splitters!r}"
+            )
         if self.state_store not in STATE_STORES:
             raise ConfigError(
                 f"state_store must be one of {', '.join(STATE_STORES)}, got {self.state_store!r}"
@@ -274,7 +286,8 @@ def splitter_fn(s: RouteSettings, versions: Versions = task_versions) -> Any:
 
 def routed_stream(spark: SparkSession, s: RouteSettings, source: DataFrame | None = None) -> Any:
     """Steps 1-3 as a streaming DataFrame (``source``: rows of partition, offset, value;
-    default the ``skewlab-kafka`` source on ``events``)."""
+    default the ``skewlab-kafka`` source on ``events``). With ``s.splitters == "driver"``
+    only steps 1-2: decoded rows (:data:`DECODED_SCHEMA`), routed by the sink."""
     if source is None:
         reader = (
             spark.readStream.format("skewlab-kafka")
@@ -294,6 +307,8 @@ def routed_stream(spark: SparkSession, s: RouteSettings, source: DataFrame | Non
         decoded = source.select("partition", "offset", "value").mapInArrow(
             decode_fn(s.max_event_bytes), DECODED_SCHEMA
         )
+    if s.splitters == "driver":  # the sink routes (skewlab.spark.driver_splitters)
+        return decoded
     return route_with_state(
         decoded, ["partition"], splitter_fn(s), ROUTED_SCHEMA, order_by="offset"
     )
@@ -344,7 +359,7 @@ def _start(
 ) -> StreamingQuery:
     writer = (
         routed_stream(spark, s, source)
-        .writeStream.outputMode("update")
+        .writeStream.outputMode("append" if s.splitters == "driver" else "update")
         .foreachBatch(sink)
         .option("checkpointLocation", checkpoint or s.checkpoint)
         .queryName(name or f"route-{s.run_id}")

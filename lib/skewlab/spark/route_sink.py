@@ -24,8 +24,14 @@ from skewlab.pipeline import events
 from skewlab.pipeline.route import AssignmentVersion
 from skewlab.rundir import app_id
 from skewlab.spark import tables
+from skewlab.spark.driver_splitters import SplitterStates, route_decoded
 from skewlab.spark.kafka_sink import HEADER_PREFIX, produce_table
-from skewlab.spark.route import ASSIGNMENTS_PROPERTY, RouteSettings, versions_to_json
+from skewlab.spark.route import (
+    ASSIGNMENTS_PROPERTY,
+    RouteSettings,
+    splitter_fn,
+    versions_to_json,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -119,6 +125,11 @@ class RouteSink:
     _client: Any = field(default=None, repr=False)
     _store: Any = field(default=None, repr=False)
     _versions: tuple[int | None, list[AssignmentVersion]] = (None, [])
+    _split: Any = field(default=None, repr=False)
+    _states: dict[int, Any] | None = field(default=None, repr=False)
+    _states_after: int = -1
+    """The batch :attr:`_states` are the states after (splitters on the driver)."""
+    _batch_versions: list[AssignmentVersion] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         if not self.dry:  # connect now: the first batch's produce found the producer
@@ -145,20 +156,43 @@ class RouteSink:
             self._versions = (current, AssignmentVersion.from_rows(rows))
         return self._versions[1]
 
+    def route(self, decoded: pa.Table, batch_id: int) -> pa.Table:
+        """Route a decoded batch on the driver (``splitters = "driver"``): each source
+        partition from its state after the previous batch, the new states saved under
+        the checkpoint before the batch's records leave (:mod:`~skewlab.spark.driver_splitters`).
+        """
+        if self._split is None:
+            self._split = splitter_fn(self.s, versions=lambda: self._batch_versions)
+        store = SplitterStates(self.s.files.splitter_states)
+        if self._states is None or self._states_after >= batch_id:
+            states = store.before(batch_id)
+        else:
+            states = dict(self._states)
+        if self.s.message_sets:
+            self._batch_versions = self.versions()
+        routed = route_decoded(decoded, self._split, states)
+        if routed.num_rows and not self.dry:
+            store.save(batch_id, states)
+        self._states, self._states_after = states, batch_id
+        return routed
+
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if not self.dry:
             crash_point("route.in_batch")
         t0 = time.perf_counter()
+        driver = self.s.splitters == "driver"
         sc = batch.sparkSession.sparkContext
-        if self.s.message_sets:
+        if self.s.message_sets and not driver:
             sc.setLocalProperty(ASSIGNMENTS_PROPERTY, versions_to_json(self.versions()))
         try:
             t = batch.toArrow()
         finally:
-            if self.s.message_sets:
+            if self.s.message_sets and not driver:
                 sc.setLocalProperty(ASSIGNMENTS_PROPERTY, None)  # type: ignore[arg-type]
         if t.num_rows == 0:
             return
+        if driver:
+            t = self.route(t, int(batch_id))
         t = t.sort_by(
             [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
         )

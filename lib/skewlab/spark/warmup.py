@@ -65,17 +65,19 @@ def run_warmup(spark: SparkSession, s: RouteSettings, folder: Path, t0: float) -
     def group(key: tuple[Any, ...], rows: pd.DataFrame) -> pd.DataFrame:
         return split(key, None, group_rows(iter([rows]), "offset"))[1]
 
-    routed = (
-        source.repartition(PARTITIONS, "partition")
-        .mapInArrow(decode_fn(s.max_event_bytes), DECODED_SCHEMA)
-        .groupBy("partition")
-        .applyInPandas(group, ROUTED_SCHEMA)
+    decoded = source.repartition(PARTITIONS, "partition").mapInArrow(
+        decode_fn(s.max_event_bytes), DECODED_SCHEMA
     )
+    sink = RouteSink(s, dry=True, delta_root=str(folder / "delta"))
     try:
-        t = routed.toArrow().sort_by(
+        if s.splitters == "driver":  # the splitters run in this process, as the sink's
+            routed = sink.route(decoded.toArrow(), 0)
+        else:
+            routed = decoded.groupBy("partition").applyInPandas(group, ROUTED_SCHEMA).toArrow()
+        t = routed.sort_by(
             [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
         )
-        RouteSink(s, dry=True, delta_root=str(folder / "delta")).write(t, 0)
+        sink.write(t, 0)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return time.perf_counter() - started

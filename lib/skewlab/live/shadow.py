@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -47,6 +48,11 @@ def newest_plan(store: DeltaStore, run_id: str, worker: int) -> dict[str, Any] |
     return best
 
 
+def _read(client: Any, topic: str, partition: int, start: int, end: int) -> list[Any]:
+    """Records ``[start, end)`` of ``partition`` (run in the shadow's fetch thread too)."""
+    return list(client.fetch(topic, partition, start, end))
+
+
 class Shadow:
     """Steps 1-3 of the module doc for one worker's :class:`KeySets`."""
 
@@ -62,6 +68,12 @@ class Shadow:
         """(key, set) -> (sent ms, applied ms, restored bytes, replayed records) until committed."""
         self._mine: dict[str, bool] = {}
         """Per key seen, :meth:`mine` under the current plan (cleared by :meth:`start`)."""
+        self.reader: Any = None
+        """A Kafka client of its own for the fetch thread (None: no read-ahead); set by
+        the worker, never shared with another thread."""
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadow-fetch")
+        self._ahead: tuple[tuple[str, int, int, int], Future[list[Any]]] | None = None
+        """The next chunk's fetch, started in the background: (topic, source, from, to)."""
 
     @property
     def meta(self) -> dict[str, Any] | None:
@@ -248,6 +260,25 @@ class Shadow:
     MAX_CHUNKS = 4
     """Chunks of ``cap x parts`` records one :meth:`step` reads at most."""
 
+    def _fetch(
+        self, client: Any, topic: str, src: int, off: int, upto: int
+    ) -> tuple[list[Any], int]:
+        """Records ``[off, end)`` of ``src`` and ``end``: the prefetched chunk if it starts
+        at ``off`` and ends by ``upto`` (a replay reads its sources in order), else
+        ``[off, upto)`` fetched now. A prefetch is only a read: a crash loses nothing
+        the commit holds."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            (t, s, a, b), fut = ahead
+            try:
+                got = fut.result()
+            except Exception as exc:  # read again below, where an error is raised
+                log.warning("shadow read-ahead of %s[%d] %d..%d failed: %s", t, s, a, b, exc)
+            else:
+                if (t, s, a) == (topic, src, off) and b <= upto:
+                    return got, b
+        return _read(client, topic, src, off, upto), upto
+
     def _chunk(
         self,
         client: Any,
@@ -271,7 +302,11 @@ class Shadow:
                 continue
             crash_point("worker.restoring")  # replaying
             wm = {int(p): int(o) for p, o in st["wm"].items()}
-            recs = list(client.fetch(topic, src, off, upto))
+            recs, upto = self._fetch(client, topic, src, off, upto)
+            nxt = min(ends.get(src, 0), upto + cap * max(int(m["parts"]), 1))
+            if nxt > upto and self.reader is not None:  # read on while this chunk is processed
+                fut = self._pool.submit(_read, self.reader, topic, src, upto, nxt)
+                self._ahead = ((topic, src, upto, nxt), fut)
             b = classify(recs)
             n += len(recs)
             mine, record = self.mine, sets.shadow_record

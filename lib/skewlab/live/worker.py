@@ -134,6 +134,7 @@ class Worker:
         if settings.splitters:
             self.sets = self._key_sets_at(committed)
             self.shadow = Shadow(self.sets, self.store, settings.run_id, wall)
+            self.shadow.reader = connect(settings.kafka)
             plan = newest_plan(self.store, settings.run_id, settings.worker)
             have = (self.sets.shadow_meta or {}).get("epoch")
             if plan is not None and plan["epoch"] != have:
@@ -440,6 +441,8 @@ class Worker:
         if self._dirty:
             self.flush()
         self.client.close()
+        if self.shadow is not None:
+            self.shadow.reader.close()
         return WorkerReport(
             self.s.worker,
             self.start_offset,

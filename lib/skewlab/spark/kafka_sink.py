@@ -16,7 +16,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 
 from skewlab.errors import ConfigError
 from skewlab.io.kafka import connect
-from skewlab.io.kafka.base import KafkaSettings
+from skewlab.io.kafka.base import KafkaError, KafkaSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import Row
@@ -156,8 +156,6 @@ def _producer_fn(client: KafkaClient) -> Any:
 
         return via_client
     from confluent_kafka import KafkaException
-
-    from skewlab.io.kafka.base import KafkaError
 
     poll = producer.poll  # type: ignore[union-attr]
     count = [0]

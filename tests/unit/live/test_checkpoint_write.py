@@ -25,36 +25,17 @@ from skewlab.live import worker as worker_mod
 from skewlab.live.worker import Worker, WorkerSettings
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import META_KEY
+from tests.unit.live.fake_kafka import LogClient
 
 RUN = "cp-run"
 TOPIC = "routed"
-
-
-class Client:
-    def __init__(self, log: list[Record]) -> None:
-        self.log = log
-
-    def fetch(self, topic: str, p: int, start: int, end: int) -> list[Record]:
-        return self.log[start:end]
-
-    def end_offsets(self, topic: str) -> dict[int, int]:
-        return {0: len(self.log)}
-
-    def produce(self, *a: Any, **kw: Any) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def test_checkpoint_reads_back_as_the_committed_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log: list[Record] = []
-    monkeypatch.setattr(worker_mod, "connect", lambda s: Client(log))
+    monkeypatch.setattr(worker_mod, "connect", lambda s: LogClient(log))
     s = WorkerSettings(
         run_id=RUN,
         worker=0,

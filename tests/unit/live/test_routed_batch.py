@@ -22,6 +22,7 @@ from skewlab.live import worker as worker_mod
 from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, INVALID, classify
 from skewlab.live.worker import Worker, WorkerSettings
 from skewlab.pipeline import events
+from tests.unit.live.fake_kafka import LogClient
 
 TOPIC = "routed"
 
@@ -91,33 +92,13 @@ def test_a_data_record_without_its_source_header_raises() -> None:
         classify([rec])
 
 
-class Client:
-    def __init__(self, log: list[Record]) -> None:
-        self.log = log
-
-    def fetch(self, topic: str, p: int, start: int, end: int) -> list[Record]:
-        return self.log[start:end]
-
-    def end_offsets(self, topic: str) -> dict[int, int]:
-        return {0: len(self.log)}
-
-    def produce(self, *a: Any, **kw: Any) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def test_a_buffered_record_costs_when_applied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Records of a set waiting for its hand-off cost nothing until the hand-off applies
     them; then each costs once (``service_us`` per record, paid through ``busy``)."""
     log: list[Record] = []
-    monkeypatch.setattr(worker_mod, "connect", lambda s: Client(log))
+    monkeypatch.setattr(worker_mod, "connect", lambda s: LogClient(log))
     paid: list[float] = []
     s = WorkerSettings(
         run_id="cost-run",

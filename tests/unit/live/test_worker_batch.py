@@ -19,27 +19,11 @@ from skewlab.io.kafka.base import KafkaSettings, Record
 from skewlab.live import worker as worker_mod
 from skewlab.live.worker import Worker, WorkerSettings
 from skewlab.pipeline import events
+from tests.unit.live.fake_kafka import LogClient
 
 RUN = "batch-run"
 TOPIC = "routed"
 WINDOW = 5.0
-
-
-class Client:
-    def __init__(self, log: list[Record]) -> None:
-        self.log = log
-
-    def fetch(self, topic: str, p: int, start: int, end: int) -> list[Record]:
-        return self.log[start:end]
-
-    def end_offsets(self, topic: str) -> dict[int, int]:
-        return {0: len(self.log)}
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def routed(log: list[Record], value: bytes, src: tuple[int, int]) -> None:
@@ -79,7 +63,7 @@ def test_batch_decode_counts_valid_skips_invalid_and_drops_replays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log: list[Record] = []
-    monkeypatch.setattr(worker_mod, "connect", lambda s: Client(log))
+    monkeypatch.setattr(worker_mod, "connect", lambda s: LogClient(log))
     inputs = []
     for i in range(20):
         key, ts, size = f"k{i % 3}", 100.0 + i * 0.7, 100 + i

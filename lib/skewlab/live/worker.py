@@ -299,20 +299,16 @@ class Worker:
         if not recs:
             self._dirty = True
             return 0
-        dec = events.decode_arrow([r.value for r in recs], routed=True)
-        reason = dec.column("reason").to_pylist()
-        ok = [i for i, r in enumerate(reason) if r is None]
-        for i, r in enumerate(reason):
-            if r is not None:  # the route job only forwards valid events
+        b = classify(recs)
+        ok = [i for i, k in enumerate(b.kinds) if k == DATA]
+        for i, k in enumerate(b.kinds):
+            if k != DATA:  # the route job only forwards valid events
                 log.error("worker %d: invalid routed record at %d", self.s.worker, recs[i].offset)
-        src = [events.parse_src(recs[i].headers) for i in ok]
-        if len(ok) < len(recs):
-            dec = dec.take(ok)
-        keys: list[str] = dec.column("key").to_pylist()
-        ts: list[float] = dec.column("ts").to_pylist()
-        sizes: list[int] = dec.column("size").to_pylist()
-        parts = [p for p, _ in src]
-        offs = [o for _, o in src]
+        keys = [b.keys[i] for i in ok]
+        ts = [b.ts[i] for i in ok]
+        sizes = [b.sizes[i] for i in ok]
+        parts = [b.src_partition[i] for i in ok]
+        offs = [b.src_offset[i] for i in ok]
         taken = self.agg.process(keys, ts, sizes, parts, offs)
         self.busy(self.s.service_us * 1e-6 * int(taken.sum()))
         now = self.wall()

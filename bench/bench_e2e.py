@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import row, say
+from cpu_profile import CpuSampler, table
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.experiment import ExperimentSettings, run_experiment
 from skewlab.services import get_service
@@ -59,9 +60,18 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--trigger", type=float, default=None, help="trigger_s (default: spec)")
     ap.add_argument("--max-events-per-trigger", type=int, default=None)
+    ap.add_argument(
+        "--cpu",
+        action="store_true",
+        help="CPU seconds per process class over each run's sustained phase (cpu_profile.py)",
+    )
+    ap.add_argument("--pyspy", default=None, help="with --cpu: py-spy stacks of workers here")
+    ap.add_argument("--only", default=None, help="one run only: key or dkg at --rate")
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="skewlab-bench-")
     bootstrap = get_service("broker", home).start().url
+    port = bootstrap.rsplit(":", 1)[-1]
+    sampler = CpuSampler(port, pyspy_dir=args.pyspy).start() if args.cpu else None
     extra = {}
     if args.trigger is not None:
         extra["trigger_s"] = args.trigger
@@ -82,7 +92,14 @@ def main() -> None:
             quality=False,
             **extra,
         )
-        return run_experiment(s)
+        r = run_experiment(s)
+        if sampler is not None:  # the sustained phase: first produced -> last processed
+            t0 = r.t_first_s
+            secs = r.events / max(r.throughput, 1e-9)
+            say(f"CPU of {strategy} @ {rate:,.0f}/s over {secs:.1f} s, {r.events:,} events:")
+            for line in table(sampler.window(t0, t0 + secs), r.events, secs):
+                say("  " + line)
+        return r
 
     try:
         n = int(args.rate * args.duration)
@@ -92,7 +109,7 @@ def main() -> None:
         say(row("run", "events/s", "x raw", "p50 / p99 ms", "exact / events"))
         say(row("raw consume", f"{raw:,.0f}", "1.000", "", ""))
         sustained = {}
-        for name in ("key", "dkg"):
+        for name in (args.only,) if args.only else ("key", "dkg"):
             r = run(name, args.rate, args.duration)
             sustained[name] = r.throughput
             say(
@@ -104,6 +121,8 @@ def main() -> None:
                     f"{r.exact} / {r.events:,}",
                 )
             )
+        if args.only:
+            return
         half = 0.5 * min(sustained.values())
         r = run("key", half, args.half_duration)
         say(
@@ -120,6 +139,8 @@ def main() -> None:
         say(f"p99 at half the sustained rate: {r.p99_ms:,.0f} ms (target <= {TARGET_P99_MS:,.0f})")
         say(f"load average at end: {os.getloadavg()[0]:.1f}")
     finally:
+        if sampler is not None:
+            sampler.stop()
         get_service("broker", home).stop()
 
 

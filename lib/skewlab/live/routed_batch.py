@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
-from skewlab.io.kafka.base import Record
+from skewlab.io.kafka.base import FetchedRange, Record
 from skewlab.pipeline import events
 
 DATA = 0
@@ -52,32 +54,58 @@ class RoutedBatch:
         return len(self.recs)
 
 
+def fetch_records(client: Any, topic: str, partition: int, start: int, end: int) -> FetchedRange:
+    """Records ``[start, end)`` of one ``routed`` partition as a :class:`FetchedRange`
+    (columns, no record object per message) for :func:`classify`; a client without
+    ``fetch_range`` (a test fake) is read record by record."""
+    fetch_range = getattr(client, "fetch_range", None)
+    if fetch_range is not None:
+        rng: FetchedRange = fetch_range(topic, partition, start, end)
+        return rng
+    recs = list(client.fetch(topic, partition, start, end))
+    return FetchedRange.of_records(topic, partition, recs)
+
+
 def classify(recs: Sequence[Record]) -> RoutedBatch:
-    """The batch of ``recs`` (a fetch of one ``routed`` partition, in offset order).
+    """The batch of ``recs`` (a fetch of one ``routed`` partition, in offset order;
+    a :class:`FetchedRange` is read by its columns).
 
     A data record is :data:`DATA` if ``events.decode`` accepts its value, else
     :data:`INVALID`; a :data:`DATA` record without a source header raises
     ``ValueError`` (as ``events.parse_src``)."""
+    if isinstance(recs, FetchedRange):
+        values_in, headers_in = recs.values, recs.headers
+    else:
+        values_in = [r.value for r in recs]
+        headers_in = [r.headers for r in recs]
     n = len(recs)
     kinds = [DATA] * n
     tags: list[str | None] = [None] * n
     data: list[int] = []
     values: list[bytes | None] = []
     srcs: list[bytes | None] = []
-    for i, r in enumerate(recs):
-        h = dict(r.headers)
-        if (v := h.get(events.EOS_HEADER)) is not None:
-            kinds[i], tags[i] = EOS, v.decode("ascii")
-        elif (v := h.get(events.HANDOFF_HEADER)) is not None:
-            kinds[i], tags[i] = HANDOFF, v.decode("ascii")
-        elif events.END_HEADER in h:
-            kinds[i] = END
-        else:
-            data.append(i)
-            values.append(r.value)
-            srcs.append(h.get(events.SRC_HEADER))
-            if (v := h.get(events.SET_HEADER)) is not None:
-                tags[i] = v.decode("ascii")
+    src_name = events.SRC_HEADER
+    # The common case first: every record a data record whose one header is its source.
+    firsts = [h[0] if h and len(h) == 1 else (None, None) for h in headers_in]
+    if n and {f[0] for f in firsts} == {src_name}:
+        data = list(range(n))
+        values = values_in
+        srcs = [f[1] for f in firsts]
+    else:
+        for i, hs in enumerate(headers_in):
+            h = {k: b"" if v is None else v for k, v in hs or ()}
+            if (v := h.get(events.EOS_HEADER)) is not None:
+                kinds[i], tags[i] = EOS, v.decode("ascii")
+            elif (v := h.get(events.HANDOFF_HEADER)) is not None:
+                kinds[i], tags[i] = HANDOFF, v.decode("ascii")
+            elif events.END_HEADER in h:
+                kinds[i] = END
+            else:
+                data.append(i)
+                values.append(values_in[i])
+                srcs.append(h.get(src_name))
+                if (v := h.get(events.SET_HEADER)) is not None:
+                    tags[i] = v.decode("ascii")
     keys = [""] * n
     ts = [0.0] * n
     seq = [0] * n
@@ -86,15 +114,18 @@ def classify(recs: Sequence[Record]) -> RoutedBatch:
     off = [0] * n
     if data:
         dec = events.decode_arrow(values, routed=True)
-        reason = dec.column("reason").to_pylist()
-        ok = [j for j, r in enumerate(reason) if r is None]
-        for j, r in enumerate(reason):
-            if r is not None:
-                kinds[data[j]] = INVALID
-        if len(ok) < len(data):
+        if dec.column("reason").null_count == len(data):  # all valid (the usual batch)
+            ok: Sequence[int] = range(len(data))
+            src_ok = srcs
+        else:
+            reason = dec.column("reason").to_pylist()
+            ok = [j for j, r in enumerate(reason) if r is None]
+            for j, r in enumerate(reason):
+                if r is not None:
+                    kinds[data[j]] = INVALID
             dec = dec.take(ok)
-        src_ok = [srcs[j] for j in ok]
-        if any(s is None for s in src_ok):
+            src_ok = [srcs[j] for j in ok]
+        if None in src_ok:
             raise ValueError(f"routed record has no {events.SRC_HEADER!r} header")
         po = (
             np.array(b":".join(src_ok).split(b":")).astype(np.int64).reshape(-1, 2)  # type: ignore[arg-type]
@@ -102,14 +133,25 @@ def classify(recs: Sequence[Record]) -> RoutedBatch:
             else np.zeros((0, 2), dtype=np.int64)
         )
         cols = (
-            dec.column("key").to_pylist(),
-            dec.column("ts").to_pylist(),
-            dec.column("seq").to_pylist(),
-            dec.column("size").to_pylist(),
+            _pylist(dec.column("key")),
+            _pylist(dec.column("ts")),
+            _pylist(dec.column("seq")),
+            _pylist(dec.column("size")),
             po[:, 0].tolist(),
             po[:, 1].tolist(),
         )
-        for j, (k, t, q, z, p, o) in enumerate(zip(*cols)):
-            i = data[ok[j]]
-            keys[i], ts[i], seq[i], sizes[i], part[i], off[i] = k, t, q, z, p, o
+        if len(ok) == n:  # every record a valid data record: the columns as they are
+            keys, ts, seq, sizes, part, off = cols
+        else:
+            for j, (k, t, q, z, p, o) in enumerate(zip(*cols)):
+                i = data[ok[j]]
+                keys[i], ts[i], seq[i], sizes[i], part[i], off[i] = k, t, q, z, p, o
     return RoutedBatch(recs, kinds, tags, keys, ts, seq, sizes, part, off)
+
+
+def _pylist(col: pa.ChunkedArray) -> list[Any]:
+    """``col.to_pylist()``, through numpy when it has no nulls (~20x faster per value)."""
+    if col.null_count:
+        return col.to_pylist()
+    out: list[Any] = col.to_numpy(zero_copy_only=False).tolist()
+    return out

@@ -108,6 +108,28 @@ class TestKafkaClientContract:
         assert values(200, 200) == []
         assert _fetch_all(client, topic, 0, 0, 0) == []
 
+    def test_fetch_range_gives_the_records_of_fetch_as_columns(
+        self, client: KafkaClient, new_topic: NewTopic
+    ) -> None:
+        topic = new_topic(2)
+        for i in range(3000):
+            hdrs = (("skewlab.src", f"1:{i}".encode()),) if i % 3 else ()
+            client.produce(
+                topic, i.to_bytes(4, "big"), key=str(i).encode(), partition=1, headers=hdrs
+            )
+        client.flush()
+        for start, end in ((0, 3000), (73, 2141), (2999, 3000), (120, 120)):
+            want = _fetch_all(client, topic, 1, start, end)
+            got = client.fetch_range(topic, 1, start, end, timeout_s=10)
+            assert got.offsets == [r.offset for r in want] == list(range(start, end))
+            assert got.values == [r.value for r in want]
+            assert [tuple(h or ()) for h in got.headers] == [r.headers for r in want]
+            assert list(got) == want
+        with pytest.raises(KafkaError, match="stalled"):
+            client.fetch_range(topic, 1, 2990, 3005, timeout_s=0.5)
+        with pytest.raises(ValueError):
+            client.fetch_range(topic, 1, 5, 4)
+
     def test_fetch_past_the_end_raises_instead_of_returning_less(
         self, client: KafkaClient, new_topic: NewTopic
     ) -> None:

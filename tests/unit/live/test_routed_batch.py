@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from skewlab.io.kafka.base import KafkaSettings, Record
+from skewlab.io.kafka.base import FetchedRange, KafkaSettings, Record
 from skewlab.live import worker as worker_mod
-from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, INVALID, classify
+from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, INVALID, classify, fetch_records
 from skewlab.live.worker import Worker, WorkerSettings
 from skewlab.pipeline import events
 from tests.unit.live.fake_kafka import LogClient
@@ -86,10 +86,60 @@ def test_classify_equals_the_per_record_reading(seed: int) -> None:
     assert {k for k in b.kinds} >= {DATA, EOS, HANDOFF, END, INVALID}
 
 
+def as_columns(recs: list[Record]) -> FetchedRange:
+    """The records as a client's column fetch gives them: header pairs as lists."""
+    return FetchedRange(
+        TOPIC,
+        0,
+        [r.offset for r in recs],
+        [r.value for r in recs],
+        [list(r.headers) or None for r in recs],
+        recs.__getitem__,
+    )
+
+
+def fields(b: Any) -> tuple[Any, ...]:
+    return (b.kinds, b.tags, b.keys, b.ts, b.seq, b.sizes, b.src_partition, b.src_offset)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_classify_of_columns_equals_classify_of_records(seed: int) -> None:
+    """A mixed batch and an all-data batch (the fast path: every record's one header is
+    its source, every value valid) read from columns give what the records give."""
+    recs = mixed(200, seed)
+    assert fields(classify(as_columns(recs))) == fields(classify(recs))
+    plain = [
+        Record(
+            TOPIC,
+            0,
+            i,
+            b"k",
+            events.encode_routed(f"k{i % 7}", 0.5 * i, i, 1 + i % 9),
+            (events.src_header(i % 3, 10 * i),),
+            0,
+        )
+        for i in range(150)
+    ]
+    b = classify(as_columns(plain))
+    assert fields(b) == fields(classify(plain))
+    assert b.kinds == [DATA] * 150 and b.src_offset == [10 * i for i in range(150)]
+    assert b.recs[-1].offset == 149 and b.recs[3] == plain[3]
+
+
+def test_fetch_records_reads_a_fake_client_record_by_record() -> None:
+    recs = mixed(20, 5)
+    got = fetch_records(LogClient(recs), TOPIC, 0, 4, 9)
+    assert len(got) == 5 and got.offsets == [4, 5, 6, 7, 8] and list(got) == recs[4:9]
+    with pytest.raises(IndexError):
+        got[5]
+
+
 def test_a_data_record_without_its_source_header_raises() -> None:
     rec = Record(TOPIC, 0, 0, b"k", events.encode_routed("k", 1.0, 0, 1), (), 0)
     with pytest.raises(ValueError):
         classify([rec])
+    with pytest.raises(ValueError):
+        classify(as_columns([rec]))
 
 
 def test_a_buffered_record_costs_when_applied(

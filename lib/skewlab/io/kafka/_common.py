@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 
 from skewlab.errors import ConfigError
 from skewlab.io.kafka import split_extra
-from skewlab.io.kafka.base import KafkaError, KafkaSettings, Record
+from skewlab.io.kafka.base import FetchedRange, KafkaError, KafkaSettings, Record
 
 
 class ClientBase(ABC):
@@ -37,6 +37,14 @@ class ClientBase(ABC):
         if start < 0 or end < start:
             raise ConfigError(f"fetch range must satisfy 0 <= start <= end, got [{start}, {end})")
         return self._fetch(topic, partition, start, end, timeout_s)
+
+    def fetch_range(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
+    ) -> FetchedRange:
+        """:meth:`fetch` as columns (``KafkaClient.fetch_range``); here from its records,
+        an implementation may read the columns without building records."""
+        recs = list(self.fetch(topic, partition, start, end, timeout_s))
+        return FetchedRange.of_records(topic, partition, recs)
 
     @abstractmethod
     def _fetch(

@@ -9,9 +9,9 @@ nowhere else: :meth:`KafkaClient.end_offsets` always returns the true end.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
 
 from skewlab.errors import ConfigError, SkewlabError
 
@@ -33,6 +33,70 @@ class Record:
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...] = ()
     timestamp_ms: int = 0
+
+
+class FetchedRange(Sequence[Record]):
+    """A fetched range of one partition as columns, with no :class:`Record` per message.
+
+    ``offsets``, ``values`` and ``headers`` (each record's header pairs as the client
+    gave them, ``None`` for none; a pair's value may be ``None`` for a null header)
+    are lists in offset order (``headers``: ``Sequence[tuple[str, bytes | None]] | None``
+    per record). Indexing builds the :class:`Record` of one position on
+    demand (``record_at``), so code that needs a whole record for a few positions
+    (markers, hand-offs, an error line) still has one; ``rng[-1].offset`` works too.
+    """
+
+    __slots__ = ("headers", "offsets", "partition", "record_at", "topic", "values")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offsets: list[int],
+        values: list[bytes | None],
+        headers: list[Any],
+        record_at: Callable[[int], Record],
+    ) -> None:
+        if not len(offsets) == len(values) == len(headers):
+            raise ValueError(
+                f"columns differ in length: {len(offsets)}, {len(values)}, {len(headers)}"
+            )
+        self.topic = topic
+        self.partition = partition
+        self.offsets = offsets
+        self.values = values
+        self.headers = headers
+        self.record_at = record_at
+
+    @classmethod
+    def of_records(cls, topic: str, partition: int, recs: Sequence[Record]) -> FetchedRange:
+        """The columns of records fetched one by one (any client, test fakes)."""
+        recs = list(recs)
+        return cls(
+            topic,
+            partition,
+            [r.offset for r in recs],
+            [r.value for r in recs],
+            [r.headers for r in recs],
+            recs.__getitem__,
+        )
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @overload
+    def __getitem__(self, i: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Record]: ...
+
+    def __getitem__(self, i: int | slice) -> Record | list[Record]:
+        if isinstance(i, slice):
+            return [self.record_at(j) for j in range(*i.indices(len(self)))]
+        n = len(self.offsets)
+        if not -n <= i < n:
+            raise IndexError(f"record {i} of a fetched range of {n}")
+        return self.record_at(i % n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +160,14 @@ class KafkaClient(Protocol):
         self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
     ) -> Iterator[Record]:
         """Every record with ``start <= offset < end`` of one partition, in offset order."""
+        ...
+
+    def fetch_range(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
+    ) -> FetchedRange:
+        """The records of :meth:`fetch` as one :class:`FetchedRange` (columns, no
+        per-message :class:`Record`): the hot path of a consumer that reads whole
+        batches (the workers)."""
         ...
 
     def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:

@@ -1,0 +1,177 @@
+"""CPU seconds per process class over a time window: where every core's time goes.
+
+:class:`CpuSampler` (a thread, psutil) samples the cumulative user + system CPU
+time of every process on the machine every ``interval_s``; :meth:`CpuSampler.window`
+then gives each process class's CPU seconds between two wall times (linear
+between samples; a process that ended inside the window counts up to its last
+sample). Classes, from the process tree and command line:
+
+* ``driver``: the bench process itself (the run's producer and control loop);
+* ``broker``: tansu, the process whose command line names the broker's port;
+* ``route JVM`` / ``route driver`` / ``route py workers``: the route job's JVM, its
+  Python driver, and the Python processes Spark starts (source read + decode);
+* ``worker N``: each skewlab worker (``skewlab.live.worker``);
+* ``run, other``: any other process under the bench (e.g. a state manager);
+* ``not this run``: everything else on the machine (other engineers' load);
+* ``measurement (py-spy)``: the profilers ``--pyspy`` starts (not counted in the total).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import psutil
+
+CLASSES = (
+    "driver (producer, control)",
+    "broker (tansu)",
+    "route JVM",
+    "route driver (py)",
+    "route py workers",
+    "workers (all)",
+    "run, other",
+    "not this run",
+    "measurement (py-spy)",
+)
+
+
+@dataclass
+class _Proc:
+    cls: str
+    name: str
+    samples: list[tuple[float, float]]
+
+
+class CpuSampler:
+    """Sample every process's CPU time in a thread (see the module docstring)."""
+
+    def __init__(
+        self, broker_port: str, interval_s: float = 0.2, pyspy_dir: str | None = None
+    ) -> None:
+        self.broker_port = broker_port
+        self.pyspy_dir = pyspy_dir
+        self._spies: list[subprocess.Popen[bytes]] = []
+        self.interval_s = interval_s
+        self.me = os.getpid()
+        self.procs: dict[tuple[int, float], _Proc] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
+
+    def start(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for spy in self._spies:
+            try:
+                spy.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                spy.terminate()
+
+    def _spy(self, pid: int, cls: str) -> None:
+        """py-spy on the skewlab workers and the route job's driver (collapsed stacks)."""
+        if self.pyspy_dir is None or not (cls.startswith("worker ") or cls == CLASSES[3]):
+            return
+        out = os.path.join(self.pyspy_dir, f"{cls.replace(' ', '_')}-{pid}.txt")
+        cmd = ["py-spy", "record", "-p", str(pid), "-f", "raw", "-o", out, "-r", "100"]
+        spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+        self._spies.append(
+            subprocess.Popen(
+                [spy, *cmd[1:], "--nonblocking"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+
+    def _classify(self, p: psutil.Process) -> str:
+        try:
+            cmd = " ".join(p.cmdline())
+            chain = {q.pid for q in p.parents()}
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return "not this run"
+        if p.pid == self.me:
+            return CLASSES[0]
+        if "py-spy" in cmd:
+            return CLASSES[8]
+        if "tansu" in cmd and self.broker_port in cmd:
+            return CLASSES[1]
+        if self.me not in chain:
+            return CLASSES[7]
+        if p.name() == "java":
+            return CLASSES[2]
+        if "skewlab.live.route_job" in cmd:
+            return CLASSES[3]
+        if "pyspark" in cmd or "pydaemon" in cmd or "skewlab.spark" in cmd:
+            return CLASSES[4]
+        if "skewlab.live.worker" in cmd:
+            return f"worker {cmd.split()[-1].rsplit('/', 1)[-1]}"
+        return CLASSES[6]
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.time()
+            for p in psutil.process_iter(["pid", "create_time", "cpu_times", "name"]):
+                info = p.info
+                ct = info.get("cpu_times")
+                if ct is None:
+                    continue
+                key = (info["pid"], info["create_time"])
+                rec = self.procs.get(key)
+                if rec is None:
+                    rec = self.procs[key] = _Proc(self._classify(p), info["name"], [])
+                    self._spy(info["pid"], rec.cls)
+                elif rec.name != info["name"]:  # exec'd since (spark-class -> java)
+                    rec.cls, rec.name = self._classify(p), info["name"]
+                rec.samples.append((now, ct.user + ct.system))
+            self._stop.wait(self.interval_s)
+
+    def window(self, t0: float, t1: float) -> dict[str, float]:
+        """CPU seconds per class between wall times ``t0`` and ``t1``."""
+        out: dict[str, float] = {}
+        for rec in self.procs.values():
+            used = _at(rec.samples, t1) - _at(rec.samples, t0)
+            if used > 0:
+                out[rec.cls] = out.get(rec.cls, 0.0) + used
+        return out
+
+
+def _at(samples: list[tuple[float, float]], t: float) -> float:
+    """Cumulative CPU at wall time ``t`` (0 before the first sample, the last after it)."""
+    if not samples or t <= samples[0][0]:
+        return samples[0][1] if samples and t >= samples[0][0] else 0.0
+    for (ta, ca), (tb, cb) in itertools.pairwise(samples):
+        if ta <= t <= tb:
+            return ca + (cb - ca) * (t - ta) / max(tb - ta, 1e-9)
+    return samples[-1][1]
+
+
+def table(cpu: dict[str, float], events: int, seconds: float) -> list[str]:
+    """Lines: class, CPU s, us per event, cores; workers summed after their own lines."""
+    lines = [f"{'process':<28} {'CPU s':>8} {'us/event':>9} {'cores':>6}"]
+    workers = {k: v for k, v in cpu.items() if k.startswith("worker ")}
+    rest = {k: v for k, v in cpu.items() if not k.startswith("worker ")}
+    if workers:
+        rest[CLASSES[5]] = sum(workers.values())
+    order = [c for c in CLASSES if c in rest] + sorted(workers)
+    total = 0.0
+    for name in order:
+        v = rest.get(name, workers.get(name, 0.0))
+        if name not in CLASSES[7:] and not name.startswith("worker "):
+            total += v
+        lines.append(
+            f"{name:<28} {v:>8.2f} {1e6 * v / max(events, 1):>9.1f} {v / max(seconds, 1e-9):>6.2f}"
+        )
+    lines.append(
+        f"{'this run, all':<28} {total:>8.2f} {1e6 * total / max(events, 1):>9.1f}"
+        f" {total / max(seconds, 1e-9):>6.2f}"
+    )
+    return lines

@@ -22,7 +22,7 @@ from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.progress import progress_at
 from skewlab.io.state_store import CheckpointStore
-from skewlab.live.routed_batch import DATA, END, EOS, classify
+from skewlab.live.routed_batch import DATA, END, EOS, classify, fetch_records
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec, SetEntry, Status
 from skewlab.rundir import RunDir
 from skewlab.state import owner, split_hash
@@ -48,9 +48,9 @@ def newest_plan(store: DeltaStore, run_id: str, worker: int) -> dict[str, Any] |
     return best
 
 
-def _read(client: Any, topic: str, partition: int, start: int, end: int) -> list[Any]:
+def _read(client: Any, topic: str, partition: int, start: int, end: int) -> Any:
     """Records ``[start, end)`` of ``partition`` (run in the shadow's fetch thread too)."""
-    return list(client.fetch(topic, partition, start, end))
+    return fetch_records(client, topic, partition, start, end)
 
 
 class Shadow:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange, Record
 from skewlab.pipeline import events
 
@@ -58,12 +59,7 @@ def fetch_records(client: Any, topic: str, partition: int, start: int, end: int)
     """Records ``[start, end)`` of one ``routed`` partition as a :class:`FetchedRange`
     (columns, no record object per message) for :func:`classify`; a client without
     ``fetch_range`` (a test fake) is read record by record."""
-    fetch_range = getattr(client, "fetch_range", None)
-    if fetch_range is not None:
-        rng: FetchedRange = fetch_range(topic, partition, start, end)
-        return rng
-    recs = list(client.fetch(topic, partition, start, end))
-    return FetchedRange.of_records(topic, partition, recs)
+    return fetch_range(client, topic, partition, start, end)
 
 
 def classify(recs: Sequence[Record]) -> RoutedBatch:

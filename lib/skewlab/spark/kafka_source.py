@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -22,7 +23,7 @@ from pyspark.sql.datasource import (
 )
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import connect
+from skewlab.io.kafka import connect, fetch_range
 from skewlab.io.kafka.base import KafkaSettings
 from skewlab.pipeline.events import DEFAULT_MAX_BYTES
 from skewlab.spark.route import DECODED_SCHEMA, decode_batch
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-    from skewlab.io.kafka.base import KafkaClient, KafkaSettings, Record
+    from skewlab.io.kafka.base import FetchedRange, KafkaClient, KafkaSettings, Record
 
 log = logging.getLogger(__name__)
 
@@ -295,6 +296,37 @@ def records_to_batches(
         chunk = list(itertools.islice(records, batch_size))
 
 
+COLUMN_FIELDS = frozenset({"topic", "partition", "offset", "value"})
+"""Fields a :class:`~skewlab.io.kafka.base.FetchedRange` gives without a record per message."""
+
+
+def range_to_batches(
+    rng: FetchedRange, batch_size: int, fields: Sequence[str] = FIELDS
+) -> Iterator[pa.RecordBatch]:
+    """:func:`records_to_batches` of a fetched range: from its columns when ``fields`` are
+    all in :data:`COLUMN_FIELDS` (the route job's), else from its records."""
+    import pyarrow as pa
+
+    if not set(fields) <= COLUMN_FIELDS:
+        yield from records_to_batches(iter(rng), batch_size, fields)
+        return
+    full = _arrow_schema()
+    schema = pa.schema([full.field(f) for f in fields])
+    for a in range(0, len(rng), batch_size):
+        b = min(a + batch_size, len(rng))
+        arrays = []
+        for f in fields:
+            if f == "topic":
+                arrays.append(pa.array([rng.topic] * (b - a), pa.string()))
+            elif f == "partition":
+                arrays.append(pa.array(np.full(b - a, rng.partition, np.int32)))
+            elif f == "offset":
+                arrays.append(pa.array(rng.offsets[a:b], pa.int64()))
+            else:
+                arrays.append(pa.array(rng.values[a:b], pa.binary()))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
 @dataclass(frozen=True)
 class KafkaRangesPartition(InputPartition):
     """One Spark task reading several ranges, in order (option ``maxTasks``)."""
@@ -311,8 +343,8 @@ def read_range(
     client = opts.connect()
     try:
         for r in ranges:
-            fetched = client.fetch(r.topic, r.partition, r.start, r.end)
-            batches = records_to_batches(fetched, opts.fetch_batch_size, opts.fields)
+            fetched = fetch_range(client, r.topic, r.partition, r.start, r.end)
+            batches = range_to_batches(fetched, opts.fetch_batch_size, opts.fields)
             if opts.decode is None:
                 yield from batches
                 continue

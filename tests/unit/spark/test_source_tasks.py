@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka.base import Record
+from skewlab.io.kafka.base import FetchedRange, Record
 from skewlab.pipeline import events
 from skewlab.spark import kafka_source
 from skewlab.spark.kafka_source import (
@@ -96,3 +96,19 @@ def test_a_task_of_several_ranges_decodes_them_as_the_route_job_did(
     rows = pa.Table.from_batches(list(read_range(opts, bad))).to_pylist()
     assert [r["reason"] for r in rows].count(None) == 5
     assert rows[2]["raw"] == b'{"key": 3}'
+
+
+@pytest.mark.parametrize(
+    "fields", [("partition", "offset", "value"), ("topic", "offset"), kafka_source.FIELDS]
+)
+def test_a_fetched_range_packs_as_its_records_do(fields: tuple[str, ...]) -> None:
+    """From the range's columns (the route job's fields) or its records (any other)."""
+    recs = [
+        Record("t", 3, 10 + i, b"k", None if i == 4 else bytes([i]), (("h", b"v"),), 5 + i)
+        for i in range(11)
+    ]
+    rng = FetchedRange.of_records("t", 3, recs)
+    got = list(kafka_source.range_to_batches(rng, 4, fields))
+    want = list(kafka_source.records_to_batches(iter(recs), 4, fields))
+    assert [b.num_rows for b in got] == [4, 4, 3]
+    assert pa.Table.from_batches(got).equals(pa.Table.from_batches(want))

@@ -10,7 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from skewlab.io.kafka.base import Headers, KafkaClient, KafkaError, KafkaSettings, Record
+from skewlab.io.kafka.base import (
+    FetchedRange,
+    Headers,
+    KafkaClient,
+    KafkaError,
+    KafkaSettings,
+    Record,
+)
 from skewlab.registry import resolve
 
 log = logging.getLogger(__name__)
@@ -62,6 +69,17 @@ def split_extra(extra: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return out
 
 
+def fetch_range(client: object, topic: str, partition: int, start: int, end: int) -> FetchedRange:
+    """``client.fetch_range(...)``; a client without it (an in-memory test fake with only
+    ``fetch``) is read record by record into the same :class:`FetchedRange`."""
+    method = getattr(client, "fetch_range", None)
+    if method is not None:
+        rng: FetchedRange = method(topic, partition, start, end)
+        return rng
+    recs = list(client.fetch(topic, partition, start, end))  # type: ignore[attr-defined]
+    return FetchedRange.of_records(topic, partition, recs)
+
+
 EndProbe = Callable[[Mapping[int, int]], Mapping[int, int]]
 
 
@@ -111,12 +129,14 @@ def resolve_true_ends(
 
 __all__ = [
     "CLIENTS",
+    "FetchedRange",
     "Headers",
     "KafkaClient",
     "KafkaError",
     "KafkaSettings",
     "Record",
     "connect",
+    "fetch_range",
     "resolve_true_ends",
     "split_extra",
 ]

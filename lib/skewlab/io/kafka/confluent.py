@@ -23,7 +23,6 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import resolve_true_ends
 from skewlab.io.kafka._common import ClientBase
 from skewlab.io.kafka.base import FetchedRange, Headers, KafkaError, KafkaSettings, Record
 
@@ -47,6 +46,8 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "fetch.wait.max.ms": 20,
     "queued.min.messages": 100_000,
 }
+PROBE_CONSUMER: dict[str, Any] = {"fetch.wait.max.ms": 1}
+"""Overrides of the end-of-partition probe's consumer (:meth:`ConfluentClient._read_to_eof`)."""
 FETCH_BATCH = 10_000
 PROBE_BATCH = 1_000
 POLL_S = 0.1
@@ -233,40 +234,51 @@ class ConfluentClient(ClientBase):
         return {p: low for p, (low, _high) in self._watermarks(topic).items()}
 
     def end_offsets(self, topic: str) -> dict[int, int]:
-        """The TRUE end per partition (reported end corrected by :func:`resolve_true_ends`)."""
+        """The TRUE end per partition: the reported end, then one read from it to the end
+        of each partition (:meth:`_read_to_eof`)."""
         reported = {p: high for p, (_low, high) in self._watermarks(topic).items()}
-        return resolve_true_ends(reported, lambda starts: self._probe_ends(topic, starts))
+        if not reported:
+            return {}
+        return self._read_to_eof(topic, reported)
 
-    def _probe_ends(self, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
-        """Fetch each partition from ``starts[p]``: the end it proves (EOF or high watermark)."""
-        with self._reader() as consumer:
-            return self._probe_with(consumer, topic, starts)
+    def _read_to_eof(self, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
+        """Read each partition from ``starts[p]`` until librdkafka reports its end.
 
-    def _probe_with(
-        self, consumer: Consumer, topic: str, starts: Mapping[int, int]
-    ) -> dict[int, int]:
-        consumer.assign([TopicPartition(topic, p, off) for p, off in starts.items()])
-        evidence: dict[int, int] = {}
+        The end-of-partition event comes at the fetch response's high watermark, which
+        tansu reports truly (only its ListOffsets is low, see :mod:`skewlab.io.kafka`),
+        so one round gives what :func:`~skewlab.io.kafka.resolve_true_ends` (the
+        kafka-python client's way) confirms in two, the second probe finding nothing
+        (55-60 ms a round, paid by every worker step and every micro-batch of the
+        route job's source). Each end is also at least one past the last record seen
+        and never below ``starts[p]``. The probe's consumer does not let the broker
+        hold an empty fetch (``fetch.wait.max.ms`` 1: a partition at its end answers
+        at once)."""
+        cfg = self._config("consumer", {**CONSUMER_DEFAULTS, **PROBE_CONSUMER})
+        consumer = Consumer(cfg)
+        ends = {int(p): int(o) for p, o in starts.items()}
+        pending = set(ends)
         deadline = time.monotonic() + ADMIN_TIMEOUT_S
         try:
-            while len(evidence) < len(starts):
+            consumer.assign([TopicPartition(topic, p, off) for p, off in ends.items()])
+            while pending:
                 if time.monotonic() > deadline:
-                    break
-                for msg in consumer.consume(num_messages=PROBE_BATCH, timeout=0.05):
+                    raise KafkaError(
+                        f"end of {topic} partitions {sorted(pending)} not reached in "
+                        f"{ADMIN_TIMEOUT_S} s on {self._where()}"
+                    )
+                for msg in consumer.consume(num_messages=PROBE_BATCH, timeout=0.005):
                     p, off = _int(msg.partition()), _int(msg.offset())
                     err = msg.error()
-                    if err is not None and err.code() != RdKafkaError._PARTITION_EOF:
-                        raise KafkaError(f"probe end of {topic}[{p}] on {self._where()}: {err}")
-                    seen = off if err is not None else off + 1
                     if err is None:
-                        _low, high = consumer.get_watermark_offsets(
-                            TopicPartition(topic, p), cached=True
-                        )
-                        seen = max(seen, int(high))
-                    evidence[p] = max(evidence.get(p, starts[p]), seen)
+                        ends[p] = max(ends[p], off + 1)
+                    elif err.code() == RdKafkaError._PARTITION_EOF:
+                        ends[p] = max(ends[p], off)
+                        pending.discard(p)
+                    else:
+                        raise KafkaError(f"probe end of {topic}[{p}] on {self._where()}: {err}")
         finally:
-            consumer.unassign()
-        return evidence
+            consumer.close()
+        return ends
 
     # ------------------------------------------------------------------- fetch
 

@@ -18,6 +18,7 @@ sample). Classes, from the process tree and command line:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -96,6 +97,7 @@ class CpuSampler:
         try:
             cmd = " ".join(p.cmdline())
             chain = {q.pid for q in p.parents()}
+            name = p.name()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             return "not this run"
         if p.pid == self.me:
@@ -106,7 +108,7 @@ class CpuSampler:
             return CLASSES[1]
         if self.me not in chain:
             return CLASSES[7]
-        if p.name() == "java":
+        if name == "java":
             return CLASSES[2]
         if "skewlab.live.route_job" in cmd:
             return CLASSES[3]
@@ -118,21 +120,25 @@ class CpuSampler:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            now = time.time()
-            for p in psutil.process_iter(["pid", "create_time", "cpu_times", "name"]):
-                info = p.info
-                ct = info.get("cpu_times")
-                if ct is None:
-                    continue
-                key = (info["pid"], info["create_time"])
-                rec = self.procs.get(key)
-                if rec is None:
-                    rec = self.procs[key] = _Proc(self._classify(p), info["name"], [])
-                    self._spy(info["pid"], rec.cls)
-                elif rec.name != info["name"]:  # exec'd since (spark-class -> java)
-                    rec.cls, rec.name = self._classify(p), info["name"]
-                rec.samples.append((now, ct.user + ct.system))
+            with contextlib.suppress(psutil.Error):  # a process gone mid-sample
+                self._sample()
             self._stop.wait(self.interval_s)
+
+    def _sample(self) -> None:
+        now = time.time()
+        for p in psutil.process_iter(["pid", "create_time", "cpu_times", "name"]):
+            info = p.info
+            ct = info.get("cpu_times")
+            if ct is None:
+                continue
+            key = (info["pid"], info["create_time"])
+            rec = self.procs.get(key)
+            if rec is None:
+                rec = self.procs[key] = _Proc(self._classify(p), info["name"], [])
+                self._spy(info["pid"], rec.cls)
+            elif rec.name != info["name"]:  # exec'd since (spark-class -> java)
+                rec.cls, rec.name = self._classify(p), info["name"]
+            rec.samples.append((now, ct.user + ct.system))
 
     def window(self, t0: float, t1: float) -> dict[str, float]:
         """CPU seconds per class between wall times ``t0`` and ``t1``."""

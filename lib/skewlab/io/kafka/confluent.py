@@ -214,19 +214,21 @@ class ConfluentClient(ClientBase):
 
     # ----------------------------------------------------------------- offsets
 
-    def _watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+    def _watermarks(
+        self, topic: str, consumer: Consumer | None = None
+    ) -> dict[int, tuple[int, int]]:
+        if consumer is None:
+            with self._reader() as reader:
+                return self._watermarks(topic, reader)
         out = {}
-        with self._reader() as consumer:
-            for p in range(self.partitions(topic)):
-                try:
-                    low, high = consumer.get_watermark_offsets(
-                        TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S, cached=False
-                    )
-                except KafkaException as exc:
-                    raise KafkaError(
-                        f"list offsets of {topic}[{p}] on {self._where()}: {exc}"
-                    ) from exc
-                out[p] = (int(low), int(high))
+        for p in range(self.partitions(topic)):
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S, cached=False
+                )
+            except KafkaException as exc:
+                raise KafkaError(f"list offsets of {topic}[{p}] on {self._where()}: {exc}") from exc
+            out[p] = (int(low), int(high))
         return out
 
     def begin_offsets(self, topic: str) -> dict[int, int]:
@@ -235,14 +237,12 @@ class ConfluentClient(ClientBase):
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """The TRUE end per partition: the reported end, then one read from it to the end
-        of each partition (:meth:`_read_to_eof`)."""
-        reported = {p: high for p, (_low, high) in self._watermarks(topic).items()}
-        if not reported:
-            return {}
-        return self._read_to_eof(topic, reported)
+        of each partition (:meth:`_read_to_eof`), both by one consumer."""
+        return self._read_to_eof(topic, None)
 
-    def _read_to_eof(self, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
-        """Read each partition from ``starts[p]`` until librdkafka reports its end.
+    def _read_to_eof(self, topic: str, starts: Mapping[int, int] | None) -> dict[int, int]:
+        """Read each partition from ``starts[p]`` (``None``: the broker's reported ends)
+        until librdkafka reports its end.
 
         The end-of-partition event comes at the fetch response's high watermark, which
         tansu reports truly (only its ListOffsets is low, see :mod:`skewlab.io.kafka`),
@@ -255,29 +255,35 @@ class ConfluentClient(ClientBase):
         at once)."""
         cfg = self._config("consumer", {**CONSUMER_DEFAULTS, **PROBE_CONSUMER})
         consumer = Consumer(cfg)
+        try:
+            if starts is None:
+                starts = {p: high for p, (_low, high) in self._watermarks(topic, consumer).items()}
+            return self._to_eof(consumer, topic, starts)
+        finally:
+            consumer.close()
+
+    def _to_eof(self, consumer: Consumer, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
         ends = {int(p): int(o) for p, o in starts.items()}
         pending = set(ends)
         deadline = time.monotonic() + ADMIN_TIMEOUT_S
-        try:
+        if pending:
             consumer.assign([TopicPartition(topic, p, off) for p, off in ends.items()])
-            while pending:
-                if time.monotonic() > deadline:
-                    raise KafkaError(
-                        f"end of {topic} partitions {sorted(pending)} not reached in "
-                        f"{ADMIN_TIMEOUT_S} s on {self._where()}"
-                    )
-                for msg in consumer.consume(num_messages=PROBE_BATCH, timeout=0.005):
-                    p, off = _int(msg.partition()), _int(msg.offset())
-                    err = msg.error()
-                    if err is None:
-                        ends[p] = max(ends[p], off + 1)
-                    elif err.code() == RdKafkaError._PARTITION_EOF:
-                        ends[p] = max(ends[p], off)
-                        pending.discard(p)
-                    else:
-                        raise KafkaError(f"probe end of {topic}[{p}] on {self._where()}: {err}")
-        finally:
-            consumer.close()
+        while pending:
+            if time.monotonic() > deadline:
+                raise KafkaError(
+                    f"end of {topic} partitions {sorted(pending)} not reached in "
+                    f"{ADMIN_TIMEOUT_S} s on {self._where()}"
+                )
+            for msg in consumer.consume(num_messages=PROBE_BATCH, timeout=0.005):
+                p, off = _int(msg.partition()), _int(msg.offset())
+                err = msg.error()
+                if err is None:
+                    ends[p] = max(ends[p], off + 1)
+                elif err.code() == RdKafkaError._PARTITION_EOF:
+                    ends[p] = max(ends[p], off)
+                    pending.discard(p)
+                else:
+                    raise KafkaError(f"probe end of {topic}[{p}] on {self._where()}: {err}")
         return ends
 
     # ------------------------------------------------------------------- fetch

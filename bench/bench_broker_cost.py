@@ -77,9 +77,8 @@ def main() -> None:
                 ("produce", b1 - b0, m1 - m0, t1 - t0),
                 ("consume", b2 - b1, m2 - m1, t2 - t1),
             ):
-                say(
-                    f"{name:<38} {phase:<8} {1e6 * b / n:>12.2f} {1e6 * m / n:>13.2f} {n / t:>10,.0f}"
-                )
+                per = f"{1e6 * b / n:>12.2f} {1e6 * m / n:>13.2f}"
+                say(f"{name:<38} {phase:<8} {per} {n / t:>10,.0f}")
             c.delete_topic(topic)
             c.close()
     finally:

@@ -179,6 +179,21 @@ class TestKafkaClientContract:
             client.flush()
             assert client.end_offsets(topic) == {0: 250 * round_}
 
+    def test_end_offsets_follow_every_batch_from_an_empty_partition(
+        self, client: KafkaClient, new_topic: NewTopic
+    ) -> None:
+        """One record batch at a time (flush after each), asked after each: a client that
+        keeps what it learnt between look-ups must still see every new batch."""
+        topic = new_topic(2)
+        assert client.end_offsets(topic) == {0: 0, 1: 0}
+        for i in range(1, 13):
+            for _ in range(1 if i % 3 else 40):
+                client.produce(topic, b"r", partition=0)
+            client.flush()
+            want = 1 + sum(1 if j % 3 else 40 for j in range(1, i + 1)) - 1
+            assert client.end_offsets(topic) == {0: want, 1: 0}
+            assert client.end_offsets(topic) == {0: want, 1: 0}
+
     def test_twenty_thousand_records_round_trip_without_loss_or_duplicates(
         self, client: KafkaClient, new_topic: NewTopic
     ) -> None:

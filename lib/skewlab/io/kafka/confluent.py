@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from skewlab.errors import ConfigError
 from skewlab.io.kafka._common import ClientBase
@@ -63,6 +63,8 @@ class ConfluentClient(ClientBase):
         self._admin: AdminClient | None = None
         self._group_consumers: dict[str, Consumer] = {}
         self._unpolled = 0
+        self._ends_seen: dict[tuple[str, int], tuple[int, int]] = {}
+        """(topic, partition) -> (reported end, true end) of the last look-up (end_offsets)."""
 
     # ------------------------------------------------------------ lazy clients
 
@@ -119,6 +121,7 @@ class ConfluentClient(ClientBase):
         """Create ``name`` with ``partitions`` partitions; wait until its metadata shows them."""
         if partitions < 1:
             raise ConfigError(f"partitions must be >= 1, got {partitions}")
+        self._forget_ends(name)
         futures = self.admin.create_topics(
             [NewTopic(name, num_partitions=partitions)], request_timeout=ADMIN_TIMEOUT_S
         )
@@ -132,6 +135,7 @@ class ConfluentClient(ClientBase):
 
     def delete_topic(self, name: str, missing_ok: bool = True) -> None:
         """Delete ``name``; wait until it is gone from the metadata."""
+        self._forget_ends(name)
         futures = self.admin.delete_topics([name], request_timeout=ADMIN_TIMEOUT_S)
         try:
             futures[name].result()
@@ -140,6 +144,10 @@ class ConfluentClient(ClientBase):
             if not (missing_ok and err.code() == RdKafkaError.UNKNOWN_TOPIC_OR_PART):
                 raise KafkaError(f"delete topic {name!r} on {self._where()}: {err.str()}") from exc
         self._await_topic(name, present=False)
+
+    def _forget_ends(self, topic: str) -> None:
+        for key in [k for k in self._ends_seen if k[0] == topic]:
+            del self._ends_seen[key]
 
     def list_topics(self) -> list[str]:
         """Names of the non-internal topics, sorted."""
@@ -236,13 +244,54 @@ class ConfluentClient(ClientBase):
         return {p: low for p, (low, _high) in self._watermarks(topic).items()}
 
     def end_offsets(self, topic: str) -> dict[int, int]:
-        """The TRUE end per partition: the reported end, then one read from it to the end
-        of each partition (:meth:`_read_to_eof`), both by one consumer."""
-        return self._read_to_eof(topic, None)
+        """The TRUE end per partition: the broker's reported ends (one ListOffsets on the
+        admin client), then, for each partition whose reported end moved since the last
+        call, one read from it to the partition's end (:meth:`_read_to_eof`).
+
+        Why a reported end that did not move keeps its true end: tansu reports the base
+        offset of the last record batch (:mod:`skewlab.io.kafka`), and every new batch
+        starts at the old true end, past that base, so new records always move the
+        reported end. Only ends past their reported end are kept (an empty partition,
+        or a broker reporting true ends, is read again each time); this client's
+        ``create_topic`` / ``delete_topic`` forget the topic's ends. An idle consumer
+        asking every 50 ms (a worker) then costs the broker one ListOffsets request,
+        not a new connection and a fetch per partition."""
+        reported = self._reported_ends(topic)
+        out: dict[int, int] = {}
+        todo: dict[int, int] = {}
+        for p, r in reported.items():
+            hit = self._ends_seen.get((topic, p))
+            if hit is not None and hit[0] == r:
+                out[p] = hit[1]
+            else:
+                todo[p] = r
+        if todo:
+            for p, end in self._read_to_eof(topic, todo).items():
+                out[p] = end
+                if end > todo[p]:
+                    self._ends_seen[(topic, p)] = (todo[p], end)
+        return dict(sorted(out.items()))
+
+    def _reported_ends(self, topic: str) -> dict[int, int]:
+        """ListOffsets(latest) of every partition of ``topic``, one admin request."""
+        n = self.partitions(topic)
+        futures = self.admin.list_offsets(
+            {TopicPartition(topic, p): OffsetSpec.latest() for p in range(n)},
+            request_timeout=ADMIN_TIMEOUT_S,
+        )
+        out = {}
+        for tp, fut in futures.items():
+            try:
+                out[_int(tp.partition)] = int(fut.result().offset)
+            except KafkaException as exc:
+                raise KafkaError(
+                    f"list offsets of {topic}[{tp.partition}] on {self._where()}: {exc}"
+                ) from exc
+        return out
 
     def _read_to_eof(self, topic: str, starts: Mapping[int, int] | None) -> dict[int, int]:
-        """Read each partition from ``starts[p]`` (``None``: the broker's reported ends)
-        until librdkafka reports its end.
+        """Read each partition from ``starts[p]`` (``None``: every partition from the
+        broker's reported end) until librdkafka reports its end.
 
         The end-of-partition event comes at the fetch response's high watermark, which
         tansu reports truly (only its ListOffsets is low, see :mod:`skewlab.io.kafka`),

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import KafkaException
 
 from skewlab.io.kafka.base import KafkaError
+from skewlab.spark import kafka_sink
 from skewlab.spark.kafka_sink import HEADER_PREFIX, produce_table
 
 pytestmark = pytest.mark.unit
@@ -99,3 +100,21 @@ def test_direct_produce_error_is_a_kafka_error():
     with pytest.raises(KafkaError, match="routed"):
         produce_table(DirectClient(producer), "routed", table(50, False))
     assert len(producer.sent) == 10
+
+
+@pytest.mark.parametrize(
+    "values, typ",
+    [
+        ([b"a", None, b"", b"xyz"], pa.binary()),
+        (["k", None, "\u00e9"], pa.string()),
+        ([1, 2, 3], pa.int32()),
+        ([1, None, 3], pa.int64()),
+        ([0.5, None], pa.float64()),
+        ([], pa.binary()),
+    ],
+)
+def test_pylist_gives_the_values_and_types_of_to_pylist(values: list, typ: pa.DataType) -> None:
+    col = pa.chunked_array([pa.array(values, typ)], typ)
+    got = kafka_sink.pylist(col)
+    assert got == col.to_pylist()
+    assert [type(v) for v in got] == [type(v) for v in col.to_pylist()]

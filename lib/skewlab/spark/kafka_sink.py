@@ -198,7 +198,26 @@ def produce_table(client: KafkaClient, topic: str, table: Any) -> int:
     produce = _producer_fn(client)
     if len(hcols) == 1 and hcols[0].null_count == 0:
         name = hnames[0]
-        for p, v, k, h in zip(parts, values, keys, pylist(hcols[0])):
+        rows = zip(parts, values, keys, pylist(hcols[0]))
+        producer = getattr(client, "producer", None)
+        if getattr(produce, "__name__", "") == "direct" and producer is not None:
+            # The routed records' shape, on librdkafka: the call inline; a full queue or
+            # an error goes through ``direct`` (retried / raised as there).
+            from confluent_kafka import KafkaException
+
+            raw, poll = producer.produce, producer.poll
+            for i, (p, v, k, h) in enumerate(rows, 1):
+                try:
+                    raw(topic, v, k, p, headers=[(name, h)])
+                except BufferError:  # a full queue: drain, then as ``direct`` does
+                    poll(0.05)
+                    produce(topic, v, k, p, [(name, h)])
+                except KafkaException:
+                    produce(topic, v, k, p, [(name, h)])
+                if not i % 1000:
+                    poll(0)
+            return n
+        for p, v, k, h in rows:
             produce(topic, v, k, p, [(name, h)])
         return n
     hlists = [pylist(c) for c in hcols]

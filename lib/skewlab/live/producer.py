@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from skewlab.errors import ConfigError
+from skewlab.io.kafka import producer_fn
 from skewlab.io.kafka.base import KafkaClient
 from skewlab.workload.base import Workload
 
@@ -114,7 +115,9 @@ def produce(
     producer delivered is a prefix). Skipped events are not paced; the report
     counts every event of the workload.
     """
-    escaped: dict[str, str] = {}
+    escaped: dict[str, tuple[str, bytes]] = {}
+    send = producer_fn(client)
+    topic = s.topic
     pad = "x" * max(0, s.payload_bytes - 60)
     start = wall()
     sent = 0
@@ -130,11 +133,12 @@ def produce(
                 sent += 1
                 continue
             key = vocab_keys[kid]
-            js = escaped.get(key)
-            if js is None:
-                js = escaped[key] = json.dumps(key)
+            known = escaped.get(key)
+            if known is None:
+                known = escaped[key] = (json.dumps(key), key.encode("utf-8"))
+            js, kb = known
             value = f'{{"key":{js},"ts":{now:.6f},"seq":{sent},"payload":"{pad}"}}'
-            client.produce(s.topic, value.encode("utf-8"), key=key.encode("utf-8"), partition=part)
+            send(topic, value.encode("utf-8"), kb, part, None)
             sent += 1
             new += 1
         ahead = start + s.due(new) - wall()

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import connect
-from skewlab.io.kafka.base import KafkaError, KafkaSettings
+from skewlab.io.kafka import connect, producer_fn
+from skewlab.io.kafka.base import KafkaSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import Row
@@ -138,45 +138,6 @@ HEADER_PREFIX = "header:"
 """Column-name prefix of a header column in :func:`produce_table`'s input."""
 
 
-def _producer_fn(client: KafkaClient) -> Any:
-    """``produce(topic, value, key, partition, headers)`` for :func:`produce_table`.
-
-    On a confluent client, its librdkafka producer directly (half the Python cost per
-    record of the client's ``produce``, docs/throughput.md "Session 4"), with the
-    client's behaviour kept: a full local queue is drained by polling, never dropped,
-    delivery reports are served every 1,000 records, an error becomes ``KafkaError``.
-    Any other client: its ``produce``.
-    """
-    producer = getattr(client, "producer", None)
-    raw = getattr(producer, "produce", None)
-    if raw is None or not callable(getattr(producer, "poll", None)):
-
-        def via_client(topic: str, value: Any, key: Any, partition: int, headers: Any) -> None:
-            client.produce(topic, value, key=key, partition=partition, headers=headers)
-
-        return via_client
-    from confluent_kafka import KafkaException
-
-    poll = producer.poll  # type: ignore[union-attr]
-    count = [0]
-
-    def direct(topic: str, value: Any, key: Any, partition: int, headers: Any) -> None:
-        while True:
-            try:
-                raw(topic, value, key, partition, headers=headers)
-                break
-            except BufferError:
-                poll(0.05)
-            except KafkaException as exc:
-                raise KafkaError(f"produce to {topic!r}: {exc}") from exc
-        count[0] += 1
-        if count[0] >= 1000:
-            poll(0)
-            count[0] = 0
-
-    return direct
-
-
 def produce_table(client: KafkaClient, topic: str, table: Any) -> int:
     """Queue every row of ``table`` (an Arrow table) to ``topic``, in row order.
 
@@ -195,7 +156,7 @@ def produce_table(client: KafkaClient, topic: str, table: Any) -> int:
     keys = pylist(table.column("key")) if "key" in names else [None] * n
     hnames = [c[len(HEADER_PREFIX) :] for c in names if c.startswith(HEADER_PREFIX)]
     hcols = [table.column(HEADER_PREFIX + h) for h in hnames]
-    produce = _producer_fn(client)
+    produce = producer_fn(client)
     if len(hcols) == 1 and hcols[0].null_count == 0:
         name = hnames[0]
         rows = zip(parts, values, keys, pylist(hcols[0]))

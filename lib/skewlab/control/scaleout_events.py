@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from skewlab.io.progress import committed_progress
 from skewlab.pipeline import events as ev_records
 from skewlab.pipeline.store import Store
 from skewlab.rundir import RunDir, app_id
@@ -181,6 +182,7 @@ class EventTracking:
                 min(e["t_switch"], e.get("t_kill", e["t_switch"])), e["t_done"]
             )
             e.pop("pending")
+            e["cuts"] = self._cuts(e)
             self._decide(
                 {
                     "group": e["group"],
@@ -188,6 +190,7 @@ class EventTracking:
                     "keys": len(keys),
                     "records_replayed": e["replayed_records"],
                     "bytes_restored": e["restored_bytes"],
+                    "cuts": e["cuts"],
                     "pause_s": round(pause, 3),
                     "ready_s": round(e["t_ready"] - e["t_start"], 3)
                     if "t_ready" in e and "t_start" in e
@@ -195,6 +198,25 @@ class EventTracking:
                 },
                 0.0,
             )
+
+    def _cuts(self, e: dict[str, Any]) -> dict[str, Any]:
+        """Per old instance of event ``e``: its committed cut for the event's new instances
+        (``{"at": P, "keys": stopped, "v": version}``, docs/scaleout.md "The cut");
+        an old instance that made none (its keys took the hand-off path) is left out."""
+        out: dict[str, Any] = {}
+        new = {str(w) for w in e.get("to", []) if w not in e.get("from", [])}
+        for src in e.get("from", []):
+            try:
+                _, cuts = committed_progress(
+                    self.store, self.s.run_id, int(src), RunDir.worker_app(int(src), self.s.run_id)
+                )
+            except Exception as exc:  # a report, never the reason a run fails
+                log.warning("scale event: cut of instance %s unreadable: %s", src, exc)
+                continue
+            for c in cuts:
+                if new & set(c.get("plans", {})):
+                    out[str(src)] = {"at": c["at"], "keys": c["keys"], "v": c["v"]}
+        return out
 
     def _processed(self, t0: float, t1: float) -> float:
         """Mean processed records/s of all instances over the steps in wall time [t0, t1]."""

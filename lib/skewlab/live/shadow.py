@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
-from skewlab.io.progress import progress_at
+from skewlab.io.progress import committed_progress, progress_at
 from skewlab.io.state_store import CheckpointStore
 from skewlab.live.routed_batch import DATA, END, EOS, classify, fetch_records
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec, SetEntry, Status
@@ -74,6 +74,9 @@ class Shadow:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadow-fetch")
         self._ahead: tuple[tuple[str, int, int, int], Future[list[Any]]] | None = None
         """The next chunk's fetch, started in the background: (topic, source, from, to)."""
+        self.poll_s = 0.2
+        """Seconds between two looks at a source's commit (:meth:`follow`)."""
+        self._polled = float("-inf")
 
     @property
     def meta(self) -> dict[str, Any] | None:
@@ -185,6 +188,9 @@ class Shadow:
                 "offset": offset,
                 "wm": {str(p): o for p, o in wm.items()},
                 "ended": False,
+                "bound": offset,
+                "cut": None,
+                "live": False,
             }
         stats = {
             "checkpoint": cp_id,
@@ -224,6 +230,53 @@ class Shadow:
         values = t["value"].take(pa.array(take, pa.int64())).to_pylist()
         return [(keys[i], v) for i, v in zip(take, values) if v]
 
+    # ------------------------------------------------------------ the cut
+
+    def follow(self, force: bool = False) -> None:
+        """Look at each source's last commit (at most every :attr:`poll_s`): its routed
+        offset bounds the replay (a shadow never runs past what its source committed, so
+        nothing it replayed suppressed can fall after the source's cut), and a cut the
+        source made for this instance's plan gives the offset ``P`` where the keys go live
+        here (docs/scaleout.md, "The cut")."""
+        m = self.meta
+        now = self.wall()
+        if m is None or (not force and now - self._polled < self.poll_s):
+            return
+        self._polled = now
+        me, epoch = str(self.sets.worker), int(m["epoch"])
+        for src_s, st in m["sources"].items():
+            if st["ended"] or st.get("live"):
+                continue
+            src = int(src_s)
+            off, cuts = committed_progress(
+                self.store, self.run_id, src, RunDir.worker_app(src, self.run_id)
+            )
+            st["bound"] = max(int(st.get("bound", 0)), off)
+            for c in cuts:
+                if st.get("cut") is None and int(c.get("plans", {}).get(me, -1)) == epoch:
+                    st["cut"] = int(c["at"])
+                    log.info(
+                        "shadow: source %d cut %d keys at routed offset %d (v%d); shadow at %d",
+                        src,
+                        int(c.get("keys", 0)),
+                        st["cut"],
+                        int(c["v"]),
+                        int(st["offset"]),
+                    )
+
+    def _limit(self, src: int, st: dict[str, Any]) -> int | None:
+        """How far the replay of ``src`` may read now (None: no bound, live past the
+        cut); goes live when the replay stands at the cut."""
+        if st.get("live"):
+            return None
+        cut = st.get("cut")
+        if cut is not None and int(st["offset"]) >= int(cut):
+            keys = self.sets.shadow_go_live(src)
+            st["live"], st["live_ms"] = True, round(self.wall() * 1000)
+            log.info("shadow: %d keys of source %d live at routed offset %d", len(keys), src, cut)
+            return None
+        return int(cut) if cut is not None else int(st.get("bound", st["offset"]))
+
     # ------------------------------------------------------------ steps 2-3: replay, take over
 
     def step(
@@ -249,11 +302,11 @@ class Shadow:
         records of work (end-of-set markers, other parts' keys) is followed by the
         next one, up to :attr:`MAX_CHUNKS` per step: they cost the operator nothing,
         and a step per chunk would add a look-up and a flush each."""
-        n = taken = 0
+        n = taken = work = 0
         for _ in range(self.MAX_CHUNKS):
-            read, replayed = self._chunk(client, topic, ends, cap, apply)
-            n, taken = n + read, taken + replayed
-            if read == 0 or taken >= cap // 2:
+            read, replayed, live = self._chunk(client, topic, ends, cap, apply)
+            n, taken, work = n + read, taken + replayed, work + replayed + live
+            if read == 0 or work >= cap // 2:
                 break
         return n, taken
 
@@ -286,24 +339,27 @@ class Shadow:
         ends: dict[int, int],
         cap: int,
         apply: Callable[[str, list[Rec]], None],
-    ) -> tuple[int, int]:
-        """One read of up to ``cap x parts`` records per source (:meth:`step`)."""
+    ) -> tuple[int, int, int]:
+        """One read of up to ``cap x parts`` records per source (:meth:`step`); returns
+        records read, replayed into shadows (suppressed) and applied live (past a cut)."""
         m = self.meta
         if m is None:
-            return 0, 0
+            return 0, 0, 0
         sets = self.sets
-        n = taken = 0
+        n = taken = live_n = 0
         for src_s, st in m["sources"].items():
             if st["ended"]:
                 continue
             src, off = int(src_s), int(st["offset"])
-            upto = min(ends.get(src, 0), off + cap * max(int(m["parts"]), 1))
+            limit = self._limit(src, st)
+            end = ends.get(src, 0) if limit is None else min(ends.get(src, 0), limit)
+            upto = min(end, off + cap * max(int(m["parts"]), 1))
             if upto <= off:
                 continue
             crash_point("worker.restoring")  # replaying
             wm = {int(p): int(o) for p, o in st["wm"].items()}
             recs, upto = self._fetch(client, topic, src, off, upto)
-            nxt = min(ends.get(src, 0), upto + cap * max(int(m["parts"]), 1))
+            nxt = min(end, upto + cap * max(int(m["parts"]), 1))
             if nxt > upto and self.reader is not None:  # read on while this chunk is processed
                 fut = self._pool.submit(_read, self.reader, topic, src, upto, nxt)
                 self._ahead = ((topic, src, upto, nxt), fut)
@@ -321,8 +377,12 @@ class Shadow:
                         continue
                     tag = b.tags[i]
                     sid = int(tag.split(":")[0]) if tag else 0
-                    record(key, sid, src, Rec(b.ts[i], b.seq[i], b.sizes[i], p))
-                    taken += 1
+                    r = Rec(b.ts[i], b.seq[i], b.sizes[i], p)
+                    if record(key, sid, src, r):
+                        apply(key, [r])  # past the cut: the source dropped it, output here
+                        live_n += 1
+                    else:
+                        taken += 1
                 elif kind == EOS:
                     rec = recs[i]
                     key = (rec.key or b"").decode()
@@ -330,18 +390,23 @@ class Shadow:
                         tag = b.tags[i]
                         assert tag is not None
                         sid, nxt, sp = (int(x) for x in tag.split(":"))
+                        e = sets.shadow.get(key)
+                        live_ms = st.get("live_ms") if e is not None and e.live else None
                         got, done = sets.shadow_end_of_set(key, sid, src, sp, nxt)
                         if got is not None:
-                            self._take(key, got, done, rec.timestamp_ms, apply)
+                            self._take(key, got, done, rec.timestamp_ms, apply, live_ms)
                 elif kind == END:
                     st["ended"] = True
+                    live = {k for k, e in sets.shadow.items() if e.live}
                     for key, sid, done in sets.shadow_end_of_stream(src):
-                        self._take(key, sid, done, recs[i].timestamp_ms, apply)
+                        lms = st.get("live_ms") if key in live else None
+                        self._take(key, sid, done, recs[i].timestamp_ms, apply, lms)
             last = recs[-1].offset if recs else off - 1
             st["offset"] = last + 1
             st["wm"] = {str(p): o for p, o in wm.items()}
             m["read"] = int(m["read"]) + (last + 1 - off)
-        return n, taken
+            self._limit(src, st)  # live at once when this chunk ended at the cut
+        return n, taken, live_n
 
     def _take(
         self,
@@ -350,10 +415,13 @@ class Shadow:
         recs: list[Rec],
         sent_ms: int,
         apply: Callable[[str, list[Rec]], None],
+        live_ms: int | None = None,
     ) -> None:
-        """Set ``sid`` of ``key`` taken over from its shadow: note the times, apply ``recs``."""
+        """Set ``sid`` of ``key`` taken over from its shadow: note the times, apply ``recs``.
+        A key live since its source's cut was processing here from ``live_ms`` on."""
         restored, replayed = self.sets.shadow_stats.pop(key, [0, 0])
-        self.taken[(key, sid)] = (sent_ms, round(self.wall() * 1000), restored, replayed)
+        applied = live_ms if live_ms is not None else round(self.wall() * 1000)
+        self.taken[(key, sid)] = (sent_ms, applied, restored, replayed)
         m = self.meta
         if m is not None:
             m["taken"] = int(m.get("taken", 0)) + 1

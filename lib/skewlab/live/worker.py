@@ -21,6 +21,7 @@ from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
+from skewlab.live.cut import switches
 from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify, fetch_records
 from skewlab.live.shadow import Shadow, newest_plan
 from skewlab.pipeline import events
@@ -53,6 +54,9 @@ class WorkerSettings:
     stands for its own node: scale-out runs on 2 cores would otherwise starve Spark)."""
     ready_file: str | None = None
     """Written once the worker has restored its state and is about to read (scale-out)."""
+    scale_out: bool = False
+    """A scale-out run: the worker follows the state manager's switches and stops the
+    keys they move at a cut (docs/scaleout.md, "The cut")."""
 
     def __post_init__(self) -> None:
         if self.cost not in ("spin", "sleep"):
@@ -133,6 +137,7 @@ class Worker:
         """Records applied (or replayed into a shadow) whose cost the step has not paid."""
         if settings.splitters:
             self.sets = self._key_sets_at(committed)
+            self._skip_stale(committed)
             self.shadow = Shadow(self.sets, self.store, settings.run_id, wall)
             self.shadow.reader = connect(settings.kafka)
             plan = newest_plan(self.store, settings.run_id, settings.worker)
@@ -141,12 +146,59 @@ class Worker:
                 self.shadow.start(plan)
                 self._dirty = True
             crash_point("worker.restoring")  # state restored, nothing read yet
+        self._switch_polled = float("-inf")
+        self._followers: dict[int, int] = {}
+        """Instances whose newest plan shadows this worker: plan epoch (from ``decisions``)."""
+        self._cut_unsaved = False
+        """A cut made and not yet committed (flushed at once)."""
         self.handoffs_sent = 0
         self._applied_ms: dict[tuple[str, int], tuple[int, int]] = {}
         """(sent, applied) wall ms of each received hand-off, until it is committed."""
         self.flushes = 0
         self._last_flush = self.clock.now()
         log.info("worker %d resumes at routed offset %d", settings.worker, self.offset)
+
+    def _skip_stale(self, committed: int | None) -> None:
+        """A flush of a dead process that wrote state but not ``partials`` (its commit)
+        left rows at a version ``S`` above the commit. The reprocessing here need not
+        make the same rows (a cut falls where this process learns the switch), so its
+        commits go above ``S`` (``KeySets.bump`` raises the commit version) and its
+        first one rewrites every key those rows name: newer rows than the stale ones."""
+        sets, app = self.sets, self.s.app_id
+        assert sets is not None
+        stale = max(
+            (
+                v
+                for v in (
+                    self.store.committed_version("operator_state", app),
+                    self.store.committed_version("worker_progress", app),
+                )
+                if v is not None
+            ),
+            default=None,
+        )
+        base = -1 if committed is None else committed
+        if stale is None or stale <= base:
+            return
+        sets.bump += stale - max(base, 0) + 1
+        t = self.store.read(
+            "operator_state",
+            run_id=self.s.run_id,
+            columns=["key"],
+            filters=[("instance", "=", self.s.worker), ("checkpoint", ">", base)],
+        )
+        keys = {k for k in t["key"].to_pylist() if k}
+        sets._changed.update(keys)
+        self._dirty = True
+        log.info(
+            "worker %d: a dead process's uncommitted flush at %d (commit %s): %d keys "
+            "rewritten, commit versions raised by %d",
+            self.s.worker,
+            stale,
+            committed,
+            len(keys),
+            sets.bump,
+        )
 
     def _key_sets_at(self, version: int | None) -> KeySets:
         s = self.s
@@ -233,20 +285,67 @@ class Worker:
             )
         return len(recs)
 
+    SWITCH_POLL_S = (0.2, 1.0)
+    """Seconds between two looks at ``decisions``: while followed by a shadow that has no
+    cut yet, otherwise."""
+
+    @property
+    def followed(self) -> bool:
+        """Some instance's newest plan shadows this worker and no cut was made for it."""
+        if not self._followers or self.sets is None:
+            return False
+        done = {(w, e) for c in self.sets.cuts for w, e in c.get("plans", {}).items()}
+        return any((str(w), e) not in done for w, e in self._followers.items())
+
+    def _follow_switch(self) -> None:
+        """The old instance's side of the cut: at a step boundary, a switch that moves
+        hash parts of this worker's keys to instances shadowing it stops them here at
+        the routed offset reached (``KeySets.cut_keys``); committed at once, with the
+        state, and named in every later ``worker_progress`` row."""
+        sets = self.sets
+        assert sets is not None
+        now = self.clock.now()
+        if now - self._switch_polled < self.SWITCH_POLL_S[0 if self.followed else 1]:
+            return
+        self._switch_polled = now
+        self._followers, specs = switches(self.store, self.s.run_id, self.s.worker)
+        done = {int(c["v"]) for c in sets.cuts}
+        for spec in specs:
+            if spec.version in done:
+                continue
+            keys = sets.cut_keys(spec.takes)
+            sets.cuts.append(spec.entry(self.offset, len(keys)))
+            self._dirty = self._cut_unsaved = True
+            log.info(
+                "worker %d: cut %d keys of parts %s/%d at routed offset %d (v%d)",
+                self.s.worker,
+                len(keys),
+                sorted(spec.moved),
+                spec.parts,
+                self.offset,
+                spec.version,
+            )
+
     def end(self) -> int:
         """The end offset of the worker's partition of ``routed`` (0 if the broker has none)."""
         return self.client.end_offsets(self.s.topic).get(self.s.worker, 0)
 
     def step(self, end: int | None = None) -> int:
         """Fetch and process up to ``max_fetch`` records; flush when due. Returns records read."""
+        if self.sets is not None and self.s.scale_out:
+            self._follow_switch()
+        # Followed by a shadow: short steps and commits, so a switch is seen soon and the
+        # shadow (bounded by this worker's commit) stays close behind.
+        interval = self.s.flush_interval_s / (4 if self.followed else 1)
         cap = self.s.max_fetch
         if self.s.service_us > 0:  # keep a flush due every flush interval under backlog
-            cap = max(1, min(cap, int(self.s.flush_interval_s * 1e6 / self.s.service_us)))
+            cap = max(1, min(cap, int(interval * 1e6 / self.s.service_us)))
         n = read = replayed = took = 0
         t0 = self.clock.now()
         # The shadow first: the own partition's records of its keys wait for the take anyway.
         shadow = self.shadow if self.shadow is not None and self.shadow.active else None
         if shadow is not None:
+            shadow.follow()
             ends = self.client.end_offsets(self.s.topic)  # one look-up for both
             now = self.wall()
             taken0 = len(shadow.taken)
@@ -269,7 +368,7 @@ class Worker:
         if owed:
             self.busy(self.s.service_us * 1e-6 * owed)
         t3 = self.clock.now()
-        if self._dirty and t3 - self._last_flush >= self.s.flush_interval_s:
+        if self._dirty and (self._cut_unsaved or t3 - self._last_flush >= interval):
             self.flush()
         if shadow is not None and (read or own):  # where a shadow's time goes, per step
             log.info(
@@ -289,8 +388,10 @@ class Worker:
         return n
 
     def _commit_version(self) -> int:
-        """Routed offset plus records read in shadowed partitions (:mod:`skewlab.io.progress`)."""
-        return self.offset + (self.shadow.read if self.shadow is not None else 0)
+        """Routed offset plus records read in shadowed partitions, raised past a dead
+        process's uncommitted flush (:meth:`_skip_stale`; :mod:`skewlab.io.progress`)."""
+        read = self.shadow.read if self.shadow is not None else 0
+        return self.offset + read + (self.sets.bump if self.sets is not None else 0)
 
     def _process(self, upto: int) -> int:
         if self.sets is not None:
@@ -345,7 +446,9 @@ class Worker:
             applied = [self._handoff_row(h) for h in self.sets.take_applied()]
             if applied:  # nothing to mark: an empty commit per flush is a Delta commit wasted
                 self.store.append("handoffs", applied, app_id=app, version=o, run_id=run)
-        wm = encode_watermarks(self.agg.watermarks, o, off)
+        wm = encode_watermarks(
+            self.agg.watermarks, o, off, self.sets.cuts if self.sets is not None else None
+        )
         self.store.append(
             "worker_progress",
             [{"worker": wk, "routed_offset": off, "watermarks": wm}],
@@ -366,6 +469,9 @@ class Worker:
         crash_point("worker.before_commit")  # everything but the partials (the commit) written
         self.store.append("partials", rows, app_id=app, version=o, run_id=run)
         crash_point("worker.after_commit")
+        if self._cut_unsaved:
+            self._cut_unsaved = False
+            crash_point("scaleout.after_cut")  # the old instance's cut committed
         lat = [
             {
                 "window_start": _ms(r.window_start),

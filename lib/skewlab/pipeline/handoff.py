@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,11 +75,14 @@ class SetEntry:
     ended: set[int] = field(default_factory=set)
     next_worker: int | None = None
     buffer: list[Rec] = field(default_factory=list)
+    live: bool = False
+    """A shadow past its source's cut (docs/scaleout.md, "The cut"): its records are live
+    output here, its source stopped the key."""
 
     def to_json(self) -> dict[str, Any]:
         """The entry as a JSON-able dict for a checkpoint row; the buffer is left out (it is
         stored in the row's ``buffered`` column)."""
-        return {
+        d = {
             "set": self.set_id,
             "source": self.source,
             "status": self.status.value,
@@ -87,6 +90,9 @@ class SetEntry:
             "ended": sorted(self.ended),
             "next": self.next_worker,
         }
+        if self.live:
+            d["live"] = True
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any], buffer: list[Rec]) -> SetEntry:
@@ -99,6 +105,7 @@ class SetEntry:
             {int(p) for p in d["ended"]},
             d["next"],
             buffer,
+            bool(d.get("live", False)),
         )
 
 
@@ -146,6 +153,15 @@ class KeySets:
         self.shadow_meta: dict[str, Any] | None = None
         """The shadow's plan and per-source progress (the worker's; kept with the state)."""
         self._shadow_final: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.cut: dict[str, int] = {}
+        """Keys this worker stopped at a cut (old instance): key -> the set stopped; its
+        records of that set after the cut are dropped, no hand-off leaves."""
+        self.bump = 0
+        """Added to the worker's commit version (past a dead process's uncommitted flush;
+        ``skewlab.live.worker``), committed with the state."""
+        self.cuts: list[dict[str, Any]] = []
+        """The cuts made here, oldest first (``{"v", "at", "parts", "moved", "plans",
+        "keys"}``, docs/scaleout.md), committed with the state."""
 
     # ---------------------------------------------------------------- input
 
@@ -160,7 +176,11 @@ class KeySets:
         return e
 
     def record(self, key: str, set_id: int, source: int, r: Rec) -> list[Rec]:
-        """A data record of ``key`` in ``set_id`` (step 2 or 4)."""
+        """A data record of ``key`` in ``set_id`` (step 2 or 4); a record of a set cut
+        here is dropped (its new instance applies it)."""
+        c = self.cut.get(key)
+        if c is not None and set_id <= c:
+            return []
         self._changed.add(key)
         e = self._entry(key, set_id, source)
         if e is None:  # a set already handed on: should never happen, keep the count anyway
@@ -178,6 +198,9 @@ class KeySets:
 
     def end_of_set(self, key: str, set_id: int, splitter: int, next_worker: int) -> None:
         """Splitter ``splitter`` routed its last record of ``set_id`` of ``key``."""
+        c = self.cut.get(key)
+        if c is not None and set_id <= c:
+            return
         self._changed.add(key)
         e = self._entry(key, set_id, -1)
         if e is None:
@@ -233,6 +256,41 @@ class KeySets:
             del self.sets[key]
         self.completed[key] = max(self.completed.get(key, -1), e.set_id)
 
+    # ---------------------------------------------------------------- cut
+
+    def cut_keys(self, moved: Callable[[str], bool]) -> list[str]:
+        """Stop here every key that ``moved`` names and this worker holds as its first
+        holder (exactly one set, set 0, ACTIVE): its set leaves with no hand-off, its
+        later records of that set are dropped (:meth:`record`). Returns the keys cut.
+
+        The rule is one the key's new instance evaluates on its shadow at the same
+        offset (:meth:`shadow_go_live`), so both agree without a key list."""
+        out: list[str] = []
+        for key, sets in list(self.sets.items()):
+            e = sets.get(0)
+            if len(sets) != 1 or e is None or e.status is not Status.ACTIVE:
+                continue
+            if not moved(key):
+                continue
+            del self.sets[key]
+            self.cut[key] = 0
+            self.completed[key] = max(self.completed.get(key, -1), 0)
+            self._changed.add(key)
+            out.append(key)
+        return out
+
+    def shadow_go_live(self, source: int) -> list[str]:
+        """The shadow reached ``source``'s cut: every shadow of a key the source held as
+        its first holder (set 0, ACTIVE: the source's :meth:`cut_keys` rule) goes live.
+        Returns those keys."""
+        out = []
+        for key, e in self.shadow.items():
+            if e.source == source and e.set_id == 0 and e.status is Status.ACTIVE:
+                e.live = True
+                self._changed.add(key)
+                out.append(key)
+        return out
+
     # ---------------------------------------------------------------- shadow
 
     def shadow_start(self, key: str, entry: SetEntry, restored_bytes: int) -> None:
@@ -241,19 +299,21 @@ class KeySets:
         self.shadow[key] = entry
         self.shadow_stats[key] = [restored_bytes, 0]
 
-    def shadow_record(self, key: str, set_id: int, source: int, r: Rec) -> None:
-        """A record of ``key`` read in its holder's partition ``source``: apply it to the shadow."""
+    def shadow_record(self, key: str, set_id: int, source: int, r: Rec) -> bool:
+        """A record of ``key`` read in its holder's partition ``source``: apply it to the
+        shadow. Returns True when the shadow is live (the caller outputs the record)."""
         if set_id < self.received.get(key, 0) or set_id <= self.completed.get(key, -1):
-            return
+            return False
         e = self.shadow.get(key)
         if e is None:  # a key its holder had not seen at the shadow's start: empty state
             e = self.shadow[key] = SetEntry(set_id, source, Status.ACTIVE)
             self.shadow_stats[key] = [0, 0]
         if e.status is not Status.ACTIVE:
-            return
+            return False
         self._changed.add(key)
         _apply(e.state, r)
         self.shadow_stats[key][1] += 1
+        return e.live
 
     def shadow_end_of_set(
         self, key: str, set_id: int, source: int, splitter: int, nxt: int
@@ -293,7 +353,8 @@ class KeySets:
             self.shadow_stats.pop(key, None)
             return None, []
         h = Handoff(key, e.set_id + 1, e.source, self.worker, e.state)
-        self._shadow_final[key] = (h.set_id, _copy_state(e.state))
+        if not e.live:  # a live key's source cut it: no hand-off comes to compare
+            self._shadow_final[key] = (h.set_id, _copy_state(e.state))
         before = len(self.applied_handoffs)
         recs = self.receive(h)
         if len(self.applied_handoffs) == before:
@@ -361,6 +422,10 @@ class KeySets:
         m: dict[str, Any] = {"stream_ended": self.stream_ended}
         if self.shadow_meta is not None:
             m["shadow"] = self.shadow_meta
+        if self.cuts:
+            m["cuts"] = self.cuts
+        if self.bump:
+            m["bump"] = self.bump
         meta = json.dumps(m).encode()
         out: list[tuple[str, bytes, bytes | None]] = [(META_KEY, meta, None)]
         for key in sorted(keys):
@@ -374,6 +439,8 @@ class KeySets:
             if sh is not None:
                 value["shadow"] = sh.to_json()
                 value["shadow_stats"] = self.shadow_stats.get(key, [0, 0])
+            if key in self.cut:
+                value["cut"] = self.cut[key]
             buf = {
                 str(s): [[r.ts, r.seq, r.size, r.splitter] for r in e.buffer]
                 for s, e in sets.items()
@@ -404,7 +471,11 @@ class KeySets:
             if key == META_KEY:
                 ks.stream_ended = bool(d["stream_ended"])
                 ks.shadow_meta = d.get("shadow")
+                ks.cuts = list(d.get("cuts", []))
+                ks.bump = int(d.get("bump", 0))
                 continue
+            if "cut" in d:
+                ks.cut[key] = int(d["cut"])
             if "shadow" in d:
                 ks.shadow[key] = SetEntry.from_json(d["shadow"], [])
                 ks.shadow_stats[key] = list(d.get("shadow_stats", [0, 0]))

@@ -1,12 +1,14 @@
 """Two live workers on an in-memory topic: a secondary shadows the primary and takes over.
 
 Worker 0 is the primary of operator 0; worker 1 gets a plan (as the state
-manager writes it) to shadow hash part 1 of 2 of worker 0's keys. The routed
-records, end-of-set markers and hand-offs are written by hand the way the route
-job and the workers write them. Checked: the secondary takes its keys at the
-switch from its shadow (no state moved), its output before is suppressed, the
-key state and the partials are exact, and a restarted secondary resumes its
-replay from its committed shadow offsets.
+manager writes it) to shadow hash part 1 of 2 of worker 0's keys, and a
+``SwitchRouting`` decision moves that part to it. The routed records, end-of-set
+markers and hand-offs are written by hand the way the route job and the workers
+write them. Checked: the shadow never runs past the primary's commit; at the
+switch the primary stops the moved keys at a cut ``P`` (no hand-off), the
+secondary replays up to ``P`` suppressed and applies the primary's backlog of
+its keys after ``P`` as live output; the key state and the partials are exact
+under restarts of either side and any interleaving of their steps.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from skewlab.io.delta import DeltaStore
@@ -84,9 +87,14 @@ def make(tmp: Path, i: int, **settings: Any) -> Worker:
         delta_root=str(tmp / "delta"),
         splitters=SPLITTERS,
         cost="sleep",
+        scale_out=True,
         **kw,
     )
-    return Worker(s, busy=lambda s: None)
+    w = Worker(s, busy=lambda s: None)
+    w.SWITCH_POLL_S = (0.0, 0.0)  # look at decisions every step
+    if w.shadow is not None:
+        w.shadow.poll_s = 0.0  # and at the source's commit
+    return w
 
 
 KEYS = [f"k{i}" for i in range(12)]
@@ -121,6 +129,34 @@ class Input:
             self.topic.append(p, "", b"", [(events.END_HEADER, b"1")])
 
 
+def decide(store: DeltaStore, detail: dict[str, Any], version: int, ts: int = 0) -> None:
+    """One ``decisions`` row as the state manager writes it."""
+    store.append(
+        "decisions",
+        [
+            {
+                "ts": ts,
+                "loop": "scale-out",
+                "policy": "active-backup",
+                "detail": json.dumps(detail),
+                "cost": 0.0,
+                "imbalance_before": None,
+                "imbalance_after": None,
+                "reason": "test",
+            }
+        ],
+        app_id=f"scaleout-decisions:{RUN}",
+        version=version,
+        run_id=RUN,
+    )
+
+
+def switch(store: DeltaStore, version: int = 1) -> None:
+    """The state manager's routing switch: part 1 of 2 of worker 0's keys to worker 1."""
+    detail = {"action": "SwitchRouting", "from": [0], "to": [0, 1], "version": version}
+    decide(store, detail, 1000 + version, ts=10)
+
+
 def plan(store: DeltaStore, checkpoint: bool = False, epoch: int = 5) -> None:
     detail = {
         "action": "StartInstances",
@@ -135,24 +171,7 @@ def plan(store: DeltaStore, checkpoint: bool = False, epoch: int = 5) -> None:
             }
         },
     }
-    store.append(
-        "decisions",
-        [
-            {
-                "ts": 0,
-                "loop": "scale-out",
-                "policy": "active-backup",
-                "detail": json.dumps(detail),
-                "cost": 0.0,
-                "imbalance_before": None,
-                "imbalance_after": None,
-                "reason": "test",
-            }
-        ],
-        app_id=f"scaleout-decisions:{RUN}",
-        version=epoch,
-        run_id=RUN,
-    )
+    decide(store, detail, epoch)
 
 
 def drain(*ws: Worker) -> None:
@@ -169,7 +188,32 @@ def partials_by_worker(store: DeltaStore) -> Counter[int]:
     return out
 
 
-def test_secondary_shadows_and_takes_over_without_state_moving(env: Any) -> None:
+def partials_by_key(store: DeltaStore) -> Counter[str]:
+    t = store.read("partials", run_id=RUN, columns=["key", "count"])
+    out: Counter[str] = Counter()
+    for k, c in zip(t["key"].to_pylist(), t["count"].to_pylist()):
+        out[k] += c
+    return out
+
+
+def assert_exact(store: DeltaStore, inp: Input) -> None:
+    """Every record applied exactly once (partials per key) and the key state is the
+    sequential result: the whole count at one holder, the moved keys at worker 1."""
+    assert partials_by_key(store) == inp.counts
+    counts, holders, violations = final_key_state(store, RUN)
+    assert counts == dict(inp.counts) and violations == 0
+    assert all(n == 1 for n in holders.values())
+
+
+def finish(inp: Input, *ws: Worker) -> None:
+    drain(*ws)
+    inp.end()
+    drain(*ws)
+    for w in ws:
+        w.flush()
+
+
+def test_shadow_stays_behind_the_primarys_commit_and_goes_live_at_the_cut(env: Any) -> None:
     topic, store, tmp = env
     inp = Input(topic)
     topic.parts[1] = []
@@ -180,30 +224,39 @@ def test_secondary_shadows_and_takes_over_without_state_moving(env: Any) -> None
     plan(store)
     secondary = make(tmp, 1)
     assert secondary.shadow is not None and secondary.shadow.active
-    inp.send(4)  # the primary and the shadow both read these
+    inp.send(4)
     drain(secondary)
-    assert partials_by_worker(store)[1] == 0  # a shadow writes no output
+    src = secondary.sets.shadow_meta["sources"]["0"] if secondary.sets else {}
+    assert src["offset"] == 3 * len(KEYS)  # never past what the primary committed
+    drain(primary)
+    primary.flush()
+    drain(secondary)
+    assert src["offset"] == 7 * len(KEYS) and partials_by_worker(store)[1] == 0
+    inp.send(2)  # the primary's backlog at the switch
+    switch(store)
     inp.switch(1)
     inp.send(2, moved_to=1)
-    drain(secondary)  # the shadow reaches the markers before the primary does
+    primary.step()  # learns the switch: cuts at its offset, drops the moved keys after it
+    (cut,) = primary.sets.cuts if primary.sets else []
+    assert cut["at"] == 7 * len(KEYS) and cut["keys"] == len(MOVED)
+    drain(secondary)
+    assert src["live"] and src["cut"] == cut["at"]
     taken = secondary.sets.received if secondary.sets else {}
     assert {k for k, s in taken.items() if s == 1} == set(MOVED)
-    drain(primary, secondary)  # the primary's hand-offs arrive: duplicates that agree
-    inp.end()
-    drain(primary, secondary)
-    primary.flush()
-    secondary.flush()
-    counts, holders, violations = final_key_state(store, RUN)
-    assert counts == dict(inp.counts) and set(holders.values()) == {1} and violations == 0
+    finish(inp, primary, secondary)
+    assert primary.handoffs_sent == 0  # stopped at the cut: no state leaves
+    assert_exact(store, inp)
     by_worker = partials_by_worker(store)
-    assert by_worker[1] == 2 * len(MOVED)  # only the records routed to it after the switch
-    assert sum(by_worker.values()) == sum(inp.counts.values())
-    ho = store.read("handoffs", run_id=RUN, columns=["key", "bytes", "tuples"]).to_pylist()
+    # the backlog after the cut (2 rounds) and the records routed to it: processed once, here
+    assert by_worker[1] == 4 * len(MOVED)
+    ho = store.read("handoffs", run_id=RUN, columns=["key", "applied_ms"]).to_pylist()
     assert {r["key"] for r in ho} == set(MOVED)
-    assert all(r["tuples"] == 4 for r in ho)  # the 4 rounds replayed after the copy
+    assert {r["applied_ms"] for r in ho} == {src["live_ms"]}  # processing again from the cut
 
 
-def test_restarted_secondary_resumes_its_replay(env: Any) -> None:
+def test_restarted_old_and_new_instances_keep_the_cut(env: Any) -> None:
+    """The primary dies right after committing its cut, the secondary after going live
+    and committing: both resume from their commits, the run ends exact."""
     topic, store, tmp = env
     inp = Input(topic)
     topic.parts[1] = []
@@ -213,28 +266,30 @@ def test_restarted_secondary_resumes_its_replay(env: Any) -> None:
     primary.flush()
     plan(store)
     first = make(tmp, 1)
-    inp.send(2)
+    inp.send(3)
+    switch(store)
     inp.switch(1)
     inp.send(1, moved_to=1)
+    primary.step()  # cut at 24 (its offset), the first step after it processed the backlog
+    assert primary.version is not None
+    primary = make(tmp, 0)  # restarted: the cut comes back from its committed state
+    assert primary.sets is not None and len(primary.sets.cuts) == 1
+    assert set(primary.sets.cut) == set(MOVED)
     drain(first)
     first.flush()
     read = first.shadow.read if first.shadow else 0
     assert read > 0
     inp.send(1, moved_to=1)
-    again = make(tmp, 1)  # crashed after its commit: same plan epoch, resumes
+    again = make(tmp, 1)  # crashed after its commit: same plan epoch, resumes live
     assert again.shadow is not None and again.shadow.read == read
-    drain(primary, again)
-    inp.end()
-    drain(primary, again)
-    primary.flush()
-    again.flush()
-    counts, holders, violations = final_key_state(store, RUN)
-    assert counts == dict(inp.counts) and set(holders.values()) == {1} and violations == 0
-    assert sum(partials_by_worker(store).values()) == sum(inp.counts.values())
+    finish(inp, primary, again)
+    assert primary.handoffs_sent == 0
+    assert_exact(store, inp)
 
 
-def test_replacement_restores_the_newest_checkpoint_and_replays_after_tau(env: Any) -> None:
-    """Checkpointing: theta at tau from ``operator_state``, beta and the rest replayed."""
+def test_replacement_restores_the_newest_checkpoint_and_replays_up_to_the_cut(env: Any) -> None:
+    """Checkpointing: theta at tau from ``operator_state``, beta and the rest replayed
+    suppressed up to the cut, the primary's backlog after it live."""
     from skewlab.control.scaleout_state import write_checkpoint
 
     topic, store, tmp = env
@@ -257,19 +312,16 @@ def test_replacement_restores_the_newest_checkpoint_and_replays_after_tau(env: A
     restore = new.sets.shadow_meta["restore"]
     assert restore["checkpoint"] == 0 and restore["beta_records"] == len(KEYS)
     assert restore["keys"] == len(MOVED)
+    switch(store)
     inp.switch(1)
     inp.send(1, moved_to=1)
+    primary.step()
     drain(new)
     taken = {k for k, s in new.sets.received.items() if s == 1}
-    assert taken == set(MOVED)  # from the shadow, before the primary drained its backlog
-    drain(primary, new)
-    inp.end()
-    drain(primary, new)
-    primary.flush()
-    new.flush()
-    counts, holders, violations = final_key_state(store, RUN)
-    assert counts == dict(inp.counts) and set(holders.values()) == {1} and violations == 0
-    assert sum(partials_by_worker(store).values()) == sum(inp.counts.values())
+    assert taken == set(MOVED)
+    finish(inp, primary, new)
+    assert primary.handoffs_sent == 0
+    assert_exact(store, inp)
     ho = store.read("handoffs", run_id=RUN, columns=["key", "tuples"]).to_pylist()
     assert all(r["tuples"] == 3 for r in ho)  # beta (1 round) + the 2 rounds after it
 
@@ -287,6 +339,8 @@ def test_stopped_secondary_counts_nothing_and_a_new_plan_starts_afresh(env: Any)
     plan(store, epoch=5)
     stopped = make(tmp, 1)
     inp.send(2)
+    drain(primary)
+    primary.flush()
     drain(stopped)
     stopped.flush()  # it committed shadow progress, then was killed
     assert stopped.version is not None and stopped.version > 0
@@ -297,50 +351,146 @@ def test_stopped_secondary_counts_nothing_and_a_new_plan_starts_afresh(env: Any)
     meta = again.sets.shadow_meta if again.sets else None
     assert meta is not None and meta["epoch"] == 6
     assert meta["sources"]["0"]["offset"] == primary.offset  # copied afresh, not resumed
+    switch(store)
     inp.switch(1)
     inp.send(1, moved_to=1)
-    drain(again, primary)
-    inp.end()
-    drain(primary, again)
-    primary.flush()
-    again.flush()
-    counts, holders, violations = final_key_state(store, RUN)
-    assert counts == dict(inp.counts) and set(holders.values()) == {1} and violations == 0
+    finish(inp, again, primary)
+    assert_exact(store, inp)
     by_worker = partials_by_worker(store)
     assert by_worker[1] == len(MOVED)  # only what was routed to it after the switch
-    assert sum(by_worker.values()) == sum(inp.counts.values())
 
 
-def test_a_shadow_overtakes_its_overloaded_source(env: Any) -> None:
-    """The shadow pays the operator's cost for its part only (each step reads cap x parts
-    records): stepping with its source in lockstep, from the same offset, it reaches the
-    switch first and takes its keys there, while the source still works off its backlog."""
+def test_a_source_without_a_switch_hands_off_as_before(env: Any) -> None:
+    """No switch decision (a run without cuts): the markers end the sets, the primary
+    hands off, the shadow (behind the primary's commit) takes and compares."""
     topic, store, tmp = env
     inp = Input(topic)
     topic.parts[1] = []
-
-    def slow(i: int) -> Worker:  # 10 records a step (the cost of 10 ms at 1 ms each)
-        return make(tmp, i, flush_interval_s=0.01, service_us=1_000.0)
-
-    primary = slow(0)
+    primary = make(tmp, 0)
     primary.flush()
     plan(store)
-    secondary = slow(1)
-    inp.send(10)  # a backlog of 120 records for both
+    secondary = make(tmp, 1)
+    inp.send(3)
     inp.switch(1)
     inp.send(1, moved_to=1)
-    steps = 0
-    while secondary.sets is not None and len(secondary.sets.received) < len(MOVED):
-        primary.step()
-        secondary.step()
-        steps += 1
-        assert steps < 20, "the shadow never reached the switch"
-    assert primary.handoffs_sent == 0 and primary.offset < 120  # still in its backlog
-    drain(primary, secondary)
-    inp.end()
-    drain(primary, secondary)
+    finish(inp, primary, secondary)
+    assert primary.handoffs_sent == len(MOVED) and not (primary.sets and primary.sets.cuts)
+    assert_exact(store, inp)
+
+
+class Died(Exception):
+    """A worker process killed inside its flush."""
+
+
+def dying_flush(w: Worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``w.flush()`` killed after writing everything but ``partials`` (its commit)."""
+
+    def die(name: str) -> None:
+        if name == "worker.before_commit":
+            raise Died(name)
+
+    with monkeypatch.context() as m:
+        m.setattr(worker_mod, "crash_point", die)
+        with pytest.raises(Died):
+            w.flush()
+
+
+def unsaved(w: Worker) -> bool:
+    """Whether ``w.flush()`` would commit (it read something since its last commit)."""
+    return w._commit_version() > (-1 if w.version is None else w.version)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_any_interleaving_applies_every_record_once(
+    env: Any, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seeded interleavings of the old and the new instance's steps, flushes and
+    restarts (also killed inside a flush, leaving state rows of a commit that never
+    happened), with the switch (and so the cut) at a different offset each time: every
+    record is counted once and the key state is the sequential result."""
+    topic, store, tmp = env
+    rng = np.random.default_rng(seed)
+    inp = Input(topic)
+    topic.parts[1] = []
+    primary = make(tmp, 0, max_fetch=int(rng.integers(3, 30)))
+    inp.send(int(rng.integers(0, 3)))
+    drain(primary)
     primary.flush()
-    secondary.flush()
-    counts, holders, violations = final_key_state(store, RUN)
-    assert counts == dict(inp.counts) and set(holders.values()) == {1} and violations == 0
-    assert sum(partials_by_worker(store).values()) == sum(inp.counts.values())
+    plan(store, checkpoint=False)
+    new = make(tmp, 1, max_fetch=int(rng.integers(3, 30)))
+    rounds_before = int(rng.integers(1, 6))
+    rounds_after = int(rng.integers(1, 4))
+    switched = False
+    for t in range(60):
+        if t < rounds_before:
+            inp.send(1)
+        elif not switched:
+            switch(store)
+            inp.switch(1)
+            switched = True
+        elif t < rounds_before + 1 + rounds_after:
+            inp.send(1, moved_to=1)
+        act = int(rng.integers(0, 8))
+        if act == 0:
+            primary.step()
+        elif act == 1:
+            new.step()
+        elif act == 2:
+            primary.flush()
+        elif act == 3:
+            new.flush()
+        elif act == 4 and rng.random() < 0.3:  # a crash: the uncommitted work is lost
+            primary = make(tmp, 0, max_fetch=primary.s.max_fetch)
+        elif act == 5 and rng.random() < 0.3:
+            new = make(tmp, 1, max_fetch=new.s.max_fetch)
+        elif act == 6 and rng.random() < 0.3 and unsaved(primary):
+            dying_flush(primary, monkeypatch)
+            primary = make(tmp, 0, max_fetch=primary.s.max_fetch)
+        elif act == 7 and rng.random() < 0.3 and unsaved(new):
+            dying_flush(new, monkeypatch)
+            new = make(tmp, 1, max_fetch=new.s.max_fetch)
+    finish(inp, primary, new)
+    drain(primary, new)
+    primary.flush()
+    new.flush()
+    assert_exact(store, inp)
+    (cut,) = primary.sets.cuts if primary.sets else []  # one cut, kept across restarts
+    src = new.sets.shadow_meta["sources"]["0"] if new.sets and new.sets.shadow_meta else {}
+    assert src["live"] and src["cut"] == cut["at"]
+    print(f"seed {seed}: cut {cut['keys']} keys at {cut['at']}")
+
+
+def test_a_cut_after_a_flush_that_died_is_committed_above_it(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The primary dies inside a flush (state rows at 60, no commit) before the switch;
+    restarted, it cuts at its commit (24), earlier than those rows: its next commit goes
+    above them, so the secondary never reads the dead flush's rows as a commit without
+    the cut."""
+    topic, store, tmp = env
+    inp = Input(topic)
+    topic.parts[1] = []
+    primary = make(tmp, 0, max_fetch=36, flush_interval_s=1000.0)
+    inp.send(2)
+    drain(primary)
+    primary.flush()
+    assert primary.version == 24
+    plan(store)
+    secondary = make(tmp, 1)
+    inp.send(3)
+    primary.step()
+    assert primary.offset == 60
+    dying_flush(primary, monkeypatch)
+    switch(store)
+    inp.switch(1)
+    inp.send(1, moved_to=1)
+    primary = make(tmp, 0, max_fetch=36, flush_interval_s=1000.0)
+    primary.step()  # the cut at 24, then the same 36 records the dead process read
+    (cut,) = primary.sets.cuts if primary.sets else []
+    assert cut["at"] == 24 and primary.offset == 60
+    primary.flush()
+    assert primary.version is not None and primary.version > 60
+    finish(inp, primary, secondary)
+    src = secondary.sets.shadow_meta["sources"]["0"] if secondary.sets else {}
+    assert src["live"] and src["cut"] == 24
+    assert_exact(store, inp)

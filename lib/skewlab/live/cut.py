@@ -1,0 +1,93 @@
+"""Where an old instance learns a scale-out switch that moves its keys (the cut).
+
+The state manager's ``decisions`` name, per new instance, its plan (sources, part of
+parts, epoch) and, per switch, the group's instances before and after. An old
+instance cuts the hash parts that a switch gives to a planned instance shadowing it.
+Details: docs/scaleout.md, "The cut".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from skewlab.pipeline.store import Store
+from skewlab.state import owner, split_hash
+
+__all__ = ["CutSpec", "switches"]
+
+
+@dataclass(frozen=True, slots=True)
+class CutSpec:
+    """One switch moving hash parts of ``worker``'s keys to instances that shadow it.
+
+    ``version`` is the switch's ``assignments`` version; ``moved`` maps each moved part
+    of ``parts`` to its new instance; ``plans`` the plan epoch of each such instance (the
+    instance applies only a cut made for its own plan)."""
+
+    version: int
+    parts: int
+    moved: dict[int, int]
+    plans: dict[int, int]
+
+    def __post_init__(self) -> None:
+        if self.parts < 1:
+            raise ValueError(f"parts must be >= 1, got {self.parts}")
+
+    def takes(self, key: str) -> bool:
+        """Whether ``key`` falls in a moved part (``owner(key, parts)``, the switch's hash)."""
+        return owner(key, self.parts, split_hash) in self.moved
+
+    def entry(self, at: int, keys: int) -> dict[str, Any]:
+        """The committed cut: this switch, the routed offset ``at``, the keys stopped."""
+        return {
+            "v": self.version,
+            "at": at,
+            "parts": self.parts,
+            "moved": {str(p): w for p, w in self.moved.items()},
+            "plans": {str(w): e for w, e in self.plans.items()},
+            "keys": keys,
+        }
+
+
+def switches(store: Store, run_id: str, worker: int) -> tuple[dict[int, int], list[CutSpec]]:
+    """(per instance whose newest plan names ``worker`` as a source: that plan's epoch;
+    the switches that move ``worker``'s keys to such planned instances, oldest first).
+    A switch's plan is the newest one of its instance written at or before it."""
+    t = store.read("decisions", run_id=run_id, columns=["ts", "loop", "detail"])
+    plans: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+    switch_rows: list[tuple[int, dict[str, Any]]] = []
+    for ts, loop, detail in zip(
+        t["ts"].to_pylist(), t["loop"].to_pylist(), t["detail"].to_pylist()
+    ):
+        if loop != "scale-out":
+            continue
+        if '"plans"' in detail:
+            for w, p in json.loads(detail).get("plans", {}).items():
+                plans.setdefault(int(w), []).append((int(ts), p))
+        elif '"SwitchRouting"' in detail:
+            d = json.loads(detail)
+            if d.get("action") == "SwitchRouting" and worker in d.get("from", []):
+                switch_rows.append((int(ts), d))
+    followers: dict[int, int] = {}
+    for w, ps in plans.items():
+        newest = max((p for _, p in ps), key=lambda x: int(x["epoch"]))
+        if worker in newest["sources"]:
+            followers[w] = int(newest["epoch"])
+    out: list[CutSpec] = []
+    for ts, d in sorted(switch_rows, key=lambda r: (r[0], int(r[1].get("version", 0)))):
+        to = [int(w) for w in d.get("to", [])]
+        moved: dict[int, int] = {}
+        epochs: dict[int, int] = {}
+        for i, w in enumerate(to):
+            before = [p for t_p, p in plans.get(w, []) if t_p <= ts]
+            if not before:
+                continue
+            p = max(before, key=lambda x: int(x["epoch"]))
+            if worker in p["sources"] and int(p["part"]) == i and int(p["parts"]) == len(to):
+                moved[i] = w
+                epochs[w] = int(p["epoch"])
+        if moved:
+            out.append(CutSpec(int(d.get("version", 0)), len(to), moved, epochs))
+    return followers, out

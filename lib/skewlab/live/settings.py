@@ -161,6 +161,7 @@ def worker_settings(spec: RunSpec, h: RunHandle, i: int) -> WorkerSettings:
         splitters=spec.workload.partitions if spec.message_sets else 0,
         cost="sleep" if scale_out else "spin",
         ready_file=str(files.worker_ready(i)),
+        scale_out=scale_out,
     )
 
 

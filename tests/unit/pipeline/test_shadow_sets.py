@@ -94,3 +94,31 @@ def test_a_key_waiting_at_its_holder_is_not_shadowed() -> None:
     h = Handoff("w", 2, 0, 5, {"count": 4, "sum": 8, "last": {}, "violations": 0})
     shadow.record("w", 2, 0, Rec(2.0, 2, 1, 0))
     assert len(shadow.receive(h)) == 1  # the hand-off path still works for it
+
+
+def test_the_cut_rule_agrees_on_both_sides_and_survives_a_restore() -> None:
+    """The holder cuts its first-held keys (set 0, ACTIVE) of the moved part; a shadow
+    that read the same records goes live on exactly those; both come back from rows."""
+    holder = KeySets(0, SPLITTERS)
+    shadow = KeySets(5, SPLITTERS)
+    for i, k in enumerate(["a", "b", "c"]):  # first held here: set 0
+        for r in recs(2, start=10 * i):
+            holder.record(k, 0, -1, r)
+            shadow.shadow_record(k, 0, 0, r)
+    holder.record("w", 1, 3, Rec(1.0, 1, 1, 0))  # waits for its hand-off: not cut
+    shadow.shadow_start("w", SetEntry(1, 0, Status.WAITING), 0)
+    moved = {"a", "b", "w"}
+    cut = holder.cut_keys(lambda k: k in moved)
+    assert sorted(cut) == ["a", "b"]
+    assert sorted(k for k in shadow.shadow_go_live(0) if k in moved) == ["a", "b"]
+    after = Rec(9.0, 99, 5, 0)
+    assert holder.record("a", 0, -1, after) == []  # dropped at the holder: not its work
+    assert shadow.shadow_record("a", 0, 0, after) is True  # live output at the new one
+    holder.end_of_set("a", 0, 0, 5)
+    holder.end_of_set("a", 0, 1, 5)
+    assert holder.take_handoffs() == []  # no hand-off leaves a cut key
+    again = KeySets.from_rows(0, SPLITTERS, holder.rows())
+    assert again.cut == {"a": 0, "b": 0} and "a" not in again.sets and "c" in again.sets
+    back = KeySets.from_rows(5, SPLITTERS, shadow.rows())
+    assert back.shadow["a"].live and not back.shadow["w"].live
+    assert back.shadow["a"].state["count"] == 3

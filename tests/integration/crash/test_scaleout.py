@@ -14,6 +14,10 @@ points at once; they fire at different times, so one run covers them all:
   by a started instance replaying its shadow (the 1st is its start-up), so a new
   instance of the state manager dies mid-shadow: the driver's supervision must
   restart it (it resumes from its committed plan and offsets);
+- ``scaleout.after_cut`` (checkpoint run): the old instance dies right after
+  committing its cut (docs/scaleout.md, "The cut"); restarted, it reads the cut
+  from its committed state and keeps dropping the moved keys, while the new
+  instance goes live at the committed offset;
 - ``scaleout.between_checkpoint_and_switch``: the driver (its state manager
   thread) dies with the new instances started and the routing switch not done;
   the next driver's state manager is rebuilt from ``decisions`` and
@@ -66,6 +70,7 @@ SCALE: dict[str, Any] = {
     "scale_out_params": {"alarming": 35.0, "scale_out": 55.0, "cooldown_s": 60.0},
 }
 SWITCH = "scaleout.between_checkpoint_and_switch"
+CUT = "scaleout.after_cut"
 NEW_INSTANCE = {"worker.restoring": 2}
 RUNS: dict[str, dict[str, int]] = {
     "checkpoint": {
@@ -73,6 +78,7 @@ RUNS: dict[str, dict[str, int]] = {
         "route.in_batch": 2,
         "worker.before_commit": 1,
         SWITCH: 1,
+        CUT: 1,
         **NEW_INSTANCE,
     },
     "active-backup": {
@@ -162,7 +168,7 @@ def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) ->
         assert restarts.get("route", 0) >= 1, restarts
     restarted = {int(k.split("-")[1]) for k in restarts if k.startswith("worker-")}
     assert any(j >= W for j in restarted), f"no new instance restarted: {restarts}"
-    olds = sum(p in fired for p in ("worker.before_commit", "worker.after_commit"))
+    olds = sum(p in fired for p in ("worker.before_commit", "worker.after_commit", CUT))
     assert len([j for j in restarted if j < W]) >= min(olds, 1), restarts
     # A new instance's process started once per manager start plus once per restart
     # (a resumed driver's manager that forgot it would start it again while running).

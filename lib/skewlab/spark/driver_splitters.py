@@ -24,25 +24,37 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewlab.errors import ConfigError
+from skewlab.spark.route import ROUTED_SCHEMA
 
 log = logging.getLogger(__name__)
 
-ROUTED_ARROW = pa.schema(
-    [
-        ("src_partition", pa.int32()),
-        ("src_offset", pa.int64()),
-        ("worker", pa.int64()),
-        ("key", pa.string()),
-        ("ts", pa.float64()),
-        ("seq", pa.int64()),
-        ("size", pa.int64()),
-        ("raw", pa.binary()),
-        ("reason", pa.string()),
-        ("set_id", pa.int64()),
-        ("source", pa.int64()),
-        ("kind", pa.int32()),
-    ]
-)
+DDL_ARROW_TYPES: dict[str, pa.DataType] = {
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "bigint": pa.int64(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+}
+"""Spark DDL scalar types and the Arrow type Spark hands them over as."""
+
+
+def arrow_schema(ddl: str) -> pa.Schema:
+    """The Arrow schema of a flat Spark DDL schema (``"name type, ..."``, scalar types
+    of :data:`DDL_ARROW_TYPES`); :class:`ConfigError` names any other type."""
+    fields = []
+    for col in ddl.split(","):
+        name, _, typ = col.strip().partition(" ")
+        arrow = DDL_ARROW_TYPES.get(typ.strip().lower())
+        if arrow is None:
+            raise ConfigError(
+                f"column {name!r}: type {typ.strip()!r} not in {sorted(DDL_ARROW_TYPES)}"
+            )
+        fields.append((name, arrow))
+    return pa.schema(fields)
+
+
+ROUTED_ARROW = arrow_schema(ROUTED_SCHEMA)
 """:data:`~skewlab.spark.route.ROUTED_SCHEMA` as an Arrow schema."""
 
 SplitFn = Callable[[tuple[Any, ...], Any, Any], tuple[Any, Any]]

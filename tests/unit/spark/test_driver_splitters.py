@@ -16,10 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from skewlab.errors import ConfigError
 from skewlab.grouping import make_grouping
 from skewlab.pipeline import events
 from skewlab.pipeline.route import Splitter
-from skewlab.spark.driver_splitters import ROUTED_ARROW, SplitterStates, route_decoded
+from skewlab.spark.driver_splitters import ROUTED_ARROW, SplitterStates, arrow_schema, route_decoded
 from skewlab.spark.route import RouteSettings, decode_batch, splitter_fn
 
 pytestmark = pytest.mark.unit
@@ -152,3 +153,20 @@ def test_only_the_files_a_replay_needs_are_kept(tmp_path):
     store.save(4, {0: 40})  # a replayed batch overwrites its own file
     assert store.before(5) == {0: 40}
     assert store.before(3) == {0: 2}
+
+
+def test_the_arrow_schema_of_a_ddl_schema() -> None:
+    """ROUTED_ARROW is derived from the route query's DDL (one definition of the rows)."""
+    got = arrow_schema("a int, b long,c string , d double, e binary")
+    assert got == pa.schema(
+        [
+            ("a", pa.int32()),
+            ("b", pa.int64()),
+            ("c", pa.string()),
+            ("d", pa.float64()),
+            ("e", pa.binary()),
+        ]
+    )
+    assert ROUTED_ARROW.names[:3] == ["src_partition", "src_offset", "worker"]
+    with pytest.raises(ConfigError, match="array"):
+        arrow_schema("a int, b array<int>")

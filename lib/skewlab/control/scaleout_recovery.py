@@ -181,7 +181,9 @@ def _rows(sm: StateManager) -> list[tuple[int, dict[str, Any]]]:
         t["ts"].to_pylist(), t["loop"].to_pylist(), t["detail"].to_pylist()
     ):
         if loop == "scale-out":
-            out.append((int(ts), json.loads(detail)))
+            d = json.loads(detail)
+            if d.get("action") != "Cut":  # an old instance's own row, not the manager's
+                out.append((int(ts), d))
     return out
 
 

@@ -2,8 +2,9 @@
 
 The state manager's ``decisions`` name, per new instance, its plan (sources, part of
 parts, epoch) and, per switch, the group's instances before and after. An old
-instance cuts the hash parts that a switch gives to a planned instance shadowing it.
-Details: docs/scaleout.md, "The cut".
+instance cuts the hash parts that a switch gives to a planned instance shadowing it,
+and first writes the cut's offset as a ``Cut`` decision row (:func:`write_cut`): the
+promise both sides read (:func:`cuts_of`). Details: docs/scaleout.md, "The cut".
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from skewlab.pipeline.store import Store
+from skewlab.rundir import app_id
 from skewlab.state import owner, split_hash
 
-__all__ = ["CutSpec", "switches"]
+__all__ = ["CutSpec", "cuts_of", "switches", "write_cut"]
+
+CUT = "Cut"
+"""The ``action`` of an old instance's cut row in ``decisions``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,8 @@ def switches(store: Store, run_id: str, worker: int) -> tuple[dict[int, int], li
     ):
         if loop != "scale-out":
             continue
+        if f'"{CUT}"' in detail:
+            continue
         if '"plans"' in detail:
             for w, p in json.loads(detail).get("plans", {}).items():
                 plans.setdefault(int(w), []).append((int(ts), p))
@@ -91,3 +98,44 @@ def switches(store: Store, run_id: str, worker: int) -> tuple[dict[int, int], li
         if moved:
             out.append(CutSpec(int(d.get("version", 0)), len(to), moved, epochs))
     return followers, out
+
+
+def write_cut(store: Store, run_id: str, worker: int, entry: dict[str, Any], ts_ms: int) -> None:
+    """The promise of ``worker``'s cut ``entry`` (:meth:`CutSpec.entry`): one ``decisions``
+    row, written once per (worker, switch version) before the worker stops any key. A
+    row already there (a dead process's) is kept: it is the cut (:func:`cuts_of`)."""
+    row = {
+        "ts": ts_ms,
+        "loop": "scale-out",
+        "policy": "cut",
+        "detail": json.dumps({"action": CUT, "worker": worker, **entry}, sort_keys=True),
+        "cost": 0.0,
+        "imbalance_before": None,
+        "imbalance_after": None,
+        "reason": f"instance {worker} stops {entry['keys']} keys at {entry['at']}",
+    }
+    store.append(
+        "decisions",
+        [row],
+        app_id=app_id(f"cut-{worker}", run_id),
+        version=int(entry["v"]),
+        run_id=run_id,
+    )
+
+
+def cuts_of(store: Store, run_id: str, worker: int) -> dict[int, dict[str, Any]]:
+    """``worker``'s promised cuts by switch version (the first row of each version)."""
+    t = store.read("decisions", run_id=run_id, columns=["ts", "loop", "detail"])
+    out: dict[int, tuple[int, dict[str, Any]]] = {}
+    for ts, loop, detail in zip(
+        t["ts"].to_pylist(), t["loop"].to_pylist(), t["detail"].to_pylist()
+    ):
+        if loop != "scale-out" or f'"{CUT}"' not in detail:
+            continue
+        d = json.loads(detail)
+        if d.get("action") != CUT or int(d.get("worker", -1)) != worker:
+            continue
+        v = int(d["v"])
+        if v not in out or int(ts) < out[v][0]:
+            out[v] = (int(ts), d)
+    return {v: d for v, (_, d) in out.items()}

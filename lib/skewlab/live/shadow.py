@@ -22,6 +22,7 @@ from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.progress import committed_progress, progress_at
 from skewlab.io.state_store import CheckpointStore
+from skewlab.live.cut import CUT, cuts_of
 from skewlab.live.routed_batch import DATA, END, EOS, classify, fetch_records
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec, SetEntry, Status
 from skewlab.rundir import RunDir
@@ -42,7 +43,10 @@ def newest_plan(store: DeltaStore, run_id: str, worker: int) -> dict[str, Any] |
     for loop, detail in zip(t["loop"].to_pylist(), t["detail"].to_pylist()):
         if loop != "scale-out" or '"plans"' not in detail:
             continue
-        plan = json.loads(detail).get("plans", {}).get(str(worker))
+        d = json.loads(detail)
+        if d.get("action") == CUT:  # an old instance's cut names plans, not a plan
+            continue
+        plan = d.get("plans", {}).get(str(worker))
         if plan is not None and (best is None or plan["epoch"] > best["epoch"]):
             best = plan
     return best
@@ -94,6 +98,14 @@ class Shadow:
         """True while some source of the plan has not reached its end of replay."""
         m = self.meta
         return m is not None and not all(s["ended"] for s in m["sources"].values())
+
+    @property
+    def awaiting_cut(self) -> bool:
+        """True while some source is replayed but has not gone live (no cut reached)."""
+        m = self.meta
+        return m is not None and any(
+            not s["ended"] and not s.get("live") for s in m["sources"].values()
+        )
 
     def mine(self, key: str) -> bool:
         """True if ``key`` falls in this instance's hash part: ``owner(key, parts) == part``
@@ -233,11 +245,12 @@ class Shadow:
     # ------------------------------------------------------------ the cut
 
     def follow(self, force: bool = False) -> None:
-        """Look at each source's last commit (at most every :attr:`poll_s`): its routed
-        offset bounds the replay (a shadow never runs past what its source committed, so
-        nothing it replayed suppressed can fall after the source's cut), and a cut the
-        source made for this instance's plan gives the offset ``P`` where the keys go live
-        here (docs/scaleout.md, "The cut")."""
+        """Look at each source's last commit and its promised cuts (at most every
+        :attr:`poll_s`): the committed routed offset bounds the replay (a shadow never
+        runs past what its source committed, so nothing it replayed suppressed can fall
+        after the source's cut), and a cut the source promised for this instance's plan
+        (its ``Cut`` row, written before it stopped any key) gives the offset ``P`` where
+        the keys go live here (docs/scaleout.md, "The cut")."""
         m = self.meta
         now = self.wall()
         if m is None or (not force and now - self._polled < self.poll_s):
@@ -248,11 +261,11 @@ class Shadow:
             if st["ended"] or st.get("live"):
                 continue
             src = int(src_s)
-            off, cuts = committed_progress(
+            off, _ = committed_progress(
                 self.store, self.run_id, src, RunDir.worker_app(src, self.run_id)
             )
             st["bound"] = max(int(st.get("bound", 0)), off)
-            for c in cuts:
+            for c in cuts_of(self.store, self.run_id, src).values():
                 if st.get("cut") is None and int(c.get("plans", {}).get(me, -1)) == epoch:
                     st["cut"] = int(c["at"])
                     log.info(
@@ -266,7 +279,9 @@ class Shadow:
 
     def _limit(self, src: int, st: dict[str, Any]) -> int | None:
         """How far the replay of ``src`` may read now (None: no bound, live past the
-        cut); goes live when the replay stands at the cut."""
+        cut); goes live when the replay stands at the cut. Called as a chunk starts: a
+        step that reached the cut ends there (:meth:`step`), so the replay's cost is
+        paid before the keys count as processing here again."""
         if st.get("live"):
             return None
         cut = st.get("cut")
@@ -306,9 +321,17 @@ class Shadow:
         for _ in range(self.MAX_CHUNKS):
             read, replayed, live = self._chunk(client, topic, ends, cap, apply)
             n, taken, work = n + read, taken + replayed, work + replayed + live
-            if read == 0 or work >= cap // 2:
+            if read == 0 or work >= cap // 2 or self._at_cut():
                 break
         return n, taken
+
+    def _at_cut(self) -> bool:
+        """Some source's replay stands at its cut and has not gone live yet."""
+        m = self.meta or {"sources": {}}
+        return any(
+            not s.get("live") and s.get("cut") is not None and int(s["offset"]) >= int(s["cut"])
+            for s in m["sources"].values()
+        )
 
     MAX_CHUNKS = 4
     """Chunks of ``cap x parts`` records one :meth:`step` reads at most."""
@@ -405,7 +428,6 @@ class Shadow:
             st["offset"] = last + 1
             st["wm"] = {str(p): o for p, o in wm.items()}
             m["read"] = int(m["read"]) + (last + 1 - off)
-            self._limit(src, st)  # live at once when this chunk ended at the cut
         return n, taken, live_n
 
     def _take(

@@ -21,7 +21,7 @@ from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
-from skewlab.live.cut import switches
+from skewlab.live.cut import CutSpec, cuts_of, switches, write_cut
 from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify, fetch_records
 from skewlab.live.shadow import Shadow, newest_plan
 from skewlab.pipeline import events
@@ -151,6 +151,8 @@ class Worker:
         """Instances whose newest plan shadows this worker: plan epoch (from ``decisions``)."""
         self._cut_unsaved = False
         """A cut made and not yet committed (flushed at once)."""
+        self._cut_due: int | None = None
+        """The offset of a cut promised by a dead process of this worker: read up to it."""
         self.handoffs_sent = 0
         self._applied_ms: dict[tuple[str, int], tuple[int, int]] = {}
         """(sent, applied) wall ms of each received hand-off, until it is committed."""
@@ -289,6 +291,11 @@ class Worker:
     """Seconds between two looks at ``decisions``: while followed by a shadow that has no
     cut yet, otherwise."""
 
+    FOLLOWED_STEP, FOLLOWED_FLUSH = 8, 4
+    """While followed (or, for a shadow, waiting for its source's cut) a step does at most
+    ``1 / FOLLOWED_STEP`` of a flush interval's work and an old instance commits every
+    ``1 / FOLLOWED_FLUSH`` of it."""
+
     @property
     def followed(self) -> bool:
         """Some instance's newest plan shadows this worker and no cut was made for it."""
@@ -305,26 +312,53 @@ class Worker:
         sets = self.sets
         assert sets is not None
         now = self.clock.now()
-        if now - self._switch_polled < self.SWITCH_POLL_S[0 if self.followed else 1]:
+        due = self._cut_due is not None and self.offset >= self._cut_due
+        if not due and now - self._switch_polled < self.SWITCH_POLL_S[0 if self.followed else 1]:
             return
         self._switch_polled = now
         self._followers, specs = switches(self.store, self.s.run_id, self.s.worker)
         done = {int(c["v"]) for c in sets.cuts}
-        for spec in specs:
-            if spec.version in done:
-                continue
-            keys = sets.cut_keys(spec.takes)
-            sets.cuts.append(spec.entry(self.offset, len(keys)))
-            self._dirty = self._cut_unsaved = True
-            log.info(
-                "worker %d: cut %d keys of parts %s/%d at routed offset %d (v%d)",
-                self.s.worker,
-                len(keys),
-                sorted(spec.moved),
-                spec.parts,
-                self.offset,
-                spec.version,
-            )
+        todo = [spec for spec in specs if spec.version not in done]
+        self._cut_due = None
+        if not todo:
+            return
+        promised = cuts_of(self.store, self.s.run_id, self.s.worker)
+        for spec in todo:
+            p = promised.get(spec.version)
+            at = self.offset if p is None else int(p["at"])
+            if at > self.offset:  # a dead process promised it further on: read up to it
+                self._cut_due = at
+                return
+            if at < self.offset:  # a commit after a promise always carries the cut
+                raise RuntimeError(
+                    f"worker {self.s.worker}: cut v{spec.version} promised at {at}, "
+                    f"the state is at {self.offset} without it"
+                )
+            self._cut(spec, promised=p is not None)
+
+    def _cut(self, spec: CutSpec, promised: bool) -> None:
+        """Stop ``spec``'s keys here at the current offset: the promise first (a
+        ``Cut`` decision row, unless a dead process of this worker wrote it), then the
+        state; the next flush (at once) commits it."""
+        sets = self.sets
+        assert sets is not None
+        keys = sets.cuttable(spec.takes)
+        entry = spec.entry(self.offset, len(keys))
+        if not promised:
+            write_cut(self.store, self.s.run_id, self.s.worker, entry, _ms(self.wall()))
+        sets.cut_keys(keys)
+        sets.cuts.append(entry)
+        self._dirty = self._cut_unsaved = True
+        log.info(
+            "worker %d: cut %d keys of parts %s/%d at routed offset %d (v%d%s)",
+            self.s.worker,
+            len(keys),
+            sorted(spec.moved),
+            spec.parts,
+            self.offset,
+            spec.version,
+            ", promised by a dead process" if promised else "",
+        )
 
     def end(self) -> int:
         """The end offset of the worker's partition of ``routed`` (0 if the broker has none)."""
@@ -335,15 +369,19 @@ class Worker:
         if self.sets is not None and self.s.scale_out:
             self._follow_switch()
         # Followed by a shadow: short steps and commits, so a switch is seen soon and the
-        # shadow (bounded by this worker's commit) stays close behind.
-        interval = self.s.flush_interval_s / (4 if self.followed else 1)
+        # shadow (bounded by this worker's commit) stays close behind. A shadow waiting
+        # for its source's cut takes short steps too, so it sees the cut soon.
+        shadow = self.shadow if self.shadow is not None and self.shadow.active else None
+        followed = self.followed
+        short = followed or (shadow is not None and shadow.awaiting_cut)
+        interval = self.s.flush_interval_s / (self.FOLLOWED_FLUSH if followed else 1)
         cap = self.s.max_fetch
         if self.s.service_us > 0:  # keep a flush due every flush interval under backlog
-            cap = max(1, min(cap, int(interval * 1e6 / self.s.service_us)))
+            work = self.s.flush_interval_s / (self.FOLLOWED_STEP if short else 1)
+            cap = max(1, min(cap, int(work * 1e6 / self.s.service_us)))
         n = read = replayed = took = 0
         t0 = self.clock.now()
         # The shadow first: the own partition's records of its keys wait for the take anyway.
-        shadow = self.shadow if self.shadow is not None and self.shadow.active else None
         if shadow is not None:
             shadow.follow()
             ends = self.client.end_offsets(self.s.topic)  # one look-up for both
@@ -361,6 +399,8 @@ class Worker:
         end = self.end() if end is None else end
         t1 = self.clock.now()
         upto = min(end, self.offset + cap)
+        if self._cut_due is not None:  # not past a cut a dead process promised
+            upto = min(upto, max(self._cut_due, self.offset))
         own = self._process(upto) if upto > self.offset else 0
         n += own
         owed, self._owed = self._owed, 0

@@ -258,26 +258,26 @@ class KeySets:
 
     # ---------------------------------------------------------------- cut
 
-    def cut_keys(self, moved: Callable[[str], bool]) -> list[str]:
-        """Stop here every key that ``moved`` names and this worker holds as its first
-        holder (exactly one set, set 0, ACTIVE): its set leaves with no hand-off, its
-        later records of that set are dropped (:meth:`record`). Returns the keys cut.
-
-        The rule is one the key's new instance evaluates on its shadow at the same
-        offset (:meth:`shadow_go_live`), so both agree without a key list."""
+    def cuttable(self, moved: Callable[[str], bool]) -> list[str]:
+        """The keys a cut of ``moved`` stops here: those this worker holds as their first
+        holder (exactly one set, set 0, ACTIVE). The rule is one the key's new instance
+        evaluates on its shadow at the same offset (:meth:`shadow_go_live`), so both
+        agree without a key list."""
         out: list[str] = []
-        for key, sets in list(self.sets.items()):
+        for key, sets in self.sets.items():
             e = sets.get(0)
-            if len(sets) != 1 or e is None or e.status is not Status.ACTIVE:
-                continue
-            if not moved(key):
-                continue
+            if len(sets) == 1 and e is not None and e.status is Status.ACTIVE and moved(key):
+                out.append(key)
+        return out
+
+    def cut_keys(self, keys: Iterable[str]) -> None:
+        """Stop ``keys`` (:meth:`cuttable`) here: each set leaves with no hand-off, its
+        later records of that set are dropped (:meth:`record`)."""
+        for key in keys:
             del self.sets[key]
             self.cut[key] = 0
             self.completed[key] = max(self.completed.get(key, -1), 0)
             self._changed.add(key)
-            out.append(key)
-        return out
 
     def shadow_go_live(self, source: int) -> list[str]:
         """The shadow reached ``source``'s cut: every shadow of a key the source held as

@@ -382,8 +382,9 @@ class Died(Exception):
     """A worker process killed inside its flush."""
 
 
-def dying_flush(w: Worker, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``w.flush()`` killed after writing everything but ``partials`` (its commit)."""
+def dies_in(fn: Any, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Run ``fn()``; a flush in it is killed after writing everything but ``partials``
+    (its commit). Returns whether it died."""
 
     def die(name: str) -> None:
         if name == "worker.before_commit":
@@ -391,8 +392,16 @@ def dying_flush(w: Worker, monkeypatch: pytest.MonkeyPatch) -> None:
 
     with monkeypatch.context() as m:
         m.setattr(worker_mod, "crash_point", die)
-        with pytest.raises(Died):
-            w.flush()
+        try:
+            fn()
+        except Died:
+            return True
+    return False
+
+
+def dying_flush(w: Worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``w.flush()`` killed after writing everything but ``partials`` (its commit)."""
+    assert dies_in(w.flush, monkeypatch)
 
 
 def unsaved(w: Worker) -> bool:
@@ -443,9 +452,8 @@ def test_any_interleaving_applies_every_record_once(
             primary = make(tmp, 0, max_fetch=primary.s.max_fetch)
         elif act == 5 and rng.random() < 0.3:
             new = make(tmp, 1, max_fetch=new.s.max_fetch)
-        elif act == 6 and rng.random() < 0.3 and unsaved(primary):
-            dying_flush(primary, monkeypatch)
-            primary = make(tmp, 0, max_fetch=primary.s.max_fetch)
+        elif act == 6 and rng.random() < 0.5 and dies_in(primary.step, monkeypatch):
+            primary = make(tmp, 0, max_fetch=primary.s.max_fetch)  # maybe after a promise
         elif act == 7 and rng.random() < 0.3 and unsaved(new):
             dying_flush(new, monkeypatch)
             new = make(tmp, 1, max_fetch=new.s.max_fetch)
@@ -493,4 +501,39 @@ def test_a_cut_after_a_flush_that_died_is_committed_above_it(
     finish(inp, primary, secondary)
     src = secondary.sets.shadow_meta["sources"]["0"] if secondary.sets else {}
     assert src["live"] and src["cut"] == 24
+    assert_exact(store, inp)
+
+
+def test_a_cut_promised_by_a_dead_process_is_kept_by_the_next(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The primary promises its cut at 36 (its ``Cut`` row) and dies in the flush that
+    would commit it; restarted at its commit (24) it reads up to 36 before it cuts:
+    the secondary, already live at 36 from the promise, and it agree."""
+    topic, store, tmp = env
+    inp = Input(topic)
+    topic.parts[1] = []
+    primary = make(tmp, 0, flush_interval_s=1000.0)
+    inp.send(2)
+    drain(primary)
+    primary.flush()
+    plan(store)
+    secondary = make(tmp, 1)
+    inp.send(1)
+    primary.step()  # 24 -> 36, not committed
+    inp.send(2)
+    switch(store)
+    inp.switch(1)
+    inp.send(1, moved_to=1)
+    assert dies_in(primary.step, monkeypatch)  # promised at 36, died committing it
+    drain(secondary)  # live from the promise, before any commit of the cut
+    src = secondary.sets.shadow_meta["sources"]["0"] if secondary.sets else {}
+    assert src["live"] and src["cut"] == 36
+    primary = make(tmp, 0, flush_interval_s=1000.0)
+    assert primary.offset == 24 and primary.sets is not None and not primary.sets.cuts
+    primary.step()  # reads up to the promise: 24 -> 36, no cut yet
+    assert primary.offset == 36 and not primary.sets.cuts
+    primary.step()
+    assert [c["at"] for c in primary.sets.cuts] == [36]
+    finish(inp, primary, secondary)
     assert_exact(store, inp)

@@ -76,3 +76,38 @@ def test_a_resumed_producer_sends_each_partitions_missing_events_once() -> None:
     for p in range(3):
         together = first.parts[p] + second.parts[p]
         assert together == list(range(p, 1000, 3)), f"partition {p}"
+
+
+class RawProducer:
+    """librdkafka-shaped: ``produce(topic, value, key, partition, headers=)``, ``poll``."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.seqs: list[int] = []
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.calls.append(f"list_topics {topic}")
+
+    def produce(
+        self, topic: str, value: bytes, key: Any, partition: int, headers: Any = None
+    ) -> None:
+        self.calls.append("produce")
+        self.seqs.append(json.loads(value)["seq"])
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+class DirectClient(Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.producer = RawProducer()
+
+
+def test_the_producer_is_connected_before_the_first_event_and_called_directly() -> None:
+    client = DirectClient()
+    s = ProduceSettings("events", 2, 300, 1e9, chunk=64)
+    report = produce(client, parse_workload("zipf:s=1.1,keys=20", seed=1), s, sleep=lambda dt: None)
+    assert report.events == 300
+    assert client.producer.calls[0] == "list_topics events"
+    assert client.producer.seqs == list(range(300)) and not client.parts

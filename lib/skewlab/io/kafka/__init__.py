@@ -2,7 +2,9 @@
 
 Two lazy implementations of one contract (:data:`CLIENTS`: ``confluent`` default,
 ``kafka-python``); ``KafkaSettings.extra`` routing and the ListOffsets quirk fixed in
-:func:`resolve_true_ends`: docs/io.md.
+:func:`resolve_true_ends` (kafka-python) or by one read to the end of each partition
+(confluent, ``ConfluentClient.end_offsets``): docs/io.md, docs/throughput.md (Session 5).
+:func:`fetch_range` and :func:`producer_fn` are the per-record hot paths.
 """
 
 from __future__ import annotations

@@ -99,12 +99,18 @@ class Shadow:
         m = self.meta
         return m is not None and not all(s["ended"] for s in m["sources"].values())
 
-    @property
-    def awaiting_cut(self) -> bool:
-        """True while some source is replayed but has not gone live (no cut reached)."""
+    def awaiting_cut(self, slack: int) -> bool:
+        """True while some source's replay stands within ``slack`` records of its
+        source's last commit (its bound) and no cut is known yet: then short steps see
+        the cut soon. A replay far behind, or one that knows its cut, reads on at full
+        steps (it has that much to catch up)."""
         m = self.meta
         return m is not None and any(
-            not s["ended"] and not s.get("live") for s in m["sources"].values()
+            not s["ended"]
+            and not s.get("live")
+            and s.get("cut") is None
+            and int(s.get("bound", s["offset"])) - int(s["offset"]) <= slack
+            for s in m["sources"].values()
         )
 
     def mine(self, key: str) -> bool:

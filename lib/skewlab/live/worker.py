@@ -373,12 +373,13 @@ class Worker:
         # for its source's cut takes short steps too, so it sees the cut soon.
         shadow = self.shadow if self.shadow is not None and self.shadow.active else None
         followed = self.followed
-        short = followed or (shadow is not None and shadow.awaiting_cut)
         interval = self.s.flush_interval_s / (self.FOLLOWED_FLUSH if followed else 1)
         cap = self.s.max_fetch
         if self.s.service_us > 0:  # keep a flush due every flush interval under backlog
-            work = self.s.flush_interval_s / (self.FOLLOWED_STEP if short else 1)
-            cap = max(1, min(cap, int(work * 1e6 / self.s.service_us)))
+            full = max(1, min(cap, int(self.s.flush_interval_s * 1e6 / self.s.service_us)))
+            slack = full * max(int((shadow.meta or {}).get("parts", 1)), 1) if shadow else 0
+            short = followed or (shadow is not None and shadow.awaiting_cut(slack))
+            cap = max(1, full // self.FOLLOWED_STEP) if short else full
         n = read = replayed = took = 0
         t0 = self.clock.now()
         # The shadow first: the own partition's records of its keys wait for the take anyway.

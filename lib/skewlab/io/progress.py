@@ -44,9 +44,30 @@ def encode_watermarks(
 def decode_watermarks(text: str) -> tuple[dict[int, int], int | None]:
     """Inverse of :func:`encode_watermarks`: (watermarks, version or None)."""
     d = json.loads(text)
-    v = d.pop(VERSION_FIELD, None)
-    d.pop(CUTS_FIELD, None)
-    return {int(p): int(o) for p, o in d.items()}, None if v is None else int(v)
+    v = d.get(VERSION_FIELD)
+    return _watermarks(d), None if v is None else int(v)
+
+
+def _watermarks(d: dict[str, Any]) -> dict[int, int]:
+    """The per-partition watermarks of a decoded ``worker_progress.watermarks`` JSON."""
+    return {int(p): int(o) for p, o in d.items() if p not in (VERSION_FIELD, CUTS_FIELD)}
+
+
+def _row_at(store: Store, run_id: str, worker: int, version: int) -> tuple[int, dict[str, Any]]:
+    """(routed offset, decoded watermarks JSON) of ``worker``'s progress row written for its
+    commit ``version``. Raises ConfigError when the commit has no progress row."""
+    t = store.read(
+        "worker_progress",
+        run_id=run_id,
+        columns=["routed_offset", "watermarks"],
+        filters=[("worker", "=", worker)],
+    )
+    for off, text in zip(t["routed_offset"].to_pylist(), t["watermarks"].to_pylist()):
+        d = json.loads(text)
+        v = d.get(VERSION_FIELD)
+        if (int(v) if v is not None else int(off)) == version:
+            return int(off), d
+    raise ConfigError(f"worker {worker}: committed at version {version} but no progress row")
 
 
 def committed_progress(
@@ -58,32 +79,13 @@ def committed_progress(
     version = store.committed_version("partials", app_id)
     if version is None:
         return 0, []
-    t = store.read(
-        "worker_progress",
-        run_id=run_id,
-        columns=["routed_offset", "watermarks"],
-        filters=[("worker", "=", worker)],
-    )
-    for off, text in zip(t["routed_offset"].to_pylist(), t["watermarks"].to_pylist()):
-        d = json.loads(text)
-        v = d.get(VERSION_FIELD)
-        if (int(v) if v is not None else int(off)) == version:
-            return int(off), list(d.get(CUTS_FIELD, []))
-    raise ConfigError(f"worker {worker}: committed at version {version} but no progress row")
+    off, d = _row_at(store, run_id, worker, version)
+    return off, list(d.get(CUTS_FIELD, []))
 
 
 def progress_at(store: Store, run_id: str, worker: int, version: int) -> tuple[int, dict[int, int]]:
     """(routed offset, watermarks) of ``worker`` at its commit ``version``.
 
     Raises ConfigError when the commit has no progress row (a broken commit)."""
-    t = store.read(
-        "worker_progress",
-        run_id=run_id,
-        columns=["routed_offset", "watermarks"],
-        filters=[("worker", "=", worker)],
-    )
-    for off, text in zip(t["routed_offset"].to_pylist(), t["watermarks"].to_pylist()):
-        wm, v = decode_watermarks(text)
-        if (v if v is not None else off) == version:
-            return int(off), wm
-    raise ConfigError(f"worker {worker}: committed at version {version} but no progress row")
+    off, d = _row_at(store, run_id, worker, version)
+    return off, _watermarks(d)

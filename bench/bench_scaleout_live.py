@@ -109,6 +109,12 @@ def main() -> None:
     ap.add_argument("--scale-out", type=float, default=55.0, help="scale-out threshold (score)")
     ap.add_argument("--prefill", action="store_true", help="every key once before the Zipf draws")
     ap.add_argument("--settle", type=float, default=300.0, help="s the manager decides on after")
+    ap.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=None,
+        help="checkpoint policy: s between checkpoints from alarming (seed's c; policy default)",
+    )
     ap.add_argument("--policies", default=",".join(POLICIES), help="comma list (restart first)")
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="skewlab-bench-scaleout-")
@@ -124,6 +130,8 @@ def main() -> None:
             f"{' (each key once first)' if args.prefill else ''}, {args.rate:,.0f} events/s "
             f"ramping {args.ramp} for {args.duration:g} s, {args.service_us:g} us/event"
         )
+        if args.checkpoint_interval is not None:
+            say(f"checkpoint policy: a checkpoint every {args.checkpoint_interval:g} s")
         for policy in args.policies.split(","):
             s = ExperimentSettings(
                 strategy="key",
@@ -146,7 +154,12 @@ def main() -> None:
                     "scale_out": args.scale_out,
                     "cooldown_s": 600.0,
                     "settle_s": args.settle,
-                },
+                }
+                | (
+                    {"interval_s": args.checkpoint_interval}
+                    if policy == "checkpoint" and args.checkpoint_interval is not None
+                    else {}
+                ),
             )
             say(f"running {policy} ...")
             results[policy] = run_experiment(s)

@@ -61,6 +61,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+READY_POLL_S = 0.05
+"""Between steps, readiness of a group's pending instances is looked at this often."""
+
+
+def _event_wait(ev: threading.Event, seconds: float) -> bool:
+    return ev.wait(seconds)
+
 
 class StateManager(EventTracking):
     """Steps 1-5 of the module doc; ``run(stop)`` repeats them until ``stop`` is set."""
@@ -74,10 +81,15 @@ class StateManager(EventTracking):
         clock: Clock | None = None,
         store: DeltaStore | None = None,
         wall: Callable[[], float] = time.time,
+        wait: Callable[[threading.Event, float], bool] = _event_wait,
     ) -> None:
         self.s, self.kafka, self.topic, self.procs = s, kafka, routed_topic, procs
         self.clock = clock or EpochClock()
         self.wall = wall
+        self.wait = wait
+        """``wait(event, s)``: block up to ``s`` (on :attr:`clock`), True once ``event`` is set."""
+        self._unready: set[int] = set()
+        """Groups whose pending instances were not all ready at the last step."""
         self.store = store or DeltaStore(s.delta_root)
         cfg = s.policy_config()
         self.groups = [
@@ -212,7 +224,7 @@ class StateManager(EventTracking):
                 grp.event = {"group": grp.g, "t_alarm": self.wall(), "score": score}
             elif pol.detector.level < Level.ALARMING and pol.phase is Phase.NORMAL:
                 grp.event = None  # back to normal without a scale event
-            ready = [self.procs.ready(grp.phys[p]) if p in grp.phys else None for p in pol.pending]
+            ready = self._ready_times(grp)
             if pol.pending and all(t is not None for t in ready):
                 t_ready = max(t for t in ready if t is not None)
                 if grp.event is not None:
@@ -224,6 +236,11 @@ class StateManager(EventTracking):
                 if self.s.policy == "checkpoint":
                     actions += pol.on_caught_up(pol.pending)
             self.execute(grp, actions, score)
+        self._unready = {
+            g.g
+            for g in self.groups
+            if g.started and g.policy.pending and None in self._ready_times(g)
+        }
         self._sweep()
         self.end_moved_sets()
         self.track_events()
@@ -237,6 +254,30 @@ class StateManager(EventTracking):
             )
         )
         self._walls.append(self.wall())
+
+    def _ready_times(self, grp: Group) -> list[float | None]:
+        """When each of ``grp``'s pending instances became ready (None: not yet)."""
+        return [
+            self.procs.ready(grp.phys[p]) if p in grp.phys else None for p in grp.policy.pending
+        ]
+
+    def wait_step(self, stop: threading.Event) -> bool:
+        """Wait for the next step: ``interval_s``, or less once every pending instance of
+        a group that waited for them at the last step is ready (looked at every
+        :data:`READY_POLL_S`): the switch (``on_ready``) needs them, so the step comes
+        then rather than up to one interval later. True once ``stop`` is set."""
+        due = self.clock.now() + self.s.interval_s
+        while True:
+            left = due - self.clock.now()
+            if not self._unready:
+                return self.wait(stop, max(left, 0.0))
+            if left <= 0:
+                return stop.is_set()
+            if self.wait(stop, min(READY_POLL_S, left)):
+                return True
+            if any(None not in self._ready_times(self.groups[g]) for g in self._unready):
+                log.debug("state manager: pending instances ready, stepping early")
+                return False
 
     # ------------------------------------------------------------ step 3: actions
 
@@ -456,7 +497,8 @@ class StateManager(EventTracking):
         }
 
     def run(self, stop: threading.Event) -> None:
-        """Step every ``interval_s`` until ``stop`` is set (errors are logged, not raised),
+        """Step every ``interval_s`` (sooner once pending instances are ready,
+        :meth:`wait_step`) until ``stop`` is set (errors are logged, not raised),
         then on until the operators settled (:meth:`settled`), or ``settle_s`` passed
         without ``routed`` growing once every event was routed, or ``5 x settle_s``
         passed in all.
@@ -466,7 +508,7 @@ class StateManager(EventTracking):
         exists for shows only in that backlog: it keeps deciding until the
         instances have worked it off (a switch decided then is ended by the
         manager's own markers, :meth:`end_moved_sets`)."""
-        while not stop.wait(self.s.interval_s):
+        while not self.wait_step(stop):
             self._safe_step()
         self.input_ended = True
         t_stop = self.clock.now()
@@ -482,7 +524,7 @@ class StateManager(EventTracking):
                     "state manager: not settled %.0f s after the input stopped", self.s.settle_s
                 )
                 break
-            pause.wait(self.s.interval_s)
+            self.wait_step(pause)
             self._safe_step()
         self._pool.shutdown(wait=True)
 

@@ -19,7 +19,6 @@ import numpy as np
 import pandas  # noqa: F401  (see below)
 import pyarrow as pa
 
-from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange, Record
 from skewlab.pipeline import events
 
@@ -58,13 +57,6 @@ class RoutedBatch:
 
     def __len__(self) -> int:
         return len(self.recs)
-
-
-def fetch_records(client: Any, topic: str, partition: int, start: int, end: int) -> FetchedRange:
-    """Records ``[start, end)`` of one ``routed`` partition as a :class:`FetchedRange`
-    (columns, no record object per message) for :func:`classify`; a client without
-    ``fetch_range`` (a test fake) is read record by record."""
-    return fetch_range(client, topic, partition, start, end)
 
 
 def classify(recs: Sequence[Record]) -> RoutedBatch:

@@ -20,10 +20,12 @@ import pyarrow.compute as pc
 
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
+from skewlab.io.kafka import fetch_range
+from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import committed_progress, progress_at
 from skewlab.io.state_store import CheckpointStore
 from skewlab.live.cut import CUT, cuts_of
-from skewlab.live.routed_batch import DATA, END, EOS, classify, fetch_records
+from skewlab.live.routed_batch import DATA, END, EOS, classify
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec, SetEntry, Status
 from skewlab.rundir import RunDir
 from skewlab.state import owner, split_hash
@@ -52,11 +54,6 @@ def newest_plan(store: DeltaStore, run_id: str, worker: int) -> dict[str, Any] |
     return best
 
 
-def _read(client: Any, topic: str, partition: int, start: int, end: int) -> Any:
-    """Records ``[start, end)`` of ``partition`` (run in the shadow's fetch thread too)."""
-    return fetch_records(client, topic, partition, start, end)
-
-
 class Shadow:
     """Steps 1-3 of the module doc for one worker's :class:`KeySets`."""
 
@@ -76,7 +73,7 @@ class Shadow:
         """A Kafka client of its own for the fetch thread (None: no read-ahead); set by
         the worker, never shared with another thread."""
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadow-fetch")
-        self._ahead: tuple[tuple[str, int, int, int], Future[list[Any]]] | None = None
+        self._ahead: tuple[tuple[str, int, int, int], Future[FetchedRange]] | None = None
         """The next chunk's fetch, started in the background: (topic, source, from, to)."""
         self.poll_s = 0.2
         """Seconds between two looks at a source's commit (:meth:`follow`)."""
@@ -344,7 +341,7 @@ class Shadow:
 
     def _fetch(
         self, client: Any, topic: str, src: int, off: int, upto: int
-    ) -> tuple[list[Any], int]:
+    ) -> tuple[FetchedRange, int]:
         """Records ``[off, end)`` of ``src`` and ``end``: the prefetched chunk if it starts
         at ``off`` and ends by ``upto`` (a replay reads its sources in order), else
         ``[off, upto)`` fetched now. A prefetch is only a read: a crash loses nothing
@@ -359,7 +356,7 @@ class Shadow:
             else:
                 if (t, s, a) == (topic, src, off) and b <= upto:
                     return got, b
-        return _read(client, topic, src, off, upto), upto
+        return fetch_range(client, topic, src, off, upto), upto
 
     def _chunk(
         self,
@@ -390,7 +387,7 @@ class Shadow:
             recs, upto = self._fetch(client, topic, src, off, upto)
             nxt = min(end, upto + cap * max(int(m["parts"]), 1))
             if nxt > upto and self.reader is not None:  # read on while this chunk is processed
-                fut = self._pool.submit(_read, self.reader, topic, src, upto, nxt)
+                fut = self._pool.submit(fetch_range, self.reader, topic, src, upto, nxt)
                 self._ahead = ((topic, src, upto, nxt), fut)
             b = classify(recs)
             n += len(recs)

@@ -18,11 +18,11 @@ from skewlab.clock import Clock, SystemClock
 from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
-from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.io.kafka import KafkaSettings, connect, fetch_range
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
 from skewlab.live.cut import CutSpec, cuts_of, switches, write_cut
-from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify, fetch_records
+from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.shadow import Shadow, newest_plan
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
@@ -238,7 +238,7 @@ class Worker:
         a buffered record costs when its set is taken and it is applied."""
         sets = self.sets
         assert sets is not None
-        recs = fetch_records(self.client, self.s.topic, self.s.worker, self.offset, upto)
+        recs = fetch_range(self.client, self.s.topic, self.s.worker, self.offset, upto)
         b = classify(recs)
         now = self.wall()
         sent0 = self.handoffs_sent
@@ -437,7 +437,7 @@ class Worker:
     def _process(self, upto: int) -> int:
         if self.sets is not None:
             return self._process_sets(upto)
-        recs = fetch_records(self.client, self.s.topic, self.s.worker, self.offset, upto)
+        recs = fetch_range(self.client, self.s.topic, self.s.worker, self.offset, upto)
         if not recs:
             self._dirty = True
             return 0

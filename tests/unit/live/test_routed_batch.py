@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange, KafkaSettings, Record
 from skewlab.live import worker as worker_mod
-from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, INVALID, classify, fetch_records
+from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, INVALID, classify
 from skewlab.live.worker import Worker, WorkerSettings
 from skewlab.pipeline import events
 from tests.unit.live.fake_kafka import LogClient
@@ -126,9 +127,9 @@ def test_classify_of_columns_equals_classify_of_records(seed: int) -> None:
     assert b.recs[-1].offset == 149 and b.recs[3] == plain[3]
 
 
-def test_fetch_records_reads_a_fake_client_record_by_record() -> None:
+def test_fetch_range_reads_a_fake_client_record_by_record() -> None:
     recs = mixed(20, 5)
-    got = fetch_records(LogClient(recs), TOPIC, 0, 4, 9)
+    got = fetch_range(LogClient(recs), TOPIC, 0, 4, 9)
     assert len(got) == 5 and got.offsets == [4, 5, 6, 7, 8] and list(got) == recs[4:9]
     with pytest.raises(IndexError):
         got[5]

@@ -35,6 +35,7 @@ key once, in a seeded order, then the Zipf draws; so the operators hold all
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import sys
@@ -94,6 +95,20 @@ def policy_row(policy: str, r: Any, base: Any) -> str:
         f"{state} / {r.keys_moved} / {r.exact and r.state_exact}",
         widths=WIDTHS,
     )
+
+
+def stages(r: Any) -> list[str]:
+    """Per scale event of ``r``: where its pause went, decision -> ready (start + restore;
+    restart: from stopping the operator) -> switch -> last moved key live."""
+    out = []
+    for e in r.scale_log:
+        t0 = e.get("t_decide", e.get("t_kill"))
+        marks = [("decision", t0), ("ready", e.get("t_ready")), ("switch", e.get("t_switch"))]
+        marks.append(("live", e.get("t_done")))
+        known = [(n, t) for n, t in marks if t is not None]
+        steps = [f"{a} -> {b} {tb - ta:.2f} s" for (a, ta), (b, tb) in itertools.pairwise(known)]
+        out.append(f"stages: {', '.join(steps)}")
+    return out
 
 
 def main() -> None:
@@ -167,6 +182,10 @@ def main() -> None:
                 say(row(*HEADER, widths=WIDTHS))
             # each row as soon as its run ended (a bench cut short keeps what it measured)
             say(policy_row(policy, results[policy], results[next(iter(results))]))
+            for stage in stages(results[policy]):
+                say(f"  {stage}")
+        if not set(POLICIES) <= set(results):
+            return  # the targets compare all three policies
 
         base = results["restart"]
         ab, cp = results["active-backup"], results["checkpoint"]

@@ -120,6 +120,8 @@ class StateManager(Pacing, EventTracking):
         self.input_ended = False
         """The input is produced (:meth:`run`'s ``stop`` came)."""
         self._n_splitters: int | None = None
+        self._last_score: dict[int, float] = {}
+        """Per group: its score at the last full step (logged with a readiness step's rows)."""
 
     # ------------------------------------------------------------ step 1: signals
 
@@ -219,23 +221,9 @@ class StateManager(Pacing, EventTracking):
                 grp.event = {"group": grp.g, "t_alarm": self.wall(), "score": score}
             elif pol.detector.level < Level.ALARMING and pol.phase is Phase.NORMAL:
                 grp.event = None  # back to normal without a scale event
-            ready = self._ready_times(grp)
-            if pol.pending and all(t is not None for t in ready):
-                t_ready = max(t for t in ready if t is not None)
-                if grp.event is not None:
-                    grp.event.setdefault("t_ready", t_ready)
-                for ev in self.events:  # a restart switched before its instances were up
-                    if ev["group"] == grp.g and "t_kill" in ev:
-                        ev.setdefault("t_ready", t_ready)
-                actions += pol.on_ready(pol.pending)
-                if self.s.policy == "checkpoint":
-                    actions += pol.on_caught_up(pol.pending)
-            self.execute(grp, actions, score)
-        self._unready = {
-            g.g
-            for g in self.groups
-            if g.started and g.policy.pending and None in self._ready_times(g)
-        }
+            self._last_score[grp.g] = score
+            self.execute(grp, actions + self._when_ready(grp), score)
+        self._after_actions()
         self._sweep()
         self.end_moved_sets()
         self.track_events()
@@ -250,6 +238,46 @@ class StateManager(Pacing, EventTracking):
         )
         self._walls.append(self.wall())
 
+    def step_ready(self) -> None:
+        """The step on a readiness wake (:meth:`wait_step`): for each group whose pending
+        instances are all ready, only ``on_ready`` (and ``on_caught_up``) and their
+        actions, the switch; no signal reads and no ``observe``: they are what made
+        the full step take 0.8 s between ready and switch. The next full step comes
+        one interval later."""
+        for grp in self.groups:
+            if grp.g in self._unready:
+                actions = self._when_ready(grp)
+                if actions:
+                    self.execute(grp, actions, self._last_score.get(grp.g, 0.0))
+        self._after_actions()
+        self.end_moved_sets()
+        self.track_events()
+
+    def _when_ready(self, grp: Group) -> list[Action]:
+        """``grp``'s policy told that its pending instances are ready, once they all are
+        (their ready time noted on the scale event): its actions (none before)."""
+        pol = grp.policy
+        ready = self._ready_times(grp)
+        if not pol.pending or any(t is None for t in ready):
+            return []
+        t_ready = max(t for t in ready if t is not None)
+        if grp.event is not None:
+            grp.event.setdefault("t_ready", t_ready)
+        for ev in self.events:  # a restart switched before its instances were up
+            if ev["group"] == grp.g and "t_kill" in ev:
+                ev.setdefault("t_ready", t_ready)
+        actions = pol.on_ready(pol.pending)
+        if self.s.policy == "checkpoint":
+            actions += pol.on_caught_up(pol.pending)
+        return actions
+
+    def _after_actions(self) -> None:
+        self._unready = {
+            g.g
+            for g in self.groups
+            if g.started and g.policy.pending and None in self._ready_times(g)
+        }
+
     # ------------------------------------------------------------ step 3: actions
 
     def execute(self, grp: Group, actions: list[Action], score: float) -> None:
@@ -259,7 +287,11 @@ class StateManager(Pacing, EventTracking):
         for a in actions:
             detail: dict[str, Any] = {"group": grp.g, "action": type(a).__name__}
             if isinstance(a, TakeCheckpoint):
-                detail |= self._request_checkpoint(grp, a.checkpoint)
+                # one the instances started next restore from is written even if busy
+                restore = any(
+                    isinstance(x, SplitState) and x.checkpoint == a.checkpoint for x in actions
+                )
+                detail |= self._request_checkpoint(grp, a.checkpoint, queue=restore)
             elif isinstance(a, StartInstances):
                 split = next(
                     (x for x in actions if isinstance(x, SplitState) and x.targets == a.instances),
@@ -316,6 +348,7 @@ class StateManager(Pacing, EventTracking):
                         "part": i,
                         "parts": len(phys),
                         "checkpoint": split.checkpoint is not None,
+                        "checkpoint_id": split.checkpoint,
                     }
         role = a.role.value
         detail |= {"instances": phys, "started": todo, "role": role, "plans": plans}
@@ -341,15 +374,16 @@ class StateManager(Pacing, EventTracking):
                 grp.spare.insert(0, j)
         return {"stopped": stopped}
 
-    def _request_checkpoint(self, grp: Group, cp_id: int) -> dict[str, Any]:
+    def _request_checkpoint(self, grp: Group, cp_id: int, queue: bool = False) -> dict[str, Any]:
         """Write checkpoint ``cp_id`` in the background (one at a time per group).
 
         Copying the state takes longer than a step on a big state; the loop must
         keep scoring meanwhile. A request while the group's previous checkpoint
         is still being written is skipped (the next one is at most one interval
-        later); a take-over uses the last checkpoint that completed."""
+        later) unless ``queue``: the checkpoint taken at a scale-out decision, which
+        the started instances' plans name and wait for, is written after it."""
         busy = self._writing.get(grp.g)
-        if busy is not None and not busy.done():
+        if busy is not None and not busy.done() and not queue:
             self.checkpoints_skipped += 1
             return {"checkpoint": cp_id, "skipped": "previous checkpoint still writing"}
         self._writing[grp.g] = self._pool.submit(self._checkpoint, grp, cp_id)

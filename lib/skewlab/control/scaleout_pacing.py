@@ -48,6 +48,9 @@ class Pacing:
     _grew_at: float
     _pool: ThreadPoolExecutor
     step: Callable[[], None]
+    step_ready: Callable[[], None]
+    woke_ready: bool = False
+    """The last :meth:`wait_step` ended early because pending instances became ready."""
     _done: Callable[[], dict[int, int]]
     _input_routed: Callable[[], bool]
 
@@ -63,6 +66,7 @@ class Pacing:
         :data:`READY_POLL_S`): the switch (``on_ready``) needs them, so the step comes
         then rather than up to one interval later. True once ``stop`` is set."""
         due = self.clock.now() + self.s.interval_s
+        self.woke_ready = False
         while True:
             left = due - self.clock.now()
             if not self._unready:
@@ -73,6 +77,7 @@ class Pacing:
                 return True
             if any(None not in self._ready_times(self.groups[g]) for g in self._unready):
                 log.debug("state manager: pending instances ready, stepping early")
+                self.woke_ready = True
                 return False
 
     def run(self, stop: threading.Event) -> None:
@@ -88,7 +93,7 @@ class Pacing:
         instances have worked it off (a switch decided then is ended by the
         manager's own markers, :meth:`end_moved_sets`)."""
         while not self.wait_step(stop):
-            self._safe_step()
+            self._safe_step()  # on a readiness wake: only the switch (step_ready)
         self.input_ended = True
         t_stop = self.clock.now()
         pause = threading.Event()
@@ -108,8 +113,9 @@ class Pacing:
         self._pool.shutdown(wait=True)
 
     def _safe_step(self) -> None:
+        """A full :meth:`step`, or after a readiness wake only :meth:`step_ready`."""
         try:
-            self.step()
+            self.step_ready() if self.woke_ready else self.step()
         except Exception:  # the loop must outlive one bad round; the log says why
             log.exception("state manager step failed")
 

@@ -33,6 +33,11 @@ from skewlab.state import owner, split_hash
 log = logging.getLogger(__name__)
 
 
+CHECKPOINT_WAIT_S = 30.0
+"""Longest a restore waits for the checkpoint its plan names (:meth:`Shadow._checkpoint_for`)."""
+CHECKPOINT_POLL_S = 0.05
+
+
 def checkpoint_run(run_id: str, group: int) -> tuple[str, str]:
     """(run id, operator) under which operator ``group``'s checkpoints are stored."""
     return f"{run_id}#g{group}", f"g{group}"
@@ -63,8 +68,10 @@ class Shadow:
         store: DeltaStore,
         run_id: str,
         wall: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.sets, self.store, self.run_id, self.wall = sets, store, run_id, wall
+        self.sleep = sleep
         self.taken: dict[tuple[str, int], tuple[int, int, int, int]] = {}
         """(key, set) -> (sent ms, applied ms, restored bytes, replayed records) until committed."""
         self._mine: dict[str, bool] = {}
@@ -122,6 +129,28 @@ class Shadow:
 
     # ------------------------------------------------------------ step 1: restore
 
+    def _checkpoint_for(self, cps: CheckpointStore, plan: dict[str, Any]) -> int | None:
+        """The checkpoint to restore: the plan's ``checkpoint_id`` (one the manager took at
+        the decision and writes while this process starts: waited for, looked at every
+        :data:`CHECKPOINT_POLL_S`), or the newest one when the plan names none, or when the
+        named one is still missing after :data:`CHECKPOINT_WAIT_S` (its write failed: any
+        stored checkpoint is a consistent state, only an older one)."""
+        want = plan.get("checkpoint_id")
+        since = self.wall()
+        while True:
+            newest = cps.latest()
+            if want is None or (newest is not None and newest >= int(want)):
+                return newest
+            if self.wall() - since >= CHECKPOINT_WAIT_S:
+                log.warning(
+                    "checkpoint %s not written after %.0f s: restoring %s",
+                    want,
+                    CHECKPOINT_WAIT_S,
+                    newest,
+                )
+                return newest
+            self.sleep(CHECKPOINT_POLL_S)
+
     def start(self, plan: dict[str, Any]) -> dict[str, Any]:
         """Restore this instance's part of the sources' state per ``plan``; returns stats."""
         t0 = self.wall()
@@ -143,7 +172,7 @@ class Shadow:
         cp_id = None
         cp_run = checkpoint_run(self.run_id, plan["group"])
         if plan.get("checkpoint"):
-            cp_id = CheckpointStore(self.store, *cp_run).latest()
+            cp_id = self._checkpoint_for(CheckpointStore(self.store, *cp_run), plan)
         cp_table = (
             None
             if cp_id is None

@@ -126,6 +126,8 @@ SCALE_OUT_KEYS: tuple[ParamSpec, ...] = (
          exclusive_minimum=0),
     _key("change_fraction", "number", "checkpoint: also when this share of state changed",
          exclusive_minimum=0, maximum=1),
+    _key("checkpoint_at_scale_out", "boolean",
+         "checkpoint: one more checkpoint at the decision, restored (true)"),
 )  # fmt: skip
 """The bottleneck-score thresholds and policy keys; :func:`scale_out_keys` per policy."""
 

@@ -259,7 +259,11 @@ class _Checkpointing(_Policy):
             count = self._target_count(out=True)
             if count > len(self._active):
                 actions: list[Action] = []
-                if self._last_cp is None or self._phase is not Phase.ALARMED:
+                if (
+                    self._last_cp is None
+                    or self._phase is not Phase.ALARMED
+                    or cfg.checkpoint_at_scale_out
+                ):
                     actions.append(self._checkpoint())
                 assert self._last_cp is not None
                 return actions + self._replace(count, self._last_cp, scaling_in=False)
@@ -377,6 +381,12 @@ class CheckpointingConfig(_Common):
     name: ClassVar[str] = "checkpointing"
     interval_s: float = 10.0
     change_fraction: float | None = None
+    checkpoint_at_scale_out: bool = True
+    """Take one more checkpoint at the scale-out decision and restore the
+    replacements from it (the seed's "user-defined event" trigger, the decision
+    being the event; a rescale from a fresh savepoint, as Flink does): the
+    replay after tau is then only what the operator processed since the decision.
+    False: restore from the newest interval checkpoint, up to ``interval_s`` old."""
 
     def __post_init__(self) -> None:
         self._check()
@@ -384,6 +394,9 @@ class CheckpointingConfig(_Common):
             raise ConfigError(f"interval_s must be > 0, got {self.interval_s}")
         if self.change_fraction is not None and not 0 < self.change_fraction <= 1:
             raise ConfigError(f"change_fraction must be in (0, 1], got {self.change_fraction}")
+        at = self.checkpoint_at_scale_out
+        if not isinstance(at, bool):
+            raise ConfigError(f"checkpoint_at_scale_out must be true or false, got {at!r}")
 
     def build(self, state: PolicySnapshot | None = None, clock: Clock | None = None) -> _Policy:
         """The checkpointing policy (seed Algorithm 3) of this config, resumed from ``state``

@@ -75,3 +75,33 @@ def test_checkpoint_switch_comes_when_the_replacements_are_ready(tmp_path: Path)
     assert abs(op.clock.now() - t0 - op.mgr.s.interval_s) < 1e-9
     stop.set()
     assert op.mgr.wait_step(stop) is True
+
+
+def test_a_readiness_wake_switches_without_reading_signals(tmp_path: Path) -> None:
+    """After a readiness wake the loop runs only the switch path (``step_ready``): no
+    end offsets, no ``worker_progress`` read, no new timeline row; the next full step
+    is back to reading signals."""
+    op = Operator(tmp_path, "checkpoint", {})
+    ready = Readiness(op)
+    op.mgr.procs = Processes(start=op.started.append, stop=lambda j: None, ready=ready)
+    _on_clock(op)
+    _overloaded_until_started(op)
+    reads: list[str] = []
+    ends = op.kafka.end_offsets
+    op.kafka.end_offsets = lambda topic: reads.append("ends") or ends(topic)  # type: ignore[method-assign]
+    done = op.mgr._done
+    op.mgr._done = lambda: reads.append("done") or done()  # type: ignore[method-assign]
+    rows = len(op.mgr.timeline)
+
+    ready.at = op.clock.now() + 0.2
+    assert op.mgr.wait_step(threading.Event()) is False and op.mgr.woke_ready
+    op.mgr._safe_step()
+    assert "SwitchRouting" in op.actions() and "StopInstances" in op.actions()
+    assert reads == [] and len(op.mgr.timeline) == rows
+    ev = op.mgr.events[-1]
+    assert ev["t_ready"] == ready.at and ev["t_switch"] >= ev["t_ready"]
+
+    # no group waits any more: a whole interval, then a full step with its reads
+    assert op.mgr.wait_step(threading.Event()) is False and not op.mgr.woke_ready
+    op.mgr._safe_step()
+    assert "ends" in reads and "done" in reads and len(op.mgr.timeline) == rows + 1

@@ -149,19 +149,28 @@ def test_checkpoint_policy_alarms_checkpoints_then_scales_out(store: DeltaStore)
     assert part.theta[key_of(0)]["received"] == 54_000
     assert part.theta["hot"]["buffered"] == {"1": [[IV[0][0], 0, 10, 0]]}  # kept inside theta
 
-    # Overloaded: backlog grows, the policy scales out from checkpoint 0 (no new one).
+    # Overloaded: backlog grows, the policy takes checkpoint 1 at the decision and
+    # scales out from it (checkpoint_at_scale_out, the default).
     run.interval(IV[1], OVER, {**LIGHT, 0: 60_000})
     r2 = step(store, "checkpoint", IV[1], dwell=1)
-    assert r2.status is StepStatus.DECIDED and r2.written == ("decisions", "operator_state")
-    assert r2.numbers["scaling"] == 1 and r2.numbers["checkpoints"] == 0
+    assert r2.status is StepStatus.DECIDED and set(r2.written) == {"decisions", "operator_state"}
+    assert r2.numbers["scaling"] == 1 and r2.numbers["checkpoints"] == 1
     rows = [r for r in decisions(store) if r["detail"]["interval_ms"] == list(IV[1])]
     by_action = {r["detail"]["action"]: r["detail"] for r in rows}
-    assert set(by_action) == {"StartInstances", "SplitState", "Replay", "FeedInput"}
+    assert set(by_action) == {
+        "TakeCheckpoint",
+        "StartInstances",
+        "SplitState",
+        "Replay",
+        "FeedInput",
+    }
+    (part,) = CheckpointStore(store, f"{RUN}#g0", "g0").read(1).values()
+    assert part.tau == run.offset[0] > 54_000  # the worker's commit at the decision
     start = by_action["StartInstances"]
     assert (start["instances"], start["role"], start["carried_out"]) == (
         [1, 2], "replacement", False,
     )  # fmt: skip
-    assert by_action["Replay"]["checkpoint"] == 0
+    assert by_action["Replay"]["checkpoint"] == 1
     sig = start["signals"]["0"]
     assert sig["input_rate"] == 3000.0 and sig["queue_len"] == 120_000 and sig["busy"] == 1.0
     assert rows[0]["reason"] == f"score {start['score']:.1f}" and start["score"] >= 70

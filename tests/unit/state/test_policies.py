@@ -35,7 +35,9 @@ def build(name: str, **params):
 
 
 def test_checkpointing_sequence():
-    p, clock = build("checkpointing", interval_s=10.0)
+    """The seed's Algorithm 3 with interval checkpoints only: the replacements restore
+    the newest interval checkpoint (``checkpoint_at_scale_out=False``)."""
+    p, clock = build("checkpointing", interval_s=10.0, checkpoint_at_scale_out=False)
     assert p.observe(CALM) == []
     assert p.observe(ALARM) == [TakeCheckpoint(0, (0, 1))]
     clock.advance(5)
@@ -57,6 +59,27 @@ def test_checkpointing_sequence():
         StopInstances((0, 1)),
     ]
     assert p.active == (2, 3, 4, 5) and p.phase is Phase.NORMAL
+
+
+def test_checkpointing_takes_one_more_checkpoint_at_the_scale_out_decision():
+    """By default the decision is a checkpoint trigger: the replacements restore the
+    checkpoint taken then (the newest), not the interval one taken up to c before."""
+    p, clock = build("checkpointing", interval_s=10.0)
+    assert p.observe(ALARM) == [TakeCheckpoint(0, (0, 1))]
+    clock.advance(7)
+    assert p.observe(OUT) == [
+        TakeCheckpoint(1, (0, 1)),
+        StartInstances((2, 3, 4, 5), Role.REPLACEMENT),
+        SplitState(1, (0, 1), (2, 3, 4, 5)),
+        Replay(1, (2, 3, 4, 5)),
+        FeedInput((2, 3, 4, 5)),
+    ]
+    assert p.phase is Phase.SCALING and p.observe(OUT) == []
+
+
+def test_checkpoint_at_scale_out_must_be_a_bool():
+    with pytest.raises(ConfigError, match="checkpoint_at_scale_out must be true or false"):
+        make_policy("checkpointing", checkpoint_at_scale_out="yes")
 
 
 def test_checkpointing_on_significant_change_and_back_to_normal():
@@ -219,7 +242,9 @@ def test_active_backup_cooldown_survives_a_snapshot():
 
 
 def test_change_fraction_checkpoints_before_the_interval_is_due():
-    p, clock = build("checkpointing", interval_s=100.0, change_fraction=0.2)
+    p, clock = build(
+        "checkpointing", interval_s=100.0, change_fraction=0.2, checkpoint_at_scale_out=False
+    )
     assert p.on_state_changed(0.9) == []  # NORMAL: no checkpointing before alarming
     assert p.observe(ALARM) == [TakeCheckpoint(0, (0, 1))]
     clock.advance(5)
@@ -245,7 +270,9 @@ def test_change_fraction_moves_the_restored_checkpoint_forward():
     """Same scores and clock; only the reported change differs -> a newer checkpoint restored."""
 
     def restored(changes: list[float]) -> int:
-        p, clock = build("checkpointing", interval_s=100.0, change_fraction=0.3)
+        p, clock = build(
+            "checkpointing", interval_s=100.0, change_fraction=0.3, checkpoint_at_scale_out=False
+        )
         p.observe(ALARM)
         for c in changes:
             clock.advance(2)

@@ -19,14 +19,16 @@ from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect, fetch_range
+from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
 from skewlab.live.cut import CutSpec, cuts_of, switches, write_cut
 from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.shadow import Shadow, newest_plan
+from skewlab.live.worker_fetch import end_offset, fetch_available
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
-from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_start
+from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_starts
 from skewlab.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -135,6 +137,9 @@ class Worker:
         self._dirty = False
         self._owed = 0
         """Records applied (or replayed into a shadow) whose cost the step has not paid."""
+        self._lat_ts: list[float] = []
+        self._lat: list[float] = []
+        """Event time and latency of each record applied and not yet sampled (in order)."""
         if settings.splitters:
             self.sets = self._key_sets_at(committed)
             self._skip_stale(committed)
@@ -211,12 +216,21 @@ class Worker:
         )
 
     def _apply(self, key: str, recs: list[Rec], now: float) -> None:
-        """Apply ``recs`` of ``key`` (live output); their cost is paid at the step's end."""
+        """Apply ``recs`` of ``key`` (live output); their cost is paid at the step's end,
+        their latency samples taken in order at the step's end (:meth:`_sample_latency`)."""
         self._owed += len(recs)
-        w = self.s.window_s
+        add, ts, lat = self.agg.add, self._lat_ts, self._lat
         for r in recs:
-            self.agg.add(key, r.ts, r.size)
-            self.latency.add(window_start(r.ts, w), now - r.ts)
+            add(key, r.ts, r.size)
+            ts.append(r.ts)
+            lat.append(now - r.ts)
+
+    def _sample_latency(self) -> None:
+        """The latency samples of the records applied since the last call, in order."""
+        if self._lat_ts:
+            ts = np.asarray(self._lat_ts, dtype=np.float64)
+            self.latency.add_many(window_starts(ts, self.s.window_s), np.asarray(self._lat))
+            self._lat_ts, self._lat = [], []
 
     def _send(self, out: list[Handoff]) -> None:
         for h in out:
@@ -229,7 +243,7 @@ class Worker:
             )
             self.handoffs_sent += 1
 
-    def _process_sets(self, upto: int) -> int:
+    def _process_sets(self, recs: FetchedRange) -> int:
         """``_process`` with message sets (module doc): records, markers, hand-offs.
 
         The batch is decoded at once (:mod:`skewlab.live.routed_batch`); the records
@@ -238,7 +252,6 @@ class Worker:
         a buffered record costs when its set is taken and it is applied."""
         sets = self.sets
         assert sets is not None
-        recs = fetch_range(self.client, self.s.topic, self.s.worker, self.offset, upto)
         b = classify(recs)
         now = self.wall()
         sent0 = self.handoffs_sent
@@ -362,7 +375,7 @@ class Worker:
 
     def end(self) -> int:
         """The end offset of the worker's partition of ``routed`` (0 if the broker has none)."""
-        return self.client.end_offsets(self.s.topic).get(self.s.worker, 0)
+        return end_offset(self.client, self.s.topic, self.s.worker)
 
     def step(self, end: int | None = None) -> int:
         """Fetch and process up to ``max_fetch`` records; flush when due. Returns records read."""
@@ -397,13 +410,13 @@ class Worker:
                 n += read
                 self._dirty = True
             end = max(end or 0, ends.get(self.s.worker, 0))
-        end = self.end() if end is None else end
         t1 = self.clock.now()
-        upto = min(end, self.offset + cap)
+        upto = self.offset + cap if end is None else min(end, self.offset + cap)
         if self._cut_due is not None:  # not past a cut a dead process promised
             upto = min(upto, max(self._cut_due, self.offset))
-        own = self._process(upto) if upto > self.offset else 0
+        own = self._process(upto, to_end=end is None) if upto > self.offset else 0
         n += own
+        self._sample_latency()
         owed, self._owed = self._owed, 0
         t2 = self.clock.now()
         if owed:
@@ -434,30 +447,37 @@ class Worker:
         read = self.shadow.read if self.shadow is not None else 0
         return self.offset + read + (self.sets.bump if self.sets is not None else 0)
 
-    def _process(self, upto: int) -> int:
+    def _process(self, upto: int, to_end: bool = False) -> int:
+        """Read the own partition up to ``upto`` (``to_end``: up to its end, if before;
+        one request for both, :mod:`skewlab.live.worker_fetch`) and process it."""
+        topic, me = self.s.topic, self.s.worker
+        if to_end:
+            recs = fetch_available(self.client, topic, me, self.offset, upto)
+            if not recs:  # at the end: nothing read
+                return 0
+        else:
+            recs = fetch_range(self.client, topic, me, self.offset, upto)
         if self.sets is not None:
-            return self._process_sets(upto)
-        recs = fetch_range(self.client, self.s.topic, self.s.worker, self.offset, upto)
+            return self._process_sets(recs)
         if not recs:
             self._dirty = True
             return 0
         b = classify(recs)
-        ok = [i for i, k in enumerate(b.kinds) if k == DATA]
-        for i, k in enumerate(b.kinds):
-            if k != DATA:  # the route job only forwards valid events
-                log.error("worker %d: invalid routed record at %d", self.s.worker, recs[i].offset)
-        keys = [b.keys[i] for i in ok]
-        ts = [b.ts[i] for i in ok]
-        sizes = [b.sizes[i] for i in ok]
-        parts = [b.src_partition[i] for i in ok]
-        offs = [b.src_offset[i] for i in ok]
+        keys, ts, sizes, parts, offs = b.keys, b.ts, b.sizes, b.src_partition, b.src_offset
+        if b.kinds.count(DATA) != len(b):  # the route job only forwards valid events
+            ok = [i for i, k in enumerate(b.kinds) if k == DATA]
+            for i, k in enumerate(b.kinds):
+                if k != DATA:
+                    log.error(
+                        "worker %d: invalid routed record at %d", self.s.worker, recs[i].offset
+                    )
+            keys, ts = [keys[i] for i in ok], [ts[i] for i in ok]
+            sizes, parts, offs = ([col[i] for i in ok] for col in (sizes, parts, offs))
         taken = self.agg.process(keys, ts, sizes, parts, offs)
         self.busy(self.s.service_us * 1e-6 * int(taken.sum()))
         now = self.wall()
-        w = self.s.window_s
-        for t, took in zip(ts, taken.tolist()):
-            if took:
-                self.latency.add(window_start(t, w), now - t)
+        t = np.asarray(ts, dtype=np.float64)[taken]
+        self.latency.add_many(window_starts(t, self.s.window_s), now - t)
         self.offset = recs[-1].offset + 1
         self._dirty = True
         return len(keys)
@@ -513,6 +533,7 @@ class Worker:
         if self._cut_unsaved:
             self._cut_unsaved = False
             crash_point("scaleout.after_cut")  # the old instance's cut committed
+        self._sample_latency()
         lat = [
             {
                 "window_start": _ms(r.window_start),

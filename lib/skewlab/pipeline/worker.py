@@ -21,6 +21,12 @@ def window_start(ts: float, window_s: float) -> float:
     return math.floor(ts / window_s) * window_s
 
 
+def window_starts(ts: np.ndarray, window_s: float) -> np.ndarray:
+    """:func:`window_start` of every element of ``ts`` (the same doubles)."""
+    out: np.ndarray = np.floor(ts / window_s) * window_s
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Partial:
     """An increment of one (window, key) on one worker."""
@@ -63,30 +69,65 @@ class WindowedAggregate:
         src_partition: Sequence[int],
         src_offset: Sequence[int],
     ) -> np.ndarray:
-        """Add records; return a boolean mask of those taken (False = replay dropped)."""
+        """Add records; return a boolean mask of those taken (False = replay dropped).
+
+        As one record at a time in order: a record is taken iff its offset is above its
+        source partition's watermark, which then moves to it; so per source partition a
+        record is taken iff its offset is above the watermark before the batch and every
+        earlier offset of the batch (a running maximum)."""
         n = len(keys)
+        part = np.asarray(src_partition, dtype=np.int64)
+        off = np.asarray(src_offset, dtype=np.int64)
         taken = np.zeros(n, dtype=bool)
         wm = self._watermarks
-        pending = self._pending
-        w = self.window_s
-        for i in range(n):
-            p = int(src_partition[i])
-            o = int(src_offset[i])
-            if o <= wm.get(p, -1):
-                continue
-            wm[p] = o
-            taken[i] = True
-            slot = (float(np.floor(ts[i] / w) * w), keys[i])
-            acc = pending.get(slot)
-            if acc is None:
-                pending[slot] = [1, int(values[i])]
-            else:
-                acc[0] += 1
-                acc[1] += int(values[i])
+        if n:
+            lo = part[0]
+            one = bool((part == lo).all())
+            groups = [(int(lo), None)] if one else [(int(p), part == p) for p in np.unique(part)]
+            for p, sel in groups:
+                o = off if sel is None else off[sel]
+                w0 = wm.get(p, -1)
+                seen = np.maximum.accumulate(o)
+                before = np.empty_like(o)
+                before[0] = w0
+                np.maximum(seen[:-1], w0, out=before[1:])
+                t = o > before
+                if sel is None:
+                    taken = t
+                else:
+                    taken[sel] = t
+                if t.any():
+                    wm[p] = max(w0, int(seen[-1]))
         k = int(taken.sum())
+        if k:
+            self._add_taken(keys, ts, values, taken, k == n)
         self.accepted += k
         self.dropped += n - k
         return taken
+
+    def _add_taken(
+        self,
+        keys: Sequence[str],
+        ts: Sequence[float],
+        values: Sequence[int],
+        taken: np.ndarray,
+        every: bool,
+    ) -> None:
+        """Count the taken records into their (window, key) increments."""
+        starts = window_starts(np.asarray(ts, dtype=np.float64), self.window_s)
+        vals = np.asarray(values, dtype=np.int64)
+        if not every:
+            idx = np.flatnonzero(taken)
+            starts, vals = starts[idx], vals[idx]
+            keys = [keys[i] for i in idx.tolist()]
+        pending = self._pending
+        for slot, (c, v) in _sum_by_slot(starts, keys, vals).items():
+            acc = pending.get(slot)
+            if acc is None:
+                pending[slot] = [c, v]
+            else:
+                acc[0] += c
+                acc[1] += v
 
     def accept(self, src_partition: int, src_offset: int) -> bool:
         """Take a record into the operator (``False``: a replay, dropped); see :meth:`add`.
@@ -118,43 +159,109 @@ class WindowedAggregate:
         return out
 
 
+def _sum_by_slot(
+    starts: np.ndarray, keys: Sequence[str], values: np.ndarray
+) -> dict[tuple[float, str], tuple[int, int]]:
+    """(window start, key) -> (count, sum of ``values``) over the records."""
+    out: dict[tuple[float, str], tuple[int, int]] = {}
+    first = starts[0]
+    if (starts == first).all():  # the usual batch: one window
+        ws = float(first)
+        codes: dict[str, int] = {}
+        code = np.fromiter(
+            (codes.setdefault(k, len(codes)) for k in keys), dtype=np.int64, count=len(keys)
+        )
+        counts = np.bincount(code, minlength=len(codes)).tolist()
+        order = np.argsort(code, kind="stable")
+        bounds = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        sums = np.add.reduceat(values[order], bounds).tolist()
+        for key, c, v in zip(codes, counts, sums):
+            out[(ws, key)] = (c, v)
+        return out
+    for ws, key, v in zip(starts.tolist(), keys, values.tolist()):
+        acc = out.get((ws, key))
+        out[(ws, key)] = (1, v) if acc is None else (acc[0] + 1, acc[1] + v)
+    return out
+
+
 class LatencyWindows:
     """End-to-end latency samples per window, bounded by reservoir sampling.
 
     Each window keeps at most ``cap`` samples (Vitter's algorithm R with the
     injected ``rng``), plus the exact count and maximum, so p50/p90/p99 are
     estimates over a uniform sample and ``n``/``max`` are exact.
+
+    Samples are taken a batch at a time (:meth:`add_many`) with the same result as
+    one at a time in the batch's order: the ``i``-th sample of a window goes to slot
+    ``i`` while fewer than ``cap`` are kept, after that it replaces slot
+    ``j = rng.integers(0, i + 1)`` (0-based ``i``) if ``j < cap``; the draws are made
+    in the batch's order over all its windows, one per sample beyond a window's cap.
     """
 
     def __init__(
         self, window_s: float = 15.0, cap: int = 4096, rng: np.random.Generator | None = None
     ):
+        if cap < 1:
+            raise ConfigError(f"cap must be >= 1, got {cap}")
         self.window_s = float(window_s)
         self.cap = int(cap)
         self._rng = rng if rng is not None else np.random.default_rng(0)
-        self._samples: dict[float, list[float]] = {}
+        self._samples: dict[float, np.ndarray] = {}
+        """window -> its reservoir buffer (``cap`` slots, the first ``min(n, cap)`` used)."""
         self._n: dict[float, int] = {}
         self._max: dict[float, float] = {}
 
     def add(self, window: float, latency_s: float) -> None:
         """Record one latency sample of ``window`` (reservoir-sampled beyond ``cap``)."""
-        n = self._n.get(window, 0) + 1
-        self._n[window] = n
-        if latency_s > self._max.get(window, float("-inf")):
-            self._max[window] = latency_s
-        s = self._samples.setdefault(window, [])
-        if len(s) < self.cap:
-            s.append(latency_s)
+        self.add_many(np.array([window], dtype=np.float64), np.array([latency_s], dtype=np.float64))
+
+    def add_many(self, windows: np.ndarray, latencies: np.ndarray) -> None:
+        """Record ``latencies[i]`` in window ``windows[i]`` for every ``i``, in order (as
+        many :meth:`add` calls; class doc)."""
+        w = np.asarray(windows, dtype=np.float64)
+        lat = np.asarray(latencies, dtype=np.float64)
+        if w.shape != lat.shape or w.ndim != 1:
+            raise ValueError(f"windows and latencies differ in shape: {w.shape}, {lat.shape}")
+        if not len(w):
+            return
+        first = w[0]
+        if (w == first).all():  # the usual batch: one window
+            groups: list[tuple[float, np.ndarray | slice]] = [(float(first), slice(None))]
         else:
-            j = int(self._rng.integers(0, n))
-            if j < self.cap:
-                s[j] = latency_s
+            groups = [(float(u), np.flatnonzero(w == u)) for u in np.unique(w)]
+        cap = self.cap
+        counts = np.empty(len(w), dtype=np.int64)
+        for u, idx in groups:  # each sample's count in its window, itself included
+            n0 = self._n.get(u, 0)
+            k = len(lat[idx])
+            counts[idx] = np.arange(n0 + 1, n0 + k + 1)
+            self._n[u] = n0 + k
+            top = float(lat[idx].max())
+            if top > self._max.get(u, float("-inf")):
+                self._max[u] = top
+        beyond = counts > cap
+        draws = np.full(len(w), cap, dtype=np.int64)
+        if beyond.any():  # one draw per sample beyond its window's cap, in batch order
+            draws[beyond] = self._rng.integers(0, counts[beyond])
+        for u, idx in groups:
+            c, x, j = counts[idx], lat[idx], draws[idx]
+            buf = self._samples.get(u)
+            if buf is None:
+                buf = self._samples[u] = np.empty(cap, dtype=np.float64)
+            fill = c <= cap
+            buf[c[fill] - 1] = x[fill]
+            hit = np.flatnonzero(j < cap)
+            if len(hit):  # the last sample drawn into a slot is the one it keeps
+                rev = hit[::-1]
+                _, last = np.unique(j[rev], return_index=True)
+                keep = rev[last]
+                buf[j[keep]] = x[keep]
 
     def drain(self) -> list[WindowLatency]:
         """Every window with samples, oldest first; resets them."""
         rows = []
         for w in sorted(self._samples):
-            arr = np.asarray(self._samples[w], dtype=np.float64)
+            arr = self._samples[w][: min(self._n[w], self.cap)].copy()
             p50, p90, p99 = (float(x) for x in np.percentile(arr, [50, 90, 99]))
             rows.append(WindowLatency(w, p50, p90, p99, self._max[w], self._n[w], arr))
         self._samples, self._n, self._max = {}, {}, {}

@@ -92,3 +92,84 @@ def test_latency_windows_exact_when_under_cap_and_bounded_above():
     assert len(row.sample) == 200
     assert n == 20000 and mx == ys.max()
     assert p50 == pytest.approx(np.median(ys), rel=0.2)
+
+
+def _reservoir_reference(batches, window_s, cap, seed):
+    """Algorithm R sample by sample, from its definition: the i-th sample (1-based) of a
+    window fills slot i - 1 while i <= cap, then replaces slot j = integers(0, i) if
+    j < cap; one draw per sample beyond its window's cap, in arrival order."""
+    rng = np.random.default_rng(seed)
+    samples, counts, top = {}, {}, {}
+    for ts, lat in batches:
+        for t, x in zip(ts.tolist(), lat.tolist()):
+            w = window_start(t, window_s)
+            i = counts[w] = counts.get(w, 0) + 1
+            top[w] = max(top.get(w, float("-inf")), x)
+            s = samples.setdefault(w, [])
+            if i <= cap:
+                s.append(x)
+            else:
+                j = int(rng.integers(0, i))
+                if j < cap:
+                    s[j] = x
+    return samples, counts, top
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_latency_windows_by_batch_are_algorithm_r_sample_by_sample(seed):
+    """Batches of interleaved windows (sizes 0..400, cap 64): every window's reservoir,
+    count, max and percentiles are those of Algorithm R taken one sample at a time."""
+    gen = np.random.default_rng(100 + seed)
+    batches = []
+    t0 = 0.0
+    for _ in range(40):
+        k = int(gen.integers(0, 400))
+        ts = t0 + gen.uniform(-20.0, 40.0, k)  # late and early records: several windows
+        batches.append((ts, gen.exponential(1.0, k)))
+        t0 += 2.0
+    lat = LatencyWindows(window_s=15, cap=64, rng=np.random.default_rng(seed))
+    for ts, x in batches:
+        lat.add_many(np.floor(ts / 15.0) * 15.0, x)
+    rows = lat.drain()
+    samples, counts, top = _reservoir_reference(batches, 15.0, 64, seed)
+    assert [r.window_start for r in rows] == sorted(samples)
+    assert any(c > 64 for c in counts.values()) and any(c <= 64 for c in counts.values())
+    for r in rows:
+        ref = np.asarray(samples[r.window_start])
+        assert r.sample.tolist() == ref.tolist()
+        assert (r.n, r.max) == (counts[r.window_start], top[r.window_start])
+        assert (r.p50, r.p90, r.p99) == tuple(float(v) for v in np.percentile(ref, [50, 90, 99]))
+    assert lat.drain() == []
+
+
+@pytest.mark.parametrize("span", [100.0, 9.5])
+def test_process_takes_a_record_iff_above_its_partitions_watermark_so_far(span):
+    """Replays, reordering and restarts: the batch mask, the watermarks and the partials
+    are those of the rule applied one record at a time (many windows, or one)."""
+    gen = np.random.default_rng(7)
+    n = 4000
+    keys = [f"k{int(x)}" for x in gen.zipf(1.5, n) % 30]
+    ts = gen.uniform(0, span, n)
+    values = gen.integers(1, 50, n)
+    parts = gen.integers(0, 3, n)
+    offsets = gen.integers(0, 600, n)  # out of order and repeated: many dropped
+    start = {0: 50, 2: -1}
+    agg = WindowedAggregate(window_s=10, watermarks=start)
+    wm = dict(start)
+    want_mask = []
+    want = collections.defaultdict(lambda: [0, 0])
+    for k, t, v, p, o in zip(keys, ts, values, parts.tolist(), offsets.tolist()):
+        ok = o > wm.get(p, -1)
+        want_mask.append(ok)
+        if ok:
+            wm[p] = o
+            want[(window_start(t, 10), k)][0] += 1
+            want[(window_start(t, 10), k)][1] += int(v)
+    got = []
+    for a, b in [(0, 1), (1, 700), (700, 700), (700, 2500), (2500, n)]:
+        sl = slice(a, b)
+        got += agg.process(keys[sl], ts[sl], values[sl], parts[sl], offsets[sl]).tolist()
+    assert got == want_mask and 0 < sum(got) < n
+    assert agg.watermarks == wm
+    assert (agg.accepted, agg.dropped) == (sum(got), n - sum(got))
+    assert _merge(agg.drain()) == {s: tuple(v) for s, v in want.items()}

@@ -256,7 +256,15 @@ class ConfluentClient(ClientBase):
         ``create_topic`` / ``delete_topic`` forget the topic's ends. An idle consumer
         asking every 50 ms (a worker) then costs the broker one ListOffsets request,
         not a new connection and a fetch per partition."""
-        reported = self._reported_ends(topic)
+        return self._true_ends(topic, self._reported_ends(topic))
+
+    def end_offset(self, topic: str, partition: int) -> int:
+        """:meth:`end_offsets` of one partition: one ListOffsets of that partition, and a
+        read of it only if its reported end moved since the last look-up."""
+        return self._true_ends(topic, self._reported_ends(topic, [partition]))[partition]
+
+    def _true_ends(self, topic: str, reported: Mapping[int, int]) -> dict[int, int]:
+        """The true ends of the partitions of ``reported`` (:meth:`end_offsets`)."""
         out: dict[int, int] = {}
         todo: dict[int, int] = {}
         for p, r in reported.items():
@@ -272,11 +280,12 @@ class ConfluentClient(ClientBase):
                     self._ends_seen[(topic, p)] = (todo[p], end)
         return dict(sorted(out.items()))
 
-    def _reported_ends(self, topic: str) -> dict[int, int]:
-        """ListOffsets(latest) of every partition of ``topic``, one admin request."""
-        n = self.partitions(topic)
+    def _reported_ends(self, topic: str, parts: list[int] | None = None) -> dict[int, int]:
+        """ListOffsets(latest) of ``parts`` (default: every partition of ``topic``), one
+        admin request."""
+        ps = range(self.partitions(topic)) if parts is None else parts
         futures = self.admin.list_offsets(
-            {TopicPartition(topic, p): OffsetSpec.latest() for p in range(n)},
+            {TopicPartition(topic, p): OffsetSpec.latest() for p in ps},
             request_timeout=ADMIN_TIMEOUT_S,
         )
         out = {}
@@ -389,14 +398,42 @@ class ConfluentClient(ClientBase):
             with self._reader() as consumer:
                 consumer.assign([TopicPartition(topic, partition, start)])
                 self._consume_batches(consumer, topic, partition, start, end, timeout_s, msgs)
-        return FetchedRange(
-            topic,
-            partition,
-            [m.offset() for m in msgs],  # type: ignore[misc]
-            [m.value() for m in msgs],
-            [m.headers() for m in msgs],
-            lambda i: _record(msgs[i]),
-        )
+        return _fetched(topic, partition, msgs)
+
+    def fetch_available(
+        self, topic: str, partition: int, start: int, limit: int, timeout_s: float = 30.0
+    ) -> FetchedRange:
+        """:meth:`fetch_range` of ``[start, min(limit, true end))``, the true end as
+        :meth:`end_offset` gives it, in one read: the partition's ListOffsets; a reported
+        end that did not move keeps its true end (no read when ``start`` is there);
+        otherwise one consumer reads from ``start`` until librdkafka's end-of-partition
+        event (the true end, :meth:`_read_to_eof`) or ``limit`` (instead of a probe's
+        consumer, then a fetch's)."""
+        if start < 0 or limit < start:
+            raise ConfigError(
+                f"fetch range must satisfy 0 <= start <= limit, got [{start}, {limit})"
+            )
+        msgs: list[Message] = []
+        if start == limit:
+            return _fetched(topic, partition, msgs)
+        reported = self._reported_ends(topic, [partition])[partition]
+        hit = self._ends_seen.get((topic, partition))
+        if hit is not None and hit[0] == reported:
+            return self.fetch_range(topic, partition, start, max(start, min(hit[1], limit)))
+        cfg = self._config("consumer", {**CONSUMER_DEFAULTS, **PROBE_CONSUMER})
+        consumer = Consumer(cfg)
+        try:
+            consumer.assign([TopicPartition(topic, partition, start)])
+            eof = self._consume_batches(
+                consumer, topic, partition, start, limit, timeout_s, msgs, to_eof=True
+            )
+        finally:
+            consumer.close()
+        if eof is not None:
+            end = max(eof, start, _int(msgs[-1].offset()) + 1 if msgs else 0)
+            if end > reported:
+                self._ends_seen[(topic, partition)] = (reported, end)
+        return _fetched(topic, partition, msgs)
 
     def _consume_batches(
         self,
@@ -407,12 +444,16 @@ class ConfluentClient(ClientBase):
         end: int,
         timeout_s: float,
         out: list[Message],
-    ) -> None:
+        to_eof: bool = False,
+    ) -> int | None:
         """``_consume_range`` a batch at a time: the records in ``[start, end)`` appended
-        to ``out`` in offset order (same end-of-partition and stall rules)."""
+        to ``out`` in offset order (same end-of-partition and stall rules). With
+        ``to_eof``, also stop at the first end-of-partition event and return its offset
+        (``None``: ``end`` was reached first)."""
         nxt = start
         stall_deadline = time.monotonic() + timeout_s
-        while nxt < end:
+        eof: int | None = None
+        while nxt < end and eof is None:
             msgs = consumer.consume(num_messages=min(FETCH_BATCH, end - nxt), timeout=POLL_S)
             if not msgs:
                 if time.monotonic() > stall_deadline:
@@ -439,6 +480,9 @@ class ConfluentClient(ClientBase):
                     nxt = end
             if any(_int(m.offset()) >= end for m in errs):  # nothing lies between here and end
                 nxt = end
+            if to_eof and errs:
+                eof = max(_int(m.offset()) for m in errs)
+        return eof
 
     # ----------------------------------------------------------------- commits
 
@@ -499,6 +543,18 @@ def _int(value: int | None) -> int:
 
 def _bytes(value: str | bytes | None) -> bytes | None:
     return value.encode() if isinstance(value, str) else value
+
+
+def _fetched(topic: str, partition: int, msgs: list[Message]) -> FetchedRange:
+    """The columns of ``msgs`` (librdkafka's messages, kept as they came)."""
+    return FetchedRange(
+        topic,
+        partition,
+        [m.offset() for m in msgs],  # type: ignore[misc]
+        [m.value() for m in msgs],
+        [m.headers() for m in msgs],
+        lambda i: _record(msgs[i]),
+    )
 
 
 def _record(msg: Message) -> Record:

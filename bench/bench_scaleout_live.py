@@ -13,6 +13,10 @@ of ``--service-us`` (paid by sleeping: each instance stands for its own node).
   the switch, or the old holder's hand-off was applied); the table shows the
   longest (max) and the median (p50) over moved keys; for restart also the time
   from stopping the operator to its restarted instance being ready;
+* gap per moved key: the time it was processed nowhere, from its old instance
+  stopping it (its cut; restart: the operator's stop) to its new instance taking
+  it (the pause counts from the decision, while the old instance may still be
+  processing the key);
 * drain: how long the old instance kept working off its backlog after the
   switch (the keys progress there meanwhile);
 * extra p99: p99 of the involved instances' windows during the event minus
@@ -72,11 +76,12 @@ def prefill_trace(path: str, keys: int, skew: float, events: int, seed: int = 7)
 HEADER = (
     "policy",
     "pause max / p50 s (x rst)",
+    "gap max s (x rst)",
     "extra p99 ms",
     "inst-s (x restart)",
     "state keys / moved / exact",
 )
-WIDTHS = (14, 26, 16, 22, 30)
+WIDTHS = (14, 26, 18, 16, 22, 30)
 
 
 def _ratio(x: float, y: float) -> str:
@@ -87,9 +92,12 @@ def policy_row(policy: str, r: Any, base: Any) -> str:
     """One table row: ``r``'s figures beside their ratio to ``base`` (restart)."""
     p50 = max((float(e.get("pause_p50_s", math.nan)) for e in r.scale_log), default=math.nan)
     state = sum(int(e.get("state_keys", 0)) for e in r.scale_log)
+    gap = max((float(e.get("gap_s", math.nan)) for e in r.scale_log), default=math.nan)
+    base_gap = max((float(e.get("gap_s", math.nan)) for e in base.scale_log), default=math.nan)
     return row(
         policy,
         f"{r.pause_s:.2f} / {p50:.2f} ({_ratio(r.pause_s, base.pause_s)})",
+        f"{gap:.2f} ({_ratio(gap, base_gap)})",
         f"{r.extra_p99_ms:.0f} ({_ratio(r.extra_p99_ms, base.extra_p99_ms)})",
         f"{r.instance_seconds:.0f} ({_ratio(r.instance_seconds, base.instance_seconds)})",
         f"{state} / {r.keys_moved} / {r.exact and r.state_exact}",
@@ -129,6 +137,11 @@ def main() -> None:
         type=float,
         default=None,
         help="checkpoint policy: s between checkpoints from alarming (seed's c; policy default)",
+    )
+    ap.add_argument(
+        "--switch-at-start",
+        action="store_true",
+        help="checkpoint policy: switch at the decision, not once the new instances are ready",
     )
     ap.add_argument("--policies", default=",".join(POLICIES), help="comma list (restart first)")
     args = ap.parse_args()
@@ -173,6 +186,11 @@ def main() -> None:
                 | (
                     {"interval_s": args.checkpoint_interval}
                     if policy == "checkpoint" and args.checkpoint_interval is not None
+                    else {}
+                )
+                | (
+                    {"switch_at_start": True}
+                    if policy == "checkpoint" and args.switch_at_start
                     else {}
                 ),
             )

@@ -131,11 +131,13 @@ class EventTracking:
         taking it (``handoffs.applied_ms``: its shadow reached the switch, or the
         old holder's hand-off was applied); for restart also from stopping the
         operator to its restarted instance being ready. ``pause_p50_s`` is the
-        median over moved keys; ``handoff_s`` the longest hand-off in flight
-        (``applied - sent``). ``drain_s``: how long the old instance worked off its
-        backlog after the switch. ``restored_*`` / ``replayed_records``: what the
-        moved keys' new instances restored and replayed (``handoffs`` rows of
-        sets taken from a shadow carry them). Called each step and once more,
+        median over moved keys; ``gap_s`` / ``gap_p50_s`` the time a moved key was
+        processed nowhere: from its old instance stopping it (its cut, or the
+        operator's stop for restart) to its new instance taking it; ``handoff_s`` the
+        longest hand-off in flight (``applied - sent``). ``drain_s``: how long the old
+        instance worked off its backlog after the switch. ``restored_*`` /
+        ``replayed_records``: what the moved keys' new instances restored and replayed
+        (``handoffs`` rows of sets taken from a shadow carry them). Called each step and once more,
         ``final``, after the workers exited: then an event closes with what is known."""
         open_ = [e for e in self.events if "t_done" not in e]
         if not open_:
@@ -172,6 +174,12 @@ class EventTracking:
                 pause = max(pause, e.get("t_ready", now) - e["t_kill"])
             e["pause_s"] = pause
             e["pause_p50_s"] = waits[len(waits) // 2] if waits else pause
+            stop = self._stopped_at(e)
+            gaps = sorted(
+                max(b - (a if stop is None else stop), 0.0) for a, b in known
+            )  # no stop known: a hand-off's time in flight
+            e["gap_s"] = gaps[-1] if gaps else 0.0
+            e["gap_p50_s"] = gaps[len(gaps) // 2] if gaps else 0.0
             e["handoff_s"] = max((b - a for a, b in known), default=0.0)
             e["drain_s"] = max(max((a for a, _ in known), default=0.0) - e["t_switch"], 0.0)
             e["handoffs_missing"] = len(keys) - len(have)
@@ -192,12 +200,34 @@ class EventTracking:
                     "bytes_restored": e["restored_bytes"],
                     "cuts": e["cuts"],
                     "pause_s": round(pause, 3),
+                    "gap_s": round(e["gap_s"], 3),
                     "ready_s": round(e["t_ready"] - e["t_start"], 3)
                     if "t_ready" in e and "t_start" in e
                     else None,
                 },
                 0.0,
             )
+
+    def _stopped_at(self, e: dict[str, Any]) -> float | None:
+        """When event ``e``'s moved keys stopped on their old instance: the operator's stop
+        (restart), else the first cut an old instance promised after the switch (its
+        ``Cut`` row in ``decisions``, policy ``cut``, written before it stops a key);
+        None when no old instance cut (the keys took hand-offs)."""
+        if "t_kill" in e:
+            return float(e["t_kill"])
+        t = self.store.read(
+            "decisions",
+            run_id=self.s.run_id,
+            columns=["ts", "detail"],
+            filters=[("policy", "=", "cut")],
+        )
+        olds = {int(w) for w in e.get("from", [])}
+        at = [
+            ts / 1000
+            for ts, d in zip(t["ts"].to_pylist(), t["detail"].to_pylist())
+            if int(json.loads(d).get("worker", -1)) in olds and ts / 1000 >= e["t_switch"] - 1.0
+        ]
+        return min(at, default=None)
 
     def _cuts(self, e: dict[str, Any]) -> dict[str, Any]:
         """Per old instance of event ``e``: its committed cut for the event's new instances

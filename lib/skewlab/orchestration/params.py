@@ -128,6 +128,8 @@ SCALE_OUT_KEYS: tuple[ParamSpec, ...] = (
          exclusive_minimum=0, maximum=1),
     _key("checkpoint_at_scale_out", "boolean",
          "checkpoint: one more checkpoint at the decision, restored (true)"),
+    _key("switch_at_start", "boolean",
+         "checkpoint: switch routing at the decision (true), or once the new are ready"),
 )  # fmt: skip
 """The bottleneck-score thresholds and policy keys; :func:`scale_out_keys` per policy."""
 

@@ -239,6 +239,22 @@ class _Policy:
             return self._take_over()
         return []
 
+    def _ready_after_switch(self, instances: tuple[int, ...]) -> bool:
+        """Instances routed to before they were up (restart; checkpointing with
+        ``switch_at_start``) are ready: back to NORMAL, the cool-down and the
+        detector start from here. False if ``instances`` are not such instances."""
+        if not (
+            self._check_ack(instances)
+            and self._phase is Phase.SCALING
+            and not self._scaling_in
+            and self._active == self._pending
+        ):
+            return False
+        self._pending, self._phase = (), Phase.NORMAL
+        self._last_event_at = self.clock.now()
+        self.detector = self.cfg.thresholds.build()
+        return True
+
 
 class _Checkpointing(_Policy):
     name = "checkpointing"
@@ -266,7 +282,11 @@ class _Checkpointing(_Policy):
                 ):
                     actions.append(self._checkpoint())
                 assert self._last_cp is not None
-                return actions + self._replace(count, self._last_cp, scaling_in=False)
+                actions += self._replace(count, self._last_cp, scaling_in=False)
+                if cfg.switch_at_start:
+                    actions += self._take_over()
+                    self._pending, self._phase = self._active, Phase.SCALING  # until ready
+                return actions
         if level >= Level.ALARMING:
             if self._phase is Phase.NORMAL:
                 self._phase = Phase.ALARMED
@@ -277,6 +297,11 @@ class _Checkpointing(_Policy):
             return [self._checkpoint()] if due else []
         self._phase = Phase.NORMAL
         return self._maybe_scale_in(level)
+
+    def on_ready(self, instances: tuple[int, ...]) -> list[Action]:
+        if self._ready_after_switch(instances):
+            return []
+        return super().on_ready(instances)
 
 
 class _ActiveBackup(_Policy):
@@ -361,10 +386,7 @@ class _Restart(_Policy):
         ]
 
     def on_ready(self, instances: tuple[int, ...]) -> list[Action]:
-        if self._check_ack(instances) and self._phase is Phase.SCALING and not self._scaling_in:
-            self._pending, self._phase = (), Phase.NORMAL
-            self._last_event_at = self.clock.now()
-            self.detector = self.cfg.thresholds.build()
+        if self._ready_after_switch(instances):
             return []
         return super().on_ready(instances)
 
@@ -387,6 +409,15 @@ class CheckpointingConfig(_Common):
     being the event; a rescale from a fresh savepoint, as Flink does): the
     replay after tau is then only what the operator processed since the decision.
     False: restore from the newest interval checkpoint, up to ``interval_s`` old."""
+    switch_at_start: bool = False
+    """True: switch routing at the decision, with the start of the replacements (the
+    seed's Figure 8: "At the same time, also partition input streams and route the
+    partitioned streams to new nodes"): the old instance stops the moved keys at
+    once and the replacements replay from tau only up to there, so the take-over is
+    sooner but the moved keys wait for the replacements' start and restore.
+    False (default: Algorithm 3's order, and the seed's Fig. 14 claim that
+    throughput holds during scale-out): switch once the replacements are ready
+    (``on_ready``, ``on_caught_up``) while the old instance processes on."""
 
     def __post_init__(self) -> None:
         self._check()
@@ -394,9 +425,9 @@ class CheckpointingConfig(_Common):
             raise ConfigError(f"interval_s must be > 0, got {self.interval_s}")
         if self.change_fraction is not None and not 0 < self.change_fraction <= 1:
             raise ConfigError(f"change_fraction must be in (0, 1], got {self.change_fraction}")
-        at = self.checkpoint_at_scale_out
-        if not isinstance(at, bool):
-            raise ConfigError(f"checkpoint_at_scale_out must be true or false, got {at!r}")
+        for name in ("checkpoint_at_scale_out", "switch_at_start"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
 
     def build(self, state: PolicySnapshot | None = None, clock: Clock | None = None) -> _Policy:
         """The checkpointing policy (seed Algorithm 3) of this config, resumed from ``state``

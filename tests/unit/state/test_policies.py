@@ -77,9 +77,29 @@ def test_checkpointing_takes_one_more_checkpoint_at_the_scale_out_decision():
     assert p.phase is Phase.SCALING and p.observe(OUT) == []
 
 
+def test_checkpointing_switch_at_start_routes_before_the_replacements_are_up():
+    """``switch_at_start``: the switch comes with the start; the policy stays SCALING (no
+    second decision) until the switched-to instances are ready, then NORMAL."""
+    p, clock = build("checkpointing", interval_s=10.0, switch_at_start=True)
+    p.observe(ALARM)
+    clock.advance(3)
+    actions = p.observe(OUT)
+    assert actions[-2:] == [SwitchRouting((0, 1), (2, 3, 4, 5)), StopInstances((0, 1))]
+    assert isinstance(actions[1], StartInstances) and actions[2] == SplitState(
+        1, (0, 1), (2, 3, 4, 5)
+    )
+    assert p.active == p.pending == (2, 3, 4, 5) and p.phase is Phase.SCALING
+    assert p.observe(OUT) == []  # no second scale-out while they start
+    assert p.on_ready((9,)) == [] and p.phase is Phase.SCALING
+    assert p.on_ready((2, 3, 4, 5)) == [] and p.on_caught_up((2, 3, 4, 5)) == []
+    assert p.pending == () and p.phase is Phase.NORMAL and p.active == (2, 3, 4, 5)
+
+
 def test_checkpoint_at_scale_out_must_be_a_bool():
     with pytest.raises(ConfigError, match="checkpoint_at_scale_out must be true or false"):
         make_policy("checkpointing", checkpoint_at_scale_out="yes")
+    with pytest.raises(ConfigError, match="switch_at_start must be true or false"):
+        make_policy("checkpointing", switch_at_start=1)
 
 
 def test_checkpointing_on_significant_change_and_back_to_normal():

@@ -106,14 +106,14 @@ def policy_row(policy: str, r: Any, base: Any) -> str:
 
 
 def stages(r: Any) -> list[str]:
-    """Per scale event of ``r``: where its pause went, decision -> ready (start + restore;
-    restart: from stopping the operator) -> switch -> last moved key live."""
+    """Per scale event of ``r``: where its pause went, decision (restart: the operator's
+    stop) -> ready (start + restore) -> switch -> last moved key live, in time order."""
     out = []
     for e in r.scale_log:
-        t0 = e.get("t_decide", e.get("t_kill"))
-        marks = [("decision", t0), ("ready", e.get("t_ready")), ("switch", e.get("t_switch"))]
+        first = ("stop", e["t_kill"]) if "t_kill" in e else ("decision", e.get("t_decide"))
+        marks = [first, ("ready", e.get("t_ready")), ("switch", e.get("t_switch"))]
         marks.append(("live", e.get("t_done")))
-        known = [(n, t) for n, t in marks if t is not None]
+        known = sorted(((n, t) for n, t in marks if t is not None), key=lambda m: m[1])
         steps = [f"{a} -> {b} {tb - ta:.2f} s" for (a, ta), (b, tb) in itertools.pairwise(known)]
         out.append(f"stages: {', '.join(steps)}")
     return out

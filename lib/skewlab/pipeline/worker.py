@@ -8,7 +8,7 @@ docs/pipeline.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,14 +120,7 @@ class WindowedAggregate:
             idx = np.flatnonzero(taken)
             starts, vals = starts[idx], vals[idx]
             keys = [keys[i] for i in idx.tolist()]
-        pending = self._pending
-        for slot, (c, v) in _sum_by_slot(starts, keys, vals).items():
-            acc = pending.get(slot)
-            if acc is None:
-                pending[slot] = [c, v]
-            else:
-                acc[0] += c
-                acc[1] += v
+        _sum_into(self._pending, starts, keys, vals)
 
     def accept(self, src_partition: int, src_offset: int) -> bool:
         """Take a record into the operator (``False``: a replay, dropped); see :meth:`add`.
@@ -159,29 +152,36 @@ class WindowedAggregate:
         return out
 
 
-def _sum_by_slot(
-    starts: np.ndarray, keys: Sequence[str], values: np.ndarray
-) -> dict[tuple[float, str], tuple[int, int]]:
-    """(window start, key) -> (count, sum of ``values``) over the records."""
-    out: dict[tuple[float, str], tuple[int, int]] = {}
+def _sum_into(
+    pending: dict[tuple[float, str], list[int]],
+    starts: np.ndarray,
+    keys: Sequence[str],
+    values: np.ndarray,
+) -> None:
+    """Add each record's count (1) and value to ``pending[(window start, key)]``."""
     first = starts[0]
-    if (starts == first).all():  # the usual batch: one window
+    if (starts == first).all():  # the usual batch: one window, summed per key in numpy
         ws = float(first)
         codes: dict[str, int] = {}
         code = np.fromiter(
             (codes.setdefault(k, len(codes)) for k in keys), dtype=np.int64, count=len(keys)
         )
-        counts = np.bincount(code, minlength=len(codes)).tolist()
-        order = np.argsort(code, kind="stable")
+        counts = np.bincount(code, minlength=len(codes))
         bounds = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        sums = np.add.reduceat(values[order], bounds).tolist()
-        for key, c, v in zip(codes, counts, sums):
-            out[(ws, key)] = (c, v)
-        return out
-    for ws, key, v in zip(starts.tolist(), keys, values.tolist()):
-        acc = out.get((ws, key))
-        out[(ws, key)] = (1, v) if acc is None else (acc[0] + 1, acc[1] + v)
-    return out
+        sums = np.add.reduceat(values[np.argsort(code, kind="stable")], bounds)
+        slots: Iterable[tuple[tuple[float, str], int, int]] = (
+            ((ws, k), c, v) for k, c, v in zip(codes, counts.tolist(), sums.tolist())
+        )
+    else:
+        slots = (((w, k), 1, v) for w, k, v in zip(starts.tolist(), keys, values.tolist()))
+    get = pending.get
+    for slot, c, v in slots:
+        acc = get(slot)
+        if acc is None:
+            pending[slot] = [c, v]
+        else:
+            acc[0] += c
+            acc[1] += v
 
 
 class LatencyWindows:

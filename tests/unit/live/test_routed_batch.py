@@ -143,6 +143,25 @@ def test_a_data_record_without_its_source_header_raises() -> None:
         classify(as_columns([rec]))
 
 
+def _data(src: bytes) -> Record:
+    value = events.encode_routed("k", 1.0, 0, 1)
+    return Record(TOPIC, 0, 0, b"k", value, ((events.SRC_HEADER, src),), 0)
+
+
+def test_source_headers_parse_as_parse_src_reads_them() -> None:
+    """Digits-only headers (one numpy parse) and others (per part) give what
+    ``events.parse_src`` gives record by record; a malformed one raises."""
+    gen = np.random.default_rng(5)
+    digits = [f"{int(p)}:{int(o)}".encode() for p, o in gen.integers(0, 10**12, (500, 2))]
+    for srcs in (digits, [*digits[:3], b" 7:08", b"+3:4", b"0009:1"]):
+        b = classify([_data(s) for s in srcs])
+        want = [events.parse_src([(events.SRC_HEADER, s)]) for s in srcs]
+        assert list(zip(b.src_partition, b.src_offset)) == want
+    for bad in (b"1:x", b"1:2:3", b"12", b"1:", b":5", b"1::2"):
+        with pytest.raises(ValueError):
+            classify([_data(b"4:5"), _data(bad)])
+
+
 def test_a_buffered_record_costs_when_applied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

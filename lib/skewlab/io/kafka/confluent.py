@@ -65,6 +65,10 @@ class ConfluentClient(ClientBase):
         self._unpolled = 0
         self._ends_seen: dict[tuple[str, int], tuple[int, int]] = {}
         """(topic, partition) -> (reported end, true end) of the last look-up (end_offsets)."""
+        self._kept: tuple[tuple[str, int], Consumer] | None = None
+        """:meth:`fetch_available`'s consumer and the partition it reads."""
+        self._busy: set[tuple[str, int]] = set()
+        """Partitions whose last :meth:`fetch_available` found records (read at once)."""
 
     # ------------------------------------------------------------ lazy clients
 
@@ -146,6 +150,7 @@ class ConfluentClient(ClientBase):
         self._await_topic(name, present=False)
 
     def _forget_ends(self, topic: str) -> None:
+        self._drop_kept(topic)
         for key in [k for k in self._ends_seen if k[0] == topic]:
             del self._ends_seen[key]
 
@@ -404,36 +409,66 @@ class ConfluentClient(ClientBase):
         self, topic: str, partition: int, start: int, limit: int, timeout_s: float = 30.0
     ) -> FetchedRange:
         """:meth:`fetch_range` of ``[start, min(limit, true end))``, the true end as
-        :meth:`end_offset` gives it, in one read: the partition's ListOffsets; a reported
-        end that did not move keeps its true end (no read when ``start`` is there);
-        otherwise one consumer reads from ``start`` until librdkafka's end-of-partition
-        event (the true end, :meth:`_read_to_eof`) or ``limit`` (instead of a probe's
-        consumer, then a fetch's)."""
+        :meth:`end_offset` gives it at the time of the call, in one read from ``start``
+        until librdkafka's end-of-partition event (the true end, :meth:`_read_to_eof`)
+        or ``limit``, instead of a probe's consumer, then a fetch's.
+
+        After a read that found nothing, the partition's ListOffsets first: a reported
+        end that did not move keeps its true end (:meth:`end_offsets`), and nothing is
+        read when ``start`` is there (an idle reader asks the broker one ListOffsets).
+        The read's consumer is kept between calls for this one partition (unassigned
+        in between: it fetches nothing ahead); a call for another partition, an error,
+        :meth:`close` and this client's ``create_topic`` / ``delete_topic`` of its topic
+        close it (a consumer must not outlive its topic, :meth:`_reader`)."""
         if start < 0 or limit < start:
-            raise ConfigError(
-                f"fetch range must satisfy 0 <= start <= limit, got [{start}, {limit})"
-            )
+            raise ConfigError(f"fetch must satisfy 0 <= start <= limit, got [{start}, {limit})")
         msgs: list[Message] = []
         if start == limit:
             return _fetched(topic, partition, msgs)
-        reported = self._reported_ends(topic, [partition])[partition]
-        hit = self._ends_seen.get((topic, partition))
-        if hit is not None and hit[0] == reported:
-            return self.fetch_range(topic, partition, start, max(start, min(hit[1], limit)))
-        cfg = self._config("consumer", {**CONSUMER_DEFAULTS, **PROBE_CONSUMER})
-        consumer = Consumer(cfg)
+        tp = (topic, partition)
+        reported: int | None = None
+        if tp not in self._busy:
+            reported = self._reported_ends(topic, [partition])[partition]
+            hit = self._ends_seen.get(tp)
+            if hit is not None and hit[0] == reported and hit[1] <= start:
+                return _fetched(topic, partition, msgs)
+        consumer = self._kept_reader(topic, partition)
         try:
             consumer.assign([TopicPartition(topic, partition, start)])
             eof = self._consume_batches(
                 consumer, topic, partition, start, limit, timeout_s, msgs, to_eof=True
             )
-        finally:
-            consumer.close()
-        if eof is not None:
+            consumer.unassign()
+        except BaseException:
+            self._drop_kept()
+            raise
+        if msgs:
+            self._busy.add(tp)
+        else:
+            self._busy.discard(tp)
+        if eof is not None and reported is not None:
             end = max(eof, start, _int(msgs[-1].offset()) + 1 if msgs else 0)
             if end > reported:
-                self._ends_seen[(topic, partition)] = (reported, end)
+                self._ends_seen[tp] = (reported, end)
         return _fetched(topic, partition, msgs)
+
+    def _kept_reader(self, topic: str, partition: int) -> Consumer:
+        """The consumer :meth:`fetch_available` keeps for ``partition`` of ``topic``."""
+        kept = self._kept
+        if kept is not None and kept[0] == (topic, partition):
+            return kept[1]
+        self._drop_kept()
+        consumer = Consumer(self._config("consumer", {**CONSUMER_DEFAULTS, **PROBE_CONSUMER}))
+        self._kept = ((topic, partition), consumer)
+        return consumer
+
+    def _drop_kept(self, topic: str | None = None) -> None:
+        """Close the kept consumer (only if it reads ``topic``, when given)."""
+        kept = self._kept
+        if kept is not None and (topic is None or kept[0][0] == topic):
+            self._kept = None
+            self._busy.clear()
+            kept[1].close()
 
     def _consume_batches(
         self,
@@ -530,6 +565,7 @@ class ConfluentClient(ClientBase):
             if left:
                 log.warning("closing producer with %d record(s) undelivered", left)
             self._producer = None
+        self._drop_kept()
         for consumer in self._group_consumers.values():
             consumer.close()
         self._group_consumers.clear()

@@ -9,13 +9,11 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from skewlab.clock import Clock, SystemClock
-from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect, fetch_range
@@ -26,61 +24,15 @@ from skewlab.live.cut import CutSpec, cuts_of, switches, write_cut
 from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.shadow import Shadow, newest_plan
 from skewlab.live.worker_fetch import end_offset, fetch_available
+from skewlab.live.worker_rows import handoff_row, latency_rows, ms, partial_rows
+from skewlab.live.worker_settings import WorkerReport, WorkerSettings, settings_to_json
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
 from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_starts
-from skewlab.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class WorkerSettings:
-    """One worker's configuration (validated here, at the edge)."""
-
-    run_id: str
-    worker: int
-    topic: str
-    kafka: KafkaSettings
-    delta_root: str
-    window_s: float = 15.0
-    service_us: float = 0.0
-    flush_interval_s: float = 2.0
-    poll_interval_s: float = 0.05
-    max_fetch: int = 20_000
-    stop_file: str | None = None
-    splitters: int = 0
-    """Splitters of the route job when message sets are on (a rebalancer runs); 0 = off."""
-    cost: str = "spin"
-    """How the per-event cost is paid: ``spin`` (busy CPU) or ``sleep`` (an instance that
-    stands for its own node: scale-out runs on 2 cores would otherwise starve Spark)."""
-    ready_file: str | None = None
-    """Written once the worker has restored its state and is about to read (scale-out)."""
-    scale_out: bool = False
-    """A scale-out run: the worker follows the state manager's switches and stops the
-    keys they move at a cut (docs/scaleout.md, "The cut")."""
-
-    def __post_init__(self) -> None:
-        if self.cost not in ("spin", "sleep"):
-            raise ConfigError(f"cost must be spin or sleep, got {self.cost!r}")
-        if self.splitters < 0:
-            raise ConfigError(f"splitters must be >= 0, got {self.splitters}")
-        if self.worker < 0:
-            raise ConfigError(f"worker must be >= 0, got {self.worker}")
-        if self.window_s <= 0:
-            raise ConfigError(f"window_s must be > 0, got {self.window_s}")
-        if self.service_us < 0:
-            raise ConfigError(f"service_us must be >= 0, got {self.service_us}")
-
-    @property
-    def app_id(self) -> str:
-        """The worker's Delta app id (``RunDir.worker_app`` of worker and run)."""
-        return RunDir.worker_app(self.worker, self.run_id)
-
-
-def _ms(seconds: float) -> int:
-    """Seconds -> the int64 milliseconds Delta tables use for points in time."""
-    return round(seconds * 1000)
+__all__ = ["Worker", "WorkerReport", "WorkerSettings", "settings_from_json", "settings_to_json"]
 
 
 def spin(seconds: float) -> None:
@@ -90,19 +42,6 @@ def spin(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
-
-
-@dataclass(slots=True)
-class WorkerReport:
-    """What :meth:`Worker.run` did: the offsets it started and stopped at, records taken
-    and replays dropped by the watermark, and its Delta flushes."""
-
-    worker: int
-    start_offset: int
-    end_offset: int
-    accepted: int
-    dropped: int
-    flushes: int
 
 
 class Worker:
@@ -281,7 +220,7 @@ class Worker:
                 key = (rec.key or b"").decode()
                 state = json.loads(rec.value or b"{}")
                 self._apply(key, sets.receive(Handoff(key, sid, src, me, state)), now)
-                self._applied_ms.setdefault((key, sid), (rec.timestamp_ms, _ms(self.wall())))
+                self._applied_ms.setdefault((key, sid), (rec.timestamp_ms, ms(self.wall())))
             elif kind == END:
                 sets.end_of_stream()
             else:
@@ -358,7 +297,7 @@ class Worker:
         keys = sets.cuttable(spec.takes)
         entry = spec.entry(self.offset, len(keys))
         if not promised:
-            write_cut(self.store, self.s.run_id, self.s.worker, entry, _ms(self.wall()))
+            write_cut(self.store, self.s.run_id, self.s.worker, entry, ms(self.wall()))
         sets.cut_keys(keys)
         sets.cuts.append(entry)
         self._dirty = self._cut_unsaved = True
@@ -491,7 +430,7 @@ class Worker:
             return  # nothing read since the last commit (keep the increments for the next)
         if self.sets is not None:
             self.client.flush()
-            tau = _ms(self.wall())
+            tau = ms(self.wall())
             state = [
                 {
                     "checkpoint": o,
@@ -517,16 +456,7 @@ class Worker:
             version=o,
             run_id=run,
         )
-        rows = [
-            {
-                "window_start": _ms(p.window_start),
-                "key": p.key,
-                "worker": wk,
-                "count": p.count,
-                "sum": float(p.sum),
-            }
-            for p in self.agg.drain()
-        ]
+        rows = partial_rows(self.agg.drain(), wk)
         crash_point("worker.before_commit")  # everything but the partials (the commit) written
         self.store.append("partials", rows, app_id=app, version=o, run_id=run)
         crash_point("worker.after_commit")
@@ -534,19 +464,7 @@ class Worker:
             self._cut_unsaved = False
             crash_point("scaleout.after_cut")  # the old instance's cut committed
         self._sample_latency()
-        lat = [
-            {
-                "window_start": _ms(r.window_start),
-                "worker": wk,
-                "p50": r.p50 * 1e3,
-                "p90": r.p90 * 1e3,
-                "p99": r.p99 * 1e3,
-                "max": r.max * 1e3,
-                "n": r.n,
-                "sample_ms": (r.sample * 1e3).astype("<f4").tobytes(),
-            }
-            for r in self.latency.drain()
-        ]
+        lat = latency_rows(self.latency.drain(), wk)
         if lat:  # a shadow's steps apply nothing: no empty commit
             self.store.append("latency", lat, app_id=app, version=o, run_id=run)
         self.version = o
@@ -555,30 +473,11 @@ class Worker:
         self._last_flush = self.clock.now()
 
     def _handoff_row(self, h: Handoff) -> dict[str, object]:
-        """A ``handoffs`` row: a received hand-off, or a set taken from a shadow (then
-        ``tuples`` = records replayed into it, ``bytes`` = its restored state, 0 if new)."""
+        """The ``handoffs`` row of ``h`` (:func:`~skewlab.live.worker_rows.handoff_row`)."""
         key = (h.key, h.set_id)
         shadow = self.shadow.taken.pop(key, None) if self.shadow is not None else None
-        sent: int | None = None
-        applied: int | None = None
-        if shadow is not None:
-            sent, applied, nbytes, tuples = shadow
-        else:
-            times = self._applied_ms.pop(key, None)
-            if times is not None:
-                sent, applied = times
-            nbytes, tuples = len(h.value()), h.tuples
-        return {
-            "key": h.key,
-            "set_id": h.set_id,
-            "from_worker": h.src,
-            "to_worker": h.dst,
-            "value": h.value(),
-            "tuples": tuples,
-            "bytes": nbytes,
-            "sent_ms": sent,
-            "applied_ms": applied,
-        }
+        times = self._applied_ms.pop(key, None) if shadow is None else None
+        return handoff_row(h, shadow, times)
 
     def _sets_done(self) -> bool:
         """No message set is still open here (always true without message sets)."""
@@ -615,13 +514,6 @@ class Worker:
             self.agg.dropped,
             self.flushes,
         )
-
-
-def settings_to_json(s: WorkerSettings) -> str:
-    """``s`` as JSON for the worker process; of ``kafka`` only bootstrap and client go."""
-    d = {f: getattr(s, f) for f in s.__dataclass_fields__}
-    d["kafka"] = {"bootstrap": s.kafka.bootstrap, "client": s.kafka.client}
-    return json.dumps(d)
 
 
 def settings_from_json(text: str) -> WorkerSettings:

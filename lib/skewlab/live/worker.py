@@ -329,7 +329,10 @@ class Worker:
         cap = self.s.max_fetch
         if self.s.service_us > 0:  # keep a flush due every flush interval under backlog
             full = max(1, min(cap, int(self.s.flush_interval_s * 1e6 / self.s.service_us)))
-            slack = full * max(int((shadow.meta or {}).get("parts", 1)), 1) if shadow else 0
+            # short only once within one short step of its bound: further behind, full steps
+            # replay faster (the cut's P is never before the bound, so nothing is missed)
+            parts = max(int((shadow.meta or {}).get("parts", 1)), 1) if shadow else 0
+            slack = max(1, full // self.FOLLOWED_STEP) * parts
             short = followed or (shadow is not None and shadow.awaiting_cut(slack))
             cap = max(1, full // self.FOLLOWED_STEP) if short else full
         n = read = replayed = took = 0

@@ -24,7 +24,7 @@ from skewlab.live.cut import CutSpec, cuts_of, switches, write_cut
 from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.shadow import Shadow, newest_plan
 from skewlab.live.worker_fetch import end_offset, fetch_available
-from skewlab.live.worker_rows import handoff_row, latency_rows, ms, partial_rows
+from skewlab.live.worker_rows import handoff_row, latency_rows, ms, partial_rows, state_table
 from skewlab.live.worker_settings import WorkerReport, WorkerSettings, settings_to_json
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
@@ -434,18 +434,10 @@ class Worker:
         if self.sets is not None:
             self.client.flush()
             tau = ms(self.wall())
-            state = [
-                {
-                    "checkpoint": o,
-                    "instance": wk,
-                    "key": key,
-                    "value": value,
-                    "tau": tau,
-                    "buffered": buffered,
-                }
-                for key, value, buffered in self.sets.changed_rows()
-            ]
-            self.store.append("operator_state", state, app_id=app, version=o, run_id=run)
+            self.store.append(
+                "operator_state", state_table(self.sets.changed_rows(), o, wk, tau),
+                app_id=app, version=o, run_id=run,
+            )  # fmt: skip
             applied = [self._handoff_row(h) for h in self.sets.take_applied()]
             if applied:  # nothing to mark: an empty commit per flush is a Delta commit wasted
                 self.store.append("handoffs", applied, app_id=app, version=o, run_id=run)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -14,15 +14,6 @@ from skewlab.io.kafka import CLIENTS, KafkaClient, KafkaError, KafkaSettings, Re
 pytestmark = pytest.mark.integration
 
 NewTopic = Callable[..., str]
-
-
-@pytest.fixture(params=sorted(CLIENTS))
-def client(request: pytest.FixtureRequest, broker) -> Iterator[KafkaClient]:
-    c = connect(KafkaSettings(broker.bootstrap, client=request.param))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _fetch_all(

@@ -4,27 +4,18 @@ comes first, despite tansu's too-low ListOffsets, and every new batch seen."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from skewlab.io.kafka import CLIENTS, KafkaClient, KafkaSettings, connect
+from skewlab.io.kafka import KafkaClient
 from skewlab.live.worker_fetch import end_offset, fetch_available
 
 pytestmark = pytest.mark.integration
 
 NewTopic = Callable[..., str]
 FAR = 10**12
-
-
-@pytest.fixture(params=sorted(CLIENTS))
-def client(request: pytest.FixtureRequest, broker) -> Iterator[KafkaClient]:
-    c = connect(KafkaSettings(broker.bootstrap, client=request.param))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _reported_end(bootstrap: str, topic: str, partition: int) -> int:

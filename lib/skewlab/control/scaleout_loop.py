@@ -37,7 +37,7 @@ from skewlab.control.scaleout_state import (
 from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
-from skewlab.rundir import app_id
+from skewlab.rundir import RunDir, app_id
 from skewlab.state import (
     Level,
     Phase,
@@ -387,12 +387,28 @@ class StateManager(Pacing, EventTracking):
         if busy is not None and not busy.done() and not queue:
             self.checkpoints_skipped += 1
             return {"checkpoint": cp_id, "skipped": "previous checkpoint still writing"}
-        self._writing[grp.g] = self._pool.submit(self._checkpoint, grp, cp_id)
+        # what the checkpoint holds is fixed now, not when the thread gets to it: by then a
+        # switch may have changed the instances and an old one may have cut its keys
+        instances = list(grp.active)
+        versions = {
+            j: self.store.committed_version("partials", RunDir.worker_app(j, self.s.run_id))
+            for j in instances
+        }
+        self._writing[grp.g] = self._pool.submit(
+            self._checkpoint, grp, cp_id, instances, versions, dict(self._ends)
+        )
         return {"checkpoint": cp_id, "async": True}
 
-    def _checkpoint(self, grp: Group, cp_id: int) -> dict[str, Any]:
+    def _checkpoint(
+        self,
+        grp: Group,
+        cp_id: int,
+        instances: list[int],
+        versions: dict[int, int | None],
+        ends: dict[int, int],
+    ) -> dict[str, Any]:
         out = write_checkpoint(
-            self._cp_store, self.s.run_id, grp.g, list(grp.active), cp_id, dict(self._ends)
+            self._cp_store, self.s.run_id, grp.g, instances, cp_id, ends, versions
         )
         self.checkpoints += int(out["new"])
         self._cp_taus[grp.g] = out["tau"]

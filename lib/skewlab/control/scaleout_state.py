@@ -64,8 +64,11 @@ def write_checkpoint(
     instances: list[int],
     cp_id: int,
     ends: dict[int, int] | None = None,
+    versions: dict[int, int | None] | None = None,
 ) -> dict[str, Any]:
-    """Checkpoint ``cp_id`` of operator ``group``: the committed state of its ``instances``.
+    """Checkpoint ``cp_id`` of operator ``group``: the committed state of its ``instances``
+    (at the commit version ``versions[j]`` when given: the one seen when the checkpoint
+    was requested, so a later commit, such as an old instance's cut, is not in it).
 
     Per instance: theta = its ``operator_state`` rows at its last committed
     flush, tau = that flush's commit version (:mod:`skewlab.io.progress`: its
@@ -84,7 +87,10 @@ def write_checkpoint(
     taus: dict[int, int] = {}
     beta = keys = 0
     for j in instances:
-        version = store.committed_version("partials", RunDir.worker_app(j, run_id))
+        if versions is not None and j in versions:
+            version = versions[j]
+        else:
+            version = store.committed_version("partials", RunDir.worker_app(j, run_id))
         key, value = _newest_rows(store, run_id, j, version)
         offset = 0 if version is None else progress_at(store, run_id, j, version)[0]
         end = max((ends or {}).get(j, offset), offset)

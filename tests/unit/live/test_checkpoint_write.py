@@ -77,3 +77,42 @@ def test_checkpoint_reads_back_as_the_committed_rows(
     assert out["keys"] == 4 and out["beta_records"] == 1
     again = write_checkpoint(store, RUN, 0, [0], 7, {0: len(log)})
     assert again["new"] is False  # idempotent
+
+
+def test_a_checkpoint_holds_the_commit_seen_when_it_was_requested(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written later (the manager's background thread), a checkpoint still holds the
+    commit version seen at its request: a commit made meanwhile (an old instance's cut)
+    is not in it."""
+    log: list[Record] = []
+    monkeypatch.setattr(worker_mod, "connect", lambda s: LogClient(log))
+    s = WorkerSettings(
+        run_id=RUN,
+        worker=0,
+        topic=TOPIC,
+        kafka=KafkaSettings("fake:0"),
+        delta_root=str(tmp_path / "delta"),
+        window_s=1.0,
+        flush_interval_s=0.0,
+        splitters=1,
+        cost="spin",
+    )
+    w = Worker(s, busy=lambda x: None)
+    for n, key in enumerate(("a", "b")):
+        val = events.encode_routed(key, 1.0 + n, n, 10 + n)
+        log.append(Record(TOPIC, 0, len(log), key.encode(), val, (events.src_header(0, n),), 0))
+    w.step()
+    w.flush()
+    seen = w.version
+    val = events.encode_routed("c", 3.0, 2, 12)
+    log.append(Record(TOPIC, 0, len(log), b"c", val, (events.src_header(0, 2),), 0))
+    w.step()
+    w.flush()  # committed after the request
+    assert w.version is not None and seen is not None and w.version > seen
+    store = DeltaStore(str(tmp_path / "delta"))
+    out = write_checkpoint(store, RUN, 0, [0], 3, {0: len(log)}, {0: seen})
+    (part,) = CheckpointStore(store, f"{RUN}#g0", "g0").read(3).values()
+    assert out["tau"] == {0: seen} and part.tau == seen
+    assert set(part.theta) == {META_KEY, "a", "b"}
+    assert out["beta_records"] == 1  # "c": received after the commit it holds

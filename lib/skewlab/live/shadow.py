@@ -26,7 +26,7 @@ from skewlab.io.progress import committed_progress, progress_at
 from skewlab.io.state_store import CheckpointStore
 from skewlab.live.cut import CUT, cuts_of
 from skewlab.live.routed_batch import DATA, END, EOS, classify
-from skewlab.pipeline.handoff import META_KEY, KeySets, Rec, SetEntry, Status
+from skewlab.pipeline.handoff import META_KEY, KeySets, Rec
 from skewlab.rundir import RunDir
 from skewlab.state import owner, split_hash
 
@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 CHECKPOINT_WAIT_S = 30.0
 """Longest a restore waits for the checkpoint its plan names (:meth:`Shadow._checkpoint_for`)."""
 CHECKPOINT_POLL_S = 0.05
+
+
+def _active_one(row: bytes) -> bool:
+    """A state row holding exactly one set, ACTIVE (its restored bytes count), read from
+    the row's JSON text as ``KeySets.rows`` writes it, without decoding it."""
+    return row.count(b'"set": ') == 1 and b'"status": "active"' in row
 
 
 def checkpoint_run(run_id: str, group: int) -> tuple[str, str]:
@@ -156,7 +162,8 @@ class Shadow:
         t0 = self.wall()
         sets = self.sets
         self._mine.clear()
-        stale = set(sets.shadow)
+        # rows to rewrite without the old shadow: the keys it decoded or its own state names
+        stale = {k for k, _ in sets.shadow.decoded()} | (set(sets.shadow) & set(sets.received))
         sets.shadow.clear()
         sets.shadow_stats.clear()
         sets._changed.update(stale)  # rewrite their rows without the old shadow
@@ -184,50 +191,36 @@ class Shadow:
             )
         )
         keys = nbytes = beta = 0
+        base: dict[str, dict[str, int]] = {}
         for src in plan["sources"]:
             version: int | None
             b = None
-            rows: list[tuple[str, bytes]] = []
             mask = None if cp_table is None else pc.equal(cp_table["instance"], src)
             if cp_table is not None and mask is not None and pc.any(mask).as_py():
                 part = cp_table.filter(mask)
                 version = int(part["tau"][0].as_py())
-                rows = self._part_rows(part)
                 meta = part.filter(pc.equal(part["key"], META_KEY))["value"].to_pylist()
                 if meta and meta[0]:
                     b = json.loads(meta[0]).get("beta")
+                rows = self._part_rows(part)
+                assert cp_id is not None
+                base[str(src)] = {"checkpoint": cp_id}
             else:
                 version = self.store.committed_version(
                     "partials", RunDir.worker_app(src, self.run_id)
                 )
+                rows = [] if version is None else self._source_rows(src, version)
                 if version is not None:
-                    rows = self._part_rows(
-                        self.store.read(
-                            "operator_state",
-                            run_id=self.run_id,
-                            columns=["checkpoint", "key", "value"],
-                            filters=[("instance", "=", src), ("checkpoint", "<=", version)],
-                        )
-                    )
+                    base[str(src)] = {"version": version}
             offset, wm = (
                 (0, {}) if version is None else progress_at(self.store, self.run_id, src, version)
             )
             if b is not None:
                 beta += max(int(b[1]) - offset, 0)
-            for key, raw in rows:
-                entries = json.loads(raw).get("sets", [])
-                if not entries:
-                    continue  # handed on before this state: not held by the source
-                size = len(raw)
-                if len(entries) == 1 and entries[0]["status"] == Status.ACTIVE.value:
-                    e = SetEntry.from_json(entries[0], [])
-                    e.source = src
-                    sets.shadow_start(key, e, size)
+            for key, raw in rows:  # decoded when first used (pipeline.shadow_entries)
+                if sets.shadow_base(key, raw, src) and _active_one(raw):
                     keys += 1
-                    nbytes += size
-                else:  # the source itself waits for the key's state: no shadow of it
-                    top = max(int(x["set"]) for x in entries)
-                    sets.shadow_start(key, SetEntry(top, src, Status.WAITING), 0)
+                    nbytes += len(raw)
             sets.shadow_meta["sources"][str(src)] = {
                 "offset": offset,
                 "wm": {str(p): o for p, o in wm.items()},
@@ -236,6 +229,7 @@ class Shadow:
                 "cut": None,
                 "live": False,
             }
+        sets.shadow_meta["base"] = base
         stats = {
             "checkpoint": cp_id,
             "keys": keys,
@@ -253,6 +247,47 @@ class Shadow:
             stats,
         )
         return stats
+
+    def _source_rows(self, src: int, version: int) -> list[tuple[str, bytes]]:
+        """This instance's keys' rows of ``src``'s committed state at ``version``."""
+        return self._part_rows(
+            self.store.read(
+                "operator_state",
+                run_id=self.run_id,
+                columns=["checkpoint", "key", "value"],
+                filters=[("instance", "=", src), ("checkpoint", "<=", version)],
+            )
+        )
+
+    def load_base(self) -> int:
+        """A restarted instance's base again (:meth:`start` restored it from these
+        immutable rows and never wrote it): each key of its part that its own committed
+        state does not name; live where the committed plan reached its source's cut.
+        Returns the keys added."""
+        m, sets = self.meta, self.sets
+        if m is None or not m.get("base"):
+            return 0
+        cp_run = checkpoint_run(self.run_id, int(m["group"]))
+        added = 0
+        for src_s, where in m["base"].items():
+            src = int(src_s)
+            if "checkpoint" in where:
+                t = self.store.read(
+                    "operator_state",
+                    run_id=cp_run[0],
+                    columns=["key", "value"],
+                    filters=[("checkpoint", "=", int(where["checkpoint"])), ("instance", "=", src)],
+                )
+                rows = self._part_rows(t)
+            else:
+                rows = self._source_rows(src, int(where["version"]))
+            if m["sources"].get(src_s, {}).get("live"):
+                sets.shadow.live_sources.add(src)
+            for key, raw in rows:
+                if key not in sets.received:  # the own state names it: that row holds
+                    added += int(sets.shadow_base(key, raw, src))
+        log.info("shadow base of %s reloaded: %d keys", sorted(m["base"]), added)
+        return added
 
     def _part_rows(self, t: Any) -> list[tuple[str, bytes]]:
         """``(key, value)`` of this instance's keys among the state rows ``t`` (columns

@@ -89,6 +89,8 @@ class Worker:
             if plan is not None and plan["epoch"] != have:
                 self.shadow.start(plan)
                 self._dirty = True
+            else:  # a restart: the restored keys it never changed, from where they came
+                self.shadow.load_base()
             crash_point("worker.restoring")  # state restored, nothing read yet
         self._switch_polled = float("-inf")
         self._followers: dict[int, int] = {}

@@ -15,11 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skewlab.errors import ConfigError
+from skewlab.pipeline.shadow_entries import ShadowEntries
 
 log = logging.getLogger(__name__)
 
 META_KEY = ""
 """Checkpoint row of the worker itself (input keys are never empty)."""
+_NO_SETS = b'"sets": []'
+"""In a state row (:meth:`KeySets.rows`: ``json.dumps`` with sorted keys): it holds no set."""
 
 
 class Status(enum.Enum):
@@ -146,8 +149,9 @@ class KeySets:
         self._out: list[Handoff] = []
         self._changed: set[str] = set()
         """Keys whose entry may have changed since the last :meth:`changed_rows`."""
-        self.shadow: dict[str, SetEntry] = {}
-        """Shadow sets (docs/pipeline.md): WAITING = the key is not shadowed (its holder waits)."""
+        self.shadow: ShadowEntries[SetEntry] = ShadowEntries(self._decode_base)
+        """Shadow sets (docs/pipeline.md): WAITING = the key is not shadowed (its holder waits).
+        Restored keys stay their holder's rows until used (:meth:`shadow_base`)."""
         self.shadow_stats: dict[str, list[int]] = {}
         """Per shadowed key: [bytes of its restored state, records replayed into it]."""
         self.shadow_meta: dict[str, Any] | None = None
@@ -284,7 +288,8 @@ class KeySets:
         its first holder (set 0, ACTIVE: the source's :meth:`cut_keys` rule) goes live.
         Returns those keys."""
         out = []
-        for key, e in self.shadow.items():
+        self.shadow.live_sources.add(source)  # base keys decode live (:meth:`_decode_base`)
+        for key, e in self.shadow.decoded():
             if e.source == source and e.set_id == 0 and e.status is Status.ACTIVE:
                 e.live = True
                 self._changed.add(key)
@@ -292,6 +297,32 @@ class KeySets:
         return out
 
     # ---------------------------------------------------------------- shadow
+
+    def shadow_base(self, key: str, row: bytes, source: int) -> bool:
+        """Shadow ``key`` from ``row``, the value of its holder ``source``'s state row (as
+        :meth:`rows` writes it), decoded when the key is first used; not a change of
+        this worker's state (the caller keeps where the row came from, to restore it
+        again). False (nothing shadowed) for a row holding no set: the key was handed
+        on before that state."""
+        if _NO_SETS in row:
+            return False
+        self.shadow.add_base(key, row, source)
+        return True
+
+    def _decode_base(self, key: str, row: bytes, source: int, live: frozenset[int]) -> SetEntry:
+        """The shadow entry of a base key (:meth:`shadow_base`): the holder's one ACTIVE
+        set, live when its source's cut was reached (the rule of :meth:`shadow_go_live`);
+        a holder that holds more than one set, or waits, is waited for (WAITING)."""
+        entries = json.loads(row)["sets"]
+        if len(entries) == 1 and entries[0]["status"] == Status.ACTIVE.value:
+            e = SetEntry.from_json(entries[0], [])
+            e.source = source
+            e.live = source in live and e.set_id == 0
+            self.shadow_stats.setdefault(key, [len(row), 0])
+            return e
+        top = max(int(x["set"]) for x in entries)
+        self.shadow_stats.setdefault(key, [0, 0])
+        return SetEntry(top, source, Status.WAITING)
 
     def shadow_start(self, key: str, entry: SetEntry, restored_bytes: int) -> None:
         """Shadow ``key`` from ``entry`` (its holder's set, copied or from a checkpoint)."""

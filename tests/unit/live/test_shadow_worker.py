@@ -287,6 +287,58 @@ def test_restarted_old_and_new_instances_keep_the_cut(env: Any) -> None:
     assert_exact(store, inp)
 
 
+def shadow_view(w: Worker) -> dict[str, tuple[int, str, bool, dict[str, Any]]]:
+    """Each shadowed key of ``w``: (set, status, live, state), decoding every base key."""
+    assert w.sets is not None
+    return {k: (e.set_id, e.status.value, e.live, e.state) for k, e in w.sets.shadow.items()}
+
+
+def test_restored_keys_are_not_rewritten_and_a_restart_restores_them_again(env: Any) -> None:
+    """The restore keeps its keys as the source's rows (decoded when used): the first
+    commit writes none of them; an instance restarted before or after going live
+    restores the same part again, live where its plan reached the cut; exact."""
+    topic, store, tmp = env
+    inp = Input(topic)
+    topic.parts[1] = []
+    primary = make(tmp, 0)
+    inp.send(3)
+    drain(primary)
+    primary.flush()
+    plan(store)
+    first = make(tmp, 1)
+    first.flush()
+    own = store.read("operator_state", run_id=RUN, columns=["key"], filters=[("instance", "=", 1)])
+    assert set(own["key"].to_pylist()) == {""}  # its own (meta) row only
+    restored = shadow_view(first)
+    assert set(restored) == set(MOVED) and all(v[3]["count"] == 3 for v in restored.values())
+    again = make(tmp, 1)  # restarted before it changed any key
+    assert shadow_view(again) == restored
+    inp.send(2)
+    drain(primary)
+    primary.flush()
+    plan(store, epoch=6)  # a later plan: restored where the primary will cut
+    again = make(tmp, 1, max_fetch=1)  # one step reads 2 records: stops right after the cut
+    switch(store)
+    inp.switch(1)
+    inp.send(1, moved_to=1)
+    primary.step()  # the cut, where the new restore stands: nothing to replay
+    meta = again.sets.shadow_meta if again.sets else None
+    assert meta is not None
+    for _ in range(200):
+        again.step()
+        if meta["sources"]["0"]["live"]:
+            break
+    again.flush()
+    assert again.sets is not None and again.sets.shadow.base_size >= len(MOVED) - 2
+    live = shadow_view(again)
+    assert len(live) >= len(MOVED) - 2 and all(v[2] for v in live.values())
+    third = make(tmp, 1)  # restarted after going live: the keys still shadowed are live
+    assert shadow_view(third) == live
+    finish(inp, primary, third)
+    assert primary.handoffs_sent == 0
+    assert_exact(store, inp)
+
+
 def test_replacement_restores_the_newest_checkpoint_and_replays_up_to_the_cut(env: Any) -> None:
     """Checkpointing: theta at tau from ``operator_state``, beta and the rest replayed
     suppressed up to the cut, the primary's backlog after it live."""

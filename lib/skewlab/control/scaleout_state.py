@@ -222,6 +222,10 @@ class Placement:
         """A full sweep looked at ``keys`` with ``instances`` and left ``mapping``."""
         self._seen, self._at = keys, (instances, mapping)
 
+    def seen(self) -> list[str]:
+        """The keys the sweeps have looked at so far (the last full one's and since)."""
+        return list(self._seen)
+
     def saw(self, keys: list[str]) -> None:
         """A quick sweep looked at ``keys`` (:meth:`unseen`) and moved none."""
         self._seen.update(keys)

@@ -237,3 +237,46 @@ def test_a_switch_after_the_input_ended_is_ended_by_the_manager(tmp_path: Path) 
     op.mgr.step()
     assert len(op.kafka.produced) == len(got)  # each set ended once
     assert "EndSets" in op.actions()
+
+
+def test_the_switch_version_moves_the_swept_keys_and_the_next_sweep_the_new_ones(
+    tmp_path: Path,
+) -> None:
+    """The switch writes its version from the keys the last step's sweep saw (no read of
+    ``key_loads`` on the switch's path): every such key held or moved, the new
+    instance's hash part moved with set 1, the rest kept. A key routed for the first
+    time after that sweep is moved by the next step's sweep, to the same place."""
+    op = Operator(tmp_path, "active-backup", {})
+    keys = [f"k{i}" for i in range(40)]
+    late = "k-late"
+
+    def loads(ks: list[str], version: int) -> None:
+        op.store.append(
+            "key_loads",
+            [{"window_start": 1, "key": k, "worker": 0, "count": 1, "bytes": 1} for k in ks],
+            app_id=f"loads:{RUN}",
+            version=version,
+            run_id=RUN,
+        )
+
+    loads(keys, 1)
+    real_switch = op.mgr._switch
+
+    def switch_after_a_new_key(grp: Any, logical: tuple[int, ...]) -> dict[str, Any]:
+        loads([late], 2)  # routed between the last step's sweep and the switch
+        return real_switch(grp, logical)
+
+    op.mgr._switch = switch_after_a_new_key  # type: ignore[method-assign]
+    op.run(3_000.0, 10.0)  # 3x capacity: secondaries, then the take-over
+    (ev,) = op.mgr.events
+    new = ev["to"][1]
+    t = op.store.read("assignments", run_id=RUN, columns=["version", "key", "worker", "set_id"])
+    rows = t.to_pylist()
+    first = {r["key"]: (r["worker"], r["set_id"]) for r in rows if r["version"] == 1}
+    want = {k: (new, 1) if owner(k, 2, split_hash) == 1 else (0, 0) for k in keys}
+    assert first == {k: v for k, v in want.items() if v[0] == new}  # moved keys; none held yet
+    assert late not in first  # not seen by the sweep the switch used
+    assert owner(late, 2, split_hash) == 1  # in the moved part
+    later = [(r["worker"], r["set_id"]) for r in rows if r["key"] == late]
+    assert later and set(later) == {(new, 1)}  # moved by a later step's sweep, like any key
+    assert ev["keys_moved"] == sum(1 for v in want.values() if v[0] == new)

@@ -147,6 +147,10 @@ class RunDir:
         """The stop marker of instance ``i``: workers' below ``workers``, else the spares'."""
         return self.workers_stop if i < workers else self.spares_stop
 
+    def worker_go(self, i: int) -> Path:
+        """Touched to release instance ``i``'s warm process (``skewlab.live.warm``)."""
+        return self.path / f"worker-{i}.go"
+
     def worker_ready(self, i: int) -> Path:
         """Written by instance ``i`` once it restored its state and reads."""
         return self.path / f"worker-{i}.ready"

@@ -4,6 +4,7 @@ or resumed, and its spawners."""
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -202,13 +203,34 @@ def bind_spawners(ctx: RunContext) -> None:
         files.route_ready.unlink(missing_ok=True)  # written again once this one is warm
         ctx.procs.route = start("route", ctx.handle.route_cmd)
 
+    warm: set[int] = set()
+    """Instances whose process waits to be released (:func:`skewlab.live.warm.main`)."""
+
     def start_worker(i: int) -> None:
         files.worker_ready(i).unlink(missing_ok=True)
+        p = ctx.procs.workers.get(i)
+        if i in warm:
+            warm.discard(i)
+            if p is not None and p.poll() is None:
+                files.worker_go(i).touch()
+                return
         path = worker_file(ctx, i)
         cmd = module_command("skewlab.live.worker", str(path))
         ctx.procs.workers[i] = start(f"worker-{i}", cmd)
 
+    def prewarm_worker(i: int) -> None:
+        p = ctx.procs.workers.get(i)
+        if i in warm or (p is not None and p.poll() is None):
+            return  # waiting already, or running
+        files.worker_go(i).unlink(missing_ok=True)
+        path = worker_file(ctx, i)
+        stop = files.worker_stop(i, ctx.settings.workers)
+        cmd = [sys.executable, "-m", "skewlab.live.warm", str(files.worker_go(i)), str(stop)]
+        ctx.procs.workers[i] = start(f"worker-{i}", [*cmd, str(path)])
+        warm.add(i)
+
     ctx.procs.restart_route, ctx.procs.restart_worker = start_route, start_worker
+    ctx.procs.prewarm_worker = prewarm_worker
 
 
 def worker_file(ctx: RunContext, i: int) -> Path:

@@ -71,6 +71,9 @@ class Procs:
     workers: dict[int, Any] = field(default_factory=dict)
     restart_route: Callable[[], None] = lambda: None
     restart_worker: Callable[[int], None] = lambda i: None
+    prewarm_worker: Callable[[int], None] = lambda i: None
+    """Start instance ``i``'s process ahead, waiting (``skewlab.live.warm``): the next
+    ``restart_worker(i)`` releases it instead of starting a process."""
 
     def all(self) -> list[Any]:
         """The route job and the workers that exist (``None`` entries left out)."""
@@ -282,6 +285,19 @@ class LocalLauncher:
     def attach(self, rec: ProcRecord) -> Proc:
         """The process of ``rec`` as a :class:`Detached` (no child handle: not reaped here)."""
         return Detached(rec)
+
+
+def process_age_s() -> float:
+    """Seconds since this process was created, to the clock tick (Linux ``/proc``:
+    ``psutil``'s create time rounds the boot time to the second); else from psutil."""
+    try:
+        start = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - start / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        import psutil
+
+        return time.time() - psutil.Process().create_time()
 
 
 def _create_time(pid: int) -> float:

@@ -150,6 +150,8 @@ def start_jobs(ctx: RunContext) -> None:
     for i in range(s.workers):
         spawned[f"worker-{i}"] = time.time()
         ctx.procs.restart_worker(i)
+    for j in warm_spares(state_manager_settings(s.spec, h.run_id, h.delta_root)):
+        ctx.procs.prewarm_worker(j)
     startup = wait_ready(ctx.files, ctx.procs, list(range(s.workers)), spawned)
     h.spark_ui = startup.pop("spark_ui")
     h.startup.update(startup)
@@ -237,6 +239,7 @@ def drain(ctx: RunContext) -> None:
         if i >= s.workers:
             ctx.files.spares_stop.touch()
         _wait_exit(ctx, f"worker-{i}")
+    ctx.files.spares_stop.touch()  # warm spares never started exit (skewlab.live.warm)
     h.t_done = time.time()
     if mgr is not None:
         mgr.track_events(final=True)
@@ -342,6 +345,19 @@ def _load_quality(run_dir: Path) -> QualityReport | None:
         return QualityReport.from_dict(json.loads(RunDir.of(run_dir).quality.read_text()))
     except FileNotFoundError:
         return None
+
+
+WARM_SPARES_ENV = "SKEWLAB_WARM_SPARES"
+"""``0``: start no scale-out instance process ahead (:func:`warm_spares`)."""
+
+
+def warm_spares(sm: StateManagerSettings | None) -> list[int]:
+    """The instances whose process a scale-out run starts at start-up, waiting
+    (``skewlab.live.warm``): the first spare of each operator, the instance its first
+    scale-out starts (none without scale-out, or with ``$SKEWLAB_WARM_SPARES=0``)."""
+    if sm is None or os.environ.get(WARM_SPARES_ENV, "1") == "0":
+        return []
+    return [sp[0] for g in range(sm.workers) if (sp := sm.spares(g))]
 
 
 def _start_manager(

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from tests.integration.fixtures.live import LiveRun, RunRefs, kill_and_wait
 
+from skewlab.live.handle import RunHandle
+
 pytestmark = pytest.mark.integration
 
 BASE: dict[str, Any] = {
@@ -92,6 +94,9 @@ def test_scale_out_exact(run_live: Any, policy: str) -> None:
     new = ev["to"][1]
     meta = shadow_meta(run, new)
     restore = meta["restore"]
+    # its process was started at start-up, waiting (a warm spare), long before the alarm
+    proc = RunHandle.load(run.run_dir).procs[f"worker-{new}"]
+    assert proc.create_time < ev["t_alarm"] - 1.0, (proc.create_time, ev["t_alarm"])
     if policy == "active-backup":
         assert restore["checkpoint"] is None  # copied from the primary's committed state
     else:

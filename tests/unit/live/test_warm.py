@@ -1,0 +1,47 @@
+"""A warm instance process waits for its release or its run's stop, on an injected sleep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from skewlab.control.scaleout_loop import StateManagerSettings
+from skewlab.live import warm
+from skewlab.live.phases import warm_spares
+
+
+def test_released_when_its_go_file_appears(tmp_path: Path) -> None:
+    go, stop = tmp_path / "worker-2.go", tmp_path / "spares.stop"
+    naps: list[float] = []
+
+    def sleep(s: float) -> None:
+        naps.append(s)
+        if len(naps) == 3:
+            go.touch()
+
+    assert warm.wait_for_release(go, stop, sleep) is True
+    assert len(naps) == 3 and set(naps) == {warm.POLL_S}
+
+
+def test_never_released_when_the_run_stops_first(tmp_path: Path) -> None:
+    go, stop = tmp_path / "worker-2.go", tmp_path / "spares.stop"
+    naps: list[float] = []
+
+    def sleep(s: float) -> None:
+        naps.append(s)
+        stop.touch()
+
+    assert warm.wait_for_release(go, stop, sleep) is False
+    assert warm.main([str(go), str(stop), "{}"]) == 0  # exits without running a worker
+    assert warm.main([str(go)]) == 2  # usage
+
+
+def test_the_first_spare_of_each_operator_is_warmed(monkeypatch: pytest.MonkeyPatch) -> None:
+    sm = StateManagerSettings("r", "/tmp/d", "checkpoint", workers=3, service_us=100.0)
+    assert sm.max_instances >= 2
+    assert warm_spares(sm) == [sm.spares(g)[0] for g in range(3)]
+    assert len(set(warm_spares(sm))) == 3 and min(warm_spares(sm)) >= 3  # spare partitions
+    assert warm_spares(None) == []  # no scale-out
+    monkeypatch.setenv("SKEWLAB_WARM_SPARES", "0")
+    assert warm_spares(sm) == []

@@ -31,6 +31,7 @@ from skewlab.control.scaleout_settings import (
 )
 from skewlab.control.scaleout_state import (
     Placement,
+    VersionRows,
     changed_share,
     score_from_backlog,
     write_checkpoint,
@@ -122,6 +123,8 @@ class StateManager(Pacing, EventTracking):
         self.input_ended = False
         """The input is produced (:meth:`run`'s ``stop`` came)."""
         self._n_splitters: int | None = None
+        self._prepared: VersionRows | None = None
+        """The version of a switch being prepared (:meth:`_prepare_switch`)."""
         self._newest_window: int | None = None
         """The newest ``key_loads`` window at the last sweep that read them (:meth:`_sweep`)."""
         self._last_score: dict[int, float] = {}
@@ -371,6 +374,8 @@ class StateManager(Pacing, EventTracking):
         for j in todo:
             self.procs.start(j)
             self.running.add(j)
+        if plans and role != "secondary":  # replacements: their switch follows once ready
+            self._prepare_switch(grp, phys)
         if grp.event is not None and role != "secondary":
             grp.event.setdefault("t_start", self.wall())
 
@@ -452,6 +457,38 @@ class StateManager(Pacing, EventTracking):
 
     # ------------------------------------------------------------ step 4: routing
 
+    def _version_rows(self, seen: list[str], sig: tuple[tuple[int, ...], ...]) -> VersionRows:
+        """The rows of a version for ``seen`` (and the mapped keys) with each group's
+        instances ``sig``: every key held or moved, in key order; changes nothing."""
+        where, mapping = self._placement, self.map
+        group = where.group
+
+        def want(k: str) -> int:
+            active = sig[group(k)]
+            return active[where.part(k, len(active))]
+
+        rows = VersionRows(sig, mapping, len(seen), set(seen) | set(mapping), self.s.workers)
+        for k in sorted(rows.every):
+            g = group(k)
+            rows.group_keys[g] += 1
+            to = want(k)
+            cur, sid = mapping.get(k, (g, 0))
+            if to != cur:
+                rows.moved.append((k, sid + 1))
+                rows.unmarked.append((k, cur, sid, to))
+                rows.add(k, to, sid + 1, True)
+            elif k in mapping:
+                rows.add(k, to, sid, False)
+        return rows
+
+    def _prepare_switch(self, grp: Group, instances: list[int]) -> None:
+        """Build the version of the switch that will route ``grp`` to ``instances`` now,
+        while the replacements start (their start takes longer): the switch then only
+        writes it, unless the map, the groups' instances or the keys seen changed by
+        then (:meth:`_sweep` builds it again)."""
+        sig = tuple(tuple(instances) if g is grp else tuple(g.active) for g in self.groups)
+        self._prepared = self._version_rows(self._placement.seen(), sig)
+
     def _sweep(self, read: bool = True) -> list[tuple[str, int]]:
         """Write a version moving every seen key whose instance changed; returns (key, set).
 
@@ -466,7 +503,7 @@ class StateManager(Pacing, EventTracking):
         without reading ``key_loads`` again (at 100k keys that read was a third of the
         switch). A key first routed since then is still on its old instance; the next
         step's sweep moves it like any key (its set ends there, its state is handed on)."""
-        where, W = self._placement, self.s.workers
+        where = self._placement
         if read:
             loads = self.store.read(
                 "key_loads", run_id=self.s.run_id, columns=["key", "window_start"]
@@ -489,32 +526,14 @@ class StateManager(Pacing, EventTracking):
                 self.group_keys[where.group(k)] += 1
             where.saw(fresh)
             return []
-        moved: list[tuple[str, int]] = []
-        group_keys = [0] * W
-        every = set(seen) | set(self.map)
-        # the version's columns in one pass: every key held or moved
-        keys: list[str] = []
-        workers: list[int] = []
-        sets: list[int] = []
-        is_move: list[bool] = []
-        mapping, unmarked, group = self.map, self._unmarked, where.group
-        for k in sorted(every):
-            g = group(k)
-            group_keys[g] += 1
-            to = want(k)
-            cur, sid = mapping.get(k, (g, 0))
-            if to != cur:
-                moved.append((k, sid + 1))
-                unmarked.append((k, cur, sid, to))
-                keys.append(k)
-                workers.append(to)
-                sets.append(sid + 1)
-                is_move.append(True)
-            elif k in mapping:
-                keys.append(k)
-                workers.append(to)
-                sets.append(sid)
-                is_move.append(False)
+        prep, self._prepared = self._prepared, None
+        if prep is not None and prep.fits(sig, self.map, len(seen)):
+            rows = prep  # built at the decision for this switch (:meth:`_prepare_switch`)
+        else:
+            rows = self._version_rows(seen, sig)
+        every, moved, group_keys = rows.every, list(rows.moved), rows.group_keys
+        keys, workers, sets, is_move = rows.keys, rows.instances, rows.sets, rows.is_move
+        self._unmarked.extend(rows.unmarked)
         self.group_keys = group_keys
         if not moved:
             where.swept(every, sig, self.map)

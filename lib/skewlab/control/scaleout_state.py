@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -243,3 +244,37 @@ class Placement:
         if have is None or have[0] != n:
             have = self._part[key] = (n, owner(key, n, split_hash))
         return have[1]
+
+
+@dataclass
+class VersionRows:
+    """The rows of one ``assignments`` version (``StateManager._version_rows``) and what
+    they were built from: the groups' instances ``sig``, the map object ``mapping``
+    and how many keys had been seen (``n_seen``: the seen keys only grow)."""
+
+    sig: tuple[tuple[int, ...], ...]
+    mapping: object
+    n_seen: int
+    every: set[str]
+    workers: int
+    keys: list[str] = field(default_factory=list)
+    instances: list[int] = field(default_factory=list)
+    sets: list[int] = field(default_factory=list)
+    is_move: list[bool] = field(default_factory=list)
+    moved: list[tuple[str, int]] = field(default_factory=list)
+    unmarked: list[tuple[str, int, int, int]] = field(default_factory=list)
+    group_keys: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.group_keys = [0] * self.workers
+
+    def add(self, key: str, instance: int, set_id: int, move: bool) -> None:
+        """One row: ``key`` held by (or moved to) ``instance`` in ``set_id``."""
+        self.keys.append(key)
+        self.instances.append(instance)
+        self.sets.append(set_id)
+        self.is_move.append(move)
+
+    def fits(self, sig: tuple[tuple[int, ...], ...], mapping: object, n_seen: int) -> bool:
+        """Whether these rows are the version for ``sig``, ``mapping`` and ``n_seen`` keys."""
+        return self.sig == sig and self.mapping is mapping and self.n_seen == n_seen

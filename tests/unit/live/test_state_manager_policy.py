@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from skewlab.control.scaleout_loop import Processes, StateManager, StateManagerSettings
 from skewlab.io.delta import DeltaStore
 from skewlab.pipeline import events
@@ -239,14 +241,25 @@ def test_a_switch_after_the_input_ended_is_ended_by_the_manager(tmp_path: Path) 
     assert "EndSets" in op.actions()
 
 
+@pytest.mark.parametrize("policy", ["active-backup", "checkpoint"])
 def test_the_switch_version_moves_the_swept_keys_and_the_next_sweep_the_new_ones(
-    tmp_path: Path,
+    tmp_path: Path, policy: str
 ) -> None:
     """The switch writes its version from the keys the last step's sweep saw (no read of
     ``key_loads`` on the switch's path): every such key held or moved, the new
     instance's hash part moved with set 1, the rest kept. A key routed for the first
-    time after that sweep is moved by the next step's sweep, to the same place."""
-    op = Operator(tmp_path, "active-backup", {})
+    time after that sweep is moved by the next step's sweep, to the same place.
+    Checkpointing's switch writes the version built at its decision, while its
+    replacements started (``_prepare_switch``): the same rows."""
+    op = Operator(tmp_path, policy, {})
+    built: list[int] = []
+    real_rows = op.mgr._version_rows
+
+    def count_builds(seen: list[str], sig: Any) -> Any:
+        built.append(len(seen))
+        return real_rows(seen, sig)
+
+    op.mgr._version_rows = count_builds  # type: ignore[method-assign]
     keys = [f"k{i}" for i in range(40)]
     late = "k-late"
 
@@ -262,9 +275,14 @@ def test_the_switch_version_moves_the_swept_keys_and_the_next_sweep_the_new_ones
     loads(keys, 1)
     real_switch = op.mgr._switch
 
+    during: list[int] = []
+
     def switch_after_a_new_key(grp: Any, logical: tuple[int, ...]) -> dict[str, Any]:
         loads([late], 2)  # routed between the last step's sweep and the switch
-        return real_switch(grp, logical)
+        before = len(built)
+        out = real_switch(grp, logical)
+        during.append(len(built) - before)  # versions built by the switch itself
+        return out
 
     op.mgr._switch = switch_after_a_new_key  # type: ignore[method-assign]
     op.run(3_000.0, 10.0)  # 3x capacity: secondaries, then the take-over
@@ -280,3 +298,5 @@ def test_the_switch_version_moves_the_swept_keys_and_the_next_sweep_the_new_ones
     later = [(r["worker"], r["set_id"]) for r in rows if r["key"] == late]
     assert later and set(later) == {(new, 1)}  # moved by a later step's sweep, like any key
     assert ev["keys_moved"] == sum(1 for v in want.values() if v[0] == new)
+    # checkpointing: built at the decision, only written at the switch
+    assert during[0] == (0 if policy == "checkpoint" else 1)

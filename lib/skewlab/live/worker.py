@@ -94,6 +94,8 @@ class Worker:
                 self.shadow.load_base()
             crash_point("worker.restoring")  # state restored, nothing read yet
         self._switch_polled = float("-inf")
+        self._decisions_seen: int | None = None
+        """The ``decisions`` version of the last look (:meth:`_follow_switch`)."""
         self._followers: dict[int, int] = {}
         """Instances whose newest plan shadows this worker: plan epoch (from ``decisions``)."""
         self._cut_unsaved = False
@@ -242,11 +244,12 @@ class Worker:
             )
         return len(recs)
 
-    SWITCH_POLL_S = (0.2, 1.0)
+    SWITCH_POLL_S = (0.05, 0.2)
     """Seconds between two looks at ``decisions``: while followed by a shadow that has no
-    cut yet, otherwise."""
+    cut yet, otherwise. A look reads the table only when its Delta version moved
+    (~2 ms, against ~10-40 ms for the read)."""
 
-    FOLLOWED_STEP, FOLLOWED_FLUSH = 8, 4
+    FOLLOWED_STEP, FOLLOWED_FLUSH = 16, 4
     """While followed (or, for a shadow, waiting for its source's cut) a step does at most
     ``1 / FOLLOWED_STEP`` of a flush interval's work and an old instance commits every
     ``1 / FOLLOWED_FLUSH`` of it."""
@@ -271,6 +274,10 @@ class Worker:
         if not due and now - self._switch_polled < self.SWITCH_POLL_S[0 if self.followed else 1]:
             return
         self._switch_polled = now
+        seen = self.store.table_version("decisions")
+        if not due and seen is not None and seen == self._decisions_seen:
+            return  # no decision since the last look
+        self._decisions_seen = seen
         self._followers, specs = switches(self.store, self.s.run_id, self.s.worker)
         done = {int(c["v"]) for c in sets.cuts}
         todo = [spec for spec in specs if spec.version not in done]

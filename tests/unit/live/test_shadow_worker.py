@@ -589,3 +589,32 @@ def test_a_cut_promised_by_a_dead_process_is_kept_by_the_next(
     assert [c["at"] for c in primary.sets.cuts] == [36]
     finish(inp, primary, secondary)
     assert_exact(store, inp)
+
+
+def test_an_old_instance_reads_decisions_only_when_they_changed(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The switch look-up of an instance reads ``decisions`` only when the table's
+    version moved since its last look (a look is then ~2 ms): a plan or a switch
+    written in between is read at the next look."""
+    topic, store, tmp = env
+    inp = Input(topic)
+    topic.parts[1] = []
+    primary = make(tmp, 0)
+    reads: list[int] = []
+    real = worker_mod.switches
+
+    def counted(*a: Any) -> Any:
+        reads.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(worker_mod, "switches", counted)
+    inp.send(1)
+    plan(store)
+    primary.step()
+    primary.step()
+    primary.step()
+    assert len(reads) == 1 and primary.followed  # read once: the plan
+    switch(store)
+    primary.step()  # the switch: read, cut
+    assert len(reads) == 2 and primary.sets is not None and len(primary.sets.cuts) == 1

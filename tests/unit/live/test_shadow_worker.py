@@ -213,6 +213,19 @@ def finish(inp: Input, *ws: Worker) -> None:
         w.flush()
 
 
+def primed(env: Any, rounds: int) -> tuple[Topic, DeltaStore, Path, Input, Worker]:
+    """The primary (worker 0) with ``rounds`` rounds of input processed and committed;
+    partition 1 (the new instance's) exists, empty."""
+    topic, store, tmp = env
+    inp = Input(topic)
+    topic.parts[1] = []
+    primary = make(tmp, 0)
+    inp.send(rounds)
+    drain(primary)
+    primary.flush()
+    return topic, store, tmp, inp, primary
+
+
 def test_shadow_stays_behind_the_primarys_commit_and_goes_live_at_the_cut(env: Any) -> None:
     topic, store, tmp = env
     inp = Input(topic)
@@ -257,13 +270,7 @@ def test_shadow_stays_behind_the_primarys_commit_and_goes_live_at_the_cut(env: A
 def test_restarted_old_and_new_instances_keep_the_cut(env: Any) -> None:
     """The primary dies right after committing its cut, the secondary after going live
     and committing: both resume from their commits, the run ends exact."""
-    topic, store, tmp = env
-    inp = Input(topic)
-    topic.parts[1] = []
-    primary = make(tmp, 0)
-    inp.send(2)
-    drain(primary)
-    primary.flush()
+    _topic, store, tmp, inp, primary = primed(env, 2)
     plan(store)
     first = make(tmp, 1)
     inp.send(3)
@@ -297,13 +304,7 @@ def test_restored_keys_are_not_rewritten_and_a_restart_restores_them_again(env: 
     """The restore keeps its keys as the source's rows (decoded when used): the first
     commit writes none of them; an instance restarted before or after going live
     restores the same part again, live where its plan reached the cut; exact."""
-    topic, store, tmp = env
-    inp = Input(topic)
-    topic.parts[1] = []
-    primary = make(tmp, 0)
-    inp.send(3)
-    drain(primary)
-    primary.flush()
+    _topic, store, tmp, inp, primary = primed(env, 3)
     plan(store)
     first = make(tmp, 1)
     first.flush()
@@ -344,13 +345,7 @@ def test_replacement_restores_the_newest_checkpoint_and_replays_up_to_the_cut(en
     suppressed up to the cut, the primary's backlog after it live."""
     from skewlab.control.scaleout_state import write_checkpoint
 
-    topic, store, tmp = env
-    inp = Input(topic)
-    topic.parts[1] = []
-    primary = make(tmp, 0)
-    inp.send(2)
-    drain(primary)
-    primary.flush()
+    topic, store, tmp, inp, primary = primed(env, 2)
     inp.send(1)  # received, not yet processed: beta of the checkpoint
     ends = Client(topic).end_offsets(TOPIC)
     out = write_checkpoint(store, RUN, 0, [0], 0, ends)
@@ -381,13 +376,7 @@ def test_replacement_restores_the_newest_checkpoint_and_replays_up_to_the_cut(en
 def test_stopped_secondary_counts_nothing_and_a_new_plan_starts_afresh(env: Any) -> None:
     """The load fell back: the secondary is stopped after committing its shadow; later a
     new plan (epoch) on the same partition restores again instead of resuming."""
-    topic, store, tmp = env
-    inp = Input(topic)
-    topic.parts[1] = []
-    primary = make(tmp, 0)
-    inp.send(2)
-    drain(primary)
-    primary.flush()
+    _topic, store, tmp, inp, primary = primed(env, 2)
     plan(store, epoch=5)
     stopped = make(tmp, 1)
     inp.send(2)

@@ -374,10 +374,10 @@ class StateManager(Pacing, EventTracking):
         for j in todo:
             self.procs.start(j)
             self.running.add(j)
-        if plans and role != "secondary":  # replacements: their switch follows once ready
-            self._prepare_switch(grp, phys)
         if grp.event is not None and role != "secondary":
             grp.event.setdefault("t_start", self.wall())
+        if plans and role != "secondary":  # replacements: their switch follows once ready
+            self._prepare_switch(grp, phys)
 
     def _stop(self, grp: Group, logical: tuple[int, ...]) -> dict[str, Any]:
         phys = [grp.phys.pop(lid) for lid in logical if lid in grp.phys]

@@ -92,30 +92,30 @@ def write_checkpoint(
             version = versions[j]
         else:
             version = store.committed_version("partials", RunDir.worker_app(j, run_id))
-        key, value = _newest_rows(store, run_id, j, version)
+        rows = _newest_rows(store, run_id, j, version)
         offset = 0 if version is None else progress_at(store, run_id, j, version)[0]
         end = max((ends or {}).get(j, offset), offset)
         beta += end - offset
         taus[j] = version or 0
-        meta = {k: i for i, k in enumerate(key) if k == META_KEY}
-        if META_KEY not in meta:
-            key.append(META_KEY)
-            value.append(b"{}")
-            meta[META_KEY] = len(key) - 1
-        i = meta[META_KEY]
-        m = json.loads(value[i])
+        is_meta = pc.equal(rows["key"], META_KEY)
+        old_meta = rows.filter(is_meta)["value"].to_pylist()
+        m = json.loads(old_meta[0]) if old_meta and old_meta[0] else {}
         m["beta"] = [offset, end]
-        value[i] = _dumps(m)
-        keys += len(key) - 1
-        n = len(key)
+        theta = rows.filter(pc.invert(is_meta))
+        keys += theta.num_rows
+        n = theta.num_rows + 1
         pieces.append(
             pa.table(
                 {
-                    "checkpoint": pa.array([cp_id] * n, pa.int64()),
-                    "instance": pa.array([j] * n, pa.int64()),
-                    "key": pa.array(key, pa.string()),
-                    "value": pa.array(value, pa.binary()),
-                    "tau": pa.array([taus[j]] * n, pa.int64()),
+                    "checkpoint": pa.array(np.full(n, cp_id, dtype=np.int64)),
+                    "instance": pa.array(np.full(n, j, dtype=np.int64)),
+                    "key": pa.concat_arrays(
+                        [theta["key"].combine_chunks(), pa.array([META_KEY], pa.string())]
+                    ),
+                    "value": pa.concat_arrays(
+                        [theta["value"].combine_chunks(), pa.array([_dumps(m)], pa.binary())]
+                    ),
+                    "tau": pa.array(np.full(n, taus[j], dtype=np.int64)),
                     "buffered": pa.nulls(n, pa.binary()),
                 }
             )
@@ -140,15 +140,15 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
 
-def _newest_rows(
-    store: Store, run_id: str, instance: int, version: int | None
-) -> tuple[list[str], list[bytes]]:
-    """Keys and values of ``instance``'s state at its commit ``version`` (per key its newest
-    row at or before it, as ``state_rows_at``), each value as a checkpoint stores it: the
-    worker's JSON bytes as they are, merged with the key's buffered records (``buffered``)
-    if it has any. Newest rows are picked by an Arrow sort; only buffered rows are parsed."""
+def _newest_rows(store: Store, run_id: str, instance: int, version: int | None) -> pa.Table:
+    """Columns ``key`` (string) and ``value`` (binary) of ``instance``'s state at its commit
+    ``version`` (per key its newest row at or before it, as ``state_rows_at``), each
+    value as a checkpoint stores it: the worker's JSON bytes as they are, merged with
+    the key's buffered records (``buffered``) if it has any. Newest rows are picked by
+    an Arrow sort and kept as Arrow columns; only buffered rows are parsed."""
+    empty = pa.table({"key": pa.array([], pa.string()), "value": pa.array([], pa.binary())})
     if version is None:
-        return [], []
+        return empty
     t = store.read(
         "operator_state",
         run_id=run_id,
@@ -156,23 +156,24 @@ def _newest_rows(
         filters=[("instance", "=", instance), ("checkpoint", "<=", version)],
     )
     if t.num_rows == 0:
-        return [], []
+        return empty
     t = t.take(pc.sort_indices(t, [("key", "ascending"), ("checkpoint", "descending")]))
     k = t["key"].combine_chunks()
     first = np.ones(len(k), dtype=bool)
     if len(k) > 1:
         first[1:] = pc.not_equal(k[1:], k[:-1]).to_numpy(zero_copy_only=False)
     t = t.filter(pa.array(first))
-    key: list[str] = t["key"].to_pylist()
-    value: list[bytes] = t["value"].to_pylist()
+    value = t["value"].combine_chunks().cast(pa.binary())
     buffered = t["buffered"]
     if buffered.null_count < len(buffered):
+        values: list[bytes] = value.to_pylist()
         for i, buf in enumerate(buffered.to_pylist()):
             if buf:
-                v = json.loads(value[i])
+                v = json.loads(values[i])
                 v["buffered"] = json.loads(buf)
-                value[i] = _dumps(v)
-    return key, value
+                values[i] = _dumps(v)
+        value = pa.array(values, pa.binary())
+    return pa.table({"key": t["key"].combine_chunks().cast(pa.string()), "value": value})
 
 
 def changed_share(store: Store, run_id: str, taus: dict[int, int], keys: int) -> float | None:

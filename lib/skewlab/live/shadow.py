@@ -109,6 +109,12 @@ class Shadow:
         m = self.meta
         return m is not None and not all(s["ended"] for s in m["sources"].values())
 
+    @property
+    def live_any(self) -> bool:
+        """Some source of the plan reached its cut: keys are live here (their records output)."""
+        m = self.meta
+        return m is not None and any(s.get("live") for s in m["sources"].values())
+
     def awaiting_cut(self, slack: int) -> bool:
         """True while some source's replay stands within ``slack`` records of its
         source's last commit (its bound) and no cut is known yet: then short steps see

@@ -374,6 +374,10 @@ class Worker:
         if owed:
             self.busy(self.s.service_us * 1e-6 * owed)
         t3 = self.clock.now()
+        if shadow is not None and own == 0 and not shadow.live_any:
+            # replaying suppressed before any cut: a commit saves only the replay's progress
+            # (a crash replays it again), and would delay seeing the cut
+            interval *= self.FOLLOWED_FLUSH
         if self._dirty and (self._cut_unsaved or t3 - self._last_flush >= interval):
             self.flush()
         if shadow is not None and (read or own):  # where a shadow's time goes, per step

@@ -13,6 +13,7 @@ under restarts of either side and any interleaving of their steps.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -607,3 +608,32 @@ def test_an_old_instance_reads_decisions_only_when_they_changed(
     switch(store)
     primary.step()  # the switch: read, cut
     assert len(reads) == 2 and primary.sets is not None and len(primary.sets.cuts) == 1
+
+
+def test_a_shadow_replaying_before_any_cut_commits_four_times_less_often(env: Any) -> None:
+    """Before any cut a shadow's commit saves only its replay progress: it comes every
+    ``FOLLOWED_FLUSH`` flush intervals (on the injected clock), at the usual interval
+    once keys are live."""
+    from skewlab.testing import FakeClock
+
+    _topic, store, tmp, inp, primary = primed(env, 1)
+    plan(store)
+    clock = FakeClock(0.0)
+    new = Worker(
+        dataclasses.replace(make(tmp, 1).s, flush_interval_s=1.0, max_fetch=6),
+        clock=clock,
+        busy=lambda s: None,
+    )
+    assert new.shadow is not None
+    new.shadow.poll_s = 0.0
+    inp.send(6)  # after the restore: the primary works it off and commits, the shadow replays
+    drain(primary)
+    primary.flush()
+    steps = 0
+    while new.shadow.active and not new.shadow.live_any and steps < 6:
+        clock.advance(1.5)  # past one flush interval each step
+        n = new.step()
+        steps += 1
+        assert n > 0  # replaying every step
+    assert steps == 6  # still replaying: 6 rounds after the restore, 12 records per step
+    assert new.flushes == 2  # at 6 s and 12 s (every 4 x 1 s), not at each 1.5 s step

@@ -13,10 +13,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from skewlab.clock import Clock, EpochClock
 from skewlab.control.loop import ThreadLoop
 from skewlab.control.scaleout_events import EventTracking, Move
@@ -36,10 +32,11 @@ from skewlab.control.scaleout_state import (
     score_from_backlog,
     write_checkpoint,
 )
+from skewlab.control.scaleout_sweep import Sweeping
 from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
-from skewlab.rundir import RunDir, app_id
+from skewlab.rundir import RunDir
 from skewlab.state import (
     Level,
     Phase,
@@ -67,7 +64,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class StateManager(Pacing, EventTracking):
+class StateManager(Pacing, EventTracking, Sweeping):
     """Steps 1-5 of the module doc; ``run(stop)`` repeats them until ``stop`` is set."""
 
     def __init__(
@@ -454,120 +451,6 @@ class StateManager(Pacing, EventTracking):
             }
             self.events.append(ev)
         return {"from": old, "to": grp.active, "keys_moved": len(moved), "version": self.version}
-
-    # ------------------------------------------------------------ step 4: routing
-
-    def _version_rows(self, seen: list[str], sig: tuple[tuple[int, ...], ...]) -> VersionRows:
-        """The rows of a version for ``seen`` (and the mapped keys) with each group's
-        instances ``sig``: every key held or moved, in key order; changes nothing."""
-        where, mapping = self._placement, self.map
-        group = where.group
-
-        def want(k: str) -> int:
-            active = sig[group(k)]
-            return active[where.part(k, len(active))]
-
-        rows = VersionRows(sig, mapping, len(seen), set(seen) | set(mapping), self.s.workers)
-        for k in sorted(rows.every):
-            g = group(k)
-            rows.group_keys[g] += 1
-            to = want(k)
-            cur, sid = mapping.get(k, (g, 0))
-            if to != cur:
-                rows.moved.append((k, sid + 1))
-                rows.unmarked.append((k, cur, sid, to))
-                rows.add(k, to, sid + 1, True)
-            elif k in mapping:
-                rows.add(k, to, sid, False)
-        return rows
-
-    def _prepare_switch(self, grp: Group, instances: list[int]) -> None:
-        """Build the version of the switch that will route ``grp`` to ``instances`` now,
-        while the replacements start (their start takes longer): the switch then only
-        writes it, unless the map, the groups' instances or the keys seen changed by
-        then (:meth:`_sweep` builds it again)."""
-        sig = tuple(tuple(instances) if g is grp else tuple(g.active) for g in self.groups)
-        self._prepared = self._version_rows(self._placement.seen(), sig)
-
-    def _sweep(self, read: bool = True) -> list[tuple[str, int]]:
-        """Write a version moving every seen key whose instance changed; returns (key, set).
-
-        The version takes effect at the route job's event-time frontier (the newest
-        window it routed) or ``lead_s`` from now, whichever comes first: a splitter
-        applies it from its first event at or after ``effective_ms``, so a route job
-        behind the input switches at its next micro-batch instead of when it reaches
-        the events produced after the decision (which a busy machine's route job
-        does a backlog later, or never: the input ended).
-
-        ``read=False`` (the routing switch): the keys seen by the last step's sweep,
-        without reading ``key_loads`` again (at 100k keys that read was a third of the
-        switch). A key first routed since then is still on its old instance; the next
-        step's sweep moves it like any key (its set ends there, its state is handed on)."""
-        where = self._placement
-        if read:
-            loads = self.store.read(
-                "key_loads", run_id=self.s.run_id, columns=["key", "window_start"]
-            )
-            if loads.num_rows:
-                self._newest_window = pc.max(loads["window_start"]).as_py()
-            seen: list[str] = pc.unique(loads["key"]).to_pylist()
-        else:
-            seen = where.seen()
-        newest = self._newest_window
-        sig = tuple(tuple(g.active) for g in self.groups)
-
-        def want(k: str) -> int:
-            active = self.groups[where.group(k)].active
-            return active[where.part(k, len(active))]
-
-        fresh = where.unseen(seen, sig, self.map)  # None: instances or the map changed
-        if fresh is not None and all(want(k) == where.group(k) for k in fresh):
-            for k in fresh:
-                self.group_keys[where.group(k)] += 1
-            where.saw(fresh)
-            return []
-        prep, self._prepared = self._prepared, None
-        if prep is not None and prep.fits(sig, self.map, len(seen)):
-            rows = prep  # built at the decision for this switch (:meth:`_prepare_switch`)
-        else:
-            rows = self._version_rows(seen, sig)
-        every, moved, group_keys = rows.every, list(rows.moved), rows.group_keys
-        keys, workers, sets, is_move = rows.keys, rows.instances, rows.sets, rows.is_move
-        self._unmarked.extend(rows.unmarked)
-        self.group_keys = group_keys
-        if not moved:
-            where.swept(every, sig, self.map)
-            return []
-        self.version += 1
-        effective = round((self.wall() + self.s.lead_s) * 1000)
-        if newest is not None:
-            effective = min(effective, int(newest))
-        self.effective_ms = max(self.effective_ms, effective)
-        n = len(keys)
-        # columns, not row dicts: 100k keys write in ~0.1 s instead of ~0.5 s (the switch)
-        version = pa.table(
-            {
-                "version": pa.array(np.full(n, self.version, dtype=np.int64)),
-                "key": pa.array(keys, pa.string()),
-                "worker": pa.array(np.asarray(workers, dtype=np.int64)),
-                "set_id": pa.array(np.asarray(sets, dtype=np.int64)),
-                "reason": pc.if_else(
-                    pa.array(is_move, pa.bool_()), pa.scalar("scale-out"), pa.scalar("kept")
-                ),
-                "effective_ms": pa.array(np.full(n, self.effective_ms, dtype=np.int64)),
-            }
-        )
-        self.store.append(
-            "assignments",
-            version,
-            app_id=app_id("scaleout", self.s.run_id),
-            version=self.version,
-            run_id=self.s.run_id,
-        )
-        self.map = dict(zip(keys, zip(workers, sets)))
-        where.swept(every, sig, self.map)
-        log.info("assignments v%d: %d keys moved", self.version, len(moved))
-        return moved
 
     # ------------------------------------------------------------ step 5: log
 

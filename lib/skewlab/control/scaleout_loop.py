@@ -109,6 +109,8 @@ class StateManager(Pacing, EventTracking, Sweeping):
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self._cp_store = DeltaStore(s.delta_root)  # the checkpoint thread's own handles
         self._writing: dict[int, Future[dict[str, Any]]] = {}
+        self._skipped: set[tuple[int, int]] = set()
+        """(group, checkpoint id) requests skipped while the group's previous one was writing."""
         self._ends: dict[int, int] = {}
         """End offsets of ``routed`` at the last step (beta of a checkpoint ends there)."""
         self._grew_at = self.clock.now()
@@ -352,6 +354,14 @@ class StateManager(Pacing, EventTracking, Sweeping):
         phys = [grp.phys[lid] for lid in a.instances]
         todo = [j for j in phys if j not in self.running]
         plans = {}
+        if (
+            split is not None
+            and split.checkpoint is not None
+            and (grp.g, split.checkpoint) in self._skipped
+        ):
+            # the policy names a checkpoint the manager skipped (restart: the interval's one,
+            # requested while the previous was writing): write it now, the plans wait for it
+            detail["written_now"] = self._request_checkpoint(grp, split.checkpoint, queue=True)
         if split is not None:
             epoch = round(self.wall() * 1000)
             for i, j in enumerate(phys):
@@ -402,7 +412,9 @@ class StateManager(Pacing, EventTracking, Sweeping):
         busy = self._writing.get(grp.g)
         if busy is not None and not busy.done() and not queue:
             self.checkpoints_skipped += 1
+            self._skipped.add((grp.g, cp_id))
             return {"checkpoint": cp_id, "skipped": "previous checkpoint still writing"}
+        self._skipped.discard((grp.g, cp_id))
         # what the checkpoint holds is fixed now, not when the thread gets to it: by then a
         # switch may have changed the instances and an old one may have cut its keys
         instances = list(grp.active)

@@ -142,25 +142,33 @@ class Shadow:
     # ------------------------------------------------------------ step 1: restore
 
     def _checkpoint_for(self, cps: CheckpointStore, plan: dict[str, Any]) -> int | None:
-        """The checkpoint to restore: the plan's ``checkpoint_id`` (one the manager took at
-        the decision and writes while this process starts: waited for, looked at every
-        :data:`CHECKPOINT_POLL_S`), or the newest one when the plan names none, or when the
-        named one is still missing after :data:`CHECKPOINT_WAIT_S` (its write failed: any
-        stored checkpoint is a consistent state, only an older one)."""
+        """The checkpoint to restore: the plan's ``checkpoint_id`` (one the manager took
+        at the decision and writes while this process starts: waited for, looked at
+        every :data:`CHECKPOINT_POLL_S`), or the newest one when the plan names none.
+        Never a later one than the plan names: a checkpoint taken after the switch holds
+        the old instance's state after its cut (the moved keys gone, tau past ``P``), and
+        an instance restarted before its first commit restores again. When the named one
+        is still missing after :data:`CHECKPOINT_WAIT_S` (its write failed or was
+        skipped), the newest one before it: any stored checkpoint is a consistent state,
+        only an older one."""
         want = plan.get("checkpoint_id")
+        if want is None:
+            return cps.latest()
+        want = int(want)
         since = self.wall()
         while True:
-            newest = cps.latest()
-            if want is None or (newest is not None and newest >= int(want)):
-                return newest
+            have = cps.checkpoints()
+            if want in have:
+                return want
             if self.wall() - since >= CHECKPOINT_WAIT_S:
+                older = max((c for c in have if c < want), default=None)
                 log.warning(
                     "checkpoint %s not written after %.0f s: restoring %s",
                     want,
                     CHECKPOINT_WAIT_S,
-                    newest,
+                    older,
                 )
-                return newest
+                return older
             self.sleep(CHECKPOINT_POLL_S)
 
     def start(self, plan: dict[str, Any]) -> dict[str, Any]:

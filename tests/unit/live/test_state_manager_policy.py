@@ -8,6 +8,7 @@ stubbed, the rest (decisions, checkpoints, routing) goes to a real Delta store.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from skewlab.control.scaleout_loop import Processes, StateManager, StateManagerSettings
 from skewlab.io.delta import DeltaStore
+from skewlab.io.state_store import CheckpointStore
 from skewlab.pipeline import events
 from skewlab.rundir import RunDir
 from skewlab.state import owner, split_hash
@@ -300,3 +302,31 @@ def test_the_switch_version_moves_the_swept_keys_and_the_next_sweep_the_new_ones
     assert ev["keys_moved"] == sum(1 for v in want.values() if v[0] == new)
     # checkpointing: built at the decision, only written at the switch
     assert during[0] == (0 if policy == "checkpoint" else 1)
+
+
+def test_a_restart_from_a_skipped_checkpoint_writes_it(tmp_path: Path) -> None:
+    """Restart's plan names the policy's last checkpoint; the manager skips a request
+    while the previous checkpoint is still writing. The restart must not name a
+    checkpoint never written (its instances would wait CHECKPOINT_WAIT_S for it, then
+    restore an older one): the manager writes it when it starts them."""
+    op = Operator(tmp_path, "restart", {"interval_s": 3.0})
+    release = threading.Event()
+    real = op.mgr._checkpoint
+
+    def slow(*args: Any) -> dict[str, Any]:
+        release.wait(timeout=60)  # the first write holds the writer: later requests skip
+        return real(*args)
+
+    op.mgr._checkpoint = slow  # type: ignore[method-assign]
+    op.run(500.0, 13.0)  # half capacity: a checkpoint every 3 s, all but the first skipped
+    op.run(3_000.0, 10.0)  # 3x capacity: the restart
+    release.set()
+    assert op.mgr.checkpoints_skipped >= 1 and len(op.mgr.events) == 1
+    op.mgr._writing[0].result(timeout=60)
+    t = op.store.read("decisions", run_id=RUN, columns=["detail"])
+    details = [json.loads(d) for d in t["detail"].to_pylist()]
+    (named,) = {d["checkpoint"] for d in details if d["action"] == "SplitState"}
+    skipped = {d["checkpoint"] for d in details if d.get("skipped")}
+    assert named in skipped  # the restart came while its checkpoint was skipped
+    stored = CheckpointStore(op.store, f"{RUN}#g0", "g0").checkpoints()
+    assert named in stored

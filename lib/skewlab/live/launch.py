@@ -287,6 +287,18 @@ class LocalLauncher:
         return Detached(rec)
 
 
+def process_args(argv: list[str] | None, usage: str) -> list[str] | None:
+    """The arguments of a process entry point (``sys.argv[1:]`` unless ``argv``), with
+    logging set up; ``None`` (after printing ``usage``) unless there are as many as
+    ``usage`` names after the program's name."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != len(usage.split()) - 1:
+        print(f"usage: {usage}", file=sys.stderr)
+        return None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    return args
+
+
 def process_age_s() -> float:
     """Seconds since this process was created, to the clock tick (Linux ``/proc``:
     ``psutil``'s create time rounds the boot time to the second); else from psutil."""

@@ -16,13 +16,12 @@ by executors inside worker processes that already run.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from skewlab.live import worker
-from skewlab.live.launch import process_age_s
+from skewlab.live.launch import process_age_s, process_args
 
 __all__ = ["POLL_S", "main", "wait_for_release"]
 
@@ -44,11 +43,9 @@ def wait_for_release(go: Path, stop: Path, sleep: Callable[[float], None] = time
 
 def main(argv: list[str] | None = None) -> int:
     """Wait for release, then run the worker on its settings (exit code as the worker's)."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3:
-        print("usage: warm GO_FILE STOP_FILE SETTINGS_JSON", file=sys.stderr)
+    args = process_args(argv, "warm GO_FILE STOP_FILE SETTINGS_JSON")
+    if args is None:
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     go, stop, settings = Path(args[0]), Path(args[1]), args[2]
     log.info("warm instance process: imports done %.2f s after its start", process_age_s())
     waited = time.monotonic()

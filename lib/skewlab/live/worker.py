@@ -21,7 +21,7 @@ from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
 from skewlab.live.cut import CutSpec, cuts_of, switches, write_cut
-from skewlab.live.launch import process_age_s
+from skewlab.live.launch import process_age_s, process_args
 from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.shadow import Shadow, newest_plan
 from skewlab.live.worker_fetch import end_offset, fetch_available
@@ -534,13 +534,9 @@ def settings_from_json(text: str) -> WorkerSettings:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m skewlab.live.worker SETTINGS_JSON`` (and ``jobs/work.py``)."""
-    import sys
-
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: worker SETTINGS_JSON", file=sys.stderr)
+    args = process_args(argv, "worker SETTINGS_JSON")
+    if args is None:
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     log.info("worker process up: %.2f s after its start (interpreter, imports)", process_age_s())
     text = Path(args[0]).read_text() if Path(args[0]).exists() else args[0]
     report = Worker(settings_from_json(text)).run()

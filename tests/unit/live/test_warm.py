@@ -45,3 +45,13 @@ def test_the_first_spare_of_each_operator_is_warmed(monkeypatch: pytest.MonkeyPa
     assert warm_spares(None) == []  # no scale-out
     monkeypatch.setenv("SKEWLAB_WARM_SPARES", "0")
     assert warm_spares(sm) == []
+
+
+def test_a_wrong_argument_count_prints_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    """Both entry points of an instance process: exit 2 with one usage line."""
+    from skewlab.live import worker
+
+    assert worker.main([]) == 2
+    assert warm.main(["a", "b"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["usage: worker SETTINGS_JSON", "usage: warm GO_FILE STOP_FILE SETTINGS_JSON"]

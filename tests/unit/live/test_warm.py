@@ -48,10 +48,12 @@ def test_the_first_spare_of_each_operator_is_warmed(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_wrong_argument_count_prints_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
-    """Both entry points of an instance process: exit 2 with one usage line."""
+    """Both entry points of an instance process: exit 2 with one line each, naming the
+    arguments each takes."""
     from skewlab.live import worker
 
     assert worker.main([]) == 2
     assert warm.main(["a", "b"]) == 2
-    err = capsys.readouterr().err.splitlines()
-    assert err == ["usage: worker SETTINGS_JSON", "usage: warm GO_FILE STOP_FILE SETTINGS_JSON"]
+    worker_line, warm_line = capsys.readouterr().err.splitlines()
+    assert "SETTINGS_JSON" in worker_line and "GO_FILE" not in worker_line
+    assert all(a in warm_line for a in ("GO_FILE", "STOP_FILE", "SETTINGS_JSON"))

@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_WAIT_S = 30.0
 """Longest a restore waits for the checkpoint its plan names (:meth:`Shadow._checkpoint_for`)."""
+CUT_POLL_S = 0.05
+"""Seconds between two looks for a source's promised cut while it is not known: a look
+costs a Delta version check (~2 ms); ``decisions`` is read only when that moved."""
+
 CHECKPOINT_POLL_S = 0.05
 
 
@@ -90,7 +94,11 @@ class Shadow:
         """The next chunk's fetch, started in the background: (topic, source, from, to)."""
         self.poll_s = 0.2
         """Seconds between two looks at a source's commit (:meth:`follow`)."""
-        self._polled = float("-inf")
+        self.cut_poll_s = CUT_POLL_S
+        """Seconds between two looks for a cut not known yet (:meth:`follow`)."""
+        self._polled = self._cut_polled = float("-inf")
+        self._decisions_seen: int | None = None
+        """The ``decisions`` version of the last look for cuts (None: not looked yet)."""
 
     @property
     def meta(self) -> dict[str, Any] | None:
@@ -325,27 +333,41 @@ class Shadow:
 
     # ------------------------------------------------------------ the cut
 
-    def follow(self, force: bool = False) -> None:
-        """Look at each source's last commit and its promised cuts (at most every
-        :attr:`poll_s`): the committed routed offset bounds the replay (a shadow never
-        runs past what its source committed, so nothing it replayed suppressed can fall
-        after the source's cut), and a cut the source promised for this instance's plan
-        (its ``Cut`` row, written before it stopped any key) gives the offset ``P`` where
-        the keys go live here (docs/scaleout.md, "The cut")."""
+    def follow(self) -> None:
+        """Look at each source's last commit (at most every :attr:`poll_s`) and, while a
+        source's cut is not known, at its promised cuts (every :attr:`cut_poll_s`, reading
+        ``decisions`` only when its Delta version moved). The committed routed offset
+        bounds the replay (a shadow never runs past what its source committed, so nothing
+        it replayed suppressed can fall after the source's cut), and a cut the source
+        promised for this instance's plan (its ``Cut`` row, written before it stopped any
+        key) gives the offset ``P`` where the keys go live here (docs/scaleout.md, "The
+        cut")."""
         m = self.meta
-        now = self.wall()
-        if m is None or (not force and now - self._polled < self.poll_s):
+        if m is None:
             return
-        self._polled = now
+        now = self.wall()
+        todo = {
+            int(src): st
+            for src, st in m["sources"].items()
+            if not st["ended"] and not st.get("live")
+        }
+        if now - self._polled >= self.poll_s:
+            self._polled = now
+            for src, st in todo.items():
+                off, _ = committed_progress(
+                    self.store, self.run_id, src, RunDir.worker_app(src, self.run_id)
+                )
+                st["bound"] = max(int(st.get("bound", 0)), off)
+        waiting = {src: st for src, st in todo.items() if st.get("cut") is None}
+        if not waiting or now - self._cut_polled < self.cut_poll_s:
+            return
+        self._cut_polled = now
+        seen = self.store.table_version("decisions")
+        if seen is not None and seen == self._decisions_seen:
+            return  # no decision row since the last look: no new cut
+        self._decisions_seen = seen
         me, epoch = str(self.sets.worker), int(m["epoch"])
-        for src_s, st in m["sources"].items():
-            if st["ended"] or st.get("live"):
-                continue
-            src = int(src_s)
-            off, _ = committed_progress(
-                self.store, self.run_id, src, RunDir.worker_app(src, self.run_id)
-            )
-            st["bound"] = max(int(st.get("bound", 0)), off)
+        for src, st in waiting.items():
             for c in cuts_of(self.store, self.run_id, src).values():
                 if st.get("cut") is None and int(c.get("plans", {}).get(me, -1)) == epoch:
                     st["cut"] = int(c["at"])

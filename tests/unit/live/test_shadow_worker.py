@@ -94,7 +94,7 @@ def make(tmp: Path, i: int, **settings: Any) -> Worker:
     w = Worker(s, busy=lambda s: None)
     w.SWITCH_POLL_S = (0.0, 0.0)  # look at decisions every step
     if w.shadow is not None:
-        w.shadow.poll_s = 0.0  # and at the source's commit
+        w.shadow.poll_s = w.shadow.cut_poll_s = 0.0  # and at the source's commit and cuts
     return w
 
 
@@ -625,7 +625,7 @@ def test_a_shadow_replaying_before_any_cut_commits_four_times_less_often(env: An
         busy=lambda s: None,
     )
     assert new.shadow is not None
-    new.shadow.poll_s = 0.0
+    new.shadow.poll_s = new.shadow.cut_poll_s = 0.0
     inp.send(6)  # after the restore: the primary works it off and commits, the shadow replays
     drain(primary)
     primary.flush()
@@ -637,3 +637,45 @@ def test_a_shadow_replaying_before_any_cut_commits_four_times_less_often(env: An
         assert n > 0  # replaying every step
     assert steps == 6  # still replaying: 6 rounds after the restore, 12 records per step
     assert new.flushes == 2  # at 6 s and 12 s (every 4 x 1 s), not at each 1.5 s step
+
+
+def test_a_shadow_looks_for_its_cut_only_when_decisions_changed(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shadow without its cut looks for it often, but reads the sources' ``Cut``
+    rows only when the ``decisions`` table's version moved since its last look; the
+    old instance's promise is such a change, seen at the next look."""
+    from skewlab.live import shadow as shadow_mod
+
+    _topic, store, tmp, inp, primary = primed(env, 2)
+    plan(store)
+    new = make(tmp, 1)
+    assert new.shadow is not None
+    reads: list[int] = []
+    real = shadow_mod.cuts_of
+
+    def counted(*a: Any) -> Any:
+        reads.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(shadow_mod, "cuts_of", counted)
+    for _ in range(4):
+        new.step()
+    assert len(reads) == 1  # the first look; the version stood since
+    inp.send(1)
+    switch(store)  # a decision row: the version moves, no cut for this plan yet
+    new.step()
+    assert len(reads) == 2 and new.shadow.meta["sources"]["0"].get("cut") is None
+    new.step()
+    assert len(reads) == 2
+    inp.switch(1)
+    primary.step()  # sees the switch: its promise is written
+    new.step()
+    assert len(reads) == 3
+    cut = primary.sets.cuts[0]["at"] if primary.sets else None
+    assert new.shadow.meta["sources"]["0"]["cut"] == cut
+    for _ in range(4):
+        new.step()
+    assert len(reads) == 3  # the cut known: no more looks
+    finish(inp, primary, new)
+    assert_exact(store, inp)

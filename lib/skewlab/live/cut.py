@@ -17,7 +17,7 @@ from skewlab.pipeline.store import Store
 from skewlab.rundir import app_id
 from skewlab.state import owner, split_hash
 
-__all__ = ["CutSpec", "cuts_of", "switches", "write_cut"]
+__all__ = ["CutSpec", "cuts_of", "read_decisions", "switches", "write_cut"]
 
 CUT = "Cut"
 """The ``action`` of an old instance's cut row in ``decisions``."""
@@ -56,11 +56,19 @@ class CutSpec:
         }
 
 
-def switches(store: Store, run_id: str, worker: int) -> tuple[dict[int, int], list[CutSpec]]:
+def read_decisions(store: Store, run_id: str) -> Any:
+    """The ``decisions`` columns :func:`switches` and :func:`cuts_of` read (one read for both)."""
+    return store.read("decisions", run_id=run_id, columns=["ts", "loop", "detail"])
+
+
+def switches(
+    store: Store, run_id: str, worker: int, table: Any = None
+) -> tuple[dict[int, int], list[CutSpec]]:
     """(per instance whose newest plan names ``worker`` as a source: that plan's epoch;
     the switches that move ``worker``'s keys to such planned instances, oldest first).
-    A switch's plan is the newest one of its instance written at or before it."""
-    t = store.read("decisions", run_id=run_id, columns=["ts", "loop", "detail"])
+    A switch's plan is the newest one of its instance written at or before it.
+    ``table``: :func:`read_decisions`' result when already read."""
+    t = read_decisions(store, run_id) if table is None else table
     plans: dict[int, list[tuple[int, dict[str, Any]]]] = {}
     switch_rows: list[tuple[int, dict[str, Any]]] = []
     for ts, loop, detail in zip(
@@ -123,9 +131,10 @@ def write_cut(store: Store, run_id: str, worker: int, entry: dict[str, Any], ts_
     )
 
 
-def cuts_of(store: Store, run_id: str, worker: int) -> dict[int, dict[str, Any]]:
-    """``worker``'s promised cuts by switch version (the first row of each version)."""
-    t = store.read("decisions", run_id=run_id, columns=["ts", "loop", "detail"])
+def cuts_of(store: Store, run_id: str, worker: int, table: Any = None) -> dict[int, dict[str, Any]]:
+    """``worker``'s promised cuts by switch version (the first row of each version);
+    ``table``: :func:`read_decisions`' result when already read."""
+    t = read_decisions(store, run_id) if table is None else table
     out: dict[int, tuple[int, dict[str, Any]]] = {}
     for ts, loop, detail in zip(
         t["ts"].to_pylist(), t["loop"].to_pylist(), t["detail"].to_pylist()

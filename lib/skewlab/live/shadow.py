@@ -24,7 +24,7 @@ from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import committed_progress, progress_at
 from skewlab.io.state_store import CheckpointStore
-from skewlab.live.cut import CUT, cuts_of
+from skewlab.live.cut import CUT, cuts_of, read_decisions
 from skewlab.live.routed_batch import DATA, END, EOS, classify
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec
 from skewlab.rundir import RunDir
@@ -367,8 +367,9 @@ class Shadow:
             return  # no decision row since the last look: no new cut
         self._decisions_seen = seen
         me, epoch = str(self.sets.worker), int(m["epoch"])
+        table = read_decisions(self.store, self.run_id)  # one read for every source
         for src, st in waiting.items():
-            for c in cuts_of(self.store, self.run_id, src).values():
+            for c in cuts_of(self.store, self.run_id, src, table).values():
                 if st.get("cut") is None and int(c.get("plans", {}).get(me, -1)) == epoch:
                     st["cut"] = int(c["at"])
                     log.info(

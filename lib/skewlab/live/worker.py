@@ -20,7 +20,7 @@ from skewlab.io.kafka import KafkaSettings, connect, fetch_range
 from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
-from skewlab.live.cut import CutSpec, cuts_of, switches, write_cut
+from skewlab.live.cut import CutSpec, cuts_of, read_decisions, switches, write_cut
 from skewlab.live.launch import process_age_s, process_args
 from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.shadow import Shadow, newest_plan
@@ -278,13 +278,14 @@ class Worker:
         if not due and seen is not None and seen == self._decisions_seen:
             return  # no decision since the last look
         self._decisions_seen = seen
-        self._followers, specs = switches(self.store, self.s.run_id, self.s.worker)
+        table = read_decisions(self.store, self.s.run_id)  # one read for switches and cuts
+        self._followers, specs = switches(self.store, self.s.run_id, self.s.worker, table)
         done = {int(c["v"]) for c in sets.cuts}
         todo = [spec for spec in specs if spec.version not in done]
         self._cut_due = None
         if not todo:
             return
-        promised = cuts_of(self.store, self.s.run_id, self.s.worker)
+        promised = cuts_of(self.store, self.s.run_id, self.s.worker, table)
         for spec in todo:
             p = promised.get(spec.version)
             at = self.offset if p is None else int(p["at"])

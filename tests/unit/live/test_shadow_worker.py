@@ -214,6 +214,19 @@ def finish(inp: Input, *ws: Worker) -> None:
         w.flush()
 
 
+def count_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
+    """A list that grows by one at each call of ``module.name`` (which still runs)."""
+    calls: list[int] = []
+    real = getattr(module, name)
+
+    def counted(*a: Any) -> Any:
+        calls.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
 def primed(env: Any, rounds: int) -> tuple[Topic, DeltaStore, Path, Input, Worker]:
     """The primary (worker 0) with ``rounds`` rounds of input processed and committed;
     partition 1 (the new instance's) exists, empty."""
@@ -591,14 +604,7 @@ def test_an_old_instance_reads_decisions_only_when_they_changed(
     inp = Input(topic)
     topic.parts[1] = []
     primary = make(tmp, 0)
-    reads: list[int] = []
-    real = worker_mod.switches
-
-    def counted(*a: Any) -> Any:
-        reads.append(1)
-        return real(*a)
-
-    monkeypatch.setattr(worker_mod, "switches", counted)
+    reads = count_calls(monkeypatch, worker_mod, "switches")
     inp.send(1)
     plan(store)
     primary.step()
@@ -651,14 +657,7 @@ def test_a_shadow_looks_for_its_cut_only_when_decisions_changed(
     plan(store)
     new = make(tmp, 1)
     assert new.shadow is not None
-    reads: list[int] = []
-    real = shadow_mod.cuts_of
-
-    def counted(*a: Any) -> Any:
-        reads.append(1)
-        return real(*a)
-
-    monkeypatch.setattr(shadow_mod, "cuts_of", counted)
+    reads = count_calls(monkeypatch, shadow_mod, "cuts_of")
     for _ in range(4):
         new.step()
     assert len(reads) == 1  # the first look; the version stood since

@@ -340,8 +340,8 @@ class Shadow:
         bounds the replay (a shadow never runs past what its source committed, so nothing
         it replayed suppressed can fall after the source's cut), and a cut the source
         promised for this instance's plan (its ``Cut`` row, written before it stopped any
-        key) gives the offset ``P`` where the keys go live here (docs/scaleout.md, "The
-        cut")."""
+        key) gives the offset ``P`` where the keys go live here
+        (docs/scaleout.md, "The cut")."""
         m = self.meta
         if m is None:
             return

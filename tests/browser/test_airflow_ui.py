@@ -44,12 +44,13 @@ TRIGGER_DIALOG = (
 
 
 def _mark(page: Page, finder: str, tag: str) -> None:
-    """Give the element ``finder`` (a JS expression) a ``data-t`` attribute to click it by."""
-    ok = page.eval(
+    """Give the element ``finder`` (a JS expression) a ``data-t`` attribute to click it by,
+    once it exists (a section's editor renders after the section opens)."""
+    page.wait_for(
         f"(() => {{ const e = {finder}; if (!e) return false;"
-        f" e.setAttribute('data-t', {json.dumps(tag)}); return true; }})()"
+        f" e.setAttribute('data-t', {json.dumps(tag)}); return true; }})()",
+        f"element {tag}",
     )
-    assert ok, f"element not found: {finder}"
 
 
 def _log_in(page: Page, url: str, user: str, password: str) -> None:

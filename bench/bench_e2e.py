@@ -26,13 +26,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import row, say
-from cpu_profile import CpuSampler, table
+from cpu_profile import CpuSampler, budget, table
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.experiment import ExperimentSettings, run_experiment
 from skewlab.services import get_service
 
 TARGET_RATIO = 0.30
 TARGET_P99_MS = 2_000.0
+CORES = os.cpu_count() or 2  # the budget is for the cores this machine has
 
 
 def raw_consume(bootstrap: str, n: int, partitions: int) -> float:
@@ -78,6 +79,8 @@ def main() -> None:
     if args.max_events_per_trigger is not None:
         extra["max_events_per_trigger"] = args.max_events_per_trigger
 
+    raw = 0.0  # the raw consume rate, measured before the runs
+
     def run(strategy: str, rate: float, duration: float):
         s = ExperimentSettings(
             strategy=strategy,
@@ -97,7 +100,10 @@ def main() -> None:
             t0 = r.t_first_s
             secs = r.events / max(r.throughput, 1e-9)
             say(f"CPU of {strategy} @ {rate:,.0f}/s over {secs:.1f} s, {r.events:,} events:")
-            for line in table(sampler.window(t0, t0 + secs), r.events, secs):
+            cpu = sampler.window(t0, t0 + secs)
+            for line in table(cpu, r.events, secs):
+                say("  " + line)
+            for line in budget(cpu, r.events, raw, TARGET_RATIO, CORES):
                 say("  " + line)
         return r
 

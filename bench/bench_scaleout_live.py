@@ -160,6 +160,11 @@ def main() -> None:
         action="store_true",
         help="checkpoint policy: switch at the decision, not once the new instances are ready",
     )
+    ap.add_argument(
+        "--no-checkpoint-at-scale-out",
+        action="store_true",
+        help="checkpoint policy: restore from the newest interval checkpoint, none at the decision",
+    )
     ap.add_argument("--policies", default=",".join(POLICIES), help="comma list (restart first)")
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="skewlab-bench-scaleout-")
@@ -208,6 +213,11 @@ def main() -> None:
                 | (
                     {"switch_at_start": True}
                     if policy == "checkpoint" and args.switch_at_start
+                    else {}
+                )
+                | (
+                    {"checkpoint_at_scale_out": False}
+                    if policy == "checkpoint" and args.no_checkpoint_at_scale_out
                     else {}
                 ),
             )

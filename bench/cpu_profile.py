@@ -160,6 +160,34 @@ def _at(samples: list[tuple[float, float]], t: float) -> float:
     return samples[-1][1]
 
 
+RUN_CLASSES = CLASSES[:7]
+"""The classes that are this run's own work (not other load, not the profilers)."""
+LOAD_CLASSES = CLASSES[:2]
+"""The run's load and its broker: the producer (and control loop) and tansu."""
+
+
+def _is_run(name: str) -> bool:
+    return name in RUN_CLASSES or name.startswith("worker ")
+
+
+def budget(cpu: dict[str, float], events: int, raw: float, ratio: float, cores: int) -> list[str]:
+    """Lines: the CPU per event the whole run may spend to sustain ``ratio`` x the raw
+    consume rate ``raw`` on ``cores`` cores, beside what this run spent, split into the
+    load and the broker (``LOAD_CLASSES``: any pipeline on this machine pays them) and
+    the pipeline itself (route job and workers)."""
+    per = 1e6 / max(events, 1)
+    spent = per * sum(v for k, v in cpu.items() if _is_run(k))
+    load = per * sum(v for k, v in cpu.items() if k in LOAD_CLASSES)
+    allowed = 1e6 * cores / (ratio * raw)
+    return [
+        f"CPU budget at {ratio:.2f}x raw ({ratio * raw:,.0f} events/s on {cores} cores, all"
+        f" busy): {allowed:.1f} us/event for the whole run",
+        f"this run: {spent:.1f} us/event ({spent / allowed:.2f}x the budget); of it producer"
+        f" + broker {load:.1f}, route job + workers {spent - load:.1f}"
+        f" (their share of the budget: {allowed - load:.1f})",
+    ]
+
+
 def table(cpu: dict[str, float], events: int, seconds: float) -> list[str]:
     """Lines: class, CPU s, us per event, cores; workers summed after their own lines."""
     lines = [f"{'process':<28} {'CPU s':>8} {'us/event':>9} {'cores':>6}"]
@@ -171,7 +199,7 @@ def table(cpu: dict[str, float], events: int, seconds: float) -> list[str]:
     total = 0.0
     for name in order:
         v = rest.get(name, workers.get(name, 0.0))
-        if name not in CLASSES[7:] and not name.startswith("worker "):
+        if _is_run(name) and not name.startswith("worker "):
             total += v
         lines.append(
             f"{name:<28} {v:>8.2f} {1e6 * v / max(events, 1):>9.1f} {v / max(seconds, 1e-9):>6.2f}"

@@ -111,6 +111,11 @@ class StateManager(Pacing, EventTracking, Sweeping):
         self._writing: dict[int, Future[dict[str, Any]]] = {}
         self._skipped: set[tuple[int, int]] = set()
         """(group, checkpoint id) requests skipped while the group's previous one was writing."""
+        self._cp_refs: dict[tuple[int, int], dict[str, dict[str, int | None]]] = {}
+        """(group, checkpoint id) -> per instance the commit version (tau) and routed end
+        (beta's end) the checkpoint was taken at: its theta is that instance's committed
+        ``operator_state`` rows at tau (append-only), which a restore reads there without
+        waiting for the copy (``refs`` of a plan, :meth:`_start`)."""
         self._ends: dict[int, int] = {}
         """End offsets of ``routed`` at the last step (beta of a checkpoint ends there)."""
         self._grew_at = self.clock.now()
@@ -364,6 +369,10 @@ class StateManager(Pacing, EventTracking, Sweeping):
             detail["written_now"] = self._request_checkpoint(grp, split.checkpoint, queue=True)
         if split is not None:
             epoch = round(self.wall() * 1000)
+            cp = split.checkpoint
+            refs = self._cp_refs.get((grp.g, cp)) if cp is not None else None
+            if refs is not None and not all(str(src) in refs for src in sources):
+                refs = None  # taken over other instances: restore from the stored copy
             for i, j in enumerate(phys):
                 if j in todo and j not in sources:
                     plans[str(j)] = {
@@ -372,9 +381,9 @@ class StateManager(Pacing, EventTracking, Sweeping):
                         "sources": sources,
                         "part": i,
                         "parts": len(phys),
-                        "checkpoint": split.checkpoint is not None,
-                        "checkpoint_id": split.checkpoint,
-                    }
+                        "checkpoint": cp is not None,
+                        "checkpoint_id": cp,
+                    } | ({"refs": {str(s): refs[str(s)] for s in sources}} if refs else {})
         role = a.role.value
         detail |= {"instances": phys, "started": todo, "role": role, "plans": plans}
         self._decide(detail, score)
@@ -409,12 +418,6 @@ class StateManager(Pacing, EventTracking, Sweeping):
         is still being written is skipped (the next one is at most one interval
         later) unless ``queue``: the checkpoint taken at a scale-out decision, which
         the started instances' plans name and wait for, is written after it."""
-        busy = self._writing.get(grp.g)
-        if busy is not None and not busy.done() and not queue:
-            self.checkpoints_skipped += 1
-            self._skipped.add((grp.g, cp_id))
-            return {"checkpoint": cp_id, "skipped": "previous checkpoint still writing"}
-        self._skipped.discard((grp.g, cp_id))
         # what the checkpoint holds is fixed now, not when the thread gets to it: by then a
         # switch may have changed the instances and an old one may have cut its keys
         instances = list(grp.active)
@@ -422,8 +425,18 @@ class StateManager(Pacing, EventTracking, Sweeping):
             j: self.store.committed_version("partials", RunDir.worker_app(j, self.s.run_id))
             for j in instances
         }
+        ends = dict(self._ends)
+        self._cp_refs[(grp.g, cp_id)] = {
+            str(j): {"version": versions[j], "end": ends.get(j)} for j in instances
+        }
+        busy = self._writing.get(grp.g)
+        if busy is not None and not busy.done() and not queue:
+            self.checkpoints_skipped += 1
+            self._skipped.add((grp.g, cp_id))
+            return {"checkpoint": cp_id, "skipped": "previous checkpoint still writing"}
+        self._skipped.discard((grp.g, cp_id))
         self._writing[grp.g] = self._pool.submit(
-            self._checkpoint, grp, cp_id, instances, versions, dict(self._ends)
+            self._checkpoint, grp, cp_id, instances, versions, ends
         )
         return {"checkpoint": cp_id, "async": True}
 

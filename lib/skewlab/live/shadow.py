@@ -200,11 +200,14 @@ class Shadow:
         }
         cp_id = None
         cp_run = checkpoint_run(self.run_id, plan["group"])
-        if plan.get("checkpoint"):
+        refs: dict[str, dict[str, int | None]] = plan.get("refs") or {}
+        if plan.get("checkpoint") and refs:
+            cp_id = int(plan["checkpoint_id"])  # its theta read where the copy is made from
+        elif plan.get("checkpoint"):
             cp_id = self._checkpoint_for(CheckpointStore(self.store, *cp_run), plan)
         cp_table = (
             None
-            if cp_id is None
+            if cp_id is None or refs
             else self.store.read(
                 "operator_state",
                 run_id=cp_run[0],
@@ -216,9 +219,17 @@ class Shadow:
         base: dict[str, dict[str, int]] = {}
         for src in plan["sources"]:
             version: int | None
-            b = None
+            b: Any = None
             mask = None if cp_table is None else pc.equal(cp_table["instance"], src)
-            if cp_table is not None and mask is not None and pc.any(mask).as_py():
+            ref = refs.get(str(src))
+            if ref is not None:  # the checkpoint's theta: the source's rows at its tau
+                version = ref["version"]
+                rows = [] if version is None else self._source_rows(src, int(version))
+                if version is not None:
+                    base[str(src)] = {"version": int(version)}
+                if ref.get("end") is not None:
+                    b = [None, ref["end"]]
+            elif cp_table is not None and mask is not None and pc.any(mask).as_py():
                 part = cp_table.filter(mask)
                 version = int(part["tau"][0].as_py())
                 meta = part.filter(pc.equal(part["key"], META_KEY))["value"].to_pylist()
@@ -254,6 +265,7 @@ class Shadow:
         sets.shadow_meta["base"] = base
         stats = {
             "checkpoint": cp_id,
+            "by_reference": bool(refs),
             "keys": keys,
             "bytes": nbytes,
             "beta_records": beta,

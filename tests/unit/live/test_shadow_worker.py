@@ -158,20 +158,17 @@ def switch(store: DeltaStore, version: int = 1) -> None:
     decide(store, detail, 1000 + version, ts=10)
 
 
-def plan(store: DeltaStore, checkpoint: bool = False, epoch: int = 5) -> None:
-    detail = {
-        "action": "StartInstances",
-        "plans": {
-            "1": {
-                "epoch": epoch,
-                "group": 0,
-                "sources": [0],
-                "part": 1,
-                "parts": 2,
-                "checkpoint": checkpoint,
-            }
-        },
+def plan(store: DeltaStore, checkpoint: bool = False, epoch: int = 5, **extra: Any) -> None:
+    """The state manager's plan for instance 1 (``extra``: e.g. ``checkpoint_id``, ``refs``)."""
+    one = {
+        "epoch": epoch,
+        "group": 0,
+        "sources": [0],
+        "part": 1,
+        "parts": 2,
+        "checkpoint": checkpoint,
     }
+    detail = {"action": "StartInstances", "plans": {"1": one | extra}}
     decide(store, detail, epoch)
 
 
@@ -381,6 +378,49 @@ def test_replacement_restores_the_newest_checkpoint_and_replays_up_to_the_cut(en
     taken = {k for k, s in new.sets.received.items() if s == 1}
     assert taken == set(MOVED)
     finish(inp, primary, new)
+    assert primary.handoffs_sent == 0
+    assert_exact(store, inp)
+    ho = store.read("handoffs", run_id=RUN, columns=["key", "tuples"]).to_pylist()
+    assert all(r["tuples"] == 3 for r in ho)  # beta (1 round) + the 2 rounds after it
+
+
+def test_a_checkpoint_is_restored_by_reference_before_its_copy_is_written(env: Any) -> None:
+    """The plan names the checkpoint with the commit version and routed end it was taken
+    at (``refs``): the replacement reads theta there (the rows the copy is made from) at
+    once, never waiting for the copy, and restores what the copy holds; exact."""
+    from skewlab.control.scaleout_state import write_checkpoint
+    from skewlab.io.state_store import CheckpointStore
+
+    topic, store, tmp, inp, primary = primed(env, 2)
+    inp.send(1)  # received, not yet processed: beta
+    ends = Client(topic).end_offsets(TOPIC)
+    tau = primary.version
+    assert tau is not None
+    refs = {"0": {"version": tau, "end": ends[0]}}
+    drain(primary)
+    primary.flush()  # the primary moves on past the checkpoint
+    inp.send(2)
+    plan(store, checkpoint=True, epoch=5, checkpoint_id=0, refs=refs)
+    assert CheckpointStore(store, f"{RUN}#g0", "g0").checkpoints() == []  # no copy yet
+    new = make(tmp, 1)
+    assert new.sets is not None and new.sets.shadow_meta is not None
+    restore = new.sets.shadow_meta["restore"]
+    assert restore["checkpoint"] == 0 and restore["by_reference"]
+    assert restore["beta_records"] == len(KEYS) and restore["keys"] == len(MOVED)
+    by_reference = shadow_view(new)
+    # the copy of the same checkpoint, restored by a later plan, holds the same part
+    write_checkpoint(store, RUN, 0, [0], 0, {0: ends[0]}, {0: tau})
+    plan(store, checkpoint=True, epoch=6, checkpoint_id=0)
+    copy = make(tmp, 1)
+    assert copy.sets is not None and copy.sets.shadow_meta is not None
+    assert not copy.sets.shadow_meta["restore"]["by_reference"]
+    assert shadow_view(copy) == by_reference
+    switch(store)
+    inp.switch(1)
+    inp.send(1, moved_to=1)
+    primary.step()
+    drain(copy)
+    finish(inp, primary, copy)
     assert primary.handoffs_sent == 0
     assert_exact(store, inp)
     ho = store.read("handoffs", run_id=RUN, columns=["key", "tuples"]).to_pylist()

@@ -16,6 +16,7 @@ import pytest
 
 from skewlab.control.scaleout_loop import Processes, StateManager, StateManagerSettings
 from skewlab.io.delta import DeltaStore
+from skewlab.io.progress import encode_watermarks
 from skewlab.io.state_store import CheckpointStore
 from skewlab.pipeline import events
 from skewlab.rundir import RunDir
@@ -330,3 +331,36 @@ def test_a_restart_from_a_skipped_checkpoint_writes_it(tmp_path: Path) -> None:
     assert named in skipped  # the restart came while its checkpoint was skipped
     stored = CheckpointStore(op.store, f"{RUN}#g0", "g0").checkpoints()
     assert named in stored
+
+
+def test_a_replacements_plan_names_what_its_checkpoint_holds(tmp_path: Path) -> None:
+    """The checkpoint at the scale-out decision holds the instance's committed state at
+    the commit version seen at the request; the replacement's plan names that version
+    and the routed end (``refs``), so it restores from those rows without waiting for
+    the copy, and the copy, once written, has the same tau."""
+    op = Operator(tmp_path, "checkpoint", {"interval_s": 1_000.0})
+    app = RunDir.worker_app(0, RUN)
+    row = {"window_start": 0, "key": "k", "worker": 0, "count": 1, "sum": 1.0}
+    progress = {
+        "worker": 0,
+        "routed_offset": 4_321,
+        "watermarks": encode_watermarks({}, 4_321, 4_321),
+    }
+    op.store.append("worker_progress", [progress], app_id=app, version=4_321, run_id=RUN)
+    op.store.append("partials", [row], app_id=app, version=4_321, run_id=RUN)
+    op.run(600.0, 10.0)
+    op.run(1_800.0, 10.0)  # 180 % of capacity: the decision
+    t = op.store.read("decisions", run_id=RUN, columns=["detail"])
+    details = [json.loads(d) for d in t["detail"].to_pylist()]
+    (start,) = [d for d in details if d["action"] == "StartInstances"]
+    (plan,) = start["plans"].values()
+    ref = plan["refs"]["0"]
+    assert ref["version"] == 4_321 and ref["end"] is not None and ref["end"] > 0
+    op.mgr._writing[0].result(timeout=60)  # one writer thread: every earlier write is done
+    copy = op.store.read(
+        "operator_state",
+        run_id=f"{RUN}#g0",
+        columns=["tau"],
+        filters=[("checkpoint", "=", plan["checkpoint_id"]), ("instance", "=", 0)],
+    )
+    assert set(copy["tau"].to_pylist()) == {4_321}

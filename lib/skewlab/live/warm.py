@@ -4,7 +4,9 @@ Starting a Python worker (interpreter and imports: numpy, pyarrow, pandas,
 deltalake, librdkafka) took 0.4-0.8 s of a checkpointing scale-out's pause, before
 the restore could begin. The run starts the first spare instance of each operator
 this way at start-up (``RunContext`` spawners, docs/scaleout.md, "Warm spares"):
-the process imports the worker, then waits, holding no state and reading nothing,
+the process imports the worker and runs one throwaway Delta query (a process's
+first query sets up delta-rs' query engine: ~0.8 s, which the restore would pay),
+then waits, holding no state and reading nothing,
 until its ``go`` file exists (the state manager starts the instance: it runs
 ``skewlab.live.worker`` on its settings) or the run's workers are told to stop
 (it exits 0 without having run). Storm, where the seed measured, grows an operator
@@ -20,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from skewlab.io.delta.store import warm_up_queries
 from skewlab.live import worker
 from skewlab.live.launch import process_age_s, process_args
 
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     go, stop, settings = Path(args[0]), Path(args[1]), args[2]
     log.info("warm instance process: imports done %.2f s after its start", process_age_s())
+    secs = warm_up_queries(go.parent)  # the restore's first Delta read would pay it
+    log.info("warm instance process: Delta query engine warmed in %.2f s", secs)
     waited = time.monotonic()
     if not wait_for_release(go, stop):
         log.info("warm instance process: never started, the run's workers stopped")

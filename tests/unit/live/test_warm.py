@@ -57,3 +57,15 @@ def test_a_wrong_argument_count_prints_the_usage(capsys: pytest.CaptureFixture[s
     worker_line, warm_line = capsys.readouterr().err.splitlines()
     assert "SETTINGS_JSON" in worker_line and "GO_FILE" not in worker_line
     assert all(a in warm_line for a in ("GO_FILE", "STOP_FILE", "SETTINGS_JSON"))
+
+
+def test_the_query_warm_up_reads_a_table_and_leaves_nothing(tmp_path: Path) -> None:
+    """The throwaway Delta query a warm process runs while it waits (its restore's first
+    read would pay the query engine's set-up): written, read, removed again."""
+    from skewlab.io.delta.store import warm_up_queries
+
+    secs = warm_up_queries(tmp_path)
+    assert secs > 0.0
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(FileNotFoundError):
+        warm_up_queries(tmp_path / "missing")  # a scratch folder that is not there

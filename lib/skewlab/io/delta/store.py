@@ -360,8 +360,10 @@ def warm_up_queries(scratch: str | Path) -> float:
     folder = Path(tempfile.mkdtemp(prefix="skewlab-warm-", dir=scratch))
     try:
         write_deltalake(str(folder), pa.table({"x": pa.array([1], pa.int64())}))
-        reader = QueryBuilder().register(_ALIAS, DeltaTable(str(folder))).execute(
-            f"SELECT x FROM {ident(_ALIAS)} WHERE x >= 0"
+        reader = (
+            QueryBuilder()
+            .register(_ALIAS, DeltaTable(str(folder)))
+            .execute(f"SELECT x FROM {ident(_ALIAS)} WHERE x >= 0")
         )
         pa.table(reader)
     finally:

@@ -49,6 +49,7 @@ class Pacing:
     _pool: ThreadPoolExecutor
     step: Callable[[], None]
     step_ready: Callable[[], None]
+    write_all_deferred: Callable[[], None]
     woke_ready: bool = False
     """The last :meth:`wait_step` ended early because pending instances became ready."""
     _done: Callable[[], dict[int, int]]
@@ -110,6 +111,7 @@ class Pacing:
                 break
             self.wait_step(pause)
             self._safe_step()
+        self.write_all_deferred()
         self._pool.shutdown(wait=True)
 
     def _safe_step(self) -> None:

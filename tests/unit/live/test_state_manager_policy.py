@@ -364,3 +364,33 @@ def test_a_replacements_plan_names_what_its_checkpoint_holds(tmp_path: Path) -> 
         filters=[("checkpoint", "=", plan["checkpoint_id"]), ("instance", "=", 0)],
     )
     assert set(copy["tau"].to_pylist()) == {4_321}
+
+
+def test_the_restored_checkpoints_copy_is_written_after_the_scale_event(tmp_path: Path) -> None:
+    """The replacements restore the decision's checkpoint by reference, so its copy is
+    not written on the decision's path (where it competed with the restore and the
+    switch) but once the group's moved keys are live; every copy is written."""
+    op = Operator(tmp_path, "checkpoint", {"interval_s": 1_000.0})
+    op.run(600.0, 10.0)
+    stored = CheckpointStore(op.store, f"{RUN}#g0", "g0")
+    named = None
+    for _ in range(200):  # 180 % of capacity, a step at a time until the decision
+        op.run(1_800.0, 1.0)
+        t = op.store.read("decisions", run_id=RUN, columns=["detail"])
+        starts = [json.loads(d) for d in t["detail"].to_pylist() if "StartInstances" in d]
+        if starts:
+            (plan,) = starts[0]["plans"].values()
+            named = plan["checkpoint_id"]
+            break
+    assert named is not None and "refs" in plan
+    if op.mgr._writing.get(0) is not None:
+        op.mgr._writing[0].result(timeout=60)
+    assert named not in stored.checkpoints()  # deferred: the event is under way
+    assert op.mgr.groups[0].event is not None  # the scale event is open
+    for _ in range(200):
+        op.run(1_800.0, 1.0)
+        if op.mgr.events and "t_done" in op.mgr.events[0]:
+            break
+    op.run(1_800.0, 1.0)  # the next step writes it
+    op.mgr._writing[0].result(timeout=60)
+    assert named in stored.checkpoints()

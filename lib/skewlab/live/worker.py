@@ -381,11 +381,12 @@ class Worker:
             interval *= self.FOLLOWED_FLUSH
         if self._dirty and (self._cut_unsaved or t3 - self._last_flush >= interval):
             self.flush()
-        if shadow is not None and (read or own):  # where a shadow's time goes, per step
+        if (shadow is not None or followed) and (read or own):  # where a step's time goes
             log.info(
-                "worker %d: shadow step read %d replayed %d took %d in %.2f s; own %d in %.2f s;"
+                "worker %d: %s step read %d replayed %d took %d in %.2f s; own %d in %.2f s;"
                 " cost of %d records %.2f s; flush %.2f s",
                 self.s.worker,
+                "shadow" if shadow is not None else "followed",
                 read,
                 replayed,
                 took,

@@ -5,8 +5,8 @@ deltalake, librdkafka) took 0.4-0.8 s of a checkpointing scale-out's pause, befo
 the restore could begin. The run starts the first spare instance of each operator
 this way at start-up (``RunContext`` spawners, docs/scaleout.md, "Warm spares"):
 the process imports the worker and runs one throwaway Delta query (a process's
-first query sets up delta-rs' query engine: ~0.8 s, which the restore would pay),
-then waits, holding no state and reading nothing,
+first query sets up delta-rs' query engine, ~0.1 s that the restore would pay), then
+waits, holding no state and reading nothing,
 until its ``go`` file exists (the state manager starts the instance: it runs
 ``skewlab.live.worker`` on its settings) or the run's workers are told to stop
 (it exits 0 without having run). Storm, where the seed measured, grows an operator

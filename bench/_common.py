@@ -34,3 +34,20 @@ def row(*cells: object, widths: tuple[int, ...] = (14, 16, 12, 30)) -> str:
 def say(line: str) -> None:
     print(line, flush=True)
     sys.stdout.flush()
+
+
+def raw_consume(bootstrap: str, topic: str) -> tuple[int, float]:
+    """Records of ``topic`` and the seconds one default client took to read them all,
+    as columns (``fetch_range``: how the route job's source and the workers read): the
+    raw consume baseline of the live benches. One ``Record`` object per message (the
+    client's ``fetch``) is 2-2.5x slower and understated it (session 12)."""
+    from skewlab.io.kafka import KafkaSettings, connect, fetch_range
+
+    c = connect(KafkaSettings(bootstrap))
+    try:
+        ends = c.end_offsets(topic)
+        t0 = time.perf_counter()
+        n = sum(len(fetch_range(c, topic, p, 0, end)) for p, end in ends.items())
+        return n, time.perf_counter() - t0
+    finally:
+        c.close()

@@ -3,7 +3,8 @@
 Issue 16 targets: sustained exact events/s at KEY and DKG >= 0.30x the raw
 consume rate measured in the same run; p99 end-to-end latency <= 2 s at half
 the sustained rate. Baseline: the default client's raw consume rate over the
-same number of events (the physical limit of the machine for the pipeline).
+same number of events, read as columns (``fetch_range``, the path the route job's
+source and the workers use): the physical limit of the machine for the pipeline.
 
 Runs, each a whole live run (embedded broker, Spark route job, W workers,
 Delta, exactness check; MLflow off; the producer starts once the route job
@@ -25,6 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _common import raw_consume as read_all
 from _common import row, say
 from cpu_profile import CpuSampler, budget, table
 from skewlab.io.kafka import KafkaSettings, connect
@@ -44,9 +46,7 @@ def raw_consume(bootstrap: str, n: int, partitions: int) -> float:
     for i in range(n):
         c.produce(topic, value, partition=i % partitions)
     c.flush()
-    t0 = time.perf_counter()
-    got = sum(1 for p, end in c.end_offsets(topic).items() for _ in c.fetch(topic, p, 0, end))
-    secs = time.perf_counter() - t0
+    got, secs = read_all(bootstrap, topic)
     c.delete_topic(topic)
     c.close()
     return got / secs

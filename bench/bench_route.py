@@ -26,22 +26,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import row, say
+from _common import raw_consume, row, say
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.producer import ProduceSettings, produce
 from skewlab.live.route_job import RouteSettings
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
 from skewlab.workload.spec import parse_workload
-
-
-def raw_consume(bootstrap: str, topic: str) -> float:
-    c = connect(KafkaSettings(bootstrap))
-    t0 = time.perf_counter()
-    got = sum(1 for p, end in c.end_offsets(topic).items() for _ in c.fetch(topic, p, 0, end))
-    secs = time.perf_counter() - t0
-    c.close()
-    return got / secs
 
 
 def route_latency_ms(client: object, topic: str) -> list[float]:
@@ -179,7 +170,8 @@ def main() -> None:
         if proc.poll() is None:
             proc.kill()
         log.close()
-    raw = raw_consume(bootstrap, events_topic)
+    n_raw, s_raw = raw_consume(bootstrap, events_topic)
+    raw = n_raw / s_raw
     lat = route_latency_ms(client, routed_topic)
     rate = args.events / (t_done - t0)
     say(f"route job alone: {args.strategy}, {args.events:,} events, {args.partitions} partitions")

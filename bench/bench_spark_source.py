@@ -21,12 +21,16 @@ Prints absolute numbers and Spark/raw ratios. About 1-2 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import raw_consume
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.services import Broker
 from skewlab.spark.kafka_source import NAME
@@ -44,18 +48,6 @@ def produce(bootstrap: str, topic: str, records: int) -> None:
         client.produce(topic, VALUE, key=b"k%d" % (i % 1000), partition=i % PARTITIONS)
     client.flush(120)
     client.close()
-
-
-def raw_consume(bootstrap: str, topic: str) -> tuple[int, float]:
-    client = connect(KafkaSettings(bootstrap))
-    t0 = time.perf_counter()
-    n = 0
-    for p, end in client.end_offsets(topic).items():
-        for _ in client.fetch(topic, p, 0, end):
-            n += 1
-    seconds = time.perf_counter() - t0
-    client.close()
-    return n, seconds
 
 
 def spark_stream_count(

@@ -103,8 +103,9 @@ def main() -> None:
             cpu = sampler.window(t0, t0 + secs)
             for line in table(cpu, r.events, secs):
                 say("  " + line)
-            for line in budget(cpu, r.events, raw, TARGET_RATIO, CORES):
-                say("  " + line)
+            if rate == args.rate:  # a sustained run: the budget the target leaves it
+                for line in budget(cpu, r.events, raw, TARGET_RATIO, CORES):
+                    say("  " + line)
         return r
 
     try:

@@ -184,7 +184,7 @@ def budget(cpu: dict[str, float], events: int, raw: float, ratio: float, cores: 
         f" busy): {allowed:.1f} us/event for the whole run",
         f"this run: {spent:.1f} us/event ({spent / allowed:.2f}x the budget); of it producer"
         f" + broker {load:.1f}, route job + workers {spent - load:.1f}"
-        f" (their share of the budget: {allowed - load:.1f})",
+        f" (their share of the budget: {max(allowed - load, 0.0):.1f})",
     ]
 
 

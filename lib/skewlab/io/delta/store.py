@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 import shlex
+import shutil
+import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -353,10 +356,6 @@ def warm_up_queries(scratch: str | Path) -> float:
     first query and 0.10 s after this (0.02 s), measured on this project's machine.
     A warm spare instance (``skewlab.live.warm``) calls this while it waits, before
     the restore after its release."""
-    import shutil
-    import tempfile
-    import time
-
     t0 = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="skewlab-warm-", dir=scratch))
     try:

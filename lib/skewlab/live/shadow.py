@@ -150,9 +150,10 @@ class Shadow:
     # ------------------------------------------------------------ step 1: restore
 
     def _checkpoint_for(self, cps: CheckpointStore, plan: dict[str, Any]) -> int | None:
-        """The checkpoint to restore: the plan's ``checkpoint_id`` (one the manager took
-        at the decision and writes while this process starts: waited for, looked at
-        every :data:`CHECKPOINT_POLL_S`), or the newest one when the plan names none.
+        """The stored copy to restore when the plan has no ``refs`` (:meth:`start` reads a
+        checkpoint by reference otherwise): the plan's ``checkpoint_id`` (waited for while
+        it is written, looked at every :data:`CHECKPOINT_POLL_S`), or the newest one when
+        the plan names none.
         Never a later one than the plan names: a checkpoint taken after the switch holds
         the old instance's state after its cut (the moved keys gone, tau past ``P``), and
         an instance restarted before its first commit restores again. When the named one

@@ -26,8 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import raw_consume as read_all
-from _common import row, say
+from _common import raw_consume, row, say
 from cpu_profile import CpuSampler, budget, table
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.experiment import ExperimentSettings, run_experiment
@@ -38,7 +37,7 @@ TARGET_P99_MS = 2_000.0
 CORES = os.cpu_count() or 2  # the budget is for the cores this machine has
 
 
-def raw_consume(bootstrap: str, n: int, partitions: int) -> float:
+def raw_consume_rate(bootstrap: str, n: int, partitions: int) -> float:
     c = connect(KafkaSettings(bootstrap))
     topic = f"bench-raw-{int(time.time())}"
     c.create_topic(topic, partitions)
@@ -46,7 +45,7 @@ def raw_consume(bootstrap: str, n: int, partitions: int) -> float:
     for i in range(n):
         c.produce(topic, value, partition=i % partitions)
     c.flush()
-    got, secs = read_all(bootstrap, topic)
+    got, secs = raw_consume(bootstrap, topic)
     c.delete_topic(topic)
     c.close()
     return got / secs
@@ -110,7 +109,7 @@ def main() -> None:
 
     try:
         n = int(args.rate * args.duration)
-        raw = raw_consume(bootstrap, min(n, 1_000_000), args.partitions)
+        raw = raw_consume_rate(bootstrap, min(n, 1_000_000), args.partitions)
         say(f"live runs: {args.workers} workers, {args.partitions} partitions, data dir {home}")
         say(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores)")
         say(row("run", "events/s", "x raw", "p50 / p99 ms", "exact / events"))

@@ -318,11 +318,11 @@ class StateManager(Pacing, EventTracking, Sweeping):
         for a in actions:
             detail: dict[str, Any] = {"group": grp.g, "action": type(a).__name__}
             if isinstance(a, TakeCheckpoint):
-                # one the instances started next restore from is written even if busy
+                # one the instances started next restore (by reference): its copy waits
                 restore = any(
                     isinstance(x, SplitState) and x.checkpoint == a.checkpoint for x in actions
                 )
-                detail |= self._request_checkpoint(grp, a.checkpoint, queue=restore)
+                detail |= self._request_checkpoint(grp, a.checkpoint, restored=restore)
             elif isinstance(a, StartInstances):
                 split = next(
                     (x for x in actions if isinstance(x, SplitState) and x.targets == a.instances),
@@ -374,8 +374,9 @@ class StateManager(Pacing, EventTracking, Sweeping):
             and (grp.g, split.checkpoint) in self._skipped
         ):
             # the policy names a checkpoint the manager skipped (restart: the interval's one,
-            # requested while the previous was writing): write it now, the plans wait for it
-            detail["written_now"] = self._request_checkpoint(grp, split.checkpoint, queue=True)
+            # requested while the previous was writing): take it again now, so that it is
+            # stored (its copy after the scale event) and the plans read what it holds
+            detail["written_now"] = self._request_checkpoint(grp, split.checkpoint, restored=True)
         if split is not None:
             epoch = round(self.wall() * 1000)
             cp = split.checkpoint
@@ -421,14 +422,14 @@ class StateManager(Pacing, EventTracking, Sweeping):
                 grp.spare.insert(0, j)
         return {"stopped": stopped}
 
-    def _request_checkpoint(self, grp: Group, cp_id: int, queue: bool = False) -> dict[str, Any]:
+    def _request_checkpoint(self, grp: Group, cp_id: int, restored: bool = False) -> dict[str, Any]:
         """Write checkpoint ``cp_id`` in the background (one at a time per group).
 
         Copying the state takes longer than a step on a big state; the loop must
         keep scoring meanwhile. What the checkpoint holds is fixed at the request
         (:attr:`_cp_refs`). A request while the group's previous checkpoint is still
         being written is skipped (the next one is at most one interval later) unless
-        ``queue``: the checkpoint the instances started now restore (by reference,
+        ``restored``: the checkpoint the instances started now restore (by reference,
         from the rows the copy is made of), whose copy is written once the group's
         scale event ended (:meth:`_write_deferred`)."""
         # what the checkpoint holds is fixed now, not when the thread gets to it: by then a
@@ -442,7 +443,7 @@ class StateManager(Pacing, EventTracking, Sweeping):
         self._cp_refs[(grp.g, cp_id)] = {
             str(j): {"version": versions[j], "end": ends.get(j)} for j in instances
         }
-        if queue:  # restored by reference (the plans' refs): the copy can wait
+        if restored:  # read by reference (the plans' refs): the copy can wait
             self._deferred.append((grp, cp_id, instances, versions, ends))
             return {"checkpoint": cp_id, "async": True, "deferred": True}
         self._write_deferred(grp.g)  # copies in the order they were taken

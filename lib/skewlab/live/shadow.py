@@ -220,37 +220,36 @@ class Shadow:
         base: dict[str, dict[str, int]] = {}
         for src in plan["sources"]:
             version: int | None
-            b: Any = None
+            beta_end: int | None = None  # the routed end the checkpoint was taken at
             mask = None if cp_table is None else pc.equal(cp_table["instance"], src)
             ref = refs.get(str(src))
-            if ref is not None:  # the checkpoint's theta: the source's rows at its tau
-                version = ref["version"]
-                rows = [] if version is None else self._source_rows(src, int(version))
-                if version is not None:
-                    base[str(src)] = {"version": int(version)}
-                if ref.get("end") is not None:
-                    b = [None, ref["end"]]
-            elif cp_table is not None and mask is not None and pc.any(mask).as_py():
+            if ref is None and mask is not None and pc.any(mask).as_py():  # the stored copy
+                assert cp_table is not None and cp_id is not None
                 part = cp_table.filter(mask)
                 version = int(part["tau"][0].as_py())
                 meta = part.filter(pc.equal(part["key"], META_KEY))["value"].to_pylist()
-                if meta and meta[0]:
-                    b = json.loads(meta[0]).get("beta")
+                stored = json.loads(meta[0]).get("beta") if meta and meta[0] else None
+                beta_end = None if stored is None else int(stored[1])
                 rows = self._part_rows(part)
-                assert cp_id is not None
                 base[str(src)] = {"checkpoint": cp_id}
-            else:
-                version = self.store.committed_version(
-                    "partials", RunDir.worker_app(src, self.run_id)
+            else:  # the source's committed rows: at the checkpoint's tau, or its last commit
+                version = (
+                    ref["version"]
+                    if ref is not None
+                    else self.store.committed_version(
+                        "partials", RunDir.worker_app(src, self.run_id)
+                    )
                 )
-                rows = [] if version is None else self._source_rows(src, version)
+                rows = [] if version is None else self._source_rows(src, int(version))
                 if version is not None:
-                    base[str(src)] = {"version": version}
+                    base[str(src)] = {"version": int(version)}
+                end = ref.get("end") if ref is not None else None
+                beta_end = None if end is None else int(end)
             offset, wm = (
                 (0, {}) if version is None else progress_at(self.store, self.run_id, src, version)
             )
-            if b is not None:
-                beta += max(int(b[1]) - offset, 0)
+            if beta_end is not None:
+                beta += max(beta_end - offset, 0)
             for key, raw in rows:  # decoded when first used (pipeline.shadow_entries)
                 if sets.shadow_base(key, raw, src) and _active_one(raw):
                     keys += 1

@@ -55,6 +55,28 @@ class TestKafkaClientContract:
         with pytest.raises(KafkaError):
             client.delete_topic(name, missing_ok=False)
 
+    def test_a_deleted_topic_stays_deleted_while_a_client_that_used_it_is_open(
+        self, client: KafkaClient, broker
+    ) -> None:
+        admin = connect(KafkaSettings(broker.bootstrap))
+        try:
+            name = f"gone-{uuid.uuid4().hex}"
+            admin.create_topic(name, 3)
+            client.produce(name, b"v", partition=1)
+            client.flush()
+            assert client.end_offsets(name) == {0: 0, 1: 1, 2: 0}
+            admin.delete_topic(name)
+            # Each asks the broker for the topic's metadata: none may create it again
+            # (a fetch did, with kafka-python's consumer asking for auto-creation).
+            with pytest.raises(KafkaError, match="stalled"):
+                list(client.fetch(name, 1, 0, 1, timeout_s=2))
+            with pytest.raises(KafkaError, match="does not exist"):
+                client.end_offsets(name)
+            assert name not in admin.list_topics()
+        finally:
+            admin.delete_topic(name, missing_ok=True)
+            admin.close()
+
     def test_produce_to_explicit_partitions_with_keys_and_headers(
         self, client: KafkaClient, new_topic: NewTopic
     ) -> None:

@@ -36,7 +36,13 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "queue.buffering.max.kbytes": 1_048_576,
     "enable.idempotence": True,
     "delivery.report.only.error": True,
+    "allow.auto.create.topics": False,
 }
+"""Topics are created only by :meth:`ConfluentClient.create_topic`, with their
+partition count: a client's metadata request must never make one (with the broker's
+default partitions). A producer that is still open when its topic is deleted
+re-created the topic within 0.25 s with kafka-python's default (tansu honours the
+request's auto-create flag), so a deleted topic came back."""
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "group.id": "skewlab-reader",
     "enable.auto.commit": False,

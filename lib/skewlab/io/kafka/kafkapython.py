@@ -30,9 +30,15 @@ from skewlab.io.kafka.base import Headers, KafkaError, KafkaSettings, Record
 
 log = logging.getLogger(__name__)
 
-PRODUCER_DEFAULTS: dict[str, Any] = {"linger_ms": 5, "batch_size": 262_144}
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger_ms": 5,
+    "batch_size": 262_144,
+    "allow_auto_create_topics": False,
+}
+"""``allow_auto_create_topics`` off: see ``confluent.PRODUCER_DEFAULTS``."""
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "group_id": None,
+    "allow_auto_create_topics": False,
     "enable_auto_commit": False,
     "auto_offset_reset": "none",
     "fetch_max_wait_ms": 20,
@@ -50,6 +56,17 @@ def kafka_python_config(extra: Mapping[str, str], known: Mapping[str, Any]) -> d
         if name in known:
             out[name] = _parse(raw)
     return out
+
+
+def _never_auto_create(cluster: Any) -> None:
+    """Make a client's metadata requests say ``allow_auto_topic_creation=False``.
+
+    kafka-python 3.0.12 accepts ``allow_auto_create_topics`` on its producer and
+    consumer but builds their ``ClusterMetadata`` without it (``kafka/net/manager.py``),
+    so every metadata request asks the broker to create the topic: a consumer that
+    had looked a topic up re-created it within 0.25 s of its deletion.
+    """
+    cluster.config["allow_auto_create_topics"] = False
 
 
 def _parse(raw: Any) -> Any:
@@ -92,6 +109,7 @@ class KafkaPythonClient(ClientBase):
             self._producer = KafkaProducer(
                 **self._kwargs("producer", KafkaProducer, PRODUCER_DEFAULTS)
             )
+            _never_auto_create(self._producer._metadata)
         return self._producer
 
     @property
@@ -101,6 +119,7 @@ class KafkaPythonClient(ClientBase):
             self._consumer = KafkaConsumer(
                 **self._kwargs("consumer", KafkaConsumer, CONSUMER_DEFAULTS)
             )
+            _never_auto_create(self._consumer._client.cluster)
         return self._consumer
 
     @property
@@ -299,6 +318,7 @@ class KafkaPythonClient(ClientBase):
             kwargs = self._kwargs("consumer", KafkaConsumer, CONSUMER_DEFAULTS)
             kwargs["group_id"] = group
             consumer = self._group_consumers[group] = KafkaConsumer(**kwargs)
+            _never_auto_create(consumer._client.cluster)
         return consumer
 
     def _commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:

@@ -23,7 +23,7 @@ from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import committed_progress, progress_at
-from skewlab.io.state_store import CheckpointStore
+from skewlab.io.state_store import CheckpointStore, newest_rows
 from skewlab.live.cut import CUT, cuts_of, read_decisions
 from skewlab.live.routed_batch import DATA, END, EOS, classify
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec
@@ -326,20 +326,14 @@ class Shadow:
     def _part_rows(self, t: Any) -> list[tuple[str, bytes]]:
         """``(key, value)`` of this instance's keys among the state rows ``t`` (columns
         ``key``, ``value`` and, for incremental rows, ``checkpoint``: then per key its
-        newest row, as :func:`~skewlab.pipeline.handoff.latest_rows`). Only these rows
+        newest row, :func:`~skewlab.io.state_store.newest_rows`). Only these rows
         are decoded later: the other parts' keys are never parsed."""
         if t.num_rows == 0:
             return []
         if "checkpoint" in t.column_names:
-            t = t.take(pc.sort_indices(t, [("key", "ascending"), ("checkpoint", "descending")]))
+            t = newest_rows(t)
         keys: list[str] = t["key"].to_pylist()
-        take: list[int] = []
-        prev = None
-        for i, k in enumerate(keys):
-            if k != prev:
-                prev = k
-                if k != META_KEY and self.mine(k):
-                    take.append(i)
+        take = [i for i, k in enumerate(keys) if k != META_KEY and self.mine(k)]
         values = t["value"].take(pa.array(take, pa.int64())).to_pylist()
         return [(keys[i], v) for i, v in zip(take, values) if v]
 

@@ -8,9 +8,11 @@ and shadow sets: docs/pipeline.md, "Message sets at a worker".
 from __future__ import annotations
 
 import enum
+import gc
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -496,9 +498,18 @@ class KeySets:
         """The key sets of ``worker`` restored from checkpoint ``rows`` (``(key, value,
         buffered)`` as :meth:`rows` wrote them; the :data:`META_KEY` row holds the worker's
         own stream-ended and shadow state)."""
+        with _gc_paused():
+            return cls._from_rows(worker, splitters, rows)
+
+    @classmethod
+    def _from_rows(
+        cls, worker: int, splitters: int, rows: list[tuple[str, bytes, bytes | None]]
+    ) -> KeySets:
         ks = cls(worker, splitters)
-        for key, value, buffered in rows:
-            d = json.loads(value)
+        values = _loads_all([value for _, value, _ in rows])
+        bufs = iter(_loads_all([buffered for _, _, buffered in rows if buffered]))
+        for (key, _, buffered), d in zip(rows, values):
+            buf = next(bufs) if buffered else {}
             if key == META_KEY:
                 ks.stream_ended = bool(d["stream_ended"])
                 ks.shadow_meta = d.get("shadow")
@@ -510,7 +521,6 @@ class KeySets:
             if "shadow" in d:
                 ks.shadow[key] = SetEntry.from_json(d["shadow"], [])
                 ks.shadow_stats[key] = list(d.get("shadow_stats", [0, 0]))
-            buf = json.loads(buffered) if buffered else {}
             ks.received[key] = int(d["received"])
             if int(d["completed"]) >= 0:
                 ks.completed[key] = int(d["completed"])
@@ -521,6 +531,29 @@ class KeySets:
                 ]
                 ks.sets.setdefault(key, {})[int(ed["set"])] = SetEntry.from_json(ed, recs)
         return ks
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: building 100k keys' state made millions of
+    containers, and the collections they triggered, each walking every object made so
+    far, took over half of :meth:`KeySets.from_rows` (1.9-4.9 s with them, 0.8-1.5 s
+    without, same rows, 2 busy cores). The state holds no reference cycles."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _loads_all(docs: list[bytes]) -> list[Any]:
+    """``[json.loads(d) for d in docs]`` as one parse of a JSON array: at 100k state
+    rows the per-call overhead was about half of decoding them."""
+    if not docs:
+        return []
+    return list(json.loads(b"[" + b",".join(docs) + b"]"))
 
 
 def latest_rows(

@@ -75,8 +75,7 @@ def stop(ctx: RunContext, grace_s: float = 0.0) -> list[str]:
             except SkewlabError as exc:
                 log.warning("could not delete topic %s: %s", t, exc)
     if ctx.client is not None:
-        if not broker_lost:  # closing flushes: no broker, no flush
-            ctx.client.close()
+        ctx.client.close(flush_s=0 if broker_lost else 10)  # no broker, no flush
         ctx.client = None
     h.mark(P.STOPPED)
     return killed

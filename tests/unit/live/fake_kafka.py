@@ -30,5 +30,5 @@ class LogClient:
     def flush(self) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, flush_s: float = 10.0) -> None:
         pass

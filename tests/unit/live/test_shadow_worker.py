@@ -66,7 +66,7 @@ class Client:
     def flush(self) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, flush_s: float = 10.0) -> None:
         pass
 
 

@@ -186,6 +186,8 @@ class KafkaClient(Protocol):
         """
         ...
 
-    def close(self) -> None:
-        """Flush the producer (best effort) and close every underlying client created."""
+    def close(self, flush_s: float = 10.0) -> None:
+        """Flush the producer for up to ``flush_s`` (best effort: what is still queued then
+        is dropped, with a warning) and close every underlying client created. ``0``
+        when the broker is known to be gone."""
         ...

@@ -564,13 +564,18 @@ class ConfluentClient(ClientBase):
 
     # ------------------------------------------------------------------- close
 
-    def close(self) -> None:
-        """Flush the producer (best effort) and close every client that was created."""
+    def close(self, flush_s: float = 10.0) -> None:
+        """Flush the producer for up to ``flush_s`` (best effort) and close every client
+        that was created. The producer is closed, not only dropped: one still referenced
+        elsewhere (a failed run's traceback) kept reconnecting to a dead broker until the
+        process ended."""
         if self._producer is not None:
-            left = self._producer.flush(10)
+            producer, self._producer = self._producer, None
+            left = producer.flush(flush_s)
             if left:
                 log.warning("closing producer with %d record(s) undelivered", left)
-            self._producer = None
+                producer.purge()
+            producer.close()
         self._drop_kept()
         for consumer in self._group_consumers.values():
             consumer.close()

@@ -347,10 +347,11 @@ class KafkaPythonClient(ClientBase):
 
     # ------------------------------------------------------------------- close
 
-    def close(self) -> None:
-        """Flush the producer (best effort) and close every client that was created."""
+    def close(self, flush_s: float = 10.0) -> None:
+        """Flush the producer for up to ``flush_s`` (best effort) and close every client
+        that was created."""
         if self._producer is not None:
-            self._producer.close(timeout=10)
+            self._producer.close(timeout=flush_s)
             self._producer = None
         if self._consumer is not None:
             self._consumer.close()

@@ -40,9 +40,9 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 """Topics are created only by :meth:`ConfluentClient.create_topic`, with their
 partition count: a client's metadata request must never make one (with the broker's
-default partitions). A producer that is still open when its topic is deleted
-re-created the topic within 0.25 s with kafka-python's default (tansu honours the
-request's auto-create flag), so a deleted topic came back."""
+default partitions). Tansu honours the request's auto-create flag: a kafka-python
+consumer (auto-creation on by default) that had read a topic re-created it within 0.25 s
+of its deletion, so a deleted topic came back."""
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "group.id": "skewlab-reader",
     "enable.auto.commit": False,

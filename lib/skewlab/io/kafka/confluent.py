@@ -573,7 +573,9 @@ class ConfluentClient(ClientBase):
             producer, self._producer = self._producer, None
             left = producer.flush(flush_s)
             if left:
-                log.warning("closing producer with %d record(s) undelivered", left)
+                log.warning(
+                    "closing producer: %d record(s) or event(s) still queued, dropped", left
+                )
                 producer.purge()
             producer.close()
         self._drop_kept()

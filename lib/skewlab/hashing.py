@@ -10,6 +10,8 @@ it becomes 2**63, which only matters for one key in 2**64.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import mmh3
 
 DKG_SEED = 13
@@ -31,3 +33,10 @@ def key_hash(key: str, seed: int = DKG_SEED) -> int:
 def bucket(key: str, buckets: int, seed: int = DKG_SEED) -> int:
     """``abs(murmur3_64(key, seed)) % buckets`` as the reference implementations compute it."""
     return key_hash(key, seed) % buckets
+
+
+def buckets(keys: Iterable[str], n: int, seed: int = DKG_SEED) -> list[int]:
+    """:func:`bucket` of each of ``keys`` in one call: the same values, without a Python
+    call per key (a scale-out instance's restore splits 100k keys at once)."""
+    h = mmh3.hash64
+    return [abs(h(k.encode("utf-8"), seed, signed=True)[0]) % n for k in keys]

@@ -28,7 +28,7 @@ from skewlab.live.cut import CUT, cuts_of, read_decisions
 from skewlab.live.routed_batch import DATA, END, EOS, classify
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec
 from skewlab.rundir import RunDir
-from skewlab.state import owner, split_hash
+from skewlab.state import owner, split_hash, split_hashes
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,16 @@ class Shadow:
             m = self.meta
             assert m is not None
             got = self._mine[key] = owner(key, int(m["parts"]), split_hash) == int(m["part"])
+        return got
+
+    def mine_many(self, keys: list[str]) -> list[bool]:
+        """:meth:`mine` of each of ``keys``, hashed in one call (a restore splits every
+        key of its sources' state: 100k at the README's scale) and cached the same way."""
+        m = self.meta
+        assert m is not None
+        part = int(m["part"])
+        got = [b == part for b in split_hashes(keys, int(m["parts"]))]
+        self._mine.update(zip(keys, got))
         return got
 
     # ------------------------------------------------------------ step 1: restore
@@ -332,8 +342,9 @@ class Shadow:
             return []
         if "checkpoint" in t.column_names:
             t = newest_rows(t)
+        t = t.filter(pc.not_equal(t["key"], META_KEY))
         keys: list[str] = t["key"].to_pylist()
-        take = [i for i, k in enumerate(keys) if k != META_KEY and self.mine(k)]
+        take = [i for i, ok in enumerate(self.mine_many(keys)) if ok]
         values = t["value"].take(pa.array(take, pa.int64())).to_pylist()
         return [(keys[i], v) for i, v in zip(take, values) if v]
 

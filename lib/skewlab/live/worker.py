@@ -305,7 +305,7 @@ class Worker:
         state; the next flush (at once) commits it."""
         sets = self.sets
         assert sets is not None
-        keys = sets.cuttable(spec.takes)
+        keys = sets.cuttable(spec.takes_many)
         entry = spec.entry(self.offset, len(keys))
         if not promised:
             write_cut(self.store, self.s.run_id, self.s.worker, entry, ms(self.wall()))

@@ -264,17 +264,18 @@ class KeySets:
 
     # ---------------------------------------------------------------- cut
 
-    def cuttable(self, moved: Callable[[str], bool]) -> list[str]:
-        """The keys a cut of ``moved`` stops here: those this worker holds as their first
-        holder (exactly one set, set 0, ACTIVE). The rule is one the key's new instance
+    def cuttable(self, moved: Callable[[list[str]], list[bool]]) -> list[str]:
+        """The keys a cut stops here: those this worker holds as their first holder
+        (exactly one set, set 0, ACTIVE) for which ``moved`` (asked once, for all of
+        them: a hash per key) says True. The rule is one the key's new instance
         evaluates on its shadow at the same offset (:meth:`shadow_go_live`), so both
         agree without a key list."""
-        out: list[str] = []
+        first: list[str] = []
         for key, sets in self.sets.items():
             e = sets.get(0)
-            if len(sets) == 1 and e is not None and e.status is Status.ACTIVE and moved(key):
-                out.append(key)
-        return out
+            if len(sets) == 1 and e is not None and e.status is Status.ACTIVE:
+                first.append(key)
+        return [key for key, m in zip(first, moved(first), strict=True) if m]
 
     def cut_keys(self, keys: Iterable[str]) -> None:
         """Stop ``keys`` (:meth:`cuttable`) here: each set leaves with no hand-off, its

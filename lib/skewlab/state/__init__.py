@@ -41,6 +41,7 @@ from skewlab.state.operator_state import (
     owner,
     repartition,
     split_hash,
+    split_hashes,
 )
 from skewlab.state.policies import (
     POLICIES,
@@ -102,4 +103,5 @@ __all__ = [
     "replay_input",
     "restore",
     "split_hash",
+    "split_hashes",
 ]

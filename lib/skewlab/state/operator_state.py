@@ -13,7 +13,7 @@ from typing import Any
 
 from skewlab.errors import ConfigError, StateError
 from skewlab.frozen import FrozenMapping
-from skewlab.hashing import bucket
+from skewlab.hashing import bucket, buckets
 
 __all__ = [
     "KeyHash",
@@ -24,6 +24,7 @@ __all__ = [
     "owner",
     "repartition",
     "split_hash",
+    "split_hashes",
 ]
 
 KeyHash = Callable[[str, int], int]
@@ -42,6 +43,13 @@ SPLIT_SEED = 29
 def split_hash(key: str, eta: int) -> int:
     """The live state manager's ``m(key)`` for splitting a group: ``murmur3(k, 29) % eta``."""
     return bucket(key, eta, SPLIT_SEED)
+
+
+def split_hashes(keys: Iterable[str], eta: int) -> list[int]:
+    """:func:`split_hash` of each of ``keys``, in one call (:func:`~skewlab.hashing.buckets`)."""
+    if eta < 1:
+        raise StateError(f"eta must be >= 1, got {eta}")
+    return buckets(keys, eta, SPLIT_SEED)
 
 
 class OperatorState(FrozenMapping):

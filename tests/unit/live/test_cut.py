@@ -49,6 +49,7 @@ def test_a_switch_cuts_only_the_parts_of_planned_shadows(tmp_path: Path) -> None
     assert spec.plans == {2: 100}
     keys = [f"k{i}" for i in range(200)]
     assert {k for k in keys if spec.takes(k)} == {k for k in keys if owner(k, 2, split_hash) == 1}
+    assert spec.takes_many(keys) == [spec.takes(k) for k in keys]  # one call, the same answer
     assert switches(store, RUN, 1) == ({}, [])  # worker 1's switch has no planned shadow
 
 

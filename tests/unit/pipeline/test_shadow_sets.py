@@ -108,7 +108,7 @@ def test_the_cut_rule_agrees_on_both_sides_and_survives_a_restore() -> None:
     holder.record("w", 1, 3, Rec(1.0, 1, 1, 0))  # waits for its hand-off: not cut
     shadow.shadow_start("w", SetEntry(1, 0, Status.WAITING), 0)
     moved = {"a", "b", "w"}
-    cut = holder.cuttable(lambda k: k in moved)
+    cut = holder.cuttable(lambda ks: [k in moved for k in ks])
     assert sorted(cut) == ["a", "b"]
     holder.cut_keys(cut)
     assert sorted(k for k in shadow.shadow_go_live(0) if k in moved) == ["a", "b"]

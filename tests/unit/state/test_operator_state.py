@@ -9,7 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skewlab.errors import ConfigError, StateError
-from skewlab.state import OperatorState, compose, decompose, owner, repartition
+from skewlab.state import (
+    OperatorState,
+    compose,
+    decompose,
+    owner,
+    repartition,
+    split_hash,
+    split_hashes,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -44,6 +52,18 @@ def test_custom_hash_and_its_range_is_checked():
 def test_overlapping_parts_refuse_to_compose():
     with pytest.raises(StateError, match="more than one part"):
         compose({"a": 1}, {"a": 2})
+
+
+@settings(max_examples=100, deadline=None)
+@given(keys=st.lists(st.text(max_size=12), max_size=40), eta=st.integers(1, 9))
+def test_split_hashes_are_split_hash_of_each_key(keys, eta):
+    """The batch a restore and a cut use gives every key the part the switch's hash does."""
+    assert split_hashes(keys, eta) == [split_hash(k, eta) for k in keys]
+
+
+def test_split_hashes_refuse_no_parts():
+    with pytest.raises(StateError, match="eta"):
+        split_hashes(["a"], 0)
 
 
 def test_bad_eta_and_keys():

@@ -138,7 +138,9 @@ class StateManager(Pacing, EventTracking, Sweeping):
         self._prepared: VersionRows | None = None
         """The version of a switch being prepared (:meth:`_prepare_switch`)."""
         self._newest_window: int | None = None
-        """The newest ``key_loads`` window at the last sweep that read them (:meth:`_sweep`)."""
+        """The newest ``key_loads`` window the sweeps read (:meth:`_sweep`)."""
+        self._loads_read: set[str] = set()
+        """The ``key_loads`` data files the sweeps read (``DeltaStore.read_new``)."""
         self._last_score: dict[int, float] = {}
         """Per group: its score at the last full step (logged with a readiness step's rows)."""
 

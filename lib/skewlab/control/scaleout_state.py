@@ -20,7 +20,7 @@ from skewlab.pipeline.handoff import META_KEY
 from skewlab.pipeline.store import Store
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import RunDir
-from skewlab.state import Signals, bottleneck_score, owner, split_hash
+from skewlab.state import Signals, bottleneck_score, owner, split_hash, split_hashes
 
 log = logging.getLogger(__name__)
 
@@ -224,9 +224,10 @@ class Placement:
         """A full sweep looked at ``keys`` with ``instances`` and left ``mapping``."""
         self._seen, self._at = keys, (instances, mapping)
 
-    def seen(self) -> list[str]:
-        """The keys the sweeps have looked at so far (the last full one's and since)."""
-        return list(self._seen)
+    def seen(self, more: list[str] | None = None) -> list[str]:
+        """The keys the sweeps have looked at so far (the last full one's and since),
+        and ``more`` (keys read since, not looked at yet)."""
+        return list(self._seen.union(more)) if more else list(self._seen)
 
     def saw(self, keys: list[str]) -> None:
         """A quick sweep looked at ``keys`` (:meth:`unseen`) and moved none."""
@@ -238,6 +239,14 @@ class Placement:
         if g is None:
             g = self._group[key] = hash_worker(key, self.workers)
         return g
+
+    def prime(self, keys: list[str], n: int) -> None:
+        """Compute :meth:`part` of those of ``keys`` not cached for ``n`` instances, in one
+        call (a switch from 1 to 2 instances asks for every key's new part at once)."""
+        cached = self._part
+        todo = [k for k in keys if (have := cached.get(k)) is None or have[0] != n]
+        for k, p in zip(todo, split_hashes(todo, n), strict=True):
+            cached[k] = (n, p)
 
     def part(self, key: str, n: int) -> int:
         """``key``'s hash part among ``n`` instances of its operator."""

@@ -39,6 +39,7 @@ class Sweeping:
     _unmarked: list[Move]
     _prepared: VersionRows | None
     _newest_window: int | None
+    _loads_read: set[str]
 
     def _version_rows(self, seen: list[str], sig: tuple[tuple[int, ...], ...]) -> VersionRows:
         """The rows of a version for ``seen`` (and the mapped keys) with each group's
@@ -51,7 +52,13 @@ class Sweeping:
             return active[where.part(k, len(active))]
 
         rows = VersionRows(sig, mapping, len(seen), set(seen) | set(mapping), self.s.workers)
-        for k in sorted(rows.every):
+        ordered = sorted(rows.every)
+        by_count: dict[int, list[str]] = {}
+        for k in ordered:
+            by_count.setdefault(len(sig[group(k)]), []).append(k)
+        for n, ks in by_count.items():
+            where.prime(ks, n)  # the parts a new instance count changes: hashed in one call
+        for k in ordered:
             g = group(k)
             rows.group_keys[g] += 1
             to = want(k)
@@ -87,15 +94,15 @@ class Sweeping:
         switch). A key first routed since then is still on its old instance; the next
         step's sweep moves it like any key (its set ends there, its state is handed on)."""
         where = self._placement
-        if read:
-            loads = self.store.read(
-                "key_loads", run_id=self.s.run_id, columns=["key", "window_start"]
+        new: list[str] = []
+        if read:  # the key_loads files written since the last read (DeltaStore.read_new)
+            loads = self.store.read_new(
+                "key_loads", self.s.run_id, ["key", "window_start"], self._loads_read
             )
             if loads.num_rows:
-                self._newest_window = pc.max(loads["window_start"]).as_py()
-            seen: list[str] = pc.unique(loads["key"]).to_pylist()
-        else:
-            seen = where.seen()
+                newest = pc.max(loads["window_start"]).as_py()
+                self._newest_window = max(self._newest_window or newest, newest)
+            new = pc.unique(loads["key"]).to_pylist()
         newest = self._newest_window
         sig = tuple(tuple(g.active) for g in self.groups)
 
@@ -103,12 +110,13 @@ class Sweeping:
             active = self.groups[where.group(k)].active
             return active[where.part(k, len(active))]
 
-        fresh = where.unseen(seen, sig, self.map)  # None: instances or the map changed
+        fresh = where.unseen(new, sig, self.map)  # None: instances or the map changed
         if fresh is not None and all(want(k) == where.group(k) for k in fresh):
             for k in fresh:
                 self.group_keys[where.group(k)] += 1
             where.saw(fresh)
             return []
+        seen = where.seen(new)  # every key read so far
         prep, self._prepared = self._prepared, None
         if prep is not None and prep.fits(sig, self.map, len(seen)):
             rows = prep  # built at the decision for this switch (:meth:`_prepare_switch`)

@@ -141,6 +141,26 @@ def test_read_filters_by_run_id_columns_and_filters(delta_store: DeltaStore) -> 
         delta_store.read("key_loads", filters=[("count", "~", 1)])
 
 
+def test_read_new_returns_each_committed_file_of_the_run_once(delta_store: DeltaStore) -> None:
+    """The state manager's sweep reads only what was appended since its last read; what
+    it accumulates is what a full read gives."""
+    read: set[str] = set()
+    cols = ["key", "window_start"]
+    assert delta_store.read_new("key_loads", "a", cols, read).num_rows == 0  # no table yet
+    delta_store.append("key_loads", key_loads("a", 3), app_id="route:a", version=0)
+    delta_store.append("key_loads", key_loads("b", 5), app_id="route:b", version=0)
+    first = delta_store.read_new("key_loads", "a", cols, read)
+    assert first.column_names == cols and sorted(first["key"].to_pylist()) == ["k0", "k1", "k2"]
+    assert delta_store.read_new("key_loads", "a", cols, read).num_rows == 0  # nothing new
+    delta_store.append("key_loads", key_loads("a", 2, window=5), app_id="route:a", version=1)
+    delta_store.append("key_loads", key_loads("a", 3), app_id="route:a", version=1)  # a replay
+    second = delta_store.read_new("key_loads", "a", cols, read)
+    assert second.to_pylist() == [{"key": f"k{i}", "window_start": 5} for i in range(2)]
+    whole = delta_store.read("key_loads", run_id="a", columns=cols)
+    both = pa.concat_tables([first, second])
+    assert sorted(both.to_pylist(), key=str) == sorted(whole.to_pylist(), key=str)
+
+
 def test_binary_and_nullable_columns_round_trip(delta_store: DeltaStore) -> None:
     rows = [
         {"checkpoint": 1, "instance": 0, "key": "k", "value": b'{"n": 3}', "tau": 7},

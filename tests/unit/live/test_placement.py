@@ -22,6 +22,16 @@ def test_cached_hashes_equal_the_hashes() -> None:
             assert [p.part(k, n) for k in KEYS] == [owner(k, n, split_hash) for k in KEYS]
 
 
+def test_primed_parts_equal_the_hashes() -> None:
+    p = Placement(2)
+    p.part(KEYS[0], 3)  # cached for another count: primed again
+    for n in (2, 3):
+        p.prime(KEYS[:150], n)
+        # cached by the one call, before any part() asks
+        assert all(p._part[k] == (n, owner(k, n, split_hash)) for k in KEYS[:150])
+        assert [p.part(k, n) for k in KEYS] == [owner(k, n, split_hash) for k in KEYS]
+
+
 def test_only_new_keys_need_a_look_until_instances_or_map_change() -> None:
     p = Placement(1)
     mapping: dict[str, tuple[int, int]] = {}

@@ -318,7 +318,7 @@ class DeltaStore:
         if dt is None:
             return target.empty_table()
         uris = dt.file_uris(file_pruning_predicate=[("run_id", "=", run_id)])
-        if not all(u.startswith("/") for u in uris):  # not on local disk (module doc)
+        if not all(u.startswith("/") for u in uris):  # an object store: the whole run
             return self.read(table, run_id=run_id, columns=columns)
         new = [u for u in uris if u not in read]
         if not new:

@@ -325,8 +325,10 @@ class DeltaStore:
             return target.empty_table()
         try:
             result = pds.dataset(new, format="parquet").to_table(columns=list(columns))
-        except (pa.ArrowException, OSError) as exc:
-            raise DamagedTableError(spec.name, dt.table_uri, str(exc)) from exc
+        except (pa.ArrowException, OSError) as exc:  # as :meth:`_query` tells them apart
+            if any(word in str(exc).lower() for word in _DATA_DAMAGE):
+                raise DamagedTableError(spec.name, dt.table_uri, str(exc)) from exc
+            raise DeltaStoreError(f"reading new files of {spec.name!r} failed: {exc}") from exc
         read.update(new)
         return result.cast(target)
 

@@ -43,33 +43,8 @@ class Sweeping:
 
     def _version_rows(self, seen: list[str], sig: tuple[tuple[int, ...], ...]) -> VersionRows:
         """The rows of a version for ``seen`` (and the mapped keys) with each group's
-        instances ``sig``: every key held or moved, in key order; changes nothing."""
-        where, mapping = self._placement, self.map
-        group = where.group
-
-        def want(k: str) -> int:
-            active = sig[group(k)]
-            return active[where.part(k, len(active))]
-
-        rows = VersionRows(sig, mapping, len(seen), set(seen) | set(mapping), self.s.workers)
-        ordered = sorted(rows.every)
-        by_count: dict[int, list[str]] = {}
-        for k in ordered:
-            by_count.setdefault(len(sig[group(k)]), []).append(k)
-        for n, ks in by_count.items():
-            where.prime(ks, n)  # the parts a new instance count changes: hashed in one call
-        for k in ordered:
-            g = group(k)
-            rows.group_keys[g] += 1
-            to = want(k)
-            cur, sid = mapping.get(k, (g, 0))
-            if to != cur:
-                rows.moved.append((k, sid + 1))
-                rows.unmarked.append((k, cur, sid, to))
-                rows.add(k, to, sid + 1, True)
-            elif k in mapping:
-                rows.add(k, to, sid, False)
-        return rows
+        instances ``sig`` (:meth:`VersionRows.build`); changes nothing."""
+        return VersionRows.build(self._placement, seen, sig, self.map)
 
     def _prepare_switch(self, grp: Group, instances: list[int]) -> None:
         """Build the version of the switch that will route ``grp`` to ``instances`` now,
@@ -103,6 +78,7 @@ class Sweeping:
                 newest = pc.max(loads["window_start"]).as_py()
                 self._newest_window = max(self._newest_window or newest, newest)
             new = pc.unique(loads["key"]).to_pylist()
+            where.hash_new(new)  # keys first read: hashed in one call each, not per key
         newest = self._newest_window
         sig = tuple(tuple(g.active) for g in self.groups)
 

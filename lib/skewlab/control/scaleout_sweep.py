@@ -7,6 +7,7 @@ section ``skewlab.control.scaleout_loop``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -52,7 +53,9 @@ class Sweeping:
         writes it, unless the map, the groups' instances or the keys seen changed by
         then (:meth:`_sweep` builds it again)."""
         sig = tuple(tuple(instances) if g is grp else tuple(g.active) for g in self.groups)
+        t0 = time.perf_counter()
         self._prepared = self._version_rows(self._placement.seen(), sig)
+        log.debug("switch version prepared in %.3f s", time.perf_counter() - t0)
 
     def _sweep(self, read: bool = True) -> list[tuple[str, int]]:
         """Write a version moving every seen key whose instance changed; returns (key, set).

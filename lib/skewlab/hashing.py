@@ -44,5 +44,4 @@ def key_hashes(keys: Iterable[str], seed: int = DKG_SEED) -> list[int]:
 def buckets(keys: Iterable[str], n: int, seed: int = DKG_SEED) -> list[int]:
     """:func:`bucket` of each of ``keys`` in one call: the same values, without a Python
     call per key (a scale-out instance's restore splits 100k keys at once)."""
-    h = mmh3.hash64
-    return [abs(h(k.encode("utf-8"), seed, signed=True)[0]) % n for k in keys]
+    return [h % n for h in key_hashes(keys, seed)]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from skewlab.grouping import KeyConfig, PKGConfig, ShuffleConfig
-from skewlab.hashing import murmur3_64
+from skewlab.hashing import buckets, key_hashes, murmur3_64
 from skewlab.keys import KeyBatch, KeyVocab
 
 pytestmark = pytest.mark.unit
@@ -67,6 +67,13 @@ KEYS = ["", "a", "Turkey", "United States of America", "key-123456789012345", "Ã
 @pytest.mark.parametrize("seed", [13, 17])
 def test_murmur3_matches_a_spec_implementation(key: str, seed: int) -> None:
     assert murmur3_64(key, seed) == murmur3_x64_128_h1(key.encode("utf-8"), seed)
+
+
+@pytest.mark.parametrize("seed", [13, 29])
+def test_batch_hashes_are_abs_h1_and_its_rest(seed: int) -> None:
+    want = [abs(murmur3_x64_128_h1(k.encode("utf-8"), seed)) for k in KEYS]
+    assert key_hashes(KEYS, seed) == want
+    assert buckets(KEYS, 7, seed) == [h % 7 for h in want]
 
 
 @pytest.mark.parametrize("workers", [1, 3, 10])

@@ -255,22 +255,25 @@ class Placement:
     def hash_new(self, keys: list[str]) -> None:
         """Take the operator and the split hash of those of ``keys`` not hashed yet, in
         one call each (the sweep's keys first read: 100k at once after a prefill)."""
-        for cached, hashed in (
-            (self._group, lambda ks: buckets(ks, self.workers)),
-            (self._split, lambda ks: key_hashes(ks, SPLIT_SEED)),
-        ):
-            todo = [k for k in keys if k not in cached]
-            if todo:
-                cached.update(zip(todo, hashed(todo), strict=True))
+        self._hash_groups(keys)
+        self._hash_splits(keys)
+
+    def _hash_groups(self, keys: list[str]) -> None:
+        todo = [k for k in keys if k not in self._group]
+        self._group.update(zip(todo, buckets(todo, self.workers), strict=True))
+
+    def _hash_splits(self, keys: list[str]) -> None:
+        todo = [k for k in keys if k not in self._split]
+        self._split.update(zip(todo, key_hashes(todo, SPLIT_SEED), strict=True))
 
     def groups(self, keys: list[str]) -> np.ndarray:
         """:meth:`group` of each of ``keys``."""
-        self.hash_new(keys)
+        self._hash_groups(keys)
         return np.fromiter(map(self._group.__getitem__, keys), np.int64, len(keys))
 
     def parts(self, keys: list[str], n: np.ndarray | int) -> np.ndarray:
         """:meth:`part` of each of ``keys`` among ``n`` instances (per key if an array)."""
-        self.hash_new(keys)
+        self._hash_splits(keys)
         h = np.fromiter(map(self._split.__getitem__, keys), np.uint64, len(keys))
         return (h % np.asarray(n, dtype=np.uint64)).astype(np.int64)
 

@@ -77,6 +77,8 @@ class Worker:
         self._dirty = False
         self._owed = 0
         """Records applied (or replayed into a shadow) whose cost the step has not paid."""
+        self._paid, self._paid_s = 0, 0.0
+        """Records whose cost the current step paid, and the seconds it took (:meth:`_pay`)."""
         self._lat_ts: list[float] = []
         self._lat: list[float] = []
         """Event time and latency of each record applied and not yet sampled (in order)."""
@@ -338,6 +340,7 @@ class Worker:
         followed = self.followed
         interval = self.s.flush_interval_s / (self.FOLLOWED_FLUSH if followed else 1)
         cap = self.s.max_fetch
+        chunk: int | None = None  # a full step of a scale-out run looks for a switch per chunk
         if self.s.service_us > 0:  # keep a flush due every flush interval under backlog
             full = max(1, min(cap, int(self.s.flush_interval_s * 1e6 / self.s.service_us)))
             # short only once within one short step of its bound: further behind, full steps
@@ -346,6 +349,8 @@ class Worker:
             slack = max(1, full // self.FOLLOWED_STEP) * parts
             short = followed or (shadow is not None and shadow.awaiting_cut(slack))
             cap = max(1, full // self.FOLLOWED_STEP) if short else full
+            if not short and self.sets is not None and self.s.scale_out:
+                chunk = max(1, full // self.FOLLOWED_STEP)
         n = read = replayed = took = 0
         t0 = self.clock.now()
         # The shadow first: the own partition's records of its keys wait for the take anyway.
@@ -367,14 +372,14 @@ class Worker:
         upto = self.offset + cap if end is None else min(end, self.offset + cap)
         if self._cut_due is not None:  # not past a cut a dead process promised
             upto = min(upto, max(self._cut_due, self.offset))
-        own = self._process(upto, to_end=end is None) if upto > self.offset else 0
+        self._paid = self._paid_s = 0
+        own = self._process(upto, end is None, chunk) if upto > self.offset else 0
         n += own
         self._sample_latency()
-        owed, self._owed = self._owed, 0
         t2 = self.clock.now()
-        if owed:
-            self.busy(self.s.service_us * 1e-6 * owed)
+        self._pay()
         t3 = self.clock.now()
+        owed = self._paid
         if shadow is not None and own == 0 and not shadow.live_any:
             # replaying suppressed before any cut: a commit saves only the replay's progress
             # (a crash replays it again), and would delay seeing the cut
@@ -392,9 +397,9 @@ class Worker:
                 took,
                 t1 - t0,
                 own,
-                t2 - t1,
+                t2 - t1 - (self._paid_s - (t3 - t2)),
                 owed,
-                t3 - t2,
+                self._paid_s,
                 self.clock.now() - t3,
             )
         return n
@@ -405,9 +410,24 @@ class Worker:
         read = self.shadow.read if self.shadow is not None else 0
         return self.offset + read + (self.sets.bump if self.sets is not None else 0)
 
-    def _process(self, upto: int, to_end: bool = False) -> int:
+    def _pay(self) -> None:
+        """Pay the operator's cost of the records owed (:attr:`_owed`), counted in the step's
+        ``_paid`` records and ``_paid_s`` seconds."""
+        owed, self._owed = self._owed, 0
+        if owed:
+            t = self.clock.now()
+            self.busy(self.s.service_us * 1e-6 * owed)
+            self._paid += owed
+            self._paid_s += self.clock.now() - t
+
+    def _process(self, upto: int, to_end: bool = False, chunk: int | None = None) -> int:
         """Read the own partition up to ``upto`` (``to_end``: up to its end, if before;
-        one request for both, :mod:`skewlab.live.worker_fetch`) and process it."""
+        one request for both, :mod:`skewlab.live.worker_fetch`) and process it.
+
+        ``chunk``: process the records (with message sets) ``chunk`` at a time, paying
+        each chunk's cost and looking for a switch after it, so a switch that comes
+        during a full step is cut within a chunk, not a step, after it. A cut (or a dead
+        process's promise ahead) ends the step there; the rest is read again."""
         topic, me = self.s.topic, self.s.worker
         if to_end:
             recs = fetch_available(self.client, topic, me, self.offset, upto)
@@ -416,7 +436,16 @@ class Worker:
         else:
             recs = fetch_range(self.client, topic, me, self.offset, upto)
         if self.sets is not None:
-            return self._process_sets(recs)
+            if chunk is None:
+                return self._process_sets(recs)
+            n, cuts = 0, len(self.sets.cuts)
+            for part in recs.chunks(chunk):
+                n += self._process_sets(part)
+                self._pay()
+                self._follow_switch()
+                if len(self.sets.cuts) > cuts or self._cut_due is not None:
+                    break
+            return n
         if not recs:
             self._dirty = True
             return 0

@@ -98,6 +98,27 @@ class FetchedRange(Sequence[Record]):
             raise IndexError(f"record {i} of a fetched range of {n}")
         return self.record_at(i % n)
 
+    def chunks(self, size: int) -> list[FetchedRange]:
+        """The range cut into consecutive ranges of at most ``size`` records (no copy of a
+        record; one range, this one, when it is no longer than ``size``)."""
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        n = len(self.offsets)
+        if n <= size:
+            return [self]
+        return [self._part(i, min(n, i + size)) for i in range(0, n, size)]
+
+    def _part(self, start: int, stop: int) -> FetchedRange:
+        at = self.record_at
+        return FetchedRange(
+            self.topic,
+            self.partition,
+            self.offsets[start:stop],
+            self.values[start:stop],
+            self.headers[start:stop],
+            lambda j: at(start + j),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:

@@ -1,0 +1,113 @@
+"""An old instance that is not yet followed sees a switch within a chunk of its step.
+
+An instance takes full steps (a flush interval's work) until a plan names it as a
+source; with ``switch_at_start`` the plan and the switch come at once, while it is
+inside such a step. It pays its cost a chunk (``1 / FOLLOWED_STEP`` of a step) at a
+time and looks for a switch after each, so its cut ``P`` comes a chunk after the
+switch, not a step: the replacement has that much less to replay. Same in-memory
+topic and helpers as :mod:`tests.unit.live.test_shadow_worker`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from skewlab.control.scaleout_state import write_checkpoint
+from skewlab.io.kafka.base import FetchedRange, Record
+from skewlab.live.worker import Worker
+from tests.unit.live.test_shadow_worker import (
+    KEYS,
+    MOVED,
+    RUN,
+    TOPIC,
+    Client,
+    assert_exact,
+    env,
+    finish,
+    make,
+    plan,
+    primed,
+    switch,
+)
+
+__all__ = ["env"]  # the fixture, imported for the tests below
+
+SERVICE_US, FLUSH_S = 1000.0, 0.2
+FULL = int(FLUSH_S * 1e6 / SERVICE_US)
+"""A full step's records (a flush interval's work); a chunk is ``FULL // 16``."""
+
+
+def full_stepper(w: Worker, busy: Any) -> Worker:
+    """``w``'s instance again, paying its cost through ``busy`` (records of 1 ms each)."""
+    s = dataclasses.replace(w.s, cost="spin", service_us=SERVICE_US, flush_interval_s=FLUSH_S)
+    out = Worker(dataclasses.replace(s, max_fetch=10 * FULL), busy=busy)
+    out.SWITCH_POLL_S = (0.0, 0.0)
+    return out
+
+
+def test_a_switch_during_a_full_step_is_cut_a_chunk_after_it(env: Any) -> None:
+    """Checkpointing with the switch at the start: the checkpoint at the primary's
+    commit, then plan and switch written while it works off a full step. The cut is at
+    the end of the chunk it was paying for; its step ends there (the rest is read
+    again); the replacement restores the checkpoint, replays up to the cut and the run
+    is exact."""
+    topic, store, tmp, inp, primary = primed(env, 3)
+    tau = primary.offset
+    chunk = FULL // Worker.FOLLOWED_STEP
+    paid: list[float] = []
+
+    def busy(seconds: float) -> None:  # the state manager decides during the first chunk
+        paid.append(seconds)
+        if len(paid) == 1:
+            write_checkpoint(store, RUN, 0, [0], 0, Client(topic).end_offsets(TOPIC))
+            plan(store, checkpoint=True)
+            switch(store)
+
+    primary = full_stepper(primary, busy)
+    inp.send(FULL // len(KEYS) + 2)  # more than a full step behind
+    primary.step()
+    assert paid[0] == chunk * SERVICE_US * 1e-6  # the first chunk's cost, alone
+    (cut,) = primary.sets.cuts if primary.sets else []
+    assert cut["at"] == tau + chunk and cut["keys"] == len(MOVED)
+    assert primary.offset == tau + chunk  # the step ended at the cut
+    assert primary.version == tau + chunk  # and committed it at once
+    inp.switch(1)
+    inp.send(1, moved_to=1)
+    new = make(tmp, 1)
+    assert new.sets is not None and new.sets.shadow_meta is not None
+    assert new.sets.shadow_meta["restore"]["checkpoint"] == 0
+    finish(inp, primary, new)
+    assert primary.handoffs_sent == 0
+    assert_exact(store, inp)
+    src = new.sets.shadow_meta["sources"]["0"]
+    assert src["live"] and src["cut"] == tau + chunk  # replayed up to the cut, then live
+    ho = store.read("handoffs", run_id=RUN, columns=["key"]).to_pylist()
+    assert {r["key"] for r in ho} == set(MOVED)
+
+
+def test_without_a_switch_a_full_step_pays_chunk_by_chunk_and_runs_to_its_end(
+    env: Any,
+) -> None:
+    """No decision: the step runs its full length, its cost paid in chunks that add up
+    to the cost of every record applied."""
+    _topic, _store, _tmp, inp, primary = primed(env, 1)
+    start = primary.offset
+    paid: list[float] = []
+    primary = full_stepper(primary, paid.append)
+    inp.send(FULL // len(KEYS) + 2)
+    assert primary.step() == FULL
+    assert primary.offset == start + FULL and not (primary.sets and primary.sets.cuts)
+    chunk = FULL // Worker.FOLLOWED_STEP
+    assert len(paid) == -(-FULL // chunk)
+    assert abs(sum(paid) - FULL * SERVICE_US * 1e-6) < 1e-9
+
+
+def test_a_fetched_range_cuts_into_chunks_that_keep_every_record() -> None:
+    recs = [Record(TOPIC, 0, i, b"k", str(i).encode(), (), i) for i in range(10)]
+    rng = FetchedRange.of_records(TOPIC, 0, recs)
+    parts = rng.chunks(4)
+    assert [len(p) for p in parts] == [4, 4, 2]
+    assert [r.offset for p in parts for r in p] == list(range(10))
+    assert [p[-1].value for p in parts] == [b"3", b"7", b"9"]
+    assert rng.chunks(10) == [rng]

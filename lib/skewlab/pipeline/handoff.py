@@ -130,6 +130,15 @@ def _apply(state: dict[str, Any], r: Rec) -> None:
     state["sum"] += r.size
 
 
+def cut_row(completed: int, cut: int, received: int) -> bytes:
+    """The ``operator_state`` value of a key stopped at a cut with no set left: what
+    ``json.dumps(..., sort_keys=True)`` makes of it in :meth:`KeySets.changed_rows`,
+    written directly (a cut commit writes one per cut key: 50k at the README's scale)."""
+    return (
+        f'{{"completed": {completed:d}, "cut": {cut:d}, "received": {received:d}, "sets": []}}'
+    ).encode()
+
+
 class KeySets:
     """The message sets of every key at one worker (steps 1-5 of docs/pipeline.md,
     "Message sets at a worker").
@@ -462,14 +471,20 @@ class KeySets:
             m["bump"] = self.bump
         meta = json.dumps(m).encode()
         out: list[tuple[str, bytes, bytes | None]] = [(META_KEY, meta, None)]
+        cut, shadow, received, completed = self.cut, self.shadow, self.received, self.completed
         for key in sorted(keys):
             sets = self.sets.get(key, {})
+            if not sets and key in cut and key not in shadow:  # stopped at a cut: a fixed form
+                out.append(
+                    (key, cut_row(completed.get(key, -1), cut[key], received.get(key, 0)), None)
+                )
+                continue
             value = {
-                "received": self.received.get(key, 0),
-                "completed": self.completed.get(key, -1),
+                "received": received.get(key, 0),
+                "completed": completed.get(key, -1),
                 "sets": [e.to_json() for _, e in sorted(sets.items())],
             }
-            sh = self.shadow.get(key)
+            sh = shadow.get(key)
             if sh is not None:
                 value["shadow"] = sh.to_json()
                 value["shadow_stats"] = self.shadow_stats.get(key, [0, 0])

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from skewlab.pipeline.handoff import Handoff, KeySets, Rec, SetEntry, Status
+import pytest
+
+from skewlab.pipeline.handoff import Handoff, KeySets, Rec, SetEntry, Status, cut_row
 
 SPLITTERS = 2
 
@@ -123,3 +125,26 @@ def test_the_cut_rule_agrees_on_both_sides_and_survives_a_restore() -> None:
     back = KeySets.from_rows(5, SPLITTERS, shadow.rows())
     assert back.shadow["a"].live and not back.shadow["w"].live
     assert back.shadow["a"].state["count"] == 3
+
+
+@pytest.mark.parametrize("completed, cut, received", [(0, 0, 0), (-1, 0, 7), (3, 2, 123456)])
+def test_a_cut_keys_row_is_what_json_makes_of_it(completed: int, cut: int, received: int) -> None:
+    """The fixed form a cut commit writes per cut key is the JSON of its value, byte for
+    byte, and a restore reads it back as cut."""
+    value = {"received": received, "completed": completed, "sets": [], "cut": cut}
+    assert cut_row(completed, cut, received) == json.dumps(value, sort_keys=True).encode()
+
+
+def test_rows_of_cut_keys_restore_the_cut_with_their_counts() -> None:
+    holder = KeySets(0, SPLITTERS)
+    for i, k in enumerate(["a", "b", "c"]):
+        for r in recs(3, start=10 * i):
+            holder.record(k, 0, -1, r)
+    holder.changed_rows()
+    holder.cut_keys(["a", "c"])
+    rows = {k: v for k, v, _ in holder.changed_rows()}
+    assert set(rows) == {"", "a", "c"}  # the meta row and the cut keys
+    assert json.loads(rows["a"]) == {"completed": 0, "cut": 0, "received": 0, "sets": []}
+    again = KeySets.from_rows(0, SPLITTERS, holder.rows())
+    assert again.cut == {"a": 0, "c": 0} and set(again.sets) == {"b"}
+    assert {k: again.completed.get(k, -1) for k in "abc"} == {"a": 0, "b": -1, "c": 0}

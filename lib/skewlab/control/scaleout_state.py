@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewlab.hashing import buckets, key_hash, key_hashes
+from skewlab.hashing import buckets
 from skewlab.io.progress import progress_at
 from skewlab.io.state_store import CheckpointStore
 from skewlab.pipeline.handoff import META_KEY
@@ -22,7 +22,7 @@ from skewlab.pipeline.store import Store
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import RunDir
 from skewlab.state import Signals, bottleneck_score
-from skewlab.state.operator_state import SPLIT_SEED
+from skewlab.state.operator_state import SplitHashes
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class Placement:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self._group: dict[str, int] = {}
-        self._split: dict[str, int] = {}
+        self._split = SplitHashes()
         self._seen: set[str] = set()
         self._at: tuple[object, object] | None = None
 
@@ -247,24 +247,17 @@ class Placement:
 
     def part(self, key: str, n: int) -> int:
         """``key``'s hash part among ``n`` instances of its operator."""
-        h = self._split.get(key)
-        if h is None:
-            h = self._split[key] = key_hash(key, SPLIT_SEED)
-        return h % n
+        return self._split.part(key, n)
 
     def hash_new(self, keys: list[str]) -> None:
         """Take the operator and the split hash of those of ``keys`` not hashed yet, in
         one call each (the sweep's keys first read: 100k at once after a prefill)."""
         self._hash_groups(keys)
-        self._hash_splits(keys)
+        self._split.add(keys)
 
     def _hash_groups(self, keys: list[str]) -> None:
         todo = [k for k in keys if k not in self._group]
         self._group.update(zip(todo, buckets(todo, self.workers), strict=True))
-
-    def _hash_splits(self, keys: list[str]) -> None:
-        todo = [k for k in keys if k not in self._split]
-        self._split.update(zip(todo, key_hashes(todo, SPLIT_SEED), strict=True))
 
     def groups(self, keys: list[str]) -> np.ndarray:
         """:meth:`group` of each of ``keys``."""
@@ -273,8 +266,7 @@ class Placement:
 
     def parts(self, keys: list[str], n: np.ndarray | int) -> np.ndarray:
         """:meth:`part` of each of ``keys`` among ``n`` instances (per key if an array)."""
-        self._hash_splits(keys)
-        h = np.fromiter(map(self._split.__getitem__, keys), np.uint64, len(keys))
+        h = np.fromiter(self._split.raw(keys), np.uint64, len(keys))
         return (h % np.asarray(n, dtype=np.uint64)).astype(np.int64)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from skewlab.pipeline.store import Store
 from skewlab.rundir import app_id
-from skewlab.state import owner, split_hash, split_hashes
+from skewlab.state import SplitHashes, owner, split_hash, split_hashes
 
 __all__ = ["CutSpec", "cuts_of", "read_decisions", "switches", "write_cut"]
 
@@ -44,11 +44,15 @@ class CutSpec:
         """Whether ``key`` falls in a moved part (``owner(key, parts)``, the switch's hash)."""
         return owner(key, self.parts, split_hash) in self.moved
 
-    def takes_many(self, keys: list[str]) -> list[bool]:
+    def takes_many(self, keys: list[str], hashes: SplitHashes | None = None) -> list[bool]:
         """:meth:`takes` of each of ``keys``, hashed in one call (an old instance's cut
-        looks at every key it holds: 100k at the README's scale)."""
-        moved = self.moved
-        return [p in moved for p in split_hashes(keys, self.parts)]
+        looks at every key it holds: 100k at the README's scale). ``hashes``: the keys'
+        split hashes taken before (an old instance takes them once a plan names it),
+        so only keys new since are hashed here."""
+        moved, n = self.moved, self.parts
+        if hashes is None:
+            return [p in moved for p in split_hashes(keys, n)]
+        return [h % n in moved for h in hashes.raw(keys)]
 
     def entry(self, at: int, keys: int) -> dict[str, Any]:
         """The committed cut: this switch, the routed offset ``at``, the keys stopped."""

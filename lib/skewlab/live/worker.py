@@ -30,6 +30,7 @@ from skewlab.live.worker_settings import WorkerReport, WorkerSettings, settings_
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
 from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_starts
+from skewlab.state import SplitHashes
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,8 @@ class Worker:
         """The ``decisions`` version of the last look (:meth:`_follow_switch`)."""
         self._followers: dict[int, int] = {}
         """Instances whose newest plan shadows this worker: plan epoch (from ``decisions``)."""
+        self._split = SplitHashes()
+        """The split hash of each key held once followed (taken off the cut's path)."""
         self._cut_unsaved = False
         """A cut made and not yet committed (flushed at once)."""
         self._cut_due: int | None = None
@@ -282,6 +285,8 @@ class Worker:
         self._decisions_seen = seen
         table = read_decisions(self.store, self.s.run_id)  # one read for switches and cuts
         self._followers, specs = switches(self.store, self.s.run_id, self.s.worker, table)
+        if self.followed:
+            self._split.add(sets.sets)  # the keys a cut would look at, hashed before it
         done = {int(c["v"]) for c in sets.cuts}
         todo = [spec for spec in specs if spec.version not in done]
         self._cut_due = None
@@ -307,7 +312,7 @@ class Worker:
         state; the next flush (at once) commits it."""
         sets = self.sets
         assert sets is not None
-        keys = sets.cuttable(spec.takes_many)
+        keys = sets.cuttable(lambda ks: spec.takes_many(ks, self._split))
         entry = spec.entry(self.offset, len(keys))
         if not promised:
             write_cut(self.store, self.s.run_id, self.s.worker, entry, ms(self.wall()))

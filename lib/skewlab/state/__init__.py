@@ -35,6 +35,7 @@ from skewlab.state.fairness import FairnessTracker, app_fairness, fairness_degre
 from skewlab.state.operator_state import (
     KeyHash,
     OperatorState,
+    SplitHashes,
     compose,
     decompose,
     default_hash,
@@ -82,6 +83,7 @@ __all__ = [
     "ScaleOutPolicy",
     "ScoreConfig",
     "Signals",
+    "SplitHashes",
     "SplitState",
     "StartInstances",
     "StopInstances",

@@ -13,11 +13,12 @@ from typing import Any
 
 from skewlab.errors import ConfigError, StateError
 from skewlab.frozen import FrozenMapping
-from skewlab.hashing import bucket, buckets
+from skewlab.hashing import bucket, buckets, key_hash, key_hashes
 
 __all__ = [
     "KeyHash",
     "OperatorState",
+    "SplitHashes",
     "compose",
     "decompose",
     "default_hash",
@@ -50,6 +51,36 @@ def split_hashes(keys: Iterable[str], eta: int) -> list[int]:
     if eta < 1:
         raise StateError(f"eta must be >= 1, got {eta}")
     return buckets(keys, eta, SPLIT_SEED)
+
+
+class SplitHashes:
+    """Each key's split hash before its rest (:func:`split_hash` is it modulo ``eta``),
+    taken once per key and kept: a key's part among any number of instances is then
+    arithmetic. The state manager's sweep and an old instance waiting for its cut
+    hash a key when it first sees it, not all 100k keys on the switch's path."""
+
+    def __init__(self) -> None:
+        self._h: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._h)
+
+    def add(self, keys: Iterable[str]) -> None:
+        """Hash those of ``keys`` not hashed yet, in one call."""
+        todo = [k for k in keys if k not in self._h]
+        self._h.update(zip(todo, key_hashes(todo, SPLIT_SEED), strict=True))
+
+    def part(self, key: str, eta: int) -> int:
+        """``split_hash(key, eta)``."""
+        h = self._h.get(key)
+        if h is None:
+            h = self._h[key] = key_hash(key, SPLIT_SEED)
+        return h % eta
+
+    def raw(self, keys: list[str]) -> list[int]:
+        """The hash of each of ``keys`` (hashed now if not yet)."""
+        self.add(keys)
+        return list(map(self._h.__getitem__, keys))
 
 
 class OperatorState(FrozenMapping):

@@ -9,7 +9,7 @@ from typing import Any
 
 from skewlab.io.delta import DeltaStore
 from skewlab.live.cut import switches
-from skewlab.state import owner, split_hash
+from skewlab.state import SplitHashes, owner, split_hash
 
 RUN = "cut-run"
 
@@ -50,6 +50,9 @@ def test_a_switch_cuts_only_the_parts_of_planned_shadows(tmp_path: Path) -> None
     keys = [f"k{i}" for i in range(200)]
     assert {k for k in keys if spec.takes(k)} == {k for k in keys if owner(k, 2, split_hash) == 1}
     assert spec.takes_many(keys) == [spec.takes(k) for k in keys]  # one call, the same answer
+    hashes = SplitHashes()
+    hashes.add(keys[:50])  # hashed before the cut; the rest at it
+    assert spec.takes_many(keys, hashes) == [spec.takes(k) for k in keys]
     assert switches(store, RUN, 1) == ({}, [])  # worker 1's switch has no planned shadow
 
 

@@ -1,4 +1,4 @@
-"""An old instance that is not yet followed sees a switch within a chunk of its step.
+"""An old instance's cut, off its step's path: seen within a chunk, keys hashed before.
 
 An instance takes full steps (a flush interval's work) until a plan names it as a
 source; with ``switch_at_start`` the plan and the switch come at once, while it is
@@ -13,9 +13,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+
 from skewlab.control.scaleout_state import write_checkpoint
 from skewlab.io.kafka.base import FetchedRange, Record
 from skewlab.live.worker import Worker
+from skewlab.pipeline import events
+from skewlab.state import owner, split_hash
 from tests.unit.live.test_shadow_worker import (
     KEYS,
     MOVED,
@@ -111,3 +115,41 @@ def test_a_fetched_range_cuts_into_chunks_that_keep_every_record() -> None:
     assert [r.offset for p in parts for r in p] == list(range(10))
     assert [p[-1].value for p in parts] == [b"3", b"7", b"9"]
     assert rng.chunks(10) == [rng]
+
+
+def test_an_old_instance_hashes_its_keys_once_followed_and_at_the_cut_only_new_ones(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The split hash of every key held is taken when a plan first names the instance as
+    a source; at the switch the cut hashes only the keys first seen since, and cuts
+    exactly the moved part's keys."""
+    from skewlab.state import operator_state
+
+    hashed: list[str] = []
+    real = operator_state.key_hashes
+
+    def counted(keys: list[str], seed: int) -> list[int]:
+        hashed.extend(keys)
+        return real(keys, seed)
+
+    monkeypatch.setattr(operator_state, "key_hashes", counted)
+    _topic, store, _tmp, inp, primary = primed(env, 2)
+    plan(store)
+    primary.step()  # sees the plan: followed
+    assert primary.followed and sorted(hashed) == sorted(KEYS)
+    hashed.clear()
+    new = "fresh"
+    inp.topic.append(
+        0, new, events.encode_routed(new, 9.0, inp.n, 1), [events.src_header(0, inp.n)]
+    )
+    inp.n += 1
+    inp.counts[new] += 1
+    primary.step()
+    switch(store)
+    inp.switch(1)
+    primary.step()
+    (cut,) = primary.sets.cuts if primary.sets else []
+    assert hashed == [new]  # the only key the cut had not hashed before
+    moved = set(MOVED) | ({new} if owner(new, 2, split_hash) == 1 else set())
+    assert set(primary.sets.cut if primary.sets else {}) == moved
+    assert cut["keys"] == len(moved)

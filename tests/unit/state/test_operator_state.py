@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from skewlab.errors import ConfigError, StateError
 from skewlab.state import (
     OperatorState,
+    SplitHashes,
     compose,
     decompose,
     owner,
@@ -59,6 +60,23 @@ def test_overlapping_parts_refuse_to_compose():
 def test_split_hashes_are_split_hash_of_each_key(keys, eta):
     """The batch a restore and a cut use gives every key the part the switch's hash does."""
     assert split_hashes(keys, eta) == [split_hash(k, eta) for k in keys]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    first=st.lists(st.text(max_size=12), max_size=30),
+    later=st.lists(st.text(max_size=12), max_size=30),
+    eta=st.integers(1, 9),
+)
+def test_kept_split_hashes_give_split_hash_for_any_eta(first, later, eta):
+    """Hashed once (some keys before, some only when asked), a key's part among ``eta``
+    is ``split_hash``'s; each distinct key is kept once."""
+    h = SplitHashes()
+    h.add(first)
+    keys = first + later
+    assert [r % eta for r in h.raw(keys)] == split_hashes(keys, eta)
+    assert [h.part(k, eta) for k in keys] == [split_hash(k, eta) for k in keys]
+    assert len(h) == len(set(keys))
 
 
 def test_split_hashes_refuse_no_parts():

@@ -15,7 +15,7 @@ from typing import Any
 
 from skewlab.pipeline.store import Store
 from skewlab.rundir import app_id
-from skewlab.state import SplitHashes, owner, split_hash, split_hashes
+from skewlab.state import SplitHashes, owner, split_hash
 
 __all__ = ["CutSpec", "cuts_of", "read_decisions", "switches", "write_cut"]
 
@@ -50,9 +50,8 @@ class CutSpec:
         split hashes taken before (an old instance takes them once a plan names it),
         so only keys new since are hashed here."""
         moved, n = self.moved, self.parts
-        if hashes is None:
-            return [p in moved for p in split_hashes(keys, n)]
-        return [h % n in moved for h in hashes.raw(keys)]
+        kept = SplitHashes() if hashes is None else hashes
+        return [h % n in moved for h in kept.raw(keys)]
 
     def entry(self, at: int, keys: int) -> dict[str, Any]:
         """The committed cut: this switch, the routed offset ``at``, the keys stopped."""

@@ -20,17 +20,16 @@ from skewlab.io.kafka import KafkaSettings, connect, fetch_range
 from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
-from skewlab.live.cut import CutSpec, cuts_of, read_decisions, switches, write_cut
 from skewlab.live.launch import process_age_s, process_args
 from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.shadow import Shadow, newest_plan
+from skewlab.live.switch_watch import SwitchWatch
 from skewlab.live.worker_fetch import end_offset, fetch_available
 from skewlab.live.worker_rows import handoff_row, latency_rows, ms, partial_rows, state_table
 from skewlab.live.worker_settings import WorkerReport, WorkerSettings, settings_to_json
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
 from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_starts
-from skewlab.state import SplitHashes
 
 log = logging.getLogger(__name__)
 
@@ -96,17 +95,12 @@ class Worker:
             else:  # a restart: the restored keys it never changed, from where they came
                 self.shadow.load_base()
             crash_point("worker.restoring")  # state restored, nothing read yet
-        self._switch_polled = float("-inf")
-        self._decisions_seen: int | None = None
-        """The ``decisions`` version of the last look (:meth:`_follow_switch`)."""
-        self._followers: dict[int, int] = {}
-        """Instances whose newest plan shadows this worker: plan epoch (from ``decisions``)."""
-        self._split = SplitHashes()
-        """The split hash of each key held once followed (taken off the cut's path)."""
+        self.watch = SwitchWatch(
+            self.store, settings.run_id, settings.worker, self.clock, lambda: ms(self.wall())
+        )
+        """Switches and plans naming this worker: the old instance's side of the cut."""
         self._cut_unsaved = False
         """A cut made and not yet committed (flushed at once)."""
-        self._cut_due: int | None = None
-        """The offset of a cut promised by a dead process of this worker: read up to it."""
         self.handoffs_sent = 0
         self._applied_ms: dict[tuple[str, int], tuple[int, int]] = {}
         """(sent, applied) wall ms of each received hand-off, until it is committed."""
@@ -249,11 +243,6 @@ class Worker:
             )
         return len(recs)
 
-    SWITCH_POLL_S = (0.05, 0.2)
-    """Seconds between two looks at ``decisions``: while followed by a shadow that has no
-    cut yet, otherwise. A look reads the table only when its Delta version moved
-    (~2 ms, against ~10-40 ms for the read)."""
-
     FOLLOWED_STEP, FOLLOWED_FLUSH = 16, 4
     """While followed (or, for a shadow, waiting for its source's cut) a step does at most
     ``1 / FOLLOWED_STEP`` of a flush interval's work and an old instance commits every
@@ -262,73 +251,18 @@ class Worker:
     @property
     def followed(self) -> bool:
         """Some instance's newest plan shadows this worker and no cut was made for it."""
-        if not self._followers or self.sets is None:
-            return False
-        done = {(w, e) for c in self.sets.cuts for w, e in c.get("plans", {}).items()}
-        return any((str(w), e) not in done for w, e in self._followers.items())
+        return self.sets is not None and self.watch.followed(self.sets)
 
     def _follow_switch(self) -> None:
-        """The old instance's side of the cut: at a step boundary, a switch that moves
-        hash parts of this worker's keys to instances shadowing it stops them here at
-        the routed offset reached (``KeySets.cut_keys``); committed at once, with the
+        """The old instance's side of the cut (:class:`SwitchWatch`): at a step boundary,
+        a switch that moves hash parts of this worker's keys to instances shadowing it
+        stops them here at the routed offset reached; committed at once, with the
         state, and named in every later ``worker_progress`` row."""
         sets = self.sets
         assert sets is not None
-        now = self.clock.now()
-        due = self._cut_due is not None and self.offset >= self._cut_due
-        if not due and now - self._switch_polled < self.SWITCH_POLL_S[0 if self.followed else 1]:
-            return
-        self._switch_polled = now
-        seen = self.store.table_version("decisions")
-        if not due and seen is not None and seen == self._decisions_seen:
-            return  # no decision since the last look
-        self._decisions_seen = seen
-        table = read_decisions(self.store, self.s.run_id)  # one read for switches and cuts
-        self._followers, specs = switches(self.store, self.s.run_id, self.s.worker, table)
-        if self.followed:
-            self._split.add(sets.sets)  # the keys a cut would look at, hashed before it
-        done = {int(c["v"]) for c in sets.cuts}
-        todo = [spec for spec in specs if spec.version not in done]
-        self._cut_due = None
-        if not todo:
-            return
-        promised = cuts_of(self.store, self.s.run_id, self.s.worker, table)
-        for spec in todo:
-            p = promised.get(spec.version)
-            at = self.offset if p is None else int(p["at"])
-            if at > self.offset:  # a dead process promised it further on: read up to it
-                self._cut_due = at
-                return
-            if at < self.offset:  # a commit after a promise always carries the cut
-                raise RuntimeError(
-                    f"worker {self.s.worker}: cut v{spec.version} promised at {at}, "
-                    f"the state is at {self.offset} without it"
-                )
-            self._cut(spec, promised=p is not None)
-
-    def _cut(self, spec: CutSpec, promised: bool) -> None:
-        """Stop ``spec``'s keys here at the current offset: the promise first (a
-        ``Cut`` decision row, unless a dead process of this worker wrote it), then the
-        state; the next flush (at once) commits it."""
-        sets = self.sets
-        assert sets is not None
-        keys = sets.cuttable(lambda ks: spec.takes_many(ks, self._split))
-        entry = spec.entry(self.offset, len(keys))
-        if not promised:
-            write_cut(self.store, self.s.run_id, self.s.worker, entry, ms(self.wall()))
-        sets.cut_keys(keys)
-        sets.cuts.append(entry)
-        self._dirty = self._cut_unsaved = True
-        log.info(
-            "worker %d: cut %d keys of parts %s/%d at routed offset %d (v%d%s)",
-            self.s.worker,
-            len(keys),
-            sorted(spec.moved),
-            spec.parts,
-            self.offset,
-            spec.version,
-            ", promised by a dead process" if promised else "",
-        )
+        for spec, promised in self.watch.look(sets, self.offset):
+            self.watch.cut(sets, spec, self.offset, promised)
+            self._dirty = self._cut_unsaved = True
 
     def end(self) -> int:
         """The end offset of the worker's partition of ``routed`` (0 if the broker has none)."""
@@ -375,8 +309,8 @@ class Worker:
             end = max(end or 0, ends.get(self.s.worker, 0))
         t1 = self.clock.now()
         upto = self.offset + cap if end is None else min(end, self.offset + cap)
-        if self._cut_due is not None:  # not past a cut a dead process promised
-            upto = min(upto, max(self._cut_due, self.offset))
+        if self.watch.due is not None:  # not past a cut a dead process promised
+            upto = min(upto, max(self.watch.due, self.offset))
         self._paid = self._paid_s = 0
         own = self._process(upto, end is None, chunk) if upto > self.offset else 0
         n += own
@@ -385,6 +319,8 @@ class Worker:
         self._pay()
         t3 = self.clock.now()
         owed = self._paid
+        if chunk is not None and self.followed:
+            interval = 0.0  # a plan named it during a full step: commit now (the shadow's bound)
         if shadow is not None and own == 0 and not shadow.live_any:
             # replaying suppressed before any cut: a commit saves only the replay's progress
             # (a crash replays it again), and would delay seeing the cut
@@ -431,8 +367,10 @@ class Worker:
 
         ``chunk``: process the records (with message sets) ``chunk`` at a time, paying
         each chunk's cost and looking for a switch after it, so a switch that comes
-        during a full step is cut within a chunk, not a step, after it. A cut (or a dead
-        process's promise ahead) ends the step there; the rest is read again."""
+        during a full step is cut within a chunk, not a step, after it. A cut, a dead
+        process's promise ahead, or a plan that names this worker (it is followed from
+        then on, and commits at once: its commit bounds the shadow) ends the step there;
+        the rest is read again."""
         topic, me = self.s.topic, self.s.worker
         if to_end:
             recs = fetch_available(self.client, topic, me, self.offset, upto)
@@ -448,7 +386,7 @@ class Worker:
                 n += self._process_sets(part)
                 self._pay()
                 self._follow_switch()
-                if len(self.sets.cuts) > cuts or self._cut_due is not None:
+                if len(self.sets.cuts) > cuts or self.watch.due is not None or self.followed:
                     break
             return n
         if not recs:

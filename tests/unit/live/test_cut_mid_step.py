@@ -46,7 +46,7 @@ def full_stepper(w: Worker, busy: Any) -> Worker:
     """``w``'s instance again, paying its cost through ``busy`` (records of 1 ms each)."""
     s = dataclasses.replace(w.s, cost="spin", service_us=SERVICE_US, flush_interval_s=FLUSH_S)
     out = Worker(dataclasses.replace(s, max_fetch=10 * FULL), busy=busy)
-    out.SWITCH_POLL_S = (0.0, 0.0)
+    out.watch.poll_s = (0.0, 0.0)
     return out
 
 
@@ -88,6 +88,41 @@ def test_a_switch_during_a_full_step_is_cut_a_chunk_after_it(env: Any) -> None:
     assert src["live"] and src["cut"] == tau + chunk  # replayed up to the cut, then live
     ho = store.read("handoffs", run_id=RUN, columns=["key"]).to_pylist()
     assert {r["key"] for r in ho} == set(MOVED)
+
+
+def test_a_plan_during_a_full_step_ends_it_a_chunk_after_and_commits_there(env: Any) -> None:
+    """Checkpointing, the plan written while the old instance works off a full step:
+    the step ends after the chunk in progress and commits there at once (the commit
+    bounds the replacement's replay), the next steps are a followed instance's short
+    ones, and the switch after them is cut and exact."""
+    topic, store, tmp, inp, primary = primed(env, 3)
+    tau = primary.offset
+    chunk = FULL // Worker.FOLLOWED_STEP
+    paid: list[float] = []
+
+    def busy(seconds: float) -> None:  # the state manager plans during the first chunk
+        paid.append(seconds)
+        if len(paid) == 1:
+            write_checkpoint(store, RUN, 0, [0], 0, Client(topic).end_offsets(TOPIC))
+            plan(store, checkpoint=True)
+
+    primary = full_stepper(primary, busy)
+    inp.send(FULL // len(KEYS) + 2)  # more than a full step behind
+    primary.step()
+    assert primary.followed and not (primary.sets and primary.sets.cuts)
+    assert primary.offset == tau + chunk  # the step ended after the chunk
+    assert primary.version == tau + chunk  # and committed there
+    assert primary.step() == chunk  # followed: a short step
+    new = make(tmp, 1)
+    switch(store)
+    primary.step()
+    (cut,) = primary.sets.cuts if primary.sets else []
+    assert cut["at"] == tau + 2 * chunk and cut["keys"] == len(MOVED)
+    inp.switch(1)
+    inp.send(1, moved_to=1)
+    finish(inp, primary, new)
+    assert primary.handoffs_sent == 0
+    assert_exact(store, inp)
 
 
 def test_without_a_switch_a_full_step_pays_chunk_by_chunk_and_runs_to_its_end(

@@ -24,6 +24,7 @@ import pytest
 
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka.base import KafkaSettings, Record
+from skewlab.live import switch_watch
 from skewlab.live import worker as worker_mod
 from skewlab.live.summary import final_key_state
 from skewlab.live.worker import Worker, WorkerSettings
@@ -92,7 +93,7 @@ def make(tmp: Path, i: int, **settings: Any) -> Worker:
         **kw,
     )
     w = Worker(s, busy=lambda s: None)
-    w.SWITCH_POLL_S = (0.0, 0.0)  # look at decisions every step
+    w.watch.poll_s = (0.0, 0.0)  # look at decisions every step
     if w.shadow is not None:
         w.shadow.poll_s = w.shadow.cut_poll_s = 0.0  # and at the source's commit and cuts
     return w
@@ -644,7 +645,7 @@ def test_an_old_instance_reads_decisions_only_when_they_changed(
     inp = Input(topic)
     topic.parts[1] = []
     primary = make(tmp, 0)
-    reads = count_calls(monkeypatch, worker_mod, "switches")
+    reads = count_calls(monkeypatch, switch_watch, "switches")
     inp.send(1)
     plan(store)
     primary.step()

@@ -136,6 +136,116 @@ def stages(r: Any) -> list[str]:
     return out
 
 
+def settings_of(args: argparse.Namespace, policy: str, **common: Any) -> ExperimentSettings:
+    """The experiment of ``policy`` with the command line's workload and thresholds."""
+    params: dict[str, Any] = {
+        "alarming": args.alarming,
+        "scale_out": args.scale_out,
+        "cooldown_s": 600.0,
+        "settle_s": args.settle,
+    }
+    if policy == "checkpoint":
+        if args.checkpoint_interval is not None:
+            params["interval_s"] = args.checkpoint_interval
+        if args.switch_at_start:
+            params["switch_at_start"] = True
+        if args.no_checkpoint_at_scale_out:
+            params["checkpoint_at_scale_out"] = False
+    return ExperimentSettings(
+        strategy="key",
+        workers=args.workers,
+        partitions=2,
+        rate=args.rate,
+        duration_s=args.duration,
+        load_ramp=args.ramp,
+        service_us=args.service_us,
+        window_s=1.0,
+        flush_interval_s=1.0,
+        mlflow=False,
+        quality=False,
+        scale_out=policy,
+        scale_out_params=params,
+        **common,
+    )
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """Issue 15's targets of one round: (name, our value, the limit it must stay below)."""
+    base = results["restart"]
+    ab, cp = results["active-backup"], results["checkpoint"]
+    return [
+        ("active backup pause < 1 s", ab.pause_s, 1.0),
+        ("checkpointing pause < 3 s", cp.pause_s, 3.0),
+        ("active backup pause <= restart / 3", ab.pause_s, base.pause_s / 3),
+        ("checkpointing pause <= restart / 3", cp.pause_s, base.pause_s / 3),
+        ("checkpointing inst-s < active backup", cp.instance_seconds, ab.instance_seconds),
+    ]
+
+
+def met(value: float, limit: float) -> bool:
+    """The target's rule: our value below its limit (a missing value never meets it)."""
+    return value < limit if math.isfinite(value) else False
+
+
+def say_targets(results: dict[str, Any]) -> None:
+    """Each target of one round with its gap, the seed's orderings."""
+    say("targets (issue 15), in this round:")
+    for name, value, limit in targets(results):
+        say(
+            f"  {name}: {value:.2f} vs {limit:.2f} -> {'met' if met(value, limit) else 'NOT met'}"
+            f" (gap {value - limit:+.2f})"
+        )
+    cp_in, ab_in = input_inst_s(results["checkpoint"])[0], input_inst_s(results["active-backup"])[0]
+    verdict = "yes" if cp_in < ab_in else "no"
+    say(
+        f"  (not a target) checkpointing inst-s < active backup while input arrived: "
+        f"{cp_in:.1f} vs {ab_in:.1f} -> {verdict}"
+    )
+    lowest = min(results, key=lambda k: results[k].pause_s)
+    say(f"  lowest pause: {lowest} (seed: active backup)")
+
+
+def say_summary(rounds: list[dict[str, Any]]) -> None:
+    """Over the rounds: each policy's median and range, each target met in how many
+    rounds and on the medians (every round's policies ran back to back)."""
+    say(f"over {len(rounds)} rounds (median, min-max):")
+    say(row("policy", "pause s", "pause x restart", "gap s", "inst-s", widths=(14, 20, 20, 20, 20)))
+
+    def spread(xs: list[float]) -> str:
+        return f"{np.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
+    for policy in POLICIES:
+        rs = [r[policy] for r in rounds]
+        gaps = [
+            max((float(e.get("gap_s", math.nan)) for e in x.scale_log), default=math.nan)
+            for x in rs
+        ]
+        ratio = [r[policy].pause_s / r["restart"].pause_s for r in rounds]
+        say(
+            row(
+                policy,
+                spread([x.pause_s for x in rs]),
+                spread(ratio),
+                spread(gaps),
+                spread([x.instance_seconds for x in rs]),
+                widths=(14, 20, 20, 20, 20),
+            )
+        )
+    say("targets: rounds met, and on the medians:")
+    per_round = [targets(r) for r in rounds]
+    for i, (name, _, _) in enumerate(per_round[0]):
+        values = [t[i][1] for t in per_round]
+        limits = [t[i][2] for t in per_round]
+        n = sum(met(v, lim) for v, lim in zip(values, limits))
+        v, lim = float(np.median(values)), float(np.median(limits))
+        say(
+            f"  {name}: {n}/{len(rounds)} rounds; median {v:.2f} vs {lim:.2f} -> "
+            f"{'met' if met(v, lim) else 'NOT met'} (gap {v - lim:+.2f})"
+        )
+    lowest = [min(r, key=lambda k: r[k].pause_s) for r in rounds]
+    say(f"  active backup lowest pause: {lowest.count('active-backup')}/{len(rounds)} rounds")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=10_000, help="distinct keys of the workload")
@@ -166,14 +276,22 @@ def main() -> None:
         help="checkpoint policy: restore from the newest interval checkpoint, none at the decision",
     )
     ap.add_argument("--policies", default=",".join(POLICIES), help="comma list (restart first)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of the policies, back to back; with more than one, medians and ranges",
+    )
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error(f"--repeat must be at least 1, got {args.repeat}")
     home = tempfile.mkdtemp(prefix="skewlab-bench-scaleout-")
     workload = f"zipf:s={args.skew:g},v=2.72,keys={args.keys}"
     if args.prefill:
         n = ramp_events(args.rate, args.duration, *parse_ramp(args.ramp))
         workload = prefill_trace(os.path.join(home, "prefill.csv"), args.keys, args.skew, n)
     bootstrap = get_service("broker", home).start().url
-    results = {}
+    rounds: list[dict[str, Any]] = []
     try:
         say(
             f"KEY over {args.workers} workers, zipf:s={args.skew:g} over {args.keys:,} keys"
@@ -182,82 +300,28 @@ def main() -> None:
         )
         if args.checkpoint_interval is not None:
             say(f"checkpoint policy: a checkpoint every {args.checkpoint_interval:g} s")
-        for policy in args.policies.split(","):
-            s = ExperimentSettings(
-                strategy="key",
-                workers=args.workers,
-                partitions=2,
-                workload=workload,
-                rate=args.rate,
-                duration_s=args.duration,
-                load_ramp=args.ramp,
-                service_us=args.service_us,
-                window_s=1.0,
-                flush_interval_s=1.0,
-                home=home,
-                bootstrap=bootstrap,
-                mlflow=False,
-                quality=False,
-                scale_out=policy,
-                scale_out_params={
-                    "alarming": args.alarming,
-                    "scale_out": args.scale_out,
-                    "cooldown_s": 600.0,
-                    "settle_s": args.settle,
-                }
-                | (
-                    {"interval_s": args.checkpoint_interval}
-                    if policy == "checkpoint" and args.checkpoint_interval is not None
-                    else {}
-                )
-                | (
-                    {"switch_at_start": True}
-                    if policy == "checkpoint" and args.switch_at_start
-                    else {}
-                )
-                | (
-                    {"checkpoint_at_scale_out": False}
-                    if policy == "checkpoint" and args.no_checkpoint_at_scale_out
-                    else {}
-                ),
-            )
-            say(f"running {policy} ...")
-            results[policy] = run_experiment(s)
-            if len(results) == 1:
-                say(row(*HEADER, widths=WIDTHS))
-            # each row as soon as its run ended (a bench cut short keeps what it measured)
-            say(policy_row(policy, results[policy], results[next(iter(results))]))
-            for stage in stages(results[policy]):
-                say(f"  {stage}")
-            during, after = input_inst_s(results[policy])
-            say(f"  instance-seconds: {during:.1f} while input arrived, {after:.1f} after it")
-        if not set(POLICIES) <= set(results):
-            return  # the targets compare all three policies
-
-        base = results["restart"]
-        ab, cp = results["active-backup"], results["checkpoint"]
-        say("targets (issue 15), in this run:")
-        checks = [
-            ("active backup pause < 1 s", ab.pause_s, 1.0),
-            ("checkpointing pause < 3 s", cp.pause_s, 3.0),
-            ("active backup pause <= restart / 3", ab.pause_s, base.pause_s / 3),
-            ("checkpointing pause <= restart / 3", cp.pause_s, base.pause_s / 3),
-            ("checkpointing inst-s < active backup", cp.instance_seconds, ab.instance_seconds),
-        ]
-        for name, value, limit in checks:
-            met = value < limit if math.isfinite(value) else False
-            say(
-                f"  {name}: {value:.2f} vs {limit:.2f} -> {'met' if met else 'NOT met'}"
-                f" (gap {value - limit:+.2f})"
-            )
-        cp_in, ab_in = input_inst_s(cp)[0], input_inst_s(ab)[0]
-        verdict = "yes" if cp_in < ab_in else "no"
-        say(
-            f"  (not a target) checkpointing inst-s < active backup while input arrived: "
-            f"{cp_in:.1f} vs {ab_in:.1f} -> {verdict}"
-        )
-        lowest = min(results, key=lambda k: results[k].pause_s)
-        say(f"  lowest pause: {lowest} (seed: active backup)")
+        for k in range(args.repeat):
+            if args.repeat > 1:
+                say(f"round {k + 1} of {args.repeat}")
+            results: dict[str, Any] = {}
+            for policy in args.policies.split(","):
+                s = settings_of(args, policy, workload=workload, home=home, bootstrap=bootstrap)
+                say(f"running {policy} ...")
+                results[policy] = run_experiment(s)
+                if len(results) == 1:
+                    say(row(*HEADER, widths=WIDTHS))
+                # each row as soon as its run ended (a bench cut short keeps what it measured)
+                say(policy_row(policy, results[policy], results[next(iter(results))]))
+                for stage in stages(results[policy]):
+                    say(f"  {stage}")
+                during, after = input_inst_s(results[policy])
+                say(f"  instance-seconds: {during:.1f} while input arrived, {after:.1f} after it")
+            if not set(POLICIES) <= set(results):
+                continue  # the targets compare all three policies
+            say_targets(results)
+            rounds.append(results)
+        if len(rounds) > 1:
+            say_summary(rounds)
     finally:
         get_service("broker", home).stop()
 

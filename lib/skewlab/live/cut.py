@@ -53,16 +53,20 @@ class CutSpec:
         kept = SplitHashes() if hashes is None else hashes
         return [h % n in moved for h in kept.raw(keys)]
 
-    def entry(self, at: int, keys: int) -> dict[str, Any]:
-        """The committed cut: this switch, the routed offset ``at``, the keys stopped."""
-        return {
+    def entry(self, at: int, keys: int | None = None) -> dict[str, Any]:
+        """The cut: this switch, the routed offset ``at``, and once known the number of
+        ``keys`` stopped (the committed cut has it; the promise, written before the keys
+        are looked at, does not: they follow from the state at ``at``)."""
+        out: dict[str, Any] = {
             "v": self.version,
             "at": at,
             "parts": self.parts,
             "moved": {str(p): w for p, w in self.moved.items()},
             "plans": {str(w): e for w, e in self.plans.items()},
-            "keys": keys,
         }
+        if keys is not None:
+            out["keys"] = keys
+        return out
 
 
 def read_decisions(store: Store, run_id: str) -> Any:
@@ -129,7 +133,8 @@ def write_cut(store: Store, run_id: str, worker: int, entry: dict[str, Any], ts_
         "cost": 0.0,
         "imbalance_before": None,
         "imbalance_after": None,
-        "reason": f"instance {worker} stops {entry['keys']} keys at {entry['at']}",
+        "reason": f"instance {worker} stops parts {sorted(entry['moved'])} of "
+        f"{entry['parts']} at {entry['at']}",
     }
     store.append(
         "decisions",

@@ -390,9 +390,8 @@ class Shadow:
                 if st.get("cut") is None and int(c.get("plans", {}).get(me, -1)) == epoch:
                     st["cut"] = int(c["at"])
                     log.info(
-                        "shadow: source %d cut %d keys at routed offset %d (v%d); shadow at %d",
+                        "shadow: source %d cuts at routed offset %d (v%d); shadow at %d",
                         src,
-                        int(c.get("keys", 0)),
                         st["cut"],
                         int(c["v"]),
                         int(st["offset"]),

@@ -50,6 +50,8 @@ class SwitchWatch:
         """The split hash of each key held once followed (taken off the cut's path)."""
         self.due: int | None = None
         """The offset of a cut promised by a dead process of this worker: read up to it."""
+        self.read_s = 0.0
+        """Seconds of the last look that read ``decisions`` (logged with a cut)."""
 
     def followed(self, sets: KeySets) -> bool:
         """Some instance's newest plan shadows this worker and no cut was made for it."""
@@ -75,6 +77,7 @@ class SwitchWatch:
         self._seen = seen
         table = read_decisions(self.store, self.run_id)  # one read for switches and cuts
         self.followers, specs = switches(self.store, self.run_id, self.worker, table)
+        self.read_s = self.clock.now() - now
         if self.followed(sets):
             self.split.add(sets.sets)  # the keys a cut would look at, hashed before it
         done = {int(c["v"]) for c in sets.cuts}
@@ -100,16 +103,21 @@ class SwitchWatch:
 
     def cut(self, sets: KeySets, spec: CutSpec, offset: int, promised: bool) -> None:
         """Stop ``spec``'s keys at ``offset``: the promise first (a ``Cut`` decision row,
-        unless a dead process of this worker wrote it), then the state. The caller
-        commits it at once."""
-        keys = sets.cuttable(lambda ks: spec.takes_many(ks, self.split))
-        entry = spec.entry(offset, len(keys))
+        unless a dead process of this worker wrote it), then the state. The promise names
+        the offset, which is all the new instance waits for: which keys stop follows from
+        the state there, by the rule both sides apply (``KeySets.cuttable``,
+        ``shadow_go_live``), so they are looked at after it, off the new instance's path.
+        The caller commits the cut at once."""
+        t0 = self.clock.now()
         if not promised:
-            write_cut(self.store, self.run_id, self.worker, entry, self.wall_ms())
+            write_cut(self.store, self.run_id, self.worker, spec.entry(offset), self.wall_ms())
+        t1 = self.clock.now()
+        keys = sets.cuttable(lambda ks: spec.takes_many(ks, self.split))
         sets.cut_keys(keys)
-        sets.cuts.append(entry)
+        sets.cuts.append(spec.entry(offset, len(keys)))
         log.info(
-            "worker %d: cut %d keys of parts %s/%d at routed offset %d (v%d%s)",
+            "worker %d: cut %d keys of parts %s/%d at routed offset %d (v%d%s); "
+            "decisions read %.2f s, promise %.2f s, keys %.2f s",
             self.worker,
             len(keys),
             sorted(spec.moved),
@@ -117,4 +125,7 @@ class SwitchWatch:
             offset,
             spec.version,
             ", promised by a dead process" if promised else "",
+            self.read_s,
+            t1 - t0,
+            self.clock.now() - t1,
         )

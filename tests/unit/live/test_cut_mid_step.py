@@ -188,3 +188,33 @@ def test_an_old_instance_hashes_its_keys_once_followed_and_at_the_cut_only_new_o
     moved = set(MOVED) | ({new} if owner(new, 2, split_hash) == 1 else set())
     assert set(primary.sets.cut if primary.sets else {}) == moved
     assert cut["keys"] == len(moved)
+
+
+def test_the_promise_is_written_before_the_keys_are_looked_at(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new instance waits only for the cut's offset: the ``Cut`` row is in
+    ``decisions`` before the old instance looks at which keys it stops (100k at the
+    README's scale); the committed cut then counts them."""
+    from skewlab.live.cut import cuts_of
+    from skewlab.pipeline.handoff import KeySets
+
+    _topic, store, _tmp, inp, primary = primed(env, 2)
+    plan(store)
+    primary.step()
+    promised_first: list[bool] = []
+    real = KeySets.cuttable
+
+    def looked(self: KeySets, moved: Any) -> list[str]:
+        promised_first.append(bool(cuts_of(store, RUN, 0)))
+        return real(self, moved)
+
+    monkeypatch.setattr(KeySets, "cuttable", looked)
+    switch(store)
+    inp.switch(1)
+    primary.step()
+    assert promised_first == [True]
+    (promise,) = cuts_of(store, RUN, 0).values()
+    (cut,) = primary.sets.cuts if primary.sets else []
+    assert promise["at"] == cut["at"] and "keys" not in promise
+    assert cut["keys"] == len(MOVED)

@@ -50,26 +50,35 @@ def full_stepper(w: Worker, busy: Any) -> Worker:
     return out
 
 
+def decided_in_first_chunk(env: Any, switch_too: bool) -> tuple[Any, Any, Any, Worker, list[float]]:
+    """A primary with 3 rounds committed, taking full steps and more than a full step
+    behind; while it pays for the first chunk of its next step the state manager takes
+    a checkpoint at its commit and plans a replacement (and with ``switch_too``
+    switches). Returns (store, tmp, input, primary, the costs it paid)."""
+    topic, store, tmp, inp, primary = primed(env, 3)
+    paid: list[float] = []
+
+    def busy(seconds: float) -> None:
+        paid.append(seconds)
+        if len(paid) == 1:
+            write_checkpoint(store, RUN, 0, [0], 0, Client(topic).end_offsets(TOPIC))
+            plan(store, checkpoint=True)
+            if switch_too:
+                switch(store)
+
+    primary = full_stepper(primary, busy)
+    inp.send(FULL // len(KEYS) + 2)
+    return store, tmp, inp, primary, paid
+
+
 def test_a_switch_during_a_full_step_is_cut_a_chunk_after_it(env: Any) -> None:
     """Checkpointing with the switch at the start: the checkpoint at the primary's
     commit, then plan and switch written while it works off a full step. The cut is at
     the end of the chunk it was paying for; its step ends there (the rest is read
     again); the replacement restores the checkpoint, replays up to the cut and the run
     is exact."""
-    topic, store, tmp, inp, primary = primed(env, 3)
-    tau = primary.offset
-    chunk = FULL // Worker.FOLLOWED_STEP
-    paid: list[float] = []
-
-    def busy(seconds: float) -> None:  # the state manager decides during the first chunk
-        paid.append(seconds)
-        if len(paid) == 1:
-            write_checkpoint(store, RUN, 0, [0], 0, Client(topic).end_offsets(TOPIC))
-            plan(store, checkpoint=True)
-            switch(store)
-
-    primary = full_stepper(primary, busy)
-    inp.send(FULL // len(KEYS) + 2)  # more than a full step behind
+    store, tmp, inp, primary, paid = decided_in_first_chunk(env, switch_too=True)
+    tau, chunk = primary.offset, FULL // Worker.FOLLOWED_STEP
     primary.step()
     assert paid[0] == chunk * SERVICE_US * 1e-6  # the first chunk's cost, alone
     (cut,) = primary.sets.cuts if primary.sets else []
@@ -95,19 +104,8 @@ def test_a_plan_during_a_full_step_ends_it_a_chunk_after_and_commits_there(env: 
     the step ends after the chunk in progress and commits there at once (the commit
     bounds the replacement's replay), the next steps are a followed instance's short
     ones, and the switch after them is cut and exact."""
-    topic, store, tmp, inp, primary = primed(env, 3)
-    tau = primary.offset
-    chunk = FULL // Worker.FOLLOWED_STEP
-    paid: list[float] = []
-
-    def busy(seconds: float) -> None:  # the state manager plans during the first chunk
-        paid.append(seconds)
-        if len(paid) == 1:
-            write_checkpoint(store, RUN, 0, [0], 0, Client(topic).end_offsets(TOPIC))
-            plan(store, checkpoint=True)
-
-    primary = full_stepper(primary, busy)
-    inp.send(FULL // len(KEYS) + 2)  # more than a full step behind
+    store, tmp, inp, primary, _paid = decided_in_first_chunk(env, switch_too=False)
+    tau, chunk = primary.offset, FULL // Worker.FOLLOWED_STEP
     primary.step()
     assert primary.followed and not (primary.sets and primary.sets.cuts)
     assert primary.offset == tau + chunk  # the step ended after the chunk

@@ -208,27 +208,35 @@ def say_targets(results: dict[str, Any]) -> None:
 def say_summary(rounds: list[dict[str, Any]]) -> None:
     """Over the rounds: each policy's median and range, each target met in how many
     rounds and on the medians (every round's policies ran back to back)."""
-    say(f"over {len(rounds)} rounds (median, min-max):")
-    say(row("policy", "pause s", "pause x restart", "gap s", "inst-s", widths=(14, 20, 20, 20, 20)))
+    say(f"over {len(rounds)} rounds (median, min-max; x restart: of each round's restart):")
+    cols = ("pause s", "pause x rst", "gap s", "extra p99 s", "p99 x rst", "inst-s", "inst-s x rst")
+    widths = (14,) + (20,) * len(cols)
+    say(row("policy", *cols, widths=widths))
 
-    def spread(xs: list[float]) -> str:
-        return f"{np.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+    def spread(xs: list[float], digits: int = 2) -> str:
+        return f"{np.median(xs):.{digits}f} ({min(xs):.{digits}f}-{max(xs):.{digits}f})"
 
     for policy in POLICIES:
         rs = [r[policy] for r in rounds]
+        base = [r["restart"] for r in rounds]
         gaps = [
             max((float(e.get("gap_s", math.nan)) for e in x.scale_log), default=math.nan)
             for x in rs
         ]
-        ratio = [r[policy].pause_s / r["restart"].pause_s for r in rounds]
+        figures = (
+            [x.pause_s for x in rs],
+            [x.pause_s / b.pause_s for x, b in zip(rs, base)],
+            gaps,
+            [x.extra_p99_ms / 1000 for x in rs],
+            [x.extra_p99_ms / b.extra_p99_ms for x, b in zip(rs, base)],
+            [x.instance_seconds for x in rs],
+            [x.instance_seconds / b.instance_seconds for x, b in zip(rs, base)],
+        )
         say(
             row(
                 policy,
-                spread([x.pause_s for x in rs]),
-                spread(ratio),
-                spread(gaps),
-                spread([x.instance_seconds for x in rs]),
-                widths=(14, 20, 20, 20, 20),
+                *(spread(f, 1 if i in (3, 5) else 2) for i, f in enumerate(figures)),
+                widths=widths,
             )
         )
     say("targets: rounds met, and on the medians:")

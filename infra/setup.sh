@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent setup: a virtual environment in .venv with every pinned package and
-# skewlab installed editable. A second run with unchanged pins does nothing.
+# skewlab installed editable, and the JVM jars from Maven Central: the Kafka broker
+# (infra/maven/broker/pom.xml -> .jars/broker) and the Spark session's Kafka connector
+# and delta-spark (infra/maven/spark/pom.xml -> .jars/spark). A second run with
+# unchanged pins does nothing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -16,15 +19,30 @@ pick_python() {
   return 1
 }
 
-want="$(cat "$root/requirements.txt" "$root/constraints.txt" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ]; then
+jars="$root/.jars"
+want="$(cat "$root/requirements.txt" "$root/constraints.txt" "$root/pyproject.toml" \
+  "$root"/infra/maven/*/pom.xml | sha256sum | cut -d' ' -f1)"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ] \
+  && [ -d "$jars/broker" ] && [ -d "$jars/spark" ]; then
   exit 0
 fi
 
-if ! command -v java >/dev/null 2>&1; then
-  echo "setup: Java 17 is required for Spark (java on PATH)" >&2
-  exit 1
-fi
+for tool in java mvn; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "setup: $tool is required (Java 17 runs Kafka and Spark; Maven fetches their jars)" >&2
+    exit 1
+  fi
+done
+
+for pom in "$root"/infra/maven/*/pom.xml; do
+  name="$(basename "$(dirname "$pom")")"
+  echo "setup: fetching the $name jars from Maven Central into .jars/$name" >&2
+  rm -rf "$jars/$name.tmp"
+  mvn -q -B -f "$pom" dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$jars/$name.tmp"
+  rm -rf "${jars:?}/$name"
+  mv "$jars/$name.tmp" "$jars/$name"
+done
 
 py="$(pick_python)"
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"

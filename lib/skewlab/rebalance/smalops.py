@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from skewlab import hashing
 from skewlab.errors import ConfigError
 from skewlab.keys import KeyBatch
 from skewlab.rebalance.base import (
@@ -27,7 +28,6 @@ from skewlab.rebalance.base import (
     check_state,
     check_workers,
     finish,
-    hash_worker,
     imbalance,
 )
 from skewlab.rebalance.dlb import check_bytes
@@ -44,6 +44,16 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+READINGS: dict[str, str] = {
+    "share": "a key is heavy when its own count reaches t of the window's messages",
+    "cumulative": "the heaviest keys that together carry t of the window's messages are heavy",
+}
+"""Readings of SMALOPS' share threshold ("flows that account for 10% or more of the messages").
+
+Fig. 9's text fits ``cumulative`` ("keeping this threshold as low as possible allows us to keep
+the number of keys being tracked lower": fewer keys carry a smaller share); ``share`` is the
+per-key reading. A count threshold (an int) is per key in both."""
 
 DETECT_AFTER = 1000
 """Events a counting window must hold before a key crossing the threshold is placed mid-window."""
@@ -147,9 +157,22 @@ class SmalopsConfig:
         sketch = LossyCountingConfig(epsilon=self.epsilon, threshold=self.threshold)
         object.__setattr__(self, "sketch", sketch)
 
-    def build(self, state: SmalopsSnapshot | None = None) -> SmalopsRebalancer:
-        """The working SMALOPS, empty or continuing from ``state`` (StateError if not its own)."""
-        return SmalopsRebalancer(self, state)
+    def build(
+        self,
+        state: SmalopsSnapshot | None = None,
+        *,
+        partitioner: str = "murmur3",
+        reading: str = "share",
+    ) -> SmalopsRebalancer:
+        """The working SMALOPS, empty or continuing from ``state`` (StateError if not its own).
+
+        ``partitioner`` names the broker's partitioner that places every key SMALOPS does not
+        map (:data:`skewlab.hashing.PARTITIONERS`: ``murmur3``, KEY grouping's, the default;
+        ``kafka``, Kafka's default partitioner, murmur2): dropped keys return to it and moves
+        start from it. It must be the one the routing falls back to. ``reading`` says which
+        keys a share ``threshold`` ``t`` makes heavy (:data:`READINGS`).
+        """
+        return SmalopsRebalancer(self, state, partitioner=partitioner, reading=reading)
 
 
 class SmalopsRebalancer:
@@ -157,8 +180,21 @@ class SmalopsRebalancer:
 
     policy: ClassVar[str] = "smalops"
 
-    def __init__(self, config: SmalopsConfig, state: SmalopsSnapshot | None = None) -> None:
+    def __init__(
+        self,
+        config: SmalopsConfig,
+        state: SmalopsSnapshot | None = None,
+        *,
+        partitioner: str = "murmur3",
+        reading: str = "share",
+    ) -> None:
+        if reading not in READINGS:
+            raise ConfigError(
+                f"smalops: reading must be one of {', '.join(READINGS)}, got {reading!r}"
+            )
         self.config = config
+        self._home = hashing.partitioner(partitioner)
+        self._reading = reading
         self._rng = np.random.default_rng(config.seed)
         self._fed = False
         if state is None:
@@ -198,6 +234,23 @@ class SmalopsRebalancer:
             self._decisions,
         )
 
+    def _heavy(self) -> dict[str, int]:
+        """The current window's heavy keys and their estimates, hottest first (:data:`READINGS`).
+
+        ``cumulative``: the shortest run of the hottest keys whose estimates sum to at least
+        ``threshold * n`` (per key, as ``share``, for a count threshold).
+        """
+        sk, t = self._sketch, self.config.threshold
+        if self._reading == "share" or isinstance(t, int):
+            return sk.heavy_hitters()
+        need, total, out = t * sk.n, 0, {}
+        for k, c in sk.heavy_hitters(1).items():
+            if total >= need:
+                break
+            out[k] = c
+            total += c
+        return out
+
     def _two_choices(self, sizes: list[float]) -> int:
         """Step 3: the less loaded of two distinct random partitions."""
         if self.workers == 1:
@@ -219,7 +272,7 @@ class SmalopsRebalancer:
         self._fed = True
         if sk.n < DETECT_AFTER:
             return None
-        hits = sk.heavy_hitters()
+        hits = self._heavy()
         fresh = sorted((k for k in hits if k not in self._map), key=lambda k: (-hits[k], k))
         if not fresh:
             return None
@@ -232,7 +285,7 @@ class SmalopsRebalancer:
             p = self._two_choices(sizes)
             self._map[k] = p
             sizes[p] += hits[k]
-            src = hash_worker(k, W)
+            src = self._home(k, W)
             if p != src:
                 tuples = int(hits[k])
                 moves.append(
@@ -277,9 +330,10 @@ class SmalopsRebalancer:
             self._sketch.update_batch(loads.keys, loads.loads)
         self._fed = False
         tracked = len(self._sketch)
-        report = self._sketch.new_window()
-        index = {k: i for i, k in enumerate(loads.keys)} if report.heavy or self._map else {}
-        heavy = {k: c / T for k, c in report.heavy.items() if k in index}
+        hits = self._heavy()
+        self._sketch.new_window()
+        index = {k: i for i, k in enumerate(loads.keys)} if hits or self._map else {}
+        heavy = {k: c / T for k, c in hits.items() if k in index}
         before = loads.placement
         final = np.array(before, copy=True)
         kinds: dict[int, str] = {}
@@ -292,7 +346,7 @@ class SmalopsRebalancer:
                 current[k] = w
             elif k in index:
                 i = index[k]
-                final[i] = hash_worker(k, W)
+                final[i] = self._home(k, W)
                 kinds[i] = "drop"
         sizes = partition_sizes({k: heavy[k] for k in current}, current, W)
         # 3. new heavy keys by two random choices, heaviest first

@@ -46,7 +46,13 @@ from skewlab.autoscale.metrics import (
     rscore,
 )
 from skewlab.autoscale.modified import ModifiedAnyFit
-from skewlab.autoscale.streams import DELTAS, START_CONDITIONS, MeasurementStream
+from skewlab.autoscale.streams import (
+    DELTAS,
+    START_CONDITIONS,
+    MeasurementStream,
+    load_measurements,
+    measurements_array,
+)
 
 __all__ = [
     "ALGORITHMS",
@@ -82,7 +88,9 @@ __all__ = [
     "StreamRun",
     "average_rscore",
     "cbs",
+    "load_measurements",
     "make_algorithm",
+    "measurements_array",
     "moved_partitions",
     "pareto_front",
     "reassign",

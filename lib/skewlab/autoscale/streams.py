@@ -6,13 +6,22 @@ generator (``clip=False`` is Eq. 15 verbatim; why: docs/autoscale.md).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from skewlab.errors import ConfigError
 
-__all__ = ["DELTAS", "START_CONDITIONS", "MeasurementStream"]
+__all__ = [
+    "DELTAS",
+    "START_CONDITIONS",
+    "MeasurementStream",
+    "load_measurements",
+    "measurements_array",
+]
 
 DELTAS: tuple[int, ...] = (0, 5, 10, 15, 20, 25)
 """The seed's six variabilities (% of C per step)."""
@@ -73,3 +82,37 @@ class MeasurementStream:
         for k in range(1, n):
             out[k] = np.clip(out[k - 1] + steps[k - 1], 0.0, hi)
         return out
+
+
+def measurements_array(
+    measurements: Sequence[Mapping[str, Mapping[str, float]]],
+) -> tuple[np.ndarray, tuple[tuple[str, int], ...]]:
+    """``(N, P)`` speeds and the ``(topic, partition)`` of each column, in partition order.
+
+    ``measurements[k]`` maps topic -> partition (a decimal string) -> speed, as the
+    authors' monitor sequences do. Columns go topic by topic (topics sorted by name),
+    partitions in numeric order within a topic: the order Kafka's assignors sort them in.
+    Every measurement must name the same partitions.
+    """
+    if not measurements:
+        raise ConfigError("a measurement stream needs at least one measurement")
+    columns = tuple(
+        (topic, int(p))
+        for topic in sorted(measurements[0])
+        for p in sorted(measurements[0][topic], key=int)
+    )
+    rows = []
+    for k, m in enumerate(measurements):
+        named = {(t, int(p)) for t, parts in m.items() for p in parts}
+        if named != set(columns):
+            raise ConfigError(f"measurement {k} names other partitions than measurement 0")
+        rows.append([float(m[t][str(p)]) for t, p in columns])
+    speeds = np.asarray(rows, dtype=np.float64)
+    if (speeds < 0).any():
+        raise ConfigError("speeds must be >= 0")
+    return speeds, columns
+
+
+def load_measurements(path: str | Path) -> tuple[np.ndarray, tuple[tuple[str, int], ...]]:
+    """:func:`measurements_array` of a JSON file (a list of ``{topic: {partition: speed}}``)."""
+    return measurements_array(json.loads(Path(path).read_text()))

@@ -19,6 +19,7 @@ __all__ = [
     "at_least",
     "at_most",
     "band",
+    "exactly",
     "near",
     "ordered",
     "true",
@@ -58,6 +59,12 @@ def at_most(limit: float, unit: str = "") -> Rule:
 def at_least(limit: float, unit: str = "") -> Rule:
     """Holds when ``value >= limit``."""
     return Rule(f">= {limit:g}{unit}", lambda v: float(v) >= limit)
+
+
+def exactly(expected: Any) -> Rule:
+    """Holds when the value equals ``expected`` (a count, or a tuple such as a set of names)."""
+    shown = ", ".join(map(str, expected)) if isinstance(expected, tuple) else str(expected)
+    return Rule(f"= {shown}", lambda v: (tuple(v) if isinstance(v, list) else v) == expected)
 
 
 def true(text: str) -> Rule:

@@ -13,10 +13,25 @@ import math
 import numpy as np
 import pytest
 
-from skewlab.autoscale import MeasurementStream, run_stream
-from skewlab.experiments import ExperimentArgs, ExperimentReport, get, registry
+from skewlab.autoscale import (
+    Assignment,
+    KafkaAssignor,
+    LatencyModel,
+    MeasurementStream,
+    load_measurements,
+    run_stream,
+)
+from skewlab.experiments import ExperimentArgs, get, registry
+from skewlab.experiments import autoscale_latency as al
 from skewlab.experiments.autoscale import offline_claims, offline_results, offline_size
-from skewlab.experiments.autoscale_latency import C_BAR, PARTITIONS, STREAMS, kafka_deal
+from skewlab.experiments.autoscale_latency import (
+    C_BAR,
+    DATA_FILE,
+    PARTITIONS,
+    C,
+    file_claims,
+    kafka_deal,
+)
 from skewlab.experiments.claims import Claim
 
 pytestmark = pytest.mark.unit
@@ -117,31 +132,74 @@ def test_claim_nf_cbs_band(offline_claims_small):
     assert all(c.value[d] > mwf[d] for d in mwf)
 
 
-# -- latency claims (Sec. VI-C, Fig. 7-8): the experiment itself (30 streams x 100) -----
+# -- latency claims (Sec. VI-C, Fig. 7-8) on the authors' own stream ----------------------
+
+
+def _file_plans(packer: str, deal: str) -> list[tuple[str, list[Assignment]]]:
+    stream, _ = load_measurements(DATA_FILE)
+    plans = [("mwf", list(run_stream(packer, stream, C, seed=0).assignments))]
+    for n in range(1, PARTITIONS + 1):
+        fixed = KafkaAssignor(deal, n).assign(stream[0], None, C)  # type: ignore[arg-type]
+        plans.append((f"kafka:{n}", [fixed] * len(stream)))
+    return plans
+
+
+def _claims_of(plans: list[tuple[str, list[Assignment]]]) -> dict[str, Claim]:
+    stream, _ = load_measurements(DATA_FILE)
+    rows = al._rows(stream, plans, LatencyModel(consumer_capacity=C_BAR))
+    return {c.claim: c for c in file_claims(rows)}
 
 
 @pytest.fixture(scope="module")
-def latency_report(tmp_path_factory: pytest.TempPathFactory) -> ExperimentReport:
-    out = tmp_path_factory.mktemp("latency")
-    return get("autoscale-latency")(ExperimentArgs(out=out, scale=1.0))
+def file_claims_all() -> dict[str, Claim]:
+    return _claims_of(_file_plans("mwf", "round-robin"))
 
 
-@pytest.fixture(scope="module")
-def latency_claims_small(latency_report: ExperimentReport) -> dict[str, Claim]:
-    return {c.claim: c for c in latency_report.claims}
+def test_the_authors_stream_loads_in_partition_order():
+    stream, columns = load_measurements(DATA_FILE)
+    assert stream.shape == (100, PARTITIONS)
+    assert columns[0] == ("delivery_events_v6_topic", 0)
+    assert columns[16] == ("delivery_events_v7_topic", 0)
+    assert [p for _, p in columns[:16]] == list(range(16))
+    assert stream.min() >= 0 and stream.max() <= 100
 
 
-def test_latency_report(latency_report):
-    report = latency_report
-    assert [r["algorithm"] for r in report.rows][:2] == ["mwf", "kafka:1"]
-    assert len(report.rows) == 33 and len(report.claims) == 5
+def test_latency_claims_on_the_authors_stream(file_claims_all):
+    """MWF's 15 consumers; Kafka-15 216 s and 48x MWF; the N = 24/30/31/32 figures."""
+    by = file_claims_all
+    assert abs(by["MWF's average consumers (authors' stream)"].value - 15.0) < 0.1
+    assert by["Kafka groups with fewer bytes of latency > 0 than MWF"].value == (24, 30, 31, 32)
+    sweep = by["Kafka-N p90 (bytes > 0) of those groups: N = 24, 30, 31, 32"].value
+    assert sweep[31] == sweep[32] == 0.0 and 2.6 < sweep[24] < 2.8 and 1.0 < sweep[30] < 1.2
+    assert 210 < by["Kafka with 15 consumers: p90 (bytes > 0)"].value < 222
+    assert by["smallest Kafka group with p90 <= MWF's (consumers)"].value == 24
+    assert all(c.holds for c in by.values())
+
+
+def test_a_range_deal_fails_the_kafka_claims():
+    """Kafka's range assignor pairs neighbouring partitions: not the paper's deal."""
+    by = _claims_of(_file_plans("mwf", "range"))
+    failed = {name for name, c in by.items() if not c.holds}
+    assert "Kafka groups with fewer bytes of latency > 0 than MWF" in failed
+    assert "Kafka with 15 consumers: p90 (bytes > 0)" in failed
+
+
+def test_another_packer_in_mwfs_place_fails_the_mwf_claims():
+    """BFD has MWF's p90 (the 5 s rebalance) but not its consumers or its bytes that wait."""
+    by = _claims_of(_file_plans("bfd", "round-robin"))
+    assert not by["MWF's average consumers (authors' stream)"].holds
+    assert not by["Kafka groups with fewer bytes of latency > 0 than MWF"].holds
+
+
+def test_latency_report_small(tmp_path):
+    report = get("autoscale-latency")(ExperimentArgs(out=tmp_path, scale=0.1))
+    names = [r["algorithm"] for r in report.rows]
+    assert names[:2] == ["mwf", "kafka:1"] and names[33] == "synthetic mwf"
+    assert len(report.rows) == 66 and len(report.claims) == 6
     by = {r["algorithm"]: r for r in report.rows}
     assert by["kafka:32"]["p99_s"] == 0.0  # one partition per consumer, all below C_bar
-    assert by["kafka:1"]["p90_s"] > by["kafka:16"]["p90_s"]
-    # Kafka's groups never resize: N consumers throughout
     assert all(by[f"kafka:{n}"]["mean_consumers"] == n for n in range(1, PARTITIONS + 1))
-    assert report.params["consumer_capacity"] == C_BAR
-    assert report.params["streams"] == STREAMS
+    assert report.params["measurements"] == 10 and report.params["synthetic_streams"] == 3
     assert all(p.exists() for p in report.plots)
 
 
@@ -167,33 +225,3 @@ def test_kafka_deal_is_round_robin_over_a_random_arrival_order():
     assert len({tuple(p) for p in pairs}) == 4  # "the partition-consumer assignment is random"
     again = kafka_deal(16, np.random.default_rng(0)).groups()
     assert again == deals[0]
-
-
-def test_claim_mwf_p90_latency(latency_claims_small):
-    c = latency_claims_small["MWF's p90 latency (bytes > 0)"]
-    assert 0 < c.value <= 5.0  # rebalanced bytes wait at most the 5 s rebalance
-    assert c.holds
-
-
-def test_claim_kafka_needs_60_percent_more_consumers(latency_claims_small):
-    c = latency_claims_small["extra consumers Kafka needs to match MWF's p90"]
-    assert c.holds
-
-
-@pytest.mark.xfail(
-    strict=True, reason="a median stream carries ~16 C (32 x 50% C); MWF packs it in ~18.6"
-)
-def test_claim_mwf_uses_about_15_consumers(latency_claims_small):
-    assert latency_claims_small["MWF's average consumers"].holds
-
-
-@pytest.mark.xfail(strict=True, reason="Kafka-15 p90: median ~800 s over our streams (paper 217 s)")
-def test_claim_kafka15_p90(latency_claims_small):
-    assert latency_claims_small["Kafka with 15 consumers: p90 (bytes > 0)"].holds
-
-
-@pytest.mark.xfail(
-    strict=True, reason="Kafka-15 p99: median ~1170 s over our streams (paper 365 s)"
-)
-def test_claim_kafka15_p99(latency_claims_small):
-    assert latency_claims_small["Kafka with 15 consumers: p99 (bytes > 0)"].holds

@@ -28,13 +28,18 @@ class SettingError(ConfigError):
 
 
 class UnknownNameError(ConfigError):
-    """A registry lookup failed; the message lists the valid names."""
+    """A registry lookup failed; the message lists the valid names, and the closest one
+    first when the name looks like a misspelling of it (``suggestion``)."""
 
-    def __init__(self, kind: str, name: object, valid: list[str]) -> None:
+    def __init__(
+        self, kind: str, name: object, valid: list[str], suggestion: str | None = None
+    ) -> None:
         self.kind = kind
         self.name = name
         self.valid = sorted(valid)
-        super().__init__(f"unknown {kind} {name!r}; valid: {', '.join(self.valid)}")
+        self.suggestion = suggestion
+        hint = f" (did you mean {suggestion!r}?)" if suggestion is not None else ""
+        super().__init__(f"unknown {kind} {name!r}{hint}; valid: {', '.join(self.valid)}")
 
 
 class StateError(SkewlabError):

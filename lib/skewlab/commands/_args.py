@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from typing import Any
 
 from skewlab.errors import ConfigError
+from skewlab.registry import normalize
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import Setting
 
@@ -52,10 +54,37 @@ def names(text: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
+SKEWED_WORKLOADS = ("country", "country-half")
+"""Workloads whose skew R is the point of choosing them: the flag must say it."""
+_SKEW_ARG = re.compile(r"[Rr][0-9]+|r=.*")
+
+
+def workload(text: str) -> str:
+    """A workload spec the parser accepts (``country:R80``); a country workload without its
+    skew (``country``) is refused rather than silently run at the library's default R."""
+    from skewlab.workload import parse_workload
+
+    try:
+        parse_workload(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    name, _, rest = text.strip().partition(":")
+    if normalize(name) in SKEWED_WORKLOADS and not any(
+        _SKEW_ARG.fullmatch(a.strip()) for a in rest.split(",")
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{name} needs its skew R (the percent of events on the hot key): "
+            f"{name}:R<percent>, e.g. {name}:R80 (R0 uniform .. R100 one key), got {text!r}"
+        )
+    return text
+
+
 def flag_type(s: Setting) -> Any:
     """The argparse type of setting ``s``: its kind, with the shared one-line checks."""
     if s.name == "events":
         return count
+    if s.name == "workload" and s.part == "workload":  # a grouping run's workload spec
+        return workload
     if s.kind == "integer":
         return positive_int if s.minimum is not None and s.minimum >= 1 else int
     if s.kind == "number":

@@ -62,7 +62,33 @@ def settings_list(args: argparse.Namespace) -> list[Any]:
     if len(set(strategies)) != len(strategies):
         raise ConfigError(f"a strategy is listed twice in {','.join(strategies)}")
     fields = flag_values(args, SETTINGS)
+    for name in strategies:
+        check_strategy_params(name, fields["strategy_params"], fields["workers"])
     return [ExperimentSettings(**{**fields, "strategy": name}) for name in strategies]
+
+
+def check_strategy_params(strategy: str, params: dict[str, Any], workers: int) -> None:
+    """Refuse ``--strategy-param`` names grouping ``strategy`` does not take (``workers``
+    is ``--workers``'s) and values its config refuses, in one line naming the flag."""
+    import dataclasses
+
+    from skewlab.grouping import GROUPINGS, make_grouping
+    from skewlab.registry import normalize, resolve
+
+    cls = resolve(GROUPINGS, strategy, "grouping")
+    takes = [f.name for f in dataclasses.fields(cls) if f.name != "workers"]
+    bad = sorted(set(params) - set(takes))
+    flag = "argument --strategy-param"
+    if bad:
+        what = f"takes {', '.join(takes)}" if takes else "takes no parameters"
+        also = "; set the worker count with --workers" if "workers" in bad else ""
+        raise ConfigError(
+            f"{flag}: grouping {normalize(strategy)} {what}; got {', '.join(bad)}{also}"
+        )
+    try:
+        make_grouping(strategy, workers=workers, **params)
+    except ConfigError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
 
 
 COLUMNS = (

@@ -122,6 +122,8 @@ class ExperimentSettings:
                     "use --strategy key"
                 )
             make_rebalancer(self.rebalance, workers=self.workers, **self.rebalance_params)
+        if "workers" in self.strategy_params:  # one value, one place: the workers setting
+            raise ConfigError("strategy_params may not hold workers; set workers instead")
         make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
         check_events(parse_workload(self.workload, seed=self.seed), self.n_events)
 

@@ -29,6 +29,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 COMMANDS: dict[str, str] = {
     "simulate": "skewlab.commands.simulate",
     "run": "skewlab.commands.run",
+    "advise": "skewlab.commands.advise",
     "experiment": "skewlab.commands.experiment",
     "reproduce": "skewlab.commands.reproduce",
     "up": "skewlab.commands.services:up",

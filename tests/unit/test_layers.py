@@ -30,7 +30,7 @@ LIB = Path(__file__).resolve().parents[2] / "lib"
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
         ("top", "grouping", "sketch", "rebalance", "autoscale", "state", "sim", "workload",
-         "report", "experiments"),
+         "report", "experiments", "advise"),
         0,
     ),
     **dict.fromkeys(("pipeline", "io", "services", "quality"), 1),

@@ -17,17 +17,29 @@ import functools
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from skewlab.errors import ConfigError
 
-__all__ = ["BadRow", "Row", "TraceCheck", "TraceError", "checked", "scan", "validate_trace"]
+__all__ = [
+    "BadRow",
+    "Row",
+    "TraceCheck",
+    "TraceError",
+    "check_values",
+    "checked",
+    "scan",
+    "validate_trace",
+]
 
 FORMATS = ("auto", "csv", "jsonl")
 _TS_NAMES = ("timestamp", "ts")
-_COLUMNS = {"key", "size", *_TS_NAMES}
+IGNORED_COLUMNS = frozenset({"value"})
+"""Columns (CSV header) and fields (JSON lines) a trace may carry and replay leaves out: the
+event's value, which no grouping reads."""
+_COLUMNS = {"key", "size", *_TS_NAMES, *IGNORED_COLUMNS}
 
 MAX_KEY_BYTES = 1024
 """Longest key in UTF-8 bytes; the live pipeline quarantines longer keys (the same
@@ -261,7 +273,7 @@ def _json_row(line: str) -> tuple[Row, str | None]:
     if unknown:
         raise _Bad(
             f"unknown field(s) {_show(', '.join(sorted(unknown)))}; "
-            "allowed: key, timestamp (or ts), size"
+            "allowed: key, timestamp (or ts), size, value"
         )
     ts_name = next((n for n in _TS_NAMES if n in obj), None)
     key = _parse_key(obj["key"])
@@ -299,6 +311,25 @@ def _jsonl_scan(path: str) -> Iterator[Row | BadRow]:
         shape = has
         order.take(row[1])
         yield row
+
+
+def check_values(path: str, items: Iterable[tuple[int, Any, Any, Any]]) -> Iterator[Row | BadRow]:
+    """The rows of already-parsed ``(line, key, timestamp or None, size or None)`` values
+    (a Parquet file's columns, a Kafka sample), checked by the same rules as a CSV or JSON
+    line: a bad key, timestamp or size, or a timestamp going back, is a :class:`BadRow`
+    naming ``path:line``."""
+    order = _Order()
+    for line, raw_key, raw_ts, raw_size in items:
+        try:
+            key = _parse_key(raw_key)
+            ts = None if raw_ts is None else _parse_ts(raw_ts)
+            size = None if raw_size is None else _parse_size(raw_size)
+            order.check(ts)
+        except _Bad as e:
+            yield BadRow(path, line, str(e))
+            continue
+        order.take(ts)
+        yield key, ts, size
 
 
 def format_of(path: str, fmt: str) -> str:

@@ -1,0 +1,170 @@
+"""Rank the candidates' outcomes, mark the Pareto set, name one recommendation and why.
+
+The rule, in order (docs/advise.md, "Ranking"):
+
+1. **Pareto set**: an outcome is in it when no other is at least as good on all four
+   figures (imbalance, p99 queueing delay, DIST_COST, keys moved per minute) and better
+   on one.
+2. **Acceptable latency**: an outcome whose p99 sojourn (p99 wait + one service time)
+   is within ``slack`` (default 25 %) of the best one's keeps up with the stream as well
+   as the best strategy does.
+3. **Cheapest of the acceptable**: among those, the lowest DIST_COST (partial results to
+   merge, state split over workers), then the fewest keys moved, then the lowest
+   imbalance, then the lowest p99. The first is the recommendation.
+4. The rest follow by p99, then DIST_COST.
+
+So when keys are spread evenly KEY grouping (DIST_COST 1, nothing moved) wins, and
+when a hot key overloads its worker the cheapest strategy that splits it wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from skewlab.advise.candidates import Outcome
+from skewlab.advise.profile import StreamProfile
+from skewlab.errors import ConfigError
+
+__all__ = [
+    "LATENCY_SLACK",
+    "Ranked",
+    "Recommendation",
+    "pareto",
+    "rank",
+    "recommend",
+]
+
+LATENCY_SLACK = 0.25
+"""How far (fraction) above the best p99 sojourn an outcome is still acceptable."""
+
+CRITERIA = ("imbalance", "p99_ms", "dist_cost", "keys_moved_min")
+"""The figures the Pareto set is taken over (lower is better for each)."""
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One outcome with its place: ``rank`` (1 = recommended), Pareto membership and
+    whether its latency is acceptable (rule 2)."""
+
+    outcome: Outcome
+    rank: int
+    pareto: bool
+    acceptable: bool
+
+    @property
+    def label(self) -> str:
+        """The candidate's label."""
+        return self.outcome.label
+
+
+def _dominates(a: Outcome, b: Outcome) -> bool:
+    fa, fb = a.figures(), b.figures()
+    le = all(fa[c] <= fb[c] for c in CRITERIA)
+    return le and any(fa[c] < fb[c] for c in CRITERIA)
+
+
+def pareto(outcomes: Sequence[Outcome]) -> list[bool]:
+    """Whether each outcome is in the Pareto set (rule 1), in input order."""
+    return [not any(_dominates(o, x) for o in outcomes if o is not x) for x in outcomes]
+
+
+def rank(
+    outcomes: Sequence[Outcome], service_s: float, slack: float = LATENCY_SLACK
+) -> list[Ranked]:
+    """The outcomes in rank order by rules 1-4 of the module doc."""
+    if not outcomes:
+        raise ConfigError("nothing to rank: no outcome")
+    if not slack >= 0:
+        raise ConfigError(f"slack must be a fraction >= 0, got {slack!r}")
+    service_ms = service_s * 1e3
+    lat = [o.p99_ms + service_ms for o in outcomes]
+    best = min(lat)
+    ok = [x <= best * (1.0 + slack) for x in lat]
+    front = pareto(outcomes)
+
+    def key(i: int) -> tuple[float, ...]:
+        o = outcomes[i]
+        if ok[i]:
+            return (0, o.dist_cost, o.keys_moved_min, o.imbalance, o.p99_ms)
+        return (1, o.p99_ms, o.dist_cost, o.keys_moved_min, o.imbalance)
+
+    order = sorted(range(len(outcomes)), key=key)
+    return [Ranked(outcomes[i], r + 1, front[i], ok[i]) for r, i in enumerate(order)]
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The first-ranked outcome and the reason, one sentence grounded in the figures."""
+
+    choice: Ranked
+    reason: str
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.0f} ms" if x >= 100 else f"{x:.2g} ms" if x >= 0.01 else "0 ms"
+
+
+def _stream_clause(p: StreamProfile) -> str:
+    fair = f"a worker's fair share is 1/{p.workers} = {_pct(p.fair_share)}"
+    if p.hot_keys == 1:
+        return f"one key carries {_pct(p.max_share)} of the events and {fair}"
+    if p.hot_keys > 1:
+        k = max(t for t in p.top_shares if t <= p.hot_keys)
+        return (
+            f"{p.hot_keys} keys each carry more than the fair share 1/{p.workers} "
+            f"(the top {k}: {_pct(p.top_shares[k])} of the events)"
+        )
+    return f"no key carries more than {_pct(p.max_share)} of the events ({fair})"
+
+
+def recommend(profile: StreamProfile, ranked: Sequence[Ranked]) -> Recommendation:
+    """The first of ``ranked`` and one sentence: what the stream's skew does (the hottest
+    key against the fair share), what KEY grouping gives, what the choice gives and at
+    which cost, and what the best-balanced alternative costs."""
+    if not ranked:
+        raise ConfigError("nothing to recommend: no ranked outcome")
+    top = ranked[0]
+    o = top.outcome
+    by_label = {r.label: r for r in ranked}
+    key = by_label.get("key")
+    parts = [_stream_clause(profile)]
+    if key is not None and key is not top:
+        k = key.outcome
+        if not key.acceptable:
+            parts.append(
+                f"key grouping overloads a worker (imbalance {k.imbalance:.0f} %, "
+                f"p99 wait {_ms(k.p99_ms)})"
+            )
+        else:
+            parts.append(f"key grouping keeps up (p99 wait {_ms(k.p99_ms)})")
+    if o.candidate.rebalance is None and o.candidate.grouping == "key":
+        parts.append(
+            f"key grouping is within {LATENCY_SLACK:.0%} of the best p99 (wait {_ms(o.p99_ms)}) "
+            f"and keeps each key on one worker (DIST_COST 1.00, nothing moved)"
+        )
+    else:
+        cost = f"DIST_COST {o.dist_cost:.2f}"
+        if o.keys_moved_min > 0:
+            cost += f", {o.keys_moved_min:.1f} keys moved per minute"
+        gain = ""
+        if key is not None and key is not top and key.outcome.p99_ms > 0:
+            ratio = key.outcome.p99_ms / max(o.p99_ms, 1e-6)
+            gain = f", {ratio:,.0f}x lower than key grouping's," if ratio >= 2 else ""
+        parts.append(
+            f"{top.label} keeps the p99 wait at {_ms(o.p99_ms)}{gain} at {cost}, "
+            f"the cheapest of the strategies within {LATENCY_SLACK:.0%} of the best p99"
+        )
+    balanced = min(ranked, key=lambda r: (r.outcome.imbalance, r.outcome.dist_cost))
+    gap = o.imbalance - balanced.outcome.imbalance
+    if balanced is not top and balanced.outcome.dist_cost > o.dist_cost and gap >= 1.0:
+        b = balanced.outcome
+        parts.append(
+            f"{balanced.label} balances best (imbalance {b.imbalance:.1f} % vs "
+            f"{o.imbalance:.1f} %) but at DIST_COST {b.dist_cost:.2f}"
+        )
+    return Recommendation(top, "; ".join(parts) + ".")

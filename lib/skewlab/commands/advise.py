@@ -1,0 +1,545 @@
+"""``skewlab advise``: which strategy a user's own stream needs, and the command to run it.
+
+Reads the stream (a trace file, a Kafka topic sample or a Delta table; bad rows
+counted and named), characterises it, simulates every grouping and rebalance policy
+with a small sweep on the stream itself (:func:`skewlab.advise.advise`), prints one
+ranked table with the Pareto set, the recommendation and its reason, and the
+``skewlab run`` command that runs it live; logs the table and plots to MLflow.
+``--verify`` runs the recommendation and KEY grouping live on the same events and
+prints the simulator's figures beside the live ones (:mod:`skewlab.commands._advise_verify`).
+Every flag is checked before anything is read. Example and output: docs/advise.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from skewlab.advise import TRACE_FORMATS, Advice, Stream, advise, read_trace
+from skewlab.advise.command import run_args, run_command
+from skewlab.advise.plots import plot_key_distribution, plot_tradeoffs
+from skewlab.advise.readers import trace_format, write_trace_csv
+from skewlab.commands._advise_verify import verify
+from skewlab.commands._args import count, positive_float, positive_int
+from skewlab.commands._progress import EventProgress
+from skewlab.commands._sim_tracking import quiet_mlflow
+from skewlab.errors import ConfigError
+from skewlab.io.run_links import run_link
+from skewlab.io.stream_sample import read_delta, sample_topic
+from skewlab.io.tracking import Tracker, TrackingSettings
+from skewlab.report.table import format_table
+from skewlab.services.datadir import resolve_home
+
+HELP = "which strategy your own stream needs: characterise it, simulate every strategy on it, rank"
+
+log = logging.getLogger(__name__)
+
+MLFLOW_EXPERIMENT = "skewlab-advise"
+"""Default MLflow experiment of ``advise``'s runs."""
+
+DEFAULT_RECORDS = 100_000
+"""Records sampled from a Kafka topic or a Delta table unless ``--records`` says."""
+
+DEFAULT_VERIFY_EVENTS = 20_000
+"""Events of the stream ``--verify`` replays live (each of the two runs)."""
+
+BOOTSTRAP_ENV = "SKEWLAB_KAFKA_BOOTSTRAP"
+"""A Kafka to sample when ``--bootstrap`` is not given (as ``skewlab run``)."""
+
+CLIENTS = ("confluent", "kafka-python")
+
+
+def fraction(text: str) -> float:
+    """A number >= 0 (``0.25``); anything else is an ``ArgumentTypeError`` (one line)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add ``advise``'s options (allowed values and defaults in --help)."""
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="trace file: CSV key[,timestamp][,size][,value] (optional header), JSON lines "
+        "with key, timestamp|ts, size, value, or Parquet with those columns",
+    )
+    src.add_argument("--topic", help="Kafka topic to sample (newest --records records)")
+    src.add_argument("--delta", metavar="PATH", help="Delta table with a key column")
+    parser.add_argument(
+        "--format",
+        choices=TRACE_FORMATS,
+        default="auto",
+        help="trace format (default: auto, by the file's extension)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help=f"Kafka bootstrap servers of --topic (default: ${BOOTSTRAP_ENV})",
+    )
+    parser.add_argument("--client", choices=CLIENTS, default="confluent", help="Kafka client")
+    parser.add_argument(
+        "--records",
+        type=count,
+        help=f"at most this many records (--topic / --delta default: {DEFAULT_RECORDS:,}; "
+        "--trace: the whole file)",
+    )
+    parser.add_argument("--workers", type=positive_int, required=True, help="W, the workers")
+    parser.add_argument(
+        "--service-us",
+        type=positive_float,
+        default=1000.0,
+        help="per-event service time in microseconds (default: 1000, DKG's processDuration)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=positive_float,
+        help="arrival rate in events/s (default: from the timestamps, else 80%% of capacity)",
+    )
+    parser.add_argument(
+        "--slack",
+        type=fraction,
+        default=0.25,
+        help="how far above the best p99 a strategy still counts as keeping up (default: 0.25)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="service and arrival seed")
+    parser.add_argument(
+        "--home", default=None, help="data dir (default: $SKEWLAB_HOME, else ./.skewlab)"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="output dir (default: <home>/runs/advise-<UTC time>)"
+    )
+    parser.add_argument(
+        "--experiment", default=MLFLOW_EXPERIMENT, help=f"MLflow experiment ({MLFLOW_EXPERIMENT})"
+    )
+    parser.add_argument("--json", action="store_true", help="print the advice as JSON")
+    parser.add_argument("--no-plots", action="store_true", help="do not draw plots")
+    parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="run the recommendation and KEY grouping live on the stream's first "
+        "--verify-events events; print simulator vs live per metric",
+    )
+    parser.add_argument(
+        "--verify-events",
+        type=count,
+        default=DEFAULT_VERIFY_EVENTS,
+        help=f"events each live run replays (default: {DEFAULT_VERIFY_EVENTS:,})",
+    )
+    parser.add_argument(
+        "--verify-rate",
+        type=positive_float,
+        help="events/s of the live runs (default: the advice's rate)",
+    )
+
+
+@dataclass(frozen=True)
+class AdviseSettings:
+    """The validated settings of one ``advise`` invocation (STYLE rule 6)."""
+
+    workers: int
+    service_us: float
+    trace: str | None = None
+    format: str = "auto"
+    topic: str | None = None
+    bootstrap: str | None = None
+    client: str = "confluent"
+    delta: str | None = None
+    records: int | None = None
+    rate: float | None = None
+    slack: float = 0.25
+    seed: int = 0
+    home: Path = Path(".skewlab")
+    out: Path | None = None
+    experiment: str = MLFLOW_EXPERIMENT
+    as_json: bool = False
+    plots: bool = True
+    progress: bool = True
+    mlflow: bool = True
+    verify: bool = False
+    verify_events: int = DEFAULT_VERIFY_EVENTS
+    verify_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        given = [n for n in ("trace", "topic", "delta") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ConfigError("give exactly one input: --trace FILE, --topic NAME or --delta PATH")
+        if self.format != "auto" and self.trace is None:
+            raise ConfigError("--format applies to --trace only")
+        if self.format not in TRACE_FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(TRACE_FORMATS)}")
+        if self.trace is not None and not os.path.isfile(self.trace):
+            raise ConfigError(f"--trace: no such file: {self.trace}")
+        if self.topic is not None and not self.bootstrap:
+            raise ConfigError(
+                f"--topic needs --bootstrap HOST:PORT (or ${BOOTSTRAP_ENV}) to find the broker"
+            )
+        if self.bootstrap is not None and self.topic is None:
+            raise ConfigError("--bootstrap applies to --topic only")
+        if self.bootstrap and ":" not in self.bootstrap:
+            raise ConfigError(f"--bootstrap must be HOST:PORT[,HOST:PORT], got {self.bootstrap!r}")
+        if self.client not in CLIENTS:
+            raise ConfigError(f"--client must be one of {', '.join(CLIENTS)}")
+        if self.delta is not None and not os.path.isdir(self.delta):
+            raise ConfigError(f"--delta: no such directory: {self.delta}")
+        if self.verify_rate is not None and not self.verify:
+            raise ConfigError("--verify-rate applies with --verify only")
+        if not self.experiment.strip():
+            raise ConfigError("--experiment must be a non-empty MLflow experiment name")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> AdviseSettings:
+        """The settings of parsed flags (``--bootstrap`` else ``$SKEWLAB_KAFKA_BOOTSTRAP``
+        for a topic; the data dir resolved)."""
+        bootstrap = args.bootstrap
+        if args.topic is not None and bootstrap is None:
+            bootstrap = os.environ.get(BOOTSTRAP_ENV) or None
+        return cls(
+            workers=args.workers,
+            service_us=args.service_us,
+            trace=args.trace,
+            format=args.format,
+            topic=args.topic,
+            bootstrap=bootstrap,
+            client=args.client,
+            delta=args.delta,
+            records=args.records,
+            rate=args.rate,
+            slack=args.slack,
+            seed=args.seed,
+            home=resolve_home(args.home),
+            out=args.out,
+            experiment=args.experiment,
+            as_json=args.json,
+            plots=not args.no_plots,
+            progress=not args.no_progress,
+            mlflow=not args.no_mlflow,
+            verify=args.verify,
+            verify_events=args.verify_events,
+            verify_rate=args.verify_rate,
+        )
+
+    @property
+    def source(self) -> str:
+        """Where the stream comes from, as the user named it."""
+        if self.trace is not None:
+            return self.trace
+        if self.topic is not None:
+            return f"kafka:{self.topic}@{self.bootstrap}"
+        return f"delta:{self.delta}"
+
+    def params(self) -> dict[str, Any]:
+        """The settings as MLflow params (no output switches)."""
+        return {
+            "source": self.source,
+            "workers": self.workers,
+            "service_us": self.service_us,
+            "rate": self.rate if self.rate is not None else "from the stream",
+            "records": self.records if self.records is not None else "all",
+            "slack": self.slack,
+            "seed": self.seed,
+        }
+
+
+def read_stream(s: AdviseSettings) -> Stream:
+    """The stream of ``s``'s input (the trace file, the topic sample or the Delta table)."""
+    if s.trace is not None:
+        return read_trace(s.trace, s.format, s.records)
+    records = s.records or DEFAULT_RECORDS
+    if s.topic is not None:
+        assert s.bootstrap is not None
+        return sample_topic(s.bootstrap, s.topic, records, s.client)
+    assert s.delta is not None
+    return read_delta(s.delta, records)
+
+
+def _out_dir(out: Path | None, home: Path) -> Path:
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    path = home / "runs" / f"advise-{stamp}"
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+def live_args(
+    advice: Advice, s: AdviseSettings, workload: str, events: int, rate: float
+) -> list[str]:
+    """``skewlab run``'s arguments for the recommendation on ``workload``."""
+    st = advice.settings
+    return run_args(
+        advice.best,
+        workers=s.workers,
+        workload=workload,
+        events=events,
+        rate=rate,
+        service_us=s.service_us,
+        window_s=st.window_s,
+        interval_s=st.interval_s,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, read the stream, advise, report; ``--verify`` then runs it live."""
+    # 1. validate: nothing is read or written before every flag passed
+    s = AdviseSettings.from_args(args)
+
+    # 2. the stream, its bad rows named
+    stream = read_stream(s)
+    if stream.bad_rows:
+        print(f"skewlab advise: {stream.describe_bad()}", file=sys.stderr)
+
+    # 3. advise (progress over every candidate's events)
+    shown = EventProgress("advise", sys.stderr) if s.progress else None
+    try:
+        advice = advise(
+            stream,
+            s.workers,
+            s.service_us * 1e-6,
+            s.rate,
+            slack=s.slack,
+            seed=s.seed,
+            progress=shown,
+        )
+    finally:
+        if shown is not None:
+            shown.close()
+
+    # 4. files and the MLflow run
+    out = _out_dir(s.out, s.home)
+    workload = _live_workload(stream, s, out)
+    command = run_command(live_args(advice, s, workload, len(stream), advice.workload.arrival_rate))
+    doc = advice_doc(advice, stream, s, command)
+    files = _files(advice, stream, s, out, doc)
+    tracker: Tracker | None = None
+    run_id: str | None = None
+    if s.mlflow:
+        tracker, run_id = _log_mlflow(advice, s, doc, files)
+
+    try:
+        _report(advice, stream, s, command, doc, files, out, tracker, run_id)
+    except BaseException:
+        if tracker is not None and run_id is not None:
+            tracker.end_run(run_id, "FAILED")
+        raise
+    if tracker is not None and run_id is not None:
+        tracker.end_run(run_id)
+    return 0
+
+
+def _report(
+    advice: Advice,
+    stream: Stream,
+    s: AdviseSettings,
+    command: str,
+    doc: dict[str, Any],
+    files: dict[str, Path],
+    out: Path,
+    tracker: Tracker | None,
+    run_id: str | None,
+) -> None:
+    """Steps 5 and 6 of :func:`run`: print the advice, then ``--verify``."""
+    # 5. report
+    if s.as_json and not s.verify:
+        print(json.dumps({**doc, "files": {k: str(v) for k, v in files.items()}}, indent=1))
+    elif not s.as_json:
+        print(report(advice, stream, command))
+        print()
+        for what, path in files.items():
+            print(f"{what}: {path}")
+        if tracker is not None and run_id is not None:
+            print(f"mlflow run {run_id}: {run_link(tracker, run_id)}")
+
+    # 6. --verify
+    if s.verify:
+        result = verify(advice, stream, s, out)
+        if tracker is not None and run_id is not None:
+            tracker.log_table(run_id, result.records(), "verify.csv")
+            tracker.log_metrics(run_id, result.metrics())
+        if s.as_json:
+            print(json.dumps({**doc, "verify": result.to_dict()}, indent=1, default=str))
+        else:
+            print()
+            print(result.table())
+
+
+def _live_workload(stream: Stream, s: AdviseSettings, out: Path) -> str:
+    """The ``trace:`` spec a live run replays: the user's CSV / JSON-lines file itself
+    when it has no bad row, else the valid events written to ``<out>/stream.csv``."""
+    plain = s.trace is not None and not stream.bad_rows and s.records is None
+    if plain and s.trace is not None and trace_format(s.trace, s.format) in ("csv", "jsonl"):
+        return f"trace:{os.path.abspath(s.trace)}"
+    return f"trace:{write_trace_csv(stream, out / 'stream.csv', len(stream))}"
+
+
+COLUMNS = (
+    "rank",
+    "strategy",
+    "pareto",
+    "imbalance %",
+    "p99 wait ms",
+    "DIST_COST",
+    "keys moved/min",
+    "state KB/min",
+)
+
+
+def _num(x: float, digits: int = 2) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}" if abs(x) >= 0.01 else f"{x:.1e}"
+
+
+def table_rows(advice: Advice) -> list[list[str]]:
+    """The ranked table's cells (:data:`COLUMNS`)."""
+    rows = []
+    for r in advice.ranked:
+        o = r.outcome
+        rows.append([
+            str(r.rank),
+            r.label,
+            "*" if r.pareto else "",
+            _num(o.imbalance, 1),
+            _num(o.p99_ms),
+            f"{o.dist_cost:.2f}",
+            _num(o.keys_moved_min, 1),
+            _num(o.state_moved_min / 1e3, 1),
+        ])  # fmt: skip
+    return rows
+
+
+def report(advice: Advice, stream: Stream, command: str) -> str:
+    """The human report: the stream's profile, the table, the recommendation, the command."""
+    p = advice.profile
+    top = ", ".join(f"{k} {100 * v:.1f}%" for k, v in p.top_keys[:5])
+    shares = " / ".join(f"{100 * v:.0f}" for v in p.top_shares.values())
+    fit = "a good fit" if p.zipf.good else "not Zipf-like"
+    lines = [
+        f"stream {stream.source}: {p.events:,} events, {p.keys:,} keys"
+        + (f" ({stream.bad_rows:,} bad rows left out)" if stream.bad_rows else ""),
+        f"  hottest keys: {top}",
+        f"  top-{'/'.join(str(k) for k in p.top_shares)} keys carry {shares} % of the events; "
+        f"half the load is on {p.keys_half:,} keys; {p.hot_keys} above the fair share "
+        f"1/{p.workers}",
+        f"  Zipf fit: s = {p.zipf.s:.2f}, KS distance {p.zipf.ks:.3f} ({fit})",
+        f"  hot-set drift over {len(p.windows)} windows: {p.drift:.2f} "
+        f"(top-10 overlap with the previous window "
+        f"{min((w.jaccard for w in p.windows[1:]), default=1.0):.2f} at worst)",
+        f"  rate {p.rate:,.0f} events/s ({p.rate_from}), service {p.service_s * 1e6:,.0f} us, "
+        f"{p.workers} workers: offered load {p.offered_load:.2f}; windows of "
+        f"{advice.settings.window_s:g} s, rebalancing every {advice.settings.interval_s:g} s",
+        "",
+        format_table(COLUMNS, table_rows(advice)),
+        "",
+        f"recommended: {advice.recommendation.choice.label}",
+        f"why: {advice.recommendation.reason}",
+        f"run it live: {command}",
+    ]
+    return "\n".join(lines)
+
+
+def advice_doc(advice: Advice, stream: Stream, s: AdviseSettings, command: str) -> dict[str, Any]:
+    """Everything as plain JSON types (``advice.json``, ``--json``)."""
+    return {
+        "command": "advise",
+        "source": s.source,
+        "bad_rows": stream.bad_rows,
+        "bad": list(stream.bad),
+        "settings": {
+            "workers": s.workers,
+            "service_us": s.service_us,
+            "rate": advice.workload.arrival_rate,
+            "window_s": advice.settings.window_s,
+            "rebalance_interval_s": advice.settings.interval_s,
+            "slack": s.slack,
+            "seed": s.seed,
+        },
+        "profile": advice.profile.to_dict(),
+        "ranking": [
+            {
+                "rank": r.rank,
+                "strategy": r.label,
+                "pareto": r.pareto,
+                "acceptable": r.acceptable,
+                **r.outcome.figures(),
+            }
+            for r in advice.ranked
+        ],
+        "recommended": advice.recommendation.choice.label,
+        "reason": advice.recommendation.reason,
+        "run": command,
+    }
+
+
+def _files(
+    advice: Advice, stream: Stream, s: AdviseSettings, out: Path, doc: dict[str, Any]
+) -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    path = out / "advice.json"
+    path.write_text(json.dumps(doc, indent=1))
+    files["advice"] = path
+    if s.plots:
+        files["table_plot"] = plot_tradeoffs(advice.ranked, out / "advise_table.png")
+        files["keys_plot"] = plot_key_distribution(
+            stream, advice.profile, out / "key_distribution.png"
+        )
+    return files
+
+
+def _log_mlflow(
+    advice: Advice, s: AdviseSettings, doc: dict[str, Any], files: dict[str, Path]
+) -> tuple[Tracker, str]:
+    """One MLflow run: params, the profile's and the recommendation's figures as metrics,
+    the ranking as a table, the plots and ``advice.json`` as artifacts (left running for
+    ``--verify``'s rows; the caller ends it)."""
+    quiet_mlflow()
+    tracker = Tracker(TrackingSettings.for_runs(s.home))
+    p = advice.profile
+    best = advice.recommendation.choice
+    run_id = tracker.start_run(
+        s.experiment,
+        f"advise {os.path.basename(s.source)} W={s.workers}",
+        params=s.params(),
+        tags={
+            "mode": "advise",
+            "recommended": best.label,
+            "reason": doc["reason"][:5000],
+            "run_command": doc["run"][:5000],
+        },
+    )
+    metrics = {
+        "events": p.events,
+        "keys": p.keys,
+        "top1_share": p.top_shares[1],
+        "top10_share": p.top_shares[10],
+        "zipf_s": p.zipf.s,
+        "zipf_ks": p.zipf.ks,
+        "drift": p.drift,
+        "rate": p.rate,
+        "offered_load": p.offered_load,
+        **{f"best_{k}": v for k, v in best.outcome.figures().items()},
+    }
+    tracker.log_metrics(run_id, {k: float(v) for k, v in metrics.items() if math.isfinite(v)})
+    tracker.log_table(run_id, doc["ranking"], "ranking.json")
+    tracker.log_table(run_id, doc["ranking"], "ranking.csv")
+    for path in files.values():
+        tracker.log_artifact(run_id, path, "plots" if path.suffix == ".png" else None)
+    return tracker, run_id

@@ -138,5 +138,5 @@ def advise(
                 progress(base + done, total)
 
         outcomes.append(evaluate(c, workload, settings, progress=step))
-    ranked = rank(outcomes, service_s, slack)
+    ranked = rank(outcomes, service_s, slack, prof.offered_load)
     return Advice(prof, settings, workload, tuple(ranked), recommend(prof, ranked))

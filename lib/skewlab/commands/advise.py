@@ -405,7 +405,7 @@ def _num(x: float, digits: int = 2) -> str:
         return "0"
     if abs(x) >= 1000:
         return f"{x:,.0f}"
-    return f"{x:.{digits}f}" if abs(x) >= 0.01 else f"{x:.1e}"
+    return f"{x:.{digits}f}"
 
 
 def table_rows(advice: Advice) -> list[list[str]]:

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PARENT_RUN_TAG = "mlflow.parentRunId"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+"""MLflow 3 opens an experiment without this tag in its GenAI view (traces, token usage);
+skewlab's experiments are runs with params, metrics and plots: the classic view."""
 RUN_STATUSES = ("FINISHED", "FAILED", "KILLED", "RUNNING", "SCHEDULED")
 
 # MLflow's per-request limits for log_batch (mlflow.utils.validation).
@@ -192,10 +196,11 @@ class Tracker:
         from mlflow.exceptions import MlflowException
 
         exp = self.client.get_experiment_by_name(name)
+        kind = {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
         if exp is None:
             location = self.settings.artifact_location.rstrip("/") + "/" + _safe_dirname(name)
             try:
-                exp_id = self.client.create_experiment(name, artifact_location=location)
+                exp_id = self.client.create_experiment(name, artifact_location=location, tags=kind)
                 log.info("created MLflow experiment %r (%s) at %s", name, exp_id, location)
             except MlflowException:
                 exp = self.client.get_experiment_by_name(name)  # created concurrently
@@ -204,6 +209,8 @@ class Tracker:
                 exp_id = exp.experiment_id
         else:
             exp_id = exp.experiment_id
+            if EXPERIMENT_KIND_TAG not in exp.tags:  # made before skewlab set the kind
+                self.client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         self._experiments[name] = exp_id
         return exp_id
 

@@ -120,9 +120,11 @@ class RunContext:
             h = self.handle
             if self.mlflow is None and self.settings.mlflow:
                 self.mlflow = LiveRun.find(self.files)
+            done = int((h.produced or {}).get("events", 0))  # produced by an earlier task
             self.watch = Watcher(
                 self.kafka, h.events_topic, h.routed_topic, h.delta_root, h.run_id,
                 _progress_to(self.progress, self.mlflow, h),
+                sent=done, total=self.settings.n_events if done else 0,
             )  # fmt: skip
         return self.watch
 

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,9 +104,61 @@ def experiment_name(s: ExperimentSettings) -> str:
     return s.experiment or f"skewlab-live-{s.workload.split(':', 1)[0]}"
 
 
+SWITCHED = {
+    "rebalance": ("rebalance_interval_s", "rebalance_lead_s", "rebalance_params"),
+    "scale_out": (
+        "scale_out_interval_s", "scale_out_lead_s", "max_instances", "scale_out_params",
+    ),
+}  # fmt: skip
+"""A control switch -> the settings that only mean something when it is on."""
+
+
 def run_params(s: ExperimentSettings) -> dict[str, Any]:
-    """The experiment's settings as MLflow params (no ids, paths or logging switches)."""
-    return {k: v for k, v in dataclasses.asdict(s).items() if k not in NOT_PARAMS}
+    """The experiment's settings as MLflow params, one comparable form each.
+
+    No ids, paths or logging switches (:data:`NOT_PARAMS`); nothing unset (a ``None``
+    would show as the string "None"), nor the settings of a control that is off
+    (:data:`SWITCHED`); the workload in its canonical spec (``zipf`` and
+    ``zipf:s=1.1,v=2.72`` are one workload, logged as one string); a dict setting as one
+    param per key (``strategy_params.warmup``), so runs compare key by key.
+    """
+    from skewlab.workload import parse_workload
+
+    skip = set(NOT_PARAMS)
+    for switch, names in SWITCHED.items():
+        if getattr(s, switch) is None:
+            skip.update(names)
+    out: dict[str, Any] = {}
+    for k, v in dataclasses.asdict(s).items():
+        if k in skip or v is None:
+            continue
+        if isinstance(v, dict):
+            out.update({f"{k}.{sub}": x for sub, x in sorted(v.items()) if x is not None})
+        elif k == "workload":
+            out[k] = parse_workload(v, seed=s.seed).spec()
+        else:
+            out[k] = v
+    return out
+
+
+_RUN_ID = re.compile(r"^(?P<label>.+)-(?P<stamp>[0-9]{8}T[0-9]{6})-(?P<hex>[0-9a-f]{6})$")
+
+
+def run_name(run_id: str, label: str | None = None) -> str:
+    """The MLflow run name of skewlab run ``run_id`` (``<label>-<UTC time>-<hex>``): its
+    label and hex, ``dkg-c46dad``. MLflow's run list cuts long names, and the run ids of
+    one day share their first 18 characters; the start time has a column of its own.
+    ``label`` replaces the run id's (a policy on top of the strategy: ``key+smalops``)."""
+    m = _RUN_ID.match(run_id)
+    if m is None:
+        return run_id if label is None else f"{label}-{run_id}"
+    return f"{label or m['label']}-{m['hex']}"
+
+
+def run_label(s: ExperimentSettings) -> str:
+    """The strategy, plus the control policy on top of it (``key+smalops``)."""
+    policy = s.rebalance or s.scale_out
+    return f"{s.strategy}+{policy}" if policy else s.strategy
 
 
 def run_tags(s: ExperimentSettings, run_dir: RunDir) -> dict[str, str]:
@@ -214,12 +267,15 @@ class LiveRun:
         run_dir: str | Path | RunDir,
         params: Mapping[str, Any],
         tags: Mapping[str, Any],
+        name: str | None = None,
     ) -> LiveRun:
-        """A new RUNNING MLflow run named after the run dir, recorded in
-        ``<run dir>/mlflow.json`` for :meth:`attach` (any kind of live run)."""
+        """A new RUNNING MLflow run named ``name`` (default :func:`run_name` of the run
+        dir's id), recorded in ``<run dir>/mlflow.json`` for :meth:`attach` (any kind of
+        live run)."""
         rd = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
         rd.path.mkdir(parents=True, exist_ok=True)
-        rid = tracker.start_run(experiment, rd.run_id, params=params, tags=tags)
+        name = name or run_name(rd.run_id)
+        rid = tracker.start_run(experiment, name, params=params, tags=tags)
         run = cls(tracker, rid, tracker.experiment_id(experiment), rd)
         run._save()
         log.info("MLflow run of %s: %s", rd.run_id, run.link)
@@ -344,7 +400,8 @@ def open_live_run(
     of the run's home. Call it when the run starts."""
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
     tracker = Tracker(tracking or TrackingSettings.for_runs(s.home))
-    return LiveRun.open(tracker, experiment_name(s), rd, run_params(s), run_tags(s, rd))
+    name = run_name(rd.run_id, run_label(s))
+    return LiveRun.open(tracker, experiment_name(s), rd, run_params(s), run_tags(s, rd), name)
 
 
 def fail_run(run_dir: str | Path | RunDir, reason: str) -> bool:

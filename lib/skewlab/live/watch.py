@@ -37,6 +37,8 @@ class Watcher:
         run_id: str,
         progress: ProgressFn | None,
         clock: Callable[[], float] = time.monotonic,
+        sent: int = 0,
+        total: int = 0,
     ) -> None:
         self.client, self.events_topic, self.routed_topic = client, events_topic, routed_topic
         self.store = DeltaStore(delta_root)
@@ -45,8 +47,10 @@ class Watcher:
         self.clock = clock
         self.every_s = float(getattr(progress, "every_s", 1.0))
         self._last: float | None = None
-        self._sent = 0
-        self._total = 0
+        self._sent = sent
+        """Events produced so far: ``sent`` when the watcher starts in a process that did not
+        produce them (a DAG task after ``produce``), then the producer's :meth:`tick`."""
+        self._total = total
         self._processed: tuple[float, float] | None = None
 
     def tick(self, sent: int | None, total: int | None) -> None:
@@ -89,15 +93,38 @@ class Watcher:
         }
 
 
-def progress_text(label: str, p: dict[str, float]) -> str:
-    """The progress line of one run (no trailing newline)."""
+LINE_WIDTH = 80
+"""The progress line fits a classic terminal: parts are left out, least useful first."""
+
+
+def compact(n: float) -> str:
+    """A count in at most 6 characters: ``950``, ``96.3k``, ``12.5M``."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g}{unit}" if abs(n) < 100 * size else f"{n / size:.0f}{unit}"
+    return f"{n:.0f}"
+
+
+def progress_text(label: str, p: dict[str, float], width: int = LINE_WIDTH) -> str:
+    """The progress line of one run (no trailing newline), at most ``width`` characters:
+    produced of the total, processed, rate and imbScore always; routed and lag while
+    they fit (the label is cut only if even the core does not fit)."""
     total = max(p.get("total", 0.0), 1.0)
-    return (
-        f"{label}: produced {p['produced']:,.0f}/{total:,.0f} "
-        f"routed {p['routed']:,.0f} processed {p['processed']:,.0f} "
-        f"lag {p.get('lag', 0.0):,.0f} rate {p.get('rate', 0.0):,.0f}/s "
-        f"imbScore {p['imbalance']:.1f}%"
-    )
+    core = [
+        f"produced {compact(p['produced'])}/{compact(total)}",
+        f"processed {compact(p['processed'])}",
+        f"{compact(p.get('rate', 0.0))}/s",
+        f"imbScore {p['imbalance']:.1f}%",
+    ]
+    optional = [(1, f"routed {compact(p['routed'])}"), (3, f"lag {compact(p.get('lag', 0.0))}")]
+    while True:  # optional parts in priority order: routed before lag
+        parts = list(core)
+        for at, text in optional:
+            parts.insert(at, text)
+        line = f"{label}: " + " ".join(parts)
+        if len(line) <= width or not optional:
+            return line[:width]
+        optional.pop()
 
 
 class ProgressLine:

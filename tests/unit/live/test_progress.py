@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 from collections import defaultdict
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -111,3 +111,56 @@ def test_the_producer_is_connected_before_the_first_event_and_called_directly() 
     assert report.events == 300
     assert client.producer.calls[0] == "list_topics events"
     assert client.producer.seqs == list(range(300)) and not client.parts
+
+
+@pytest.mark.parametrize("label", ["dkg", "partial-key", "w-choices"])
+@pytest.mark.parametrize("scale", [1, 1_000, 1_000_000, 1_000_000_000])
+def test_the_progress_line_fits_80_columns_and_keeps_the_core_counts(
+    label: str, scale: int
+) -> None:
+    p = {"produced": 0.96 * scale * 99, "total": 99.0 * scale, "routed": 0.95 * scale * 99,
+         "processed": 0.9 * scale * 99, "lag": 0.06 * scale * 99, "rate": 5.5 * scale,
+         "imbalance": 100.0}  # fmt: skip
+    line = progress_text(label, p)
+    assert len(line) <= 80, line
+    for word in ("produced", "processed", "/s", "imbScore"):
+        assert word in line
+
+
+def test_a_watcher_in_a_later_task_counts_what_an_earlier_task_produced(tmp_path: Any) -> None:
+    """A DAG's drain task did not produce: its watcher starts from the produced count the
+    handle holds, not 0 (MLflow's ``produced`` series must not drop to 0 at the end)."""
+    from skewlab.live.watch import Watcher
+
+    class Ends:
+        def end_offsets(self, topic: str) -> dict[int, int]:
+            return {0: 600, 1: 400}
+
+    seen: list[dict[str, float]] = []
+    w = Watcher(Ends(), "events", "routed", str(tmp_path), "run-1", seen.append,
+                sent=1_000, total=1_000)  # fmt: skip
+    w.tick(None, None)
+    assert seen[-1]["produced"] == 1_000 and seen[-1]["routed"] == 1_000
+    assert seen[-1]["lag"] == 1_000 - seen[-1]["processed"]
+
+
+def test_a_resumed_run_context_seeds_its_watcher_from_the_handle(tmp_path: Any) -> None:
+    """The drain task resumes the run after ``produce`` ran in another process."""
+    import dataclasses
+
+    from skewlab.live.context import RunContext
+    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.handle import RunHandle
+
+    class Ends:
+        def end_offsets(self, topic: str) -> dict[int, int]:
+            return {0: 10}
+
+    s = ExperimentSettings(home=str(tmp_path), mlflow=False, events=1_000)
+    h = RunHandle("run-1", str(tmp_path), str(tmp_path / "run-1"), str(tmp_path / "delta"),
+                  dataclasses.asdict(s), bootstrap="127.0.0.1:1",
+                  produced={"events": 1_000, "seconds": 2.0})  # fmt: skip
+    seen: list[dict[str, float]] = []
+    ctx = RunContext(h, s, detached=True, progress=seen.append, client=cast(Any, Ends()))
+    ctx.watcher().tick(None, None)
+    assert seen[-1]["produced"] == 1_000 and seen[-1]["total"] == s.n_events

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
-from skewlab.grouping import make_grouping
+from skewlab.grouping import GroupingConfig, make_grouping
+from skewlab.grouping.partitioner import PartitionerConfig
 from skewlab.keys import KeyBatch, KeyVocab
 from skewlab.metrics import imb_score, key_floor
 from skewlab.rebalance import Decision, make_rebalancer
@@ -22,6 +24,7 @@ from skewlab.workload import EpsSwitchWorkload
 from skewlab.workload.zipf import rank_key
 
 __all__ = [
+    "KG_PARTITIONER",
     "POLICIES",
     "KGReference",
     "PolicyRun",
@@ -33,7 +36,12 @@ __all__ = [
     "kg_reference",
     "measure_switch",
     "run_policy",
+    "sample_rstd",
 ]
+
+KG_PARTITIONER = "modulo"
+"""DLB's KG: "the engine that will process the incoming tuple using a simple modulo hash
+function on the tuple's key" (Sec. 3.3), ``key % |Engines|`` on the key's Zipf rank."""
 
 POLICIES = ("kg", "pkg", "lptf", "dlb-h", "dlb-l")
 """DLB Fig. 3(b)'s policies: the baselines KG, PKG, LPTF and DLB's two."""
@@ -151,8 +159,16 @@ class PolicyRun:
 
 
 def run_policy(setup: Setup, policy: str) -> PolicyRun:
-    """One simulated run of ``policy`` (``kg``, ``pkg``, ``lptf``, ``dlb-h``, ``dlb-l``)."""
-    grouping = make_grouping("pkg" if policy == "pkg" else "key", setup.engines)
+    """One simulated run of ``policy`` (``kg``, ``pkg``, ``lptf``, ``dlb-h``, ``dlb-l``).
+
+    Every policy but PKG starts from KG, ``key % |Engines|`` on the Zipf ranks
+    (:data:`KG_PARTITIONER`); the movers pin keys over it and idle keys fall back to it.
+    """
+    grouping: GroupingConfig
+    if policy == "pkg":
+        grouping = make_grouping("pkg", setup.engines)
+    else:
+        grouping = cast(GroupingConfig, PartitionerConfig(setup.engines, KG_PARTITIONER))
     if policy in ("kg", "pkg"):
         rebalancer = make_rebalancer("none", setup.engines).build()
     else:
@@ -187,12 +203,22 @@ def floor_series(probe: WindowProbe, engines: int) -> tuple[np.ndarray, np.ndarr
     return np.asarray(lower), np.asarray(achievable)
 
 
+def sample_rstd(population_rstd: float, engines: int) -> float:
+    """An imbScore with the sample std (``n - 1``) from one with the population std (``n``).
+
+    The means are the same, so the two differ by ``sqrt(n / (n - 1))`` (1.118 for 5 engines).
+    """
+    return population_rstd * float(np.sqrt(engines / (engines - 1))) if engines > 1 else 0.0
+
+
 @dataclass(frozen=True)
 class KGReference:
-    """KG's imbScore on the exact Zipf shares: with our hash, and over random placements."""
+    """KG's imbScore (population std) on the exact Zipf shares: with KG's modulo placement,
+    with murmur3 of the key's name, and over random placements."""
 
     eps: float
     ours: float
+    murmur3: float
     random_median: float
     random_p5: float
     random_p95: float
@@ -204,13 +230,16 @@ class KGReference:
 def kg_reference(
     setup: Setup, eps: float, rng: np.random.Generator, draws: int = 2000
 ) -> KGReference:
-    """Where KG's RSTD comes from: the hash's placement of the Zipf(eps) shares (no sampling)."""
+    """Where KG's RSTD comes from: the placement of the Zipf(eps) shares (no sampling)."""
     ranks = np.arange(setup.keys)
     p = (1.0 + ranks) ** -float(eps)
     p /= p.sum()
     batch = KeyBatch.from_keys([rank_key(int(r)) for r in ranks])
-    engines = np.asarray(make_grouping("key", setup.engines).build().route_batch(batch))
+    router = PartitionerConfig(setup.engines, KG_PARTITIONER).build()
+    engines = np.asarray(router.route_batch(batch))
     ours = imb_score(np.bincount(engines, weights=p, minlength=setup.engines))
+    hashed = np.asarray(make_grouping("key", setup.engines).build().route_batch(batch))
+    murmur3 = imb_score(np.bincount(hashed, weights=p, minlength=setup.engines))
     rand = [
         imb_score(np.bincount(rng.integers(0, setup.engines, setup.keys), p, setup.engines))
         for _ in range(draws)
@@ -220,6 +249,7 @@ def kg_reference(
     return KGReference(
         eps=float(eps),
         ours=ours,
+        murmur3=murmur3,
         random_median=med,
         random_p5=p5,
         random_p95=p95,

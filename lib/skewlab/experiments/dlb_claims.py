@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from skewlab.experiments._dlb_runs import SwitchMeasure, kg_reference
+from skewlab.experiments._dlb_runs import PolicyRun, SwitchMeasure, kg_reference, sample_rstd
 from skewlab.experiments.claims import Claim, at_most, band, ordered
 
 __all__ = ["SEED", "switch_claims"]
@@ -17,51 +17,71 @@ __all__ = ["SEED", "switch_claims"]
 SEED = "dlb"
 
 
-def switch_claims(m: SwitchMeasure) -> list[Claim]:
-    """The paper's ``dlb-switch`` claims judged on ``m`` (DLB section 4, Fig. 3(b) / 4(b))."""
+def switch_claims(m: SwitchMeasure, kg6: PolicyRun | None = None) -> list[Claim]:
+    """The paper's ``dlb-switch`` claims judged on ``m`` (DLB section 4, Fig. 3(b) / 4(b)).
+
+    KG's RSTD is judged with the sample std (``n - 1``; the paper does not say which, and
+    the sample std on the exact Zipf shares gives its "approximately 77 %"); the DLB
+    claims against the key floor use the population std, as the rebalancers' theta does.
+    ``kg6`` is KG on six engines on the same stream (Fig. 4: "KG uses 5 and 6 engines").
+    """
     st = m.stats
     out: list[Claim] = []
     if "kg" in st:
         kg = st["kg"]
+        n = m.setup.engines
         rng = np.random.default_rng(m.setup.seed)
         hi_ref = kg_reference(m.setup, 1.5, rng)
         lo_ref = kg_reference(m.setup, 0.2, rng)
-        shared = ", ".join(str(r) for r in hi_ref.with_hottest)
+        kg_hi, kg_lo = sample_rstd(kg.rstd_high, n), sample_rstd(kg.rstd_low, n)
         out += [
             Claim(
                 SEED,
-                "KG RSTD at eps 1.5 (mean of the eps 1.5 windows)",
+                "KG RSTD at eps 1.5 (mean of the eps 1.5 windows, sample std)",
                 "~77 % (text), up to 80 % (Fig. 4b)",
-                kg.rstd_high,
+                kg_hi,
                 band(74.0, 83.0, " %"),
-                ours=f"{kg.rstd_high:.1f} %",
+                ours=f"{kg_hi:.1f} % (population std: {kg.rstd_high:.1f} %)",
                 figure="Fig. 3b/4b",
                 why=(
-                    "KG's RSTD is set by where the hash puts the hottest keys: murmur3 puts "
-                    f"ranks {shared} of the 10 hottest on one engine ({hi_ref.ours:.1f} % on "
-                    "the exact eps 1.5 shares); over random key placements the median is "
-                    f"{hi_ref.random_median:.1f} % (5-95 %: {hi_ref.random_p5:.0f}-"
-                    f"{hi_ref.random_p95:.0f} %): the paper's figure is one typical draw, ours "
-                    "another"
+                    f"on the exact eps 1.5 shares key % {n} gives "
+                    f"{sample_rstd(hi_ref.ours, n):.1f} % (sample std); each window adds "
+                    "its sampling noise"
                 ),
             ),
             Claim(
                 SEED,
-                "KG RSTD at eps 0.2 (mean of the eps 0.2 windows)",
+                "KG RSTD at eps 0.2 (mean of the eps 0.2 windows, sample std)",
                 "~3 %",
-                kg.rstd_low,
+                kg_lo,
                 band(0.0, 6.0, " %"),
-                ours=f"{kg.rstd_low:.1f} %",
+                ours=f"{kg_lo:.1f} % (population std: {kg.rstd_low:.1f} %)",
                 figure="Fig. 3b",
                 why=(
-                    f"murmur3 gives the engines {min(lo_ref.keys_per_engine)}-"
-                    f"{max(lo_ref.keys_per_engine)} of the {m.setup.keys:,} keys: "
-                    f"{lo_ref.ours:.1f} % on the exact eps 0.2 shares (random placements: "
-                    f"median {lo_ref.random_median:.1f} %, 95th pct {lo_ref.random_p95:.1f} %), "
-                    "plus each window's sampling noise"
+                    f"key % {n} spreads the exact eps 0.2 shares to "
+                    f"{sample_rstd(lo_ref.ours, n):.1f} %; the rest is each window's sampling "
+                    "noise"
                 ),
             ),
         ]
+    if kg6 is not None and {"kg", "dlb-h", "pkg"} <= set(st):
+        tp = {
+            "kg-5": st["kg"].throughput,
+            "kg-6": kg6.throughput,
+            "dlb-h": st["dlb-h"].throughput,
+            "pkg": st["pkg"].throughput,
+        }
+        out.append(
+            Claim(
+                SEED,
+                "tuples processed: KG on 5 engines < KG on 6 < DLB-H < PKG (throughput)",
+                "2,586,169 < 2,653,789 < 2,795,336 < 2,831,477 tweets in 40 min",
+                tp,
+                ordered(list(tp)),
+                ours=" < ".join(f"{v:,.0f}" for v in tp.values()) + " ev/s",
+                figure="Fig. 4b, Sec. 4",
+            )
+        )
     for p in ("dlb-h", "dlb-l"):
         if p in st:
             out.append(

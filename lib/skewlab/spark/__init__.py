@@ -1,8 +1,9 @@
-"""The Spark side of skewlab: session factory, Kafka source/sink, per-splitter state.
+"""The Spark side of skewlab: session factory, the route job, per-splitter state.
 
-- :func:`skewlab.spark.session.spark_session`: the one session factory.
-- :mod:`skewlab.spark.kafka_source` / :mod:`skewlab.spark.kafka_sink`: ``skewlab-kafka``,
-  Kafka on PySpark's Python Data Source API (the JVM connector is not available here).
+- :func:`skewlab.spark.session.spark_session`: the one session factory (Spark's Kafka
+  connector and delta-spark on its classpath).
+- :mod:`skewlab.spark.route` / :mod:`skewlab.spark.route_sink`: the route job's query
+  and its ``foreachBatch`` sink; :mod:`skewlab.spark.writes`: its Kafka and Delta writes.
 - :func:`skewlab.spark.state.route_with_state`: state per splitter in Spark's state store.
 """
 

@@ -1,9 +1,13 @@
 """The route job's streaming query: ``events`` -> decode -> per-splitter grouping.
 
-The ``skewlab-kafka`` source reads and decodes ``events`` (:func:`decode_batch`), each
-source partition is one splitter routing in offset order with its state in Spark's
-state store, and the sink (:mod:`skewlab.spark.route_sink`) produces ``routed`` and
-writes Delta. Steps: docs/throughput.md, "skewlab.spark.route".
+1. Spark's Kafka source (``format("kafka")``) reads ``events`` from the offsets in the
+   query's checkpoint (:func:`kafka_events`);
+2. each Arrow batch of (partition, offset, value) is decoded (:func:`decode_batch`):
+   valid events shrink to (key, ts, seq, size), rejects keep their bytes and a reason;
+3. each source partition is one splitter routing in offset order: on the driver in the
+   sink (``splitters="driver"``) or in Spark with its state in the state store;
+4. the ``foreachBatch`` sink (:mod:`skewlab.spark.route_sink`) sends ``routed`` and
+   appends the Delta tables.
 """
 
 from __future__ import annotations
@@ -104,11 +108,11 @@ class RouteSettings:
     """Synthetic events of the warm-up micro-batch (0: no warm-up, ``route.ready`` when
     the query runs)."""
     tasks: int = 1
-    """Spark tasks per stage of a micro-batch: the source's reads (``maxTasks``) and the
-    splitter groups (the query's shuffle partitions). Each task is a fixed cost per
-    batch (a Python worker round trip, a state store load and commit); on 2 cores that
-    the workers, broker and producer share, one task per stage gave the shortest
-    batches at 5,000 events/s (docs/throughput.md)."""
+    """Spark tasks per stage of a micro-batch: the source's reads (its Kafka partitions,
+    coalesced) and the splitter groups (the query's shuffle partitions). Each task is a
+    fixed cost per batch (a Python worker round trip, a state store load and commit); on
+    2 cores that the workers, broker and producer share, one task per stage gave the
+    shortest batches at 5,000 events/s (docs/throughput.md)."""
     splitters: str = "driver"
     """Where the splitters run: ``driver`` (the sink routes each batch on the driver, the
     states saved per batch in the checkpoint, :mod:`skewlab.spark.driver_splitters`: one
@@ -187,8 +191,7 @@ def decode_batch(b: Any, max_bytes: int) -> Any:
 
 
 def decode_fn(max_bytes: int) -> Callable[[Any], Any]:
-    """``mapInArrow`` function: :func:`decode_batch` of every batch (step 2, for a
-    source other than ``skewlab-kafka``, which decodes as it reads: option ``decode``)."""
+    """``mapInArrow`` function: :func:`decode_batch` of every batch (step 2)."""
 
     def run(batches: Any) -> Any:
         for b in batches:
@@ -284,29 +287,31 @@ def splitter_fn(s: RouteSettings, versions: Versions = task_versions) -> Any:
     return run
 
 
+def kafka_events(spark: SparkSession, s: RouteSettings) -> DataFrame:
+    """Step 1: Spark's Kafka source on ``events`` from the earliest offset, as rows of
+    (partition, offset, value); at most ``s.max_events_per_trigger`` records a batch."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", s.bootstrap)
+        .option("subscribe", s.events_topic)
+        .option("startingOffsets", "earliest")
+    )
+    if s.max_events_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(s.max_events_per_trigger))
+    return reader.load().select("partition", "offset", "value")
+
+
 def routed_stream(spark: SparkSession, s: RouteSettings, source: DataFrame | None = None) -> Any:
     """Steps 1-3 as a streaming DataFrame (``source``: rows of partition, offset, value;
-    default the ``skewlab-kafka`` source on ``events``). With ``s.splitters == "driver"``
-    only steps 1-2: decoded rows (:data:`DECODED_SCHEMA`), routed by the sink."""
-    if source is None:
-        reader = (
-            spark.readStream.format("skewlab-kafka")
-            .option("bootstrap", s.bootstrap)
-            .option("topic", s.events_topic)
-            .option("client", s.client)
-            .option("startingOffsets", "earliest")
-            .option("fields", "partition,offset,value")
-            .option("maxTasks", str(s.tasks))
-            .option("decode", "events")
-            .option("maxEventBytes", str(s.max_event_bytes))
-        )
-        if s.max_events_per_trigger:
-            reader = reader.option("maxEventsPerTrigger", str(s.max_events_per_trigger))
-        decoded = reader.load()
-    else:
-        decoded = source.select("partition", "offset", "value").mapInArrow(
-            decode_fn(s.max_event_bytes), DECODED_SCHEMA
-        )
+    default :func:`kafka_events`). With ``s.splitters == "driver"`` only steps 1-2:
+    decoded rows (:data:`DECODED_SCHEMA`), routed by the sink. The source's partitions
+    are coalesced to ``s.tasks`` decode tasks."""
+    rows = kafka_events(spark, s) if source is None else source
+    decoded = (
+        rows.select("partition", "offset", "value")
+        .coalesce(s.tasks)
+        .mapInArrow(decode_fn(s.max_event_bytes), DECODED_SCHEMA)
+    )
     if s.splitters == "driver":  # the sink routes (skewlab.spark.driver_splitters)
         return decoded
     return route_with_state(

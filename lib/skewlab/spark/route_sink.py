@@ -1,9 +1,19 @@
 """The route job's ``foreachBatch`` sink: routed records to Kafka, then Delta.
 
-:class:`RouteSink` runs each micro-batch, produces its routed records and appends the
-load and quarantine tables under app id ``route:<run>``; a replayed batch re-produces
-(workers drop duplicates) but skips Delta writes already committed. Steps and crash
-points: docs/throughput.md, "skewlab.spark.route_sink".
+:class:`RouteSink` runs each micro-batch:
+
+1. the decoded batch comes to the driver as Arrow (crash point ``route.in_batch``);
+2. with ``splitters="driver"`` the splitters route it here, their states saved under
+   the checkpoint before any record leaves (:meth:`RouteSink.route`);
+3. the routed records go to ``routed`` through Spark's Kafka sink, one partition per
+   worker (:func:`~skewlab.spark.writes.kafka_write`; crash point ``route.after_produce``);
+4. ``key_loads``, ``partition_loads`` and (when there are rejects) ``quarantine`` are
+   appended with delta-spark under app id ``route:<run>``, version = the batch id
+   (:func:`~skewlab.spark.writes.delta_appends`).
+
+A replayed batch sends its records again (the workers drop the copies) and its Delta
+appends are skipped by Delta's idempotent writes; Spark commits the batch's offsets
+only after the sink returns.
 """
 
 from __future__ import annotations
@@ -18,23 +28,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewlab.faults import crash_point
-from skewlab.io.kafka import connect
-from skewlab.io.kafka.base import KafkaSettings
 from skewlab.pipeline import events
 from skewlab.pipeline.route import AssignmentVersion
 from skewlab.rundir import app_id
 from skewlab.spark import tables
 from skewlab.spark.driver_splitters import SplitterStates, route_decoded
-from skewlab.spark.kafka_sink import HEADER_PREFIX, produce_table
 from skewlab.spark.route import (
     ASSIGNMENTS_PROPERTY,
     RouteSettings,
     splitter_fn,
     versions_to_json,
 )
+from skewlab.spark.writes import HEADER_PREFIX, Append, delta_appends, kafka_write
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +123,15 @@ class RouteSink:
 
     ``dry`` (the warm-up): everything but sending (no produce, no crash points) and
     the Delta writes go to ``delta_root`` (a scratch root), so nothing is counted.
+    ``spark``: the session to write through (default: the batch's).
     """
 
     s: RouteSettings
     dry: bool = False
     delta_root: str | None = None
+    spark: SparkSession | None = field(default=None, repr=False)
     batches: int = 0
     """Micro-batches with rows handled so far."""
-    _client: Any = field(default=None, repr=False)
     _store: Any = field(default=None, repr=False)
     _versions: tuple[int | None, list[AssignmentVersion]] = (None, [])
     _split: Any = field(default=None, repr=False)
@@ -133,23 +142,17 @@ class RouteSink:
     _route_s: float = 0.0
     """Seconds of the last batch's driver-side routing (part of its compute)."""
 
-    def __post_init__(self) -> None:
-        if not self.dry:  # connect now: the first batch's produce found the producer
-            # still connecting and getting its idempotent producer id (0.5-1 s, measured)
-            client, _ = self._clients()
-            getattr(client, "producer", None)
-
-    def _clients(self) -> tuple[Any, Any]:
+    def _reader(self) -> Any:
+        """The delta-rs store the sink reads ``assignments`` from (the rebalancer's table)."""
         if self._store is None:
             from skewlab.io.delta import DeltaStore
 
-            self._client = connect(KafkaSettings(self.s.bootstrap, self.s.client))
             self._store = DeltaStore(self.delta_root or self.s.delta_root)
-        return self._client, self._store
+        return self._store
 
     def versions(self) -> list[AssignmentVersion]:
         """Every ``assignments`` version of the run, read again only when the table moved."""
-        _, store = self._clients()
+        store = self._reader()
         current = store.table_version("assignments")
         if current is None:
             return []
@@ -183,6 +186,8 @@ class RouteSink:
             crash_point("route.in_batch")
         t0 = time.perf_counter()
         driver = self.s.splitters == "driver"
+        if self.spark is None:
+            self.spark = batch.sparkSession
         sc = batch.sparkSession.sparkContext
         if self.s.message_sets and not driver:
             sc.setLocalProperty(ASSIGNMENTS_PROPERTY, versions_to_json(self.versions()))
@@ -205,14 +210,14 @@ class RouteSink:
 
     def write(self, t: pa.Table, batch_id: int, compute_s: float = 0.0) -> None:
         """Steps 3-4 for a sorted batch ``t`` (:data:`~skewlab.spark.route.ROUTED_SCHEMA`)."""
-        client, store = self._clients()
-        s = self.s
+        s, spark = self.s, self.spark
+        if spark is None:
+            raise RuntimeError("RouteSink.write needs a Spark session (RouteSink.spark)")
         t1 = time.perf_counter()
         records = routed_records(t)
         t2 = time.perf_counter()
         if not self.dry:
-            produce_table(client, s.routed_topic, records)
-            client.flush()
+            kafka_write(spark, s.bootstrap, s.routed_topic, records)
             crash_point("route.after_produce")
         t3 = time.perf_counter()
         is_event = pc.equal(t.column("kind"), 1)
@@ -220,12 +225,13 @@ class RouteSink:
         bad = t.filter(pc.and_(is_event, pc.less(t.column("worker"), 0)))
         app, run = app_id("route", s.run_id), s.run_id
         kl = tables.key_loads(run, good, s.window_s)
-        store.append("key_loads", kl, app_id=app, version=batch_id, run_id=run)
         pl = tables.partition_loads(run, kl, s.routed_topic, s.window_s)
-        store.append("partition_loads", pl, app_id=app, version=batch_id, run_id=run)
+        appends = [Append("key_loads", kl), Append("partition_loads", pl)]
         if bad.num_rows:  # no commit for an empty quarantine: a replay has no rejects either
             q = tables.quarantine(run, bad, s.events_topic, round(time.time() * 1000))
-            store.append("quarantine", q, app_id=app, version=batch_id, run_id=run)
+            appends.append(Append("quarantine", q))
+        root = self.delta_root or s.delta_root
+        delta_appends(spark, root, appends, app_id=app, version=batch_id, run_id=run)
         t4 = time.perf_counter()
         times = (compute_s, t2 - t1, t3 - t2, t4 - t3)
         if self.dry:

@@ -2,8 +2,10 @@
 
 It applies the settings this project needs everywhere (venv interpreter for Python
 workers, state store, few shuffle partitions, UI on request, loopback driver, JVM
-options) and registers ``skewlab-kafka``; an active session is reused. Each setting
-and why: docs/throughput.md, "skewlab.spark.session".
+options), adds Spark's Kafka connector and delta-spark (the jars ``infra/setup.sh``
+fetched, :func:`skewlab.jars.jar_files`) with Delta's SQL extension and catalog; an
+active session is reused. Each setting and why: docs/throughput.md,
+"skewlab.spark.session"; the jars: docs/real-stack.md.
 """
 
 from __future__ import annotations
@@ -102,11 +104,24 @@ def site_spark_home(root: Path) -> Path:
     return home
 
 
-def register_data_sources(spark: SparkSession) -> None:
-    """Register every skewlab Python data source on ``spark`` (idempotent)."""
-    from skewlab.spark.kafka_source import KafkaDataSource
+DELTA_SETTINGS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
+    "spark.databricks.delta.properties.defaults.checkpointPolicy": "classic",
+    "spark.databricks.delta.snapshotPartitions": "1",
+}
+"""delta-spark in the session; new tables keep a protocol delta-rs also writes (no
+deletion vectors, classic checkpoints), since the worker processes use delta-rs. A
+snapshot's state is rebuilt in one task, not 50: an idempotent append reads the
+table's app versions that way, and the route job's tables are small (docs/real-stack.md)."""
 
-    spark.dataSource.register(KafkaDataSource)
+
+def connector_jars() -> str:
+    """``spark.jars``: Spark's Kafka connector and delta-spark, comma separated."""
+    from skewlab.jars import jar_files
+
+    return ",".join(str(p) for p in jar_files("spark"))
 
 
 def spark_session(
@@ -135,7 +150,6 @@ def spark_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         log.info("reusing active Spark session %s", active.sparkContext.appName)
-        register_data_sources(active)
         return active
 
     if site_pyspark and master.strip().startswith("local") and not os.environ.get("SPARK_HOME"):
@@ -147,6 +161,8 @@ def spark_session(
         (root / sub).mkdir(parents=True, exist_ok=True)
 
     settings: dict[str, str] = {
+        "spark.jars": connector_jars(),
+        **DELTA_SETTINGS,
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.default.parallelism": str(shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
@@ -178,6 +194,5 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
-    register_data_sources(spark)
     log.info("started Spark %s (%s) for %s", spark.version, master, app_name)
     return spark

@@ -68,7 +68,7 @@ def run_warmup(spark: SparkSession, s: RouteSettings, folder: Path, t0: float) -
     decoded = source.repartition(PARTITIONS, "partition").mapInArrow(
         decode_fn(s.max_event_bytes), DECODED_SCHEMA
     )
-    sink = RouteSink(s, dry=True, delta_root=str(folder / "delta"))
+    sink = RouteSink(s, dry=True, delta_root=str(folder / "delta"), spark=spark)
     try:
         if s.splitters == "driver":  # the splitters run in this process, as the sink's
             routed = sink.route(decoded.toArrow(), 0)

@@ -1,7 +1,7 @@
 """Per-splitter state in Spark's state store survives micro-batches and a restart.
 
-The stream is the ``skewlab-kafka`` source; the splitter is the source partition.
-``maxEventsPerTrigger`` forces several micro-batches, and the query is stopped and
+The stream is Spark's Kafka source; the splitter is the source partition.
+``maxOffsetsPerTrigger`` forces several micro-batches, and the query is stopped and
 restarted from its checkpoint with more records produced in between.
 """
 
@@ -43,7 +43,7 @@ def run_twice(spark, broker, kafka, topic, build, checkpoint: Path, columns) -> 
     sink = BatchCollector(columns)
     for first, count in ((0, 600), (600, 400)):
         produce_round_robin(kafka, topic, first, count)
-        df = stream_topic(spark, broker.bootstrap, topic, maxEventsPerTrigger="250")
+        df = stream_topic(spark, broker.bootstrap, topic, maxOffsetsPerTrigger="250")
         query = (
             build(df)
             .writeStream.outputMode("update")

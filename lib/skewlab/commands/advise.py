@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -234,6 +235,38 @@ class AdviseSettings:
             verify_rate=args.verify_rate,
         )
 
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> AdviseSettings:
+        """The settings of the ``skewlab_advise`` DAG's form (:data:`PARAMS`; an empty field
+        is unset); no progress bar, no terminal output, the data dir from ``$SKEWLAB_HOME``."""
+
+        def given(name: str) -> Any:
+            v = params.get(name)
+            return None if v in (None, "") else v
+
+        unknown = sorted(set(params) - set(PARAMS))
+        if unknown:
+            raise ConfigError(
+                f"unknown param(s) {', '.join(unknown)}; allowed: {', '.join(PARAMS)}"
+            )
+        records = given("records")
+        rate = given("rate")
+        return cls(
+            workers=int(params["workers"]),
+            service_us=float(params.get("service_us") or 1000.0),
+            trace=given("trace"),
+            format=given("format") or "auto",
+            topic=given("topic"),
+            bootstrap=given("bootstrap"),
+            delta=given("delta"),
+            records=None if records is None else int(records),
+            rate=None if rate is None else float(rate),
+            slack=float(params.get("slack", 0.25)),
+            seed=int(params.get("seed", 0)),
+            home=resolve_home(None),
+            progress=False,
+        )
+
     @property
     def source(self) -> str:
         """Where the stream comes from, as the user named it."""
@@ -254,6 +287,30 @@ class AdviseSettings:
             "slack": self.slack,
             "seed": self.seed,
         }
+
+
+PARAMS: dict[str, dict[str, Any]] = {
+    "trace": {"default": "", "type": "string",
+              "description": "trace file (CSV / JSON lines / Parquet) on the Airflow worker"},
+    "format": {"default": "auto", "type": "string", "enum": list(TRACE_FORMATS),
+               "description": "trace format"},
+    "topic": {"default": "", "type": "string", "description": "or: a Kafka topic to sample"},
+    "bootstrap": {"default": "", "type": "string", "description": "the topic's HOST:PORT"},
+    "delta": {"default": "", "type": "string", "description": "or: a Delta table's path"},
+    "records": {"default": None, "type": ["null", "integer"], "minimum": 1,
+                "description": "at most this many records (topic / Delta: 100,000)"},
+    "workers": {"default": 8, "type": "integer", "minimum": 1, "maximum": 1024,
+                "description": "W, the workers"},
+    "service_us": {"default": 1000.0, "type": "number", "exclusiveMinimum": 0,
+                   "description": "per-event service time, microseconds"},
+    "rate": {"default": None, "type": ["null", "number"], "exclusiveMinimum": 0,
+             "description": "events/s (empty: the timestamps, else 80 % of capacity)"},
+    "slack": {"default": 0.25, "type": "number", "minimum": 0,
+              "description": "how far above the best p99 still counts as keeping up"},
+    "seed": {"default": 0, "type": "integer", "description": "service and arrival seed"},
+}  # fmt: skip
+"""The ``skewlab_advise`` DAG's form: each field's JSON schema (``airflow.sdk.Param`` kwargs),
+the flags of ``skewlab advise`` without the output switches and ``--verify``."""
 
 
 def read_stream(s: AdviseSettings) -> Stream:
@@ -299,27 +356,63 @@ def run(args: argparse.Namespace) -> int:
     """Validate, read the stream, advise, report; ``--verify`` then runs it live."""
     # 1. validate: nothing is read or written before every flag passed
     s = AdviseSettings.from_args(args)
-
-    # 2. the stream, its bad rows named
-    stream = read_stream(s)
-    if stream.bad_rows:
-        print(f"skewlab advise: {stream.describe_bad()}", file=sys.stderr)
-
-    # 3. advise (progress over every candidate's events)
     shown = EventProgress("advise", sys.stderr) if s.progress else None
     try:
-        advice = advise(
-            stream,
-            s.workers,
-            s.service_us * 1e-6,
-            s.rate,
-            slack=s.slack,
-            seed=s.seed,
-            progress=shown,
-        )
+        done = execute(s, progress=shown, warn=lambda line: print(line, file=sys.stderr))
     finally:
         if shown is not None:
             shown.close()
+    try:
+        _report(done, s)
+    except BaseException:
+        done.end("FAILED")
+        raise
+    done.end("FINISHED")
+    return 0
+
+
+@dataclass
+class Done:
+    """What :func:`execute` produced: the advice, its stream, the JSON document, the files,
+    the run dir and the MLflow run (left open for ``--verify``; :meth:`end` ends it)."""
+
+    advice: Advice
+    stream: Stream
+    doc: dict[str, Any]
+    files: dict[str, Path]
+    out: Path
+    tracker: Tracker | None = None
+    run_id: str | None = None
+
+    def end(self, status: str) -> None:
+        """End the MLflow run (if any) with ``status``."""
+        if self.tracker is not None and self.run_id is not None:
+            self.tracker.end_run(self.run_id, status)
+
+
+def execute(
+    s: AdviseSettings,
+    progress: Callable[[int, int], None] | None = None,
+    warn: Callable[[str], None] = log.warning,
+) -> Done:
+    """Steps 2-4 of :func:`run` for validated settings (the command and the DAG):
+    read the stream (``warn`` gets the bad-row line), advise, write the files and
+    open the MLflow run."""
+    # 2. the stream, its bad rows named
+    stream = read_stream(s)
+    if stream.bad_rows:
+        warn(f"skewlab advise: {stream.describe_bad()}")
+
+    # 3. advise (progress over every candidate's events)
+    advice = advise(
+        stream,
+        s.workers,
+        s.service_us * 1e-6,
+        s.rate,
+        slack=s.slack,
+        seed=s.seed,
+        progress=progress,
+    )
 
     # 4. files and the MLflow run
     out = _out_dir(s.out, s.home)
@@ -327,39 +420,21 @@ def run(args: argparse.Namespace) -> int:
     command = run_command(live_args(advice, s, workload, len(stream), advice.workload.arrival_rate))
     doc = advice_doc(advice, stream, s, command)
     files = _files(advice, stream, s, out, doc)
-    tracker: Tracker | None = None
-    run_id: str | None = None
+    done = Done(advice, stream, doc, files, out)
     if s.mlflow:
-        tracker, run_id = _log_mlflow(advice, s, doc, files)
-
-    try:
-        _report(advice, stream, s, command, doc, files, out, tracker, run_id)
-    except BaseException:
-        if tracker is not None and run_id is not None:
-            tracker.end_run(run_id, "FAILED")
-        raise
-    if tracker is not None and run_id is not None:
-        tracker.end_run(run_id)
-    return 0
+        done.tracker, done.run_id = _log_mlflow(advice, s, doc, files)
+    return done
 
 
-def _report(
-    advice: Advice,
-    stream: Stream,
-    s: AdviseSettings,
-    command: str,
-    doc: dict[str, Any],
-    files: dict[str, Path],
-    out: Path,
-    tracker: Tracker | None,
-    run_id: str | None,
-) -> None:
+def _report(done: Done, s: AdviseSettings) -> None:
     """Steps 5 and 6 of :func:`run`: print the advice, then ``--verify``."""
+    advice, doc, files = done.advice, done.doc, done.files
+    tracker, run_id = done.tracker, done.run_id
     # 5. report
     if s.as_json and not s.verify:
         print(json.dumps({**doc, "files": {k: str(v) for k, v in files.items()}}, indent=1))
     elif not s.as_json:
-        print(report(advice, stream, command))
+        print(report(advice, done.stream, doc["run"]))
         print()
         for what, path in files.items():
             print(f"{what}: {path}")
@@ -368,7 +443,7 @@ def _report(
 
     # 6. --verify
     if s.verify:
-        result = verify(advice, stream, s, out)
+        result = verify(advice, done.stream, s, done.out)
         if tracker is not None and run_id is not None:
             tracker.log_table(run_id, result.records(), "verify.csv")
             tracker.log_metrics(run_id, result.metrics())

@@ -1,0 +1,78 @@
+"""``skewlab_advise``: its shape and form (DagBag, no DB) and one small advice with ``dag.test()``
+into a real MLflow store under a tmp ``$SKEWLAB_HOME``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+
+
+@pytest.mark.unit
+def test_advise_dag_shape(dagbag: Any) -> None:
+    dag = dagbag.dags["skewlab_advise"]
+    assert dag.schedule is None
+    assert {t.task_id for t in dag.tasks} == {"plan", "advise"}
+    assert dag.get_task("plan").downstream_task_ids == {"advise"}
+    assert {"skewlab", "advise"} <= set(dag.tags)
+
+
+@pytest.mark.unit
+def test_advise_form_refuses_values_outside_the_flags_bounds(dagbag: Any) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from skewlab.advise import TRACE_FORMATS
+
+    params = dagbag.dags["skewlab_advise"].params
+    params.validate()
+    assert params.get_param("format").schema["enum"] == list(TRACE_FORMATS)
+    for name, bad in {"workers": 0, "service_us": 0, "rate": -1, "records": 0, "slack": -0.5,
+                      "format": "xml"}.items():  # fmt: skip
+        with pytest.raises(ParamValidationError):
+            params.get_param(name).resolve(bad)
+
+
+@pytest.mark.unit
+def test_the_form_and_the_command_take_the_same_settings() -> None:
+    from skewlab.commands.advise import PARAMS, AdviseSettings
+    from skewlab.errors import ConfigError
+
+    with pytest.raises(ConfigError):  # no input at all
+        AdviseSettings.from_params({k: v["default"] for k, v in PARAMS.items()})
+    with pytest.raises(ConfigError):
+        AdviseSettings.from_params({"workers": 4, "topic": "t"})  # no bootstrap
+    with pytest.raises(ConfigError):
+        AdviseSettings.from_params({"workers": 4, "verify": True})  # not a form field
+
+
+@pytest.mark.integration
+def test_small_advice_end_to_end(
+    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    from skewlab.io.tracking import Tracker, TrackingSettings
+
+    home = tmp_path / "skewlab"
+    monkeypatch.setenv("SKEWLAB_HOME", str(home))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "key\n" + "".join(f"{'hot' if i % 2 else f'k{i % 97}'}\n" for i in range(3000))
+    )
+    bag = DagBag(dag_folder=str(DAGS_DIR))
+    conf = {"trace": str(trace), "workers": 4}
+    dag_run = bag.dags["skewlab_advise"].test(run_conf=conf)
+
+    states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+    assert states == {"plan": "success", "advise": "success"}, states
+    (advice,) = list((home / "runs").glob("advise-*/advice.json"))
+    tracker = Tracker(TrackingSettings.for_data_dir(home))
+    exp = tracker.client.get_experiment_by_name("skewlab-advise")
+    (run,) = tracker.client.search_runs([exp.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["airflow.run_id"] == dag_run.run_id
+    assert run.data.tags["recommended"] in advice.read_text()

@@ -1,21 +1,15 @@
 """``skewlab advise --verify``: the recommendation and KEY grouping, simulated and live.
 
-Steps:
+1. the stream's first ``--verify-events`` events are written as a trace (key, size; no
+   timestamps, so the producer and the simulator both pace it at the verify rate);
+2. each strategy is simulated on exactly those events (evenly spaced arrivals);
+3. each runs live through ``skewlab run``'s machinery (:func:`run_experiment`) with
+   ``--workload trace:<that file>``;
+4. per metric: the simulator's figure, the live one, the relative error.
 
-1. take the stream's first ``--verify-events`` events and write them as a trace
-   (``<out>/verify.csv``: key, size; no timestamps, so the live producer and the
-   simulator both pace it at the verify rate);
-2. simulate each of the two strategies on exactly those events at that rate
-   (:func:`skewlab.advise.evaluate`, evenly spaced arrivals as the producer sends them);
-3. run each live through ``skewlab run``'s machinery
-   (:func:`skewlab.live.experiment.run_experiment`) with ``--workload trace:<that file>``;
-4. per metric, the simulator's figure, the live one and the relative error.
-
-The one calibration: the simulator models queueing at the workers, not the live
-pipeline's fixed latency (producer batching, Kafka, the route job's micro-batches). That
-offset is measured on the KEY run (live p99 minus the simulator's p99 sojourn) and added
-to the recommendation's simulated p99; the KEY row's p99 is therefore exact by
-construction and says so. Details: docs/advise.md, "--verify".
+Calibrated: the live pipeline's fixed latency, which the simulator does not model, is
+measured on the KEY run (live p99 - simulated p99 sojourn) and added to the other
+strategy's simulated p99. Details: docs/advise.md, "--verify".
 """
 
 from __future__ import annotations
@@ -130,6 +124,9 @@ class VerifyResult:
             "events": self.events,
             "rate": self.rate,
             "p99_offset_ms": self.p99_offset_ms,
+            "runs": [
+                {"strategy": r.label, "run_id": r.run_id, "exact": r.exact} for r in self.rows
+            ],
             "records": self.records(),
         }
 

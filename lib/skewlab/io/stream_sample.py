@@ -2,18 +2,11 @@
 
 Both end as a :class:`skewlab.advise.Stream` whose rows went through the trace rules
 (:func:`skewlab.workload.trace_check.check_values`), bad ones counted.
-
-* :func:`sample_topic` reads the newest ``records`` records of a topic through the
-  project's Kafka client (:func:`skewlab.io.kafka.connect`): partitions assigned by
-  hand, no consumer group joined and no offset committed, so the topic's consumers
-  see nothing. A value that is a JSON object with ``key`` (skewlab's ``events``
-  format, or any ``{"key": .., "ts"|"timestamp": .., "size": ..}``) gives the key,
-  time and size; any other value is keyed by its record key and timed by the record's
-  timestamp. Events of all partitions are merged in time order.
-* :func:`read_delta` reads a Delta table's ``key`` and optional ``timestamp``/``ts``
-  and ``size`` columns with delta-rs, newest ``records`` rows by time.
-
-Details: docs/advise.md, "Inputs".
+:func:`sample_topic` reads the newest records of a topic through the project's Kafka
+client, partitions assigned by hand, no group joined, no offset committed; a JSON value
+with ``key`` gives key, time and size, any other value is keyed and timed by its record
+(:func:`topic_values`). :func:`read_delta` reads a Delta table's ``key`` and optional
+``timestamp``/``ts`` and ``size`` columns with delta-rs. Details: docs/advise.md, "Inputs".
 """
 
 from __future__ import annotations

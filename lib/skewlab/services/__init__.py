@@ -1,7 +1,8 @@
 """Embedded local services (start / health / stop), all under one data directory.
 
-Today: the Kafka broker (tansu). An MLflow server or Airflow joins by subclassing
-:class:`~skewlab.services.process.Service` and adding one registry entry.
+Today: the Kafka broker (Apache Kafka, KRaft, one node). An MLflow server or Airflow
+joins by subclassing :class:`~skewlab.services.process.Service` and adding one registry
+entry.
 
 >>> from skewlab.services import get_service
 >>> broker = get_service("broker", home="/tmp/skewlab")   # doctest: +SKIP
@@ -14,7 +15,13 @@ from __future__ import annotations
 import os
 
 from skewlab.registry import resolve
-from skewlab.services.broker import Broker, find_tansu_binary, kafka_api_versions_ok, start_broker
+from skewlab.services.broker import (
+    Broker,
+    kafka_api_versions_ok,
+    kafka_jars,
+    kafka_metadata_brokers,
+    start_broker,
+)
 from skewlab.services.datadir import HOME_ENV, DataDir, ServiceState, resolve_home
 from skewlab.services.process import (
     BinaryNotFoundError,
@@ -47,9 +54,10 @@ __all__ = [
     "ServiceStartError",
     "ServiceState",
     "ServiceStatus",
-    "find_tansu_binary",
     "get_service",
     "kafka_api_versions_ok",
+    "kafka_jars",
+    "kafka_metadata_brokers",
     "resolve_home",
     "start_broker",
 ]

@@ -1,6 +1,6 @@
 """Process-backed services: spawn detached, poll readiness, stop, and the :class:`Service` base.
 
-A service is one long-running local process (the Kafka broker) that outlives the Python
+A service is one long-running local process (the Kafka broker's JVM) that outlives the Python
 process that started it, so ``skewlab up`` can return. Subclasses say only *what* to run and
 *how to tell it is healthy*; the base does the lifecycle: :meth:`Service.start` (its steps are
 in its docstring) and :meth:`Service.stop`.
@@ -248,6 +248,10 @@ class Service(abc.ABC):
     def probe(self, host: str, port: int) -> bool:
         """True if the service on ``host:port`` answers like it should."""
 
+    def prepare(self, executable: Path, host: str, port: int) -> None:
+        """Get ready to run on ``host:port`` (write config files, ...); nothing by default."""
+        return None
+
     def startup_failure(self, tail: list[str], host: str, port: int) -> ServiceError:
         """Turn the log tail of a process that died at start into an error (override to refine)."""
         last = tail[-1] if tail else "no output"
@@ -281,8 +285,9 @@ class Service(abc.ABC):
            health probe within the timeout (idempotent start); raise :class:`ServiceError` if
            it does not answer or if ``port`` differs from the port it runs on;
         2. otherwise forget the stale state, pick the port (``port``, which must be free, or
-           a free port on ``host``, retried up to 3 times if taken meanwhile) and spawn the
-           command in a new session with stdout/stderr appended to the service log;
+           a free port on ``host``, retried up to 3 times if taken meanwhile), run
+           :meth:`prepare` and spawn the command in a new session with stdout/stderr
+           appended to the service log;
         3. poll the health probe until it answers, the process dies (raise
            :meth:`startup_failure` of the log tail) or ``timeout_s`` passes (stop the process,
            raise :class:`ServiceStartError`);
@@ -325,6 +330,7 @@ class Service(abc.ABC):
         raise AssertionError("unreachable")
 
     def _spawn_once(self, exe: Path, host: str, port: int, timeout_s: float) -> ServiceState:
+        self.prepare(exe, host, port)
         argv = self.command(exe, host, port)
         log_path = self.datadir.log_file(self.name)
         log_start = log_path.stat().st_size if log_path.exists() else 0

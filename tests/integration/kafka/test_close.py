@@ -1,5 +1,5 @@
 """Closing a client whose broker died: at once, the queued records dropped with a
-warning, and nothing of the client left reconnecting (real tansu, killed)."""
+warning, and nothing of the client left reconnecting (the real broker, killed)."""
 
 from __future__ import annotations
 

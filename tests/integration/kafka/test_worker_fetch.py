@@ -1,6 +1,6 @@
 """A worker's reads of its own partition (``skewlab.live.worker_fetch``), every client,
-against the real (tansu) broker: the records up to the TRUE end or the limit, whichever
-comes first, despite tansu's too-low ListOffsets, and every new batch seen."""
+against the real broker: the records up to the end or the limit, whichever comes first,
+and every new batch seen."""
 
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ def _offsets(client: KafkaClient, topic: str, p: int, start: int, limit: int) ->
     return list(fetch_available(client, topic, p, start, limit).offsets)
 
 
-def test_reads_to_the_true_end_or_the_limit(client: KafkaClient, new_topic: NewTopic, broker):
+def test_reads_to_the_end_or_the_limit(client: KafkaClient, new_topic: NewTopic, broker):
     topic = new_topic(2)
-    for i in range(5000):  # linger-batched: tansu reports the last batch's base offset
+    for i in range(5000):  # linger-batched
         client.produce(topic, b"x" * 100, key=str(i).encode(), partition=0)
     client.flush()
-    assert _reported_end(broker.bootstrap, topic, 0) < 5000, "no quirk left to exercise"
+    assert _reported_end(broker.bootstrap, topic, 0) == 5000
     assert _offsets(client, topic, 0, 0, FAR) == list(range(5000))
     assert _offsets(client, topic, 0, 0, 1234) == list(range(1234))
     assert _offsets(client, topic, 0, 4000, FAR) == list(range(4000, 5000))

@@ -61,7 +61,7 @@ def test_a_running_broker_is_one_row_with_its_pid_and_how_to_stop_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     home = tmp_path / "home"
-    fake = _sleeper("tansu")  # what the broker's pid check looks for; no port answers
+    fake = _sleeper("kafka.Kafka")  # what the broker's pid check looks for; no port answers
     try:
         DataDir(home).write_state(
             ServiceState("broker", fake.pid, "127.0.0.1", 9, "127.0.0.1:9", "log")

@@ -1,10 +1,9 @@
 """Kafka adapter: :func:`connect` returns a :class:`KafkaClient` by implementation name.
 
 Two lazy implementations of one contract (:data:`CLIENTS`: ``confluent`` default,
-``kafka-python``); ``KafkaSettings.extra`` routing and the ListOffsets quirk fixed in
-:func:`resolve_true_ends` (kafka-python) or by one read to the end of each partition
-(confluent, ``ConfluentClient.end_offsets``): docs/io.md, docs/throughput.md (Session 5).
-:func:`fetch_range` and :func:`producer_fn` are the per-record hot paths.
+``kafka-python``); ``KafkaSettings.extra`` routing: docs/io.md. :func:`fetch_range` and
+:func:`producer_fn` are the per-record hot paths. A broker that went away is a
+:class:`BrokerUnavailableError` naming the bootstrap servers, raised within seconds.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from skewlab.io.kafka.base import (
+    BrokerUnavailableError,
     FetchedRange,
     Headers,
     KafkaClient,
@@ -88,7 +88,8 @@ def producer_fn(client: object) -> Callable[[str, Any, Any, int, Any], None]:
 
     On a confluent client, its librdkafka producer directly (half the Python cost per
     record of the client's ``produce``, docs/throughput.md "Session 4"), with the
-    client's behaviour kept: a full local queue is drained by polling, never dropped,
+    client's behaviour kept: a full local queue is drained by polling, never dropped
+    (a queue full for a second checks the broker is there: ``BrokerUnavailableError``),
     delivery reports are served every 1,000 records, an error becomes ``KafkaError``.
     Any other client: its ``produce``. The returned function is named ``direct`` on
     the librdkafka path (callers may inline the call and fall back to it).
@@ -104,14 +105,18 @@ def producer_fn(client: object) -> Callable[[str, Any, Any, int, Any], None]:
     from confluent_kafka import KafkaException
 
     poll = producer.poll  # type: ignore[union-attr]
+    queue_full = getattr(client, "_queue_full", None)
     count = [0]
 
     def direct(topic: str, value: Any, key: Any, partition: int, headers: Any) -> None:
+        full_since: float | None = None
         while True:
             try:
                 raw(topic, value, key, partition, headers=headers)
                 break
             except BufferError:
+                if queue_full is not None:
+                    full_since = queue_full(f"produce to {topic!r}", full_since)
                 poll(0.05)
             except KafkaException as exc:
                 raise KafkaError(f"produce to {topic!r}: {exc}") from exc
@@ -123,55 +128,9 @@ def producer_fn(client: object) -> Callable[[str, Any, Any, int, Any], None]:
     return direct
 
 
-EndProbe = Callable[[Mapping[int, int]], Mapping[int, int]]
-
-
-def resolve_true_ends(
-    reported: Mapping[int, int], probe: EndProbe, max_rounds: int = 8
-) -> dict[int, int]:
-    """The true end (last offset + 1) per partition, from possibly-too-low reported ends.
-
-    ``probe({partition: offset})`` fetches each partition from ``offset`` and returns,
-    per partition, the offset just after the last record it saw evidence of (the
-    larger of the last record's offset + 1 and the fetch response's high watermark),
-    or ``offset`` itself if nothing lies there.
-
-    Steps:
-
-    1. ``ends = reported``; every partition is pending;
-    2. probe the pending partitions at their current ends;
-    3. a partition whose evidence is not past its end is confirmed (nothing lies
-       beyond: a broker that reports the true end, like Kafka, stops here after one
-       probe); the others move their end to the evidence and stay pending;
-    4. repeat 2-3 until nothing is pending or ``max_rounds`` probes were made
-       (records still arriving); every returned end has records up to it.
-
-    A probe that does not answer for a pending partition raises :class:`KafkaError`.
-    """
-    if max_rounds < 1:
-        raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
-    ends = {int(p): int(o) for p, o in reported.items()}
-    pending = set(ends)
-    for _ in range(max_rounds):
-        if not pending:
-            break
-        evidence = probe({p: ends[p] for p in sorted(pending)})
-        missing = pending - set(evidence)
-        if missing:
-            raise KafkaError(f"end-offset probe gave no answer for partitions {sorted(missing)}")
-        for p in sorted(pending):
-            if evidence[p] > ends[p]:
-                log.debug(
-                    "partition %d: reported end %d, found records to %d", p, ends[p], evidence[p]
-                )
-                ends[p] = evidence[p]
-            else:
-                pending.discard(p)
-    return ends
-
-
 __all__ = [
     "CLIENTS",
+    "BrokerUnavailableError",
     "FetchedRange",
     "Headers",
     "KafkaClient",
@@ -181,6 +140,5 @@ __all__ = [
     "connect",
     "fetch_range",
     "producer_fn",
-    "resolve_true_ends",
     "split_extra",
 ]

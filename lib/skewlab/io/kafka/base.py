@@ -1,10 +1,10 @@
 """The one small Kafka client interface skewlab uses.
 
 Two implementations sit behind it (confluent-kafka, the default, and
-kafka-python) and both pass one contract test suite against a real broker.
-Broker quirks (tansu's ListOffsets returning the base offset of the last batch
-instead of the true end) are handled inside the implementations, here and
-nowhere else: :meth:`KafkaClient.end_offsets` always returns the true end.
+kafka-python) and both pass one contract test suite against a real Apache Kafka
+broker. A broker that stops answering is a :class:`BrokerUnavailableError` within
+seconds (both clients check the bootstrap servers whenever a call waits), not a
+call that waits out its whole timeout.
 """
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ Headers = Sequence[tuple[str, bytes]]
 
 class KafkaError(SkewlabError):
     """A broker operation failed; the message names the operation and the broker."""
+
+
+class BrokerUnavailableError(KafkaError):
+    """No bootstrap server accepts a connection: the broker is down (stopped, killed,
+    unreachable). The message names the operation and the bootstrap servers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +140,7 @@ class KafkaSettings:
 
 @runtime_checkable
 class KafkaClient(Protocol):
-    """Admin, produce to an explicit partition, fetch a range, true end offsets, commits."""
+    """Admin, produce to an explicit partition, fetch a range, end offsets, commits."""
 
     def create_topic(self, name: str, partitions: int, exist_ok: bool = True) -> None:
         """Create ``name`` with ``partitions`` partitions; an existing one is an error only
@@ -174,7 +179,7 @@ class KafkaClient(Protocol):
         ...
 
     def end_offsets(self, topic: str) -> dict[int, int]:
-        """The TRUE end (last offset + 1) per partition, whatever the broker reports."""
+        """The end (last offset + 1, the high watermark) per partition."""
         ...
 
     def fetch(

@@ -6,24 +6,28 @@ reads with ``consume(num_messages=...)`` in batches sized to what is left of the
 range. The consumer never joins a group: ranges are read with ``assign`` at an
 offset, and ``enable.partition.eof`` tells where a partition ends.
 
-One client serves one thread; one :meth:`ConfluentClient.fetch` at a time (a new
-fetch or :meth:`~ConfluentClient.end_offsets` re-assigns the consumer).
+One client serves one thread; one :meth:`ConfluentClient.fetch` at a time.
+
+Every call that waits on the broker waits in slices and checks between them that the
+broker is still there (:mod:`skewlab.io.kafka._common`): a killed broker is a
+:class:`~skewlab.io.kafka.base.BrokerUnavailableError` in about a second.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka._common import ClientBase
+from skewlab.io.kafka._common import SLICE_S, ClientBase
 from skewlab.io.kafka.base import FetchedRange, Headers, KafkaError, KafkaSettings, Record
 
 log = logging.getLogger(__name__)
@@ -40,9 +44,7 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 """Topics are created only by :meth:`ConfluentClient.create_topic`, with their
 partition count: a client's metadata request must never make one (with the broker's
-default partitions). Tansu honours the request's auto-create flag: a kafka-python
-consumer (auto-creation on by default) that had read a topic re-created it within 0.25 s
-of its deletion, so a deleted topic came back."""
+default partitions), also on a cluster whose brokers allow auto-creation."""
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "group.id": "skewlab-reader",
     "enable.auto.commit": False,
@@ -52,12 +54,27 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "fetch.wait.max.ms": 20,
     "queued.min.messages": 100_000,
 }
-PROBE_CONSUMER: dict[str, Any] = {"fetch.wait.max.ms": 1}
-"""Overrides of the end-of-partition probe's consumer (:meth:`ConfluentClient._read_to_eof`)."""
+EOF_CONSUMER: dict[str, Any] = {"fetch.wait.max.ms": 1}
+"""Overrides of :meth:`ConfluentClient.fetch_available`'s consumer: the broker must not
+hold a fetch at the partition's end (its end-of-partition event comes at once)."""
+GROUP_CONSUMER: dict[str, Any] = {"session.timeout.ms": 6000}
+"""Overrides of the consumers that only commit (:meth:`ConfluentClient._group_consumer`;
+they never join their group): closing one whose commit the broker never answered waits
+for this long (45 s at librdkafka's default)."""
 FETCH_BATCH = 10_000
-PROBE_BATCH = 1_000
 POLL_S = 0.1
 ADMIN_TIMEOUT_S = 30.0
+RETRIED = frozenset(
+    {
+        RdKafkaError._TIMED_OUT,
+        RdKafkaError._TRANSPORT,
+        RdKafkaError._ALL_BROKERS_DOWN,
+        RdKafkaError.REQUEST_TIMED_OUT,
+    }
+)
+"""librdkafka errors that mean "no answer yet": check the broker, then wait again."""
+
+T = TypeVar("T")
 
 
 class ConfluentClient(ClientBase):
@@ -68,9 +85,9 @@ class ConfluentClient(ClientBase):
         self._producer: Producer | None = None
         self._admin: AdminClient | None = None
         self._group_consumers: dict[str, Consumer] = {}
+        self._commits: dict[str, tuple[RdKafkaError | None, list[TopicPartition]]] = {}
+        """group -> the outcome of its last commit (``on_commit``)."""
         self._unpolled = 0
-        self._ends_seen: dict[tuple[str, int], tuple[int, int]] = {}
-        """(topic, partition) -> (reported end, true end) of the last look-up (end_offsets)."""
         self._kept: tuple[tuple[str, int], Consumer] | None = None
         """:meth:`fetch_available`'s consumer and the partition it reads."""
         self._busy: set[tuple[str, int]] = set()
@@ -99,11 +116,11 @@ class ConfluentClient(ClientBase):
     def _reader(self) -> Iterator[Consumer]:
         """A consumer for one look-up or fetch, closed right after.
 
-        Why not the long-lived one: librdkafka 2.16 crashes (SIGSEGV in
-        ``rd_kafka_metadata_cache_find``) when a consumer that has seen a topic
-        refreshes its metadata after the topic was deleted on tansu, and runs
-        delete their topics. A consumer per call never outlives its topic;
-        creating one costs about a millisecond, no broker round trip.
+        Why not a long-lived one: librdkafka 2.16 crashed (SIGSEGV in
+        ``rd_kafka_metadata_cache_find``) when a consumer that had seen a topic
+        refreshed its metadata after the topic was deleted, and runs delete their
+        topics. A consumer per call never outlives its topic; creating one costs
+        about a millisecond, no broker round trip.
         """
         consumer = Consumer(self._config("consumer", CONSUMER_DEFAULTS))
         try:
@@ -125,18 +142,48 @@ class ConfluentClient(ClientBase):
         if err is not None:
             self._failures.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
 
+    def _wait(
+        self, doing: str, call: Callable[[float], T], timeout_s: float = ADMIN_TIMEOUT_S
+    ) -> T:
+        """``call(slice_s)`` until it answers, checking the broker between slices.
+
+        A slice that ends without an answer (a future's ``TimeoutError``, or a
+        librdkafka error in :data:`RETRIED`) checks the bootstrap servers
+        (:class:`~skewlab.io.kafka.base.BrokerUnavailableError` if none answers) and
+        waits again, up to ``timeout_s`` in all (then :class:`KafkaError`); any other
+        librdkafka error is raised as it is.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return call(max(0.01, min(SLICE_S, left)))
+            except TimeoutError:
+                pass
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if not isinstance(err, RdKafkaError) or err.code() not in RETRIED:
+                    raise
+            self._require_broker(doing)
+            if time.monotonic() >= deadline:
+                raise KafkaError(f"{doing} on {self._where()}: no answer in {timeout_s} s")
+
+    def _result(self, doing: str, future: Future[Any]) -> Any:
+        """The result of an admin request's future (:meth:`_wait`)."""
+        return self._wait(doing, lambda slice_s: future.result(timeout=slice_s))
+
     # ------------------------------------------------------------------- admin
 
     def create_topic(self, name: str, partitions: int, exist_ok: bool = True) -> None:
         """Create ``name`` with ``partitions`` partitions; wait until its metadata shows them."""
         if partitions < 1:
             raise ConfigError(f"partitions must be >= 1, got {partitions}")
-        self._forget_ends(name)
+        self._drop_kept(name)
         futures = self.admin.create_topics(
             [NewTopic(name, num_partitions=partitions)], request_timeout=ADMIN_TIMEOUT_S
         )
         try:
-            futures[name].result()
+            self._result(f"create topic {name!r}", futures[name])
         except KafkaException as exc:
             err = exc.args[0]
             if not (exist_ok and err.code() == RdKafkaError.TOPIC_ALREADY_EXISTS):
@@ -145,20 +192,15 @@ class ConfluentClient(ClientBase):
 
     def delete_topic(self, name: str, missing_ok: bool = True) -> None:
         """Delete ``name``; wait until it is gone from the metadata."""
-        self._forget_ends(name)
+        self._drop_kept(name)
         futures = self.admin.delete_topics([name], request_timeout=ADMIN_TIMEOUT_S)
         try:
-            futures[name].result()
+            self._result(f"delete topic {name!r}", futures[name])
         except KafkaException as exc:
             err = exc.args[0]
             if not (missing_ok and err.code() == RdKafkaError.UNKNOWN_TOPIC_OR_PART):
                 raise KafkaError(f"delete topic {name!r} on {self._where()}: {err.str()}") from exc
         self._await_topic(name, present=False)
-
-    def _forget_ends(self, topic: str) -> None:
-        self._drop_kept(topic)
-        for key in [k for k in self._ends_seen if k[0] == topic]:
-            del self._ends_seen[key]
 
     def list_topics(self) -> list[str]:
         """Names of the non-internal topics, sorted."""
@@ -173,7 +215,9 @@ class ConfluentClient(ClientBase):
 
     def _metadata(self) -> dict[str, Any]:
         try:
-            return dict(self.admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics)
+            admin = self.admin
+            meta = self._wait("list topics", lambda slice_s: admin.list_topics(timeout=slice_s))
+            return dict(meta.topics)
         except KafkaException as exc:
             raise KafkaError(f"list topics on {self._where()}: {exc}") from exc
 
@@ -208,11 +252,13 @@ class ConfluentClient(ClientBase):
         if headers:
             kwargs["headers"] = list(headers)
         producer = self.producer
+        full_since: float | None = None
         while True:
             try:
                 producer.produce(topic, value, **kwargs)
                 break
             except BufferError:
+                full_since = self._queue_full(f"produce to {topic!r}", full_since)
                 producer.poll(0.05)
             except KafkaException as exc:
                 raise KafkaError(f"produce to {topic!r} on {self._where()}: {exc}") from exc
@@ -221,11 +267,30 @@ class ConfluentClient(ClientBase):
             producer.poll(0)
             self._unpolled = 0
 
+    def _queue_full(self, doing: str, since: float | None) -> float:
+        """The producer's queue is full: when it has been for :data:`SLICE_S`, check the
+        broker (it drains the queue). Returns when the current full spell began."""
+        now = time.monotonic()
+        if since is None:
+            return now
+        if now - since >= SLICE_S:
+            self._require_broker(doing)
+            return now
+        return since
+
     def flush(self, timeout_s: float = 30.0) -> None:
-        """Wait for every queued record; :class:`KafkaError` on a failed delivery or timeout."""
+        """Wait for every queued record; :class:`KafkaError` on a failed delivery or timeout,
+        :class:`~skewlab.io.kafka.base.BrokerUnavailableError` (within about a second) when
+        the broker is gone."""
         if self._producer is None:
             return
-        left = self._producer.flush(timeout_s)
+        producer = self._producer
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = producer.flush(max(0.0, min(SLICE_S, deadline - time.monotonic())))
+            if not left or time.monotonic() >= deadline:
+                break
+            self._require_broker(f"flush {left} record(s)")
         self._unpolled = 0
         self._raise_failures()
         if left:
@@ -241,9 +306,13 @@ class ConfluentClient(ClientBase):
                 return self._watermarks(topic, reader)
         out = {}
         for p in range(self.partitions(topic)):
+            tp = TopicPartition(topic, p)
             try:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S, cached=False
+                low, high = self._wait(
+                    f"list offsets of {topic}[{p}]",
+                    lambda slice_s, tp=tp: consumer.get_watermark_offsets(  # type: ignore[misc]
+                        tp, timeout=slice_s, cached=False
+                    ),
                 )
             except KafkaException as exc:
                 raise KafkaError(f"list offsets of {topic}[{p}] on {self._where()}: {exc}") from exc
@@ -255,45 +324,17 @@ class ConfluentClient(ClientBase):
         return {p: low for p, (low, _high) in self._watermarks(topic).items()}
 
     def end_offsets(self, topic: str) -> dict[int, int]:
-        """The TRUE end per partition: the broker's reported ends (one ListOffsets on the
-        admin client), then, for each partition whose reported end moved since the last
-        call, one read from it to the partition's end (:meth:`_read_to_eof`).
-
-        Why a reported end that did not move keeps its true end: tansu reports the base
-        offset of the last record batch (:mod:`skewlab.io.kafka`), and every new batch
-        starts at the old true end, past that base, so new records always move the
-        reported end. Only ends past their reported end are kept (an empty partition,
-        or a broker reporting true ends, is read again each time); this client's
-        ``create_topic`` / ``delete_topic`` forget the topic's ends. An idle consumer
-        asking every 50 ms (a worker) then costs the broker one ListOffsets request,
-        not a new connection and a fetch per partition."""
-        return self._true_ends(topic, self._reported_ends(topic))
+        """The end (high watermark) per partition: one ListOffsets request on the admin
+        client."""
+        return self._reported_ends(topic)
 
     def end_offset(self, topic: str, partition: int) -> int:
-        """:meth:`end_offsets` of one partition: one ListOffsets of that partition, and a
-        read of it only if its reported end moved since the last look-up."""
-        return self._true_ends(topic, self._reported_ends(topic, [partition]))[partition]
-
-    def _true_ends(self, topic: str, reported: Mapping[int, int]) -> dict[int, int]:
-        """The true ends of the partitions of ``reported`` (:meth:`end_offsets`)."""
-        out: dict[int, int] = {}
-        todo: dict[int, int] = {}
-        for p, r in reported.items():
-            hit = self._ends_seen.get((topic, p))
-            if hit is not None and hit[0] == r:
-                out[p] = hit[1]
-            else:
-                todo[p] = r
-        if todo:
-            for p, end in self._read_to_eof(topic, todo).items():
-                out[p] = end
-                if end > todo[p]:
-                    self._ends_seen[(topic, p)] = (todo[p], end)
-        return dict(sorted(out.items()))
+        """:meth:`end_offsets` of one partition (a ListOffsets of that partition alone)."""
+        return self._reported_ends(topic, [partition])[partition]
 
     def _reported_ends(self, topic: str, parts: list[int] | None = None) -> dict[int, int]:
         """ListOffsets(latest) of ``parts`` (default: every partition of ``topic``), one
-        admin request."""
+        admin request, sorted by partition."""
         ps = range(self.partitions(topic)) if parts is None else parts
         futures = self.admin.list_offsets(
             {TopicPartition(topic, p): OffsetSpec.latest() for p in ps},
@@ -302,58 +343,13 @@ class ConfluentClient(ClientBase):
         out = {}
         for tp, fut in futures.items():
             try:
-                out[_int(tp.partition)] = int(fut.result().offset)
+                got = self._result(f"list offsets of {topic}[{tp.partition}]", fut)
+                out[_int(tp.partition)] = int(got.offset)
             except KafkaException as exc:
                 raise KafkaError(
                     f"list offsets of {topic}[{tp.partition}] on {self._where()}: {exc}"
                 ) from exc
-        return out
-
-    def _read_to_eof(self, topic: str, starts: Mapping[int, int] | None) -> dict[int, int]:
-        """Read each partition from ``starts[p]`` (``None``: every partition from the
-        broker's reported end) until librdkafka reports its end.
-
-        The end-of-partition event comes at the fetch response's high watermark, which
-        tansu reports truly (only its ListOffsets is low, see :mod:`skewlab.io.kafka`),
-        so one round gives what :func:`~skewlab.io.kafka.resolve_true_ends` (the
-        kafka-python client's way) confirms in two, the second probe finding nothing
-        (55-60 ms a round, paid by every worker step and every micro-batch of the
-        route job's source). Each end is also at least one past the last record seen
-        and never below ``starts[p]``. The probe's consumer does not let the broker
-        hold an empty fetch (``fetch.wait.max.ms`` 1: a partition at its end answers
-        at once)."""
-        cfg = self._config("consumer", {**CONSUMER_DEFAULTS, **PROBE_CONSUMER})
-        consumer = Consumer(cfg)
-        try:
-            if starts is None:
-                starts = {p: high for p, (_low, high) in self._watermarks(topic, consumer).items()}
-            return self._to_eof(consumer, topic, starts)
-        finally:
-            consumer.close()
-
-    def _to_eof(self, consumer: Consumer, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
-        ends = {int(p): int(o) for p, o in starts.items()}
-        pending = set(ends)
-        deadline = time.monotonic() + ADMIN_TIMEOUT_S
-        if pending:
-            consumer.assign([TopicPartition(topic, p, off) for p, off in ends.items()])
-        while pending:
-            if time.monotonic() > deadline:
-                raise KafkaError(
-                    f"end of {topic} partitions {sorted(pending)} not reached in "
-                    f"{ADMIN_TIMEOUT_S} s on {self._where()}"
-                )
-            for msg in consumer.consume(num_messages=PROBE_BATCH, timeout=0.005):
-                p, off = _int(msg.partition()), _int(msg.offset())
-                err = msg.error()
-                if err is None:
-                    ends[p] = max(ends[p], off + 1)
-                elif err.code() == RdKafkaError._PARTITION_EOF:
-                    ends[p] = max(ends[p], off)
-                    pending.discard(p)
-                else:
-                    raise KafkaError(f"probe end of {topic}[{p}] on {self._where()}: {err}")
-        return ends
+        return dict(sorted(out.items()))
 
     # ------------------------------------------------------------------- fetch
 
@@ -371,6 +367,7 @@ class ConfluentClient(ClientBase):
     ) -> Iterator[Record]:
         nxt = start
         stall_deadline = time.monotonic() + timeout_s
+        check_at = time.monotonic() + SLICE_S
         while nxt < end:
             msgs = consumer.consume(num_messages=min(FETCH_BATCH, end - nxt), timeout=POLL_S)
             for msg in msgs:
@@ -393,8 +390,30 @@ class ConfluentClient(ClientBase):
                 nxt = off + 1
             if msgs:
                 stall_deadline = time.monotonic() + timeout_s
-            elif time.monotonic() > stall_deadline:
-                raise self._stalled(topic, partition, start, end, nxt, timeout_s)
+                check_at = time.monotonic() + SLICE_S
+            else:
+                check_at = self._quiet(topic, partition, start, end, nxt, timeout_s, check_at)
+                if time.monotonic() > stall_deadline:
+                    raise self._stalled(topic, partition, start, end, nxt, timeout_s)
+
+    def _quiet(
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        nxt: int,
+        timeout_s: float,
+        check_at: float,
+    ) -> float:
+        """A fetch got nothing: past ``check_at``, check the broker is there (raise
+        :class:`~skewlab.io.kafka.base.BrokerUnavailableError` naming the fetch if not).
+        Returns the time of the next check."""
+        now = time.monotonic()
+        if now < check_at:
+            return check_at
+        self._require_broker(f"fetch {topic}[{partition}] [{start}, {end}) at offset {nxt}")
+        return now + SLICE_S
 
     def fetch_range(
         self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0
@@ -414,34 +433,29 @@ class ConfluentClient(ClientBase):
     def fetch_available(
         self, topic: str, partition: int, start: int, limit: int, timeout_s: float = 30.0
     ) -> FetchedRange:
-        """:meth:`fetch_range` of ``[start, min(limit, true end))``, the true end as
-        :meth:`end_offset` gives it at the time of the call, in one read from ``start``
-        until librdkafka's end-of-partition event (the true end, :meth:`_read_to_eof`)
-        or ``limit``, instead of a probe's consumer, then a fetch's.
+        """:meth:`fetch_range` of ``[start, min(limit, end))``, ``end`` the partition's end
+        at the time of the call, in one read from ``start`` until librdkafka's
+        end-of-partition event or ``limit``.
 
-        After a read that found nothing, the partition's ListOffsets first: a reported
-        end that did not move keeps its true end (:meth:`end_offsets`), and nothing is
-        read when ``start`` is there (an idle reader asks the broker one ListOffsets).
-        The read's consumer is kept between calls for this one partition (unassigned
-        in between: it fetches nothing ahead); a call for another partition, an error,
-        :meth:`close` and this client's ``create_topic`` / ``delete_topic`` of its topic
-        close it (a consumer must not outlive its topic, :meth:`_reader`)."""
+        After a read that found nothing, the partition's ListOffsets first, and nothing is
+        read when ``start`` is at its end (an idle reader asks the broker one ListOffsets);
+        after a read that found records, the read at once (more are likely). The read's
+        consumer is kept between calls for this one partition (unassigned in between: it
+        fetches nothing ahead); a call for another partition, an error, :meth:`close` and
+        this client's ``create_topic`` / ``delete_topic`` of its topic close it (a consumer
+        must not outlive its topic, :meth:`_reader`)."""
         if start < 0 or limit < start:
             raise ConfigError(f"fetch must satisfy 0 <= start <= limit, got [{start}, {limit})")
         msgs: list[Message] = []
         if start == limit:
             return _fetched(topic, partition, msgs)
         tp = (topic, partition)
-        reported: int | None = None
-        if tp not in self._busy:
-            reported = self._reported_ends(topic, [partition])[partition]
-            hit = self._ends_seen.get(tp)
-            if hit is not None and hit[0] == reported and hit[1] <= start:
-                return _fetched(topic, partition, msgs)
+        if tp not in self._busy and self.end_offset(topic, partition) <= start:
+            return _fetched(topic, partition, msgs)
         consumer = self._kept_reader(topic, partition)
         try:
             consumer.assign([TopicPartition(topic, partition, start)])
-            eof = self._consume_batches(
+            self._consume_batches(
                 consumer, topic, partition, start, limit, timeout_s, msgs, to_eof=True
             )
             consumer.unassign()
@@ -452,10 +466,6 @@ class ConfluentClient(ClientBase):
             self._busy.add(tp)
         else:
             self._busy.discard(tp)
-        if eof is not None and reported is not None:
-            end = max(eof, start, _int(msgs[-1].offset()) + 1 if msgs else 0)
-            if end > reported:
-                self._ends_seen[tp] = (reported, end)
         return _fetched(topic, partition, msgs)
 
     def _kept_reader(self, topic: str, partition: int) -> Consumer:
@@ -464,7 +474,7 @@ class ConfluentClient(ClientBase):
         if kept is not None and kept[0] == (topic, partition):
             return kept[1]
         self._drop_kept()
-        consumer = Consumer(self._config("consumer", {**CONSUMER_DEFAULTS, **PROBE_CONSUMER}))
+        consumer = Consumer(self._config("consumer", {**CONSUMER_DEFAULTS, **EOF_CONSUMER}))
         self._kept = ((topic, partition), consumer)
         return consumer
 
@@ -493,14 +503,17 @@ class ConfluentClient(ClientBase):
         (``None``: ``end`` was reached first)."""
         nxt = start
         stall_deadline = time.monotonic() + timeout_s
+        check_at = time.monotonic() + SLICE_S
         eof: int | None = None
         while nxt < end and eof is None:
             msgs = consumer.consume(num_messages=min(FETCH_BATCH, end - nxt), timeout=POLL_S)
             if not msgs:
+                check_at = self._quiet(topic, partition, start, end, nxt, timeout_s, check_at)
                 if time.monotonic() > stall_deadline:
                     raise self._stalled(topic, partition, start, end, nxt, timeout_s)
                 continue
             stall_deadline = time.monotonic() + timeout_s
+            check_at = time.monotonic() + SLICE_S
             errs = [m for m in msgs if m.error() is not None]
             data = [m for m in msgs if m.error() is None] if errs else msgs
             for m in errs:
@@ -531,19 +544,37 @@ class ConfluentClient(ClientBase):
         """A consumer carrying ``group.id = group`` (never subscribed), one per group."""
         consumer = self._group_consumers.get(group)
         if consumer is None:
-            cfg = self._config("consumer", CONSUMER_DEFAULTS)
+            cfg = self._config("consumer", {**CONSUMER_DEFAULTS, **GROUP_CONSUMER})
             cfg["group.id"] = group
+            cfg["on_commit"] = lambda err, tps: self._commits.__setitem__(group, (err, tps))
             consumer = self._group_consumers[group] = Consumer(cfg)
         return consumer
 
     def _commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """An asynchronous commit whose outcome (``on_commit``, served by ``poll``) is
+        awaited in slices with the broker checked between them: librdkafka's synchronous
+        commit waits 45 s for the coordinator of a dead broker."""
         tps = [TopicPartition(topic, p, o) for p, o in sorted(offsets.items())]
+        doing = f"commit {topic} for group {group!r}"
+        consumer = self._group_consumer(group)
+        self._commits.pop(group, None)
         try:
-            done = self._group_consumer(group).commit(offsets=tps, asynchronous=False)
+            consumer.commit(offsets=tps, asynchronous=True)
         except KafkaException as exc:
-            raise KafkaError(
-                f"commit {topic} for group {group!r} on {self._where()}: {exc}"
-            ) from exc
+            raise KafkaError(f"{doing} on {self._where()}: {exc}") from exc
+        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        check_at = time.monotonic() + SLICE_S
+        while group not in self._commits:
+            consumer.poll(0.01)
+            now = time.monotonic()
+            if now >= check_at:
+                self._require_broker(doing)
+                check_at = now + SLICE_S
+            if now >= deadline:
+                raise KafkaError(f"{doing} on {self._where()}: no answer in {ADMIN_TIMEOUT_S} s")
+        err, done = self._commits.pop(group)
+        if err is not None:
+            raise KafkaError(f"{doing} on {self._where()}: {err}")
         failed = [tp for tp in done or () if tp.error is not None]
         if failed:
             raise KafkaError(
@@ -554,8 +585,12 @@ class ConfluentClient(ClientBase):
     def committed(self, group: str, topic: str) -> dict[int, int]:
         """Committed offsets of ``group`` for ``topic``; partitions without one are left out."""
         tps = [TopicPartition(topic, p) for p in range(self.partitions(topic))]
+        consumer = self._group_consumer(group)
         try:
-            got = self._group_consumer(group).committed(tps, timeout=ADMIN_TIMEOUT_S)
+            got = self._wait(
+                f"committed offsets of {topic} for group {group!r}",
+                lambda slice_s: consumer.committed(tps, timeout=slice_s),
+            )
         except KafkaException as exc:
             raise KafkaError(
                 f"committed offsets of {topic} for group {group!r} on {self._where()}: {exc}"

@@ -1,10 +1,11 @@
 """The second Kafka client: kafka-python (pure Python, ~20x slower to produce than confluent).
 
 Same contract as :mod:`skewlab.io.kafka.confluent`: lazy producer / consumer / admin,
-group-less reads with ``assign`` + ``seek``, true end offsets via
-:func:`~skewlab.io.kafka.resolve_true_ends`. The consumer's assignment is always
-cleared before a new one, because kafka-python keeps a partition's cached high
-watermark across re-assignment and a stale one would fake an end.
+group-less reads with ``assign`` + ``seek``, end offsets from ListOffsets. The
+consumer's assignment is always cleared before a new one, because kafka-python keeps a
+partition's cached high watermark across re-assignment and a stale one would fake an
+end. A call that waits on the broker checks between slices that it is still there
+(:mod:`skewlab.io.kafka._common`).
 
 ``KafkaSettings.extra`` keys use Kafka's dotted names (``linger.ms``); they are
 mapped to kafka-python's keyword names (``linger_ms``), numbers and booleans parsed,
@@ -24,8 +25,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import resolve_true_ends
-from skewlab.io.kafka._common import ClientBase
+from skewlab.io.kafka._common import SLICE_S, ClientBase
 from skewlab.io.kafka.base import Headers, KafkaError, KafkaSettings, Record
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,9 @@ class KafkaPythonClient(ClientBase):
     # ------------------------------------------------------------ lazy clients
 
     def _kwargs(self, role: str, cls: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
+        """The keywords of a new kafka-python client; first a check that the broker is there
+        (kafka-python's constructors wait 30 s for a bootstrap server that is down)."""
+        self._require_broker(f"connect a kafka-python {role}")
         return {
             **defaults,
             "bootstrap_servers": self.settings.bootstrap.split(","),
@@ -141,7 +144,7 @@ class KafkaPythonClient(ClientBase):
             if not exist_ok:
                 raise KafkaError(f"create topic {name!r} on {self._where()}: exists") from exc
         except kerrors.KafkaError as exc:
-            raise KafkaError(f"create topic {name!r} on {self._where()}: {exc}") from exc
+            raise self._error(f"create topic {name!r}", exc) from exc
 
     def delete_topic(self, name: str, missing_ok: bool = True) -> None:
         """Delete ``name``; wait until it is gone from the topic list."""
@@ -151,7 +154,7 @@ class KafkaPythonClient(ClientBase):
             if not missing_ok:
                 raise KafkaError(f"delete topic {name!r} on {self._where()}: unknown") from exc
         except kerrors.KafkaError as exc:
-            raise KafkaError(f"delete topic {name!r} on {self._where()}: {exc}") from exc
+            raise self._error(f"delete topic {name!r}", exc) from exc
         deadline = time.monotonic() + ADMIN_TIMEOUT_S
         while name in self.list_topics():
             if time.monotonic() > deadline:
@@ -163,14 +166,14 @@ class KafkaPythonClient(ClientBase):
         try:
             return sorted(t for t in self.admin.list_topics() if not t.startswith("__"))
         except kerrors.KafkaError as exc:
-            raise KafkaError(f"list topics on {self._where()}: {exc}") from exc
+            raise self._error("list topics", exc) from exc
 
     def partitions(self, topic: str) -> int:
         """Number of partitions of ``topic``; :class:`KafkaError` if it does not exist."""
         try:
             described = self.admin.describe_topics([topic])
         except kerrors.KafkaError as exc:
-            raise KafkaError(f"describe topic {topic!r} on {self._where()}: {exc}") from exc
+            raise self._error(f"describe topic {topic!r}", exc) from exc
         for meta in described:
             if meta["name"] == topic and meta["error_code"] == 0 and meta["partitions"]:
                 return len(meta["partitions"])
@@ -196,20 +199,29 @@ class KafkaPythonClient(ClientBase):
                 headers=list(headers) if headers else None,
             )
         except (kerrors.KafkaError, AssertionError, ValueError) as exc:
-            raise KafkaError(f"produce to {topic!r} on {self._where()}: {exc}") from exc
+            raise self._error(f"produce to {topic!r}", exc) from exc
         future.add_errback(self._on_failure, topic, partition)
 
     def _on_failure(self, topic: str, partition: int | None, exc: BaseException) -> None:
         self._failures.append(f"{topic}[{partition}]: {exc}")
 
     def flush(self, timeout_s: float = 30.0) -> None:
-        """Wait for every queued record; :class:`KafkaError` on a failed delivery or timeout."""
+        """Wait for every queued record; :class:`KafkaError` on a failed delivery or timeout,
+        :class:`~skewlab.io.kafka.base.BrokerUnavailableError` (within about a second) when
+        the broker is gone."""
         if self._producer is None:
             return
-        try:
-            self._producer.flush(timeout=timeout_s)
-        except kerrors.KafkaTimeoutError as exc:
-            raise KafkaError(f"records still queued after {timeout_s} s ({self._where()})") from exc
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._producer.flush(timeout=max(0.01, min(SLICE_S, deadline - time.monotonic())))
+                break
+            except kerrors.KafkaTimeoutError as exc:
+                self._require_broker("flush")
+                if time.monotonic() >= deadline:
+                    raise KafkaError(
+                        f"records still queued after {timeout_s} s ({self._where()})"
+                    ) from exc
         self._raise_failures()
 
     # ----------------------------------------------------------------- offsets
@@ -224,17 +236,16 @@ class KafkaPythonClient(ClientBase):
                 self._tps(topic), timeout_ms=ADMIN_TIMEOUT_S * 1e3
             )
         except kerrors.KafkaError as exc:
-            raise KafkaError(f"list offsets of {topic!r} on {self._where()}: {exc}") from exc
+            raise self._error(f"list offsets of {topic!r}", exc) from exc
         return {tp.partition: int(off) for tp, off in got.items()}
 
     def end_offsets(self, topic: str) -> dict[int, int]:
-        """The TRUE end per partition (reported end corrected by :func:`resolve_true_ends`)."""
+        """The end (high watermark) per partition, from ListOffsets."""
         try:
             got = self.consumer.end_offsets(self._tps(topic), timeout_ms=ADMIN_TIMEOUT_S * 1e3)
         except kerrors.KafkaError as exc:
-            raise KafkaError(f"list offsets of {topic!r} on {self._where()}: {exc}") from exc
-        reported = {tp.partition: int(off) for tp, off in got.items()}
-        return resolve_true_ends(reported, lambda starts: self._probe_ends(topic, starts))
+            raise self._error(f"list offsets of {topic!r}", exc) from exc
+        return {tp.partition: int(off) for tp, off in sorted(got.items())}
 
     def _assign(self, positions: Mapping[TopicPartition, int]) -> KafkaConsumer:
         consumer = self.consumer
@@ -243,32 +254,6 @@ class KafkaPythonClient(ClientBase):
         for tp, off in positions.items():
             consumer.seek(tp, off)
         return consumer
-
-    def _probe_ends(self, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
-        """Fetch each partition from ``starts[p]``: the end it proves (high watermark)."""
-        tps = {TopicPartition(topic, p): off for p, off in starts.items()}
-        consumer = self._assign(tps)
-        evidence: dict[int, int] = {}
-        known: set[int] = set()
-        deadline = time.monotonic() + ADMIN_TIMEOUT_S
-        try:
-            while len(known) < len(tps) and time.monotonic() < deadline:
-                batch = consumer.poll(timeout_ms=50, max_records=FETCH_BATCH)
-                for tp, records in batch.items():
-                    if records:
-                        last = records[-1].offset + 1
-                        evidence[tp.partition] = max(evidence.get(tp.partition, 0), last)
-                for tp, start in tps.items():
-                    high = consumer.highwater(tp)
-                    if tp.partition in known or high is None:
-                        continue
-                    seen = max(evidence.get(tp.partition, start), int(high), start)
-                    evidence[tp.partition] = seen
-                    known.add(tp.partition)
-                    consumer.pause(tp)
-        finally:
-            consumer.assign([])
-        return {p: evidence[p] for p in known}
 
     # ------------------------------------------------------------------- fetch
 
@@ -281,6 +266,7 @@ class KafkaPythonClient(ClientBase):
         consumer = self._assign({tp: start})
         nxt = start
         stall_deadline = time.monotonic() + timeout_s
+        check_at = time.monotonic() + SLICE_S
         try:
             while nxt < end:
                 try:
@@ -288,9 +274,7 @@ class KafkaPythonClient(ClientBase):
                         timeout_ms=POLL_MS, max_records=min(FETCH_BATCH, end - nxt)
                     )
                 except kerrors.KafkaError as exc:
-                    raise KafkaError(
-                        f"fetch {topic}[{partition}] at {nxt} on {self._where()}: {exc}"
-                    ) from exc
+                    raise self._error(f"fetch {topic}[{partition}] at {nxt}", exc) from exc
                 records = batch.get(tp, [])
                 for rec in records:
                     if rec.offset < nxt:
@@ -300,12 +284,17 @@ class KafkaPythonClient(ClientBase):
                         break
                     yield _record(rec)
                     nxt = rec.offset + 1
+                now = time.monotonic()
                 if records:
-                    stall_deadline = time.monotonic() + timeout_s
+                    stall_deadline = now + timeout_s
+                    check_at = now + SLICE_S
                 elif consumer.position(tp) >= end:  # only non-records (markers) left before end
                     nxt = end
-                elif time.monotonic() > stall_deadline:
+                elif now > stall_deadline:
                     raise self._stalled(topic, partition, start, end, nxt, timeout_s)
+                elif now > check_at:
+                    self._require_broker(f"fetch {topic}[{partition}] [{start}, {end}) at {nxt}")
+                    check_at = now + SLICE_S
         finally:
             consumer.assign([])
 
@@ -322,13 +311,22 @@ class KafkaPythonClient(ClientBase):
         return consumer
 
     def _commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """A synchronous commit, retried in slices (the same offsets again: harmless) with
+        the broker checked between them."""
         data = {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
-        try:
-            self._group_consumer(group).commit(data, timeout_ms=ADMIN_TIMEOUT_S * 1e3)
-        except kerrors.KafkaError as exc:
-            raise KafkaError(
-                f"commit {topic} for group {group!r} on {self._where()}: {exc}"
-            ) from exc
+        doing = f"commit {topic} for group {group!r}"
+        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        while True:
+            slice_ms = max(10.0, min(SLICE_S, deadline - time.monotonic()) * 1e3)
+            try:
+                self._group_consumer(group).commit(data, timeout_ms=slice_ms)
+                return
+            except kerrors.KafkaTimeoutError as exc:
+                self._require_broker(doing)
+                if time.monotonic() >= deadline:
+                    raise KafkaError(f"{doing} on {self._where()}: {exc}") from exc
+            except kerrors.KafkaError as exc:
+                raise self._error(doing, exc) from exc
 
     def committed(self, group: str, topic: str) -> dict[int, int]:
         """Committed offsets of ``group`` for ``topic``; partitions without one are left out."""
@@ -340,9 +338,7 @@ class KafkaPythonClient(ClientBase):
                 if off is not None and off >= 0:
                     out[tp.partition] = int(off)
         except kerrors.KafkaError as exc:
-            raise KafkaError(
-                f"committed offsets of {topic} for group {group!r} on {self._where()}: {exc}"
-            ) from exc
+            raise self._error(f"committed offsets of {topic} for group {group!r}", exc) from exc
         return out
 
     # ------------------------------------------------------------------- close
@@ -351,8 +347,14 @@ class KafkaPythonClient(ClientBase):
         """Flush the producer for up to ``flush_s`` (best effort) and close every client
         that was created."""
         if self._producer is not None:
-            self._producer.close(timeout=flush_s)
-            self._producer = None
+            producer, self._producer = self._producer, None
+            try:
+                producer.close(timeout=flush_s)
+            except kerrors.KafkaTimeoutError:
+                log.warning("closing producer: records still queued after %s s, dropped", flush_s)
+                sender = getattr(producer, "_sender", None)  # close() flushes first, then stops
+                if sender is not None:  # its sender thread: stop that one without sending
+                    sender.force_close()
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None

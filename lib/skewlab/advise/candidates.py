@@ -158,7 +158,7 @@ class Outcome:
     ``imbalance`` is the events-weighted mean over load windows of imbScore (DLB Eq. 2,
     ``100 * std / mean`` of the workers' events in the window); ``p99_ms`` the 99th
     percentile of the queueing delay (wait before service); ``dist_cost`` DKG's DIST_COST
-    (mean workers a key is spread over per window); ``keys_moved_min`` /
+    (mean workers a key reached over the whole stream); ``keys_moved_min`` /
     ``state_moved_min`` the rebalancer's key moves and state bytes per minute of the
     stream (0 without one).
     """

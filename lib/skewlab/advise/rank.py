@@ -138,7 +138,7 @@ def _stream_clause(p: StreamProfile) -> str:
             f"{p.hot_keys} keys each carry more than the fair share 1/{p.workers} "
             f"(the top {k}: {_pct(p.top_shares[k])} of the events)"
         )
-    return f"no key carries more than {_pct(p.max_share)} of the events ({fair})"
+    return f"the hottest key carries {_pct(p.max_share)} of the events ({fair})"
 
 
 def recommend(profile: StreamProfile, ranked: Sequence[Ranked]) -> Recommendation:
@@ -155,9 +155,11 @@ def recommend(profile: StreamProfile, ranked: Sequence[Ranked]) -> Recommendatio
     if key is not None and key is not top:
         k = key.outcome
         if not key.acceptable:
+            loads = k.worker_loads
+            busiest = max(loads) / sum(loads) if loads and sum(loads) else 0.0
             parts.append(
-                f"key grouping overloads a worker (imbalance {k.imbalance:.0f} %, "
-                f"p99 wait {_ms(k.p99_ms)})"
+                f"key grouping overloads a worker (the busiest gets {_pct(busiest)} of the "
+                f"events; imbalance {k.imbalance:.0f} %, p99 wait {_ms(k.p99_ms)})"
             )
         else:
             parts.append(f"key grouping keeps up (p99 wait {_ms(k.p99_ms)})")

@@ -1,8 +1,9 @@
 """``skewlab advise --verify``: the recommendation and KEY grouping run live on the user's
 trace (replayed through Kafka on the session broker), beside the simulator's figures.
 
-One command, two small live runs (~1 min on 2 cores): a trace with one hot key, so the
-recommendation is not KEY grouping and both strategies run.
+One command, two small live runs (~2 min on 2 busy cores): a trace whose hot key (40 %)
+and its hash-mates overload one of two workers at 900 us per event, so the recommendation
+is not KEY grouping and both strategies run.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def test_verify_runs_the_advice_and_key_live_and_compares(
     trace = write_trace_csv(
         stream_of("t", ((k, None, None) for k in keys)), tmp_path / "t.csv", EVENTS
     )
-    argv = ["advise", "--trace", str(trace), "--workers", "2", "--service-us", "200",
+    argv = ["advise", "--trace", str(trace), "--workers", "2", "--service-us", "900",
             "--rate", str(RATE), "--verify", "--verify-events", str(EVENTS), "--json",
             "--no-mlflow", "--no-plots", "--no-progress",
             "--home", str(tmp_path / "home")]  # fmt: skip

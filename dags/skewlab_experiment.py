@@ -11,12 +11,16 @@ plain count of the input, and logged as one MLflow run. On top of KEY grouping i
 `autoscale` set to an algorithm it runs the consumer-group autoscaling experiment of
 `skewlab autoscale` (`skewlab.live.autoscale.run.AutoscaleRun`) instead.
 
-**Params** (validated by the trigger form, then again by `validate_params`; a param the
-chosen experiment or policy would ignore is refused unless it keeps its default):
+**Params** (the trigger form's fields cannot hold a bad value: choices are drop-downs,
+numbers are brought back into their range, each field says what it allows; `validate_params`
+checks again; a param the chosen experiment, workload or policy would ignore is refused
+unless it keeps its default):
 
-- grouping experiment: `strategy` (grouping), `workers`, `partitions`, `workload` (spec such
-  as `zipf:s=1.1,v=2.72` or `country:R80`), `rate` (events/s), `duration` (s), `load_ramp`
-  (e.g. `2x/500s`, empty: constant), `service_us` (per-event busy work), `window` (s), `seed`;
+- grouping experiment: `strategy` (grouping), `workers`, `partitions`, `workload` (`zipf`,
+  `country`, `country-half`, `eps-switch`, `dynamic`, `trace`) with its fields `skew` (R %,
+  country), `zipf_s` (zipf, dynamic), `keys` (zipf, eps-switch, dynamic), `trace_file`
+  (trace), `rate` (events/s), `duration` (s), `load_ramp_factor` (1: constant) and
+  `load_ramp_every` (s), `service_us` (per-event busy work), `window` (s), `seed`;
 - rebalance (needs `strategy` = `key`): `rebalance` (`none`, `smalops`, `dlb-h`, `dlb-l`,
   `lptf`), `rebalance_interval` (s), `rebalance_params` (JSON, e.g. `{"theta": 15}`);
 - scale-out (needs `strategy` = `key`, `service_us` > 0, no rebalance): `scale_out` (`none`,

@@ -143,9 +143,14 @@ def test_experiment_dag_params_form(dagbag: Any) -> None:
         "workers",
         "partitions",
         "workload",
+        "skew",
+        "zipf_s",
+        "keys",
+        "trace_file",
         "rate",
         "duration",
-        "load_ramp",
+        "load_ramp_factor",
+        "load_ramp_every",
         "service_us",
         "window",
         "seed",
@@ -176,9 +181,14 @@ def test_experiment_dag_params_form(dagbag: Any) -> None:
         "workers": 0,
         "partitions": 65,
         "workload": "",
+        "skew": 101,
+        "zipf_s": 0,
+        "keys": 0,
+        "trace_file": "",
         "rate": 0,
         "duration": -1,
-        "load_ramp": "double",
+        "load_ramp_factor": 0.5,
+        "load_ramp_every": 0,
         "service_us": -0.5,
         "window": 0,
         "seed": -1,
@@ -200,22 +210,23 @@ def test_experiment_dag_params_form(dagbag: Any) -> None:
             params.get_param(name).resolve(value)
     with pytest.raises(ParamValidationError):
         params.get_param("scale_out_params").resolve({"bogus": 1})
-    for spec in ("bogus", "zipf:q=1", "country:80"):  # the workload spec by the registry
+    for spec in ("bogus", "cuntry", "country:R80"):  # a workload is one of the registry's
         with pytest.raises(ParamValidationError):
             params.get_param("workload").resolve(spec)
     good = {
         "workers": 64,
-        "load_ramp": "2x/500s",
+        "load_ramp_factor": 2.0,
         "rebalance": "smalops",
         "rebalance_params": {"threshold": 0.05, "gate": False},
         "scale_out_params": {"alarming": 40, "scale_out": 70, "scale_in": 20, "cooldown_s": 10},
         "max_instances": 16,
         "autoscale": "kafka-rr:8",
-        "workload": "country-half:R60,size=50",
+        "workload": "country-half",
+        "skew": 60,
     }
     for name, value in good.items():
         assert params.get_param(name).resolve(value) == value
-    assert params.get_param("load_ramp").resolve(None) is None
+    assert params.get_param("trace_file").resolve(None) is None
 
 
 def test_parsing_the_dags_imports_nothing_heavy(airflow_env: Path) -> None:

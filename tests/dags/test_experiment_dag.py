@@ -32,7 +32,8 @@ SMALL = {
     "strategy": "key",
     "workers": 2,
     "partitions": 2,
-    "workload": "zipf:s=1.1,v=2.72",
+    "workload": "zipf",
+    "zipf_s": 1.1,
     "rate": 2000,
     "duration": 5,
     "window": 2.0,
@@ -42,7 +43,8 @@ SMALL = {
 
 REBALANCE = {
     **SMALL,
-    "workload": "zipf:s=1.1,v=2.72,keys=50",
+    "workload": "zipf",
+    "keys": 50,
     "rebalance": "smalops",
     "rebalance_interval": 2.0,
     "rebalance_params": {"threshold": 0.05, "gate": False},
@@ -138,7 +140,7 @@ def test_small_experiment_runs_end_to_end(experiment_dag: Any, skewlab_home: Pat
 def test_bad_workload_fails_validate_with_one_line(
     experiment_dag: Any, skewlab_home: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    dag_run = experiment_dag.test(run_conf={**SMALL, "workload": "zipf:s=abc"})
+    dag_run = experiment_dag.test(run_conf={**SMALL, "workload": "zipf", "skew": 50})
 
     assert _states(dag_run) == {
         **dict.fromkeys(TASKS, "upstream_failed"),

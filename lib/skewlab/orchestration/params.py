@@ -24,8 +24,6 @@ from skewlab.orchestration.paramspec import OFF, Kind, ParamSpec, one_line
 from skewlab.orchestration.patterns import (
     AUTOSCALE_WORKLOAD_PATTERN,
     AUTOSCALE_WORKLOAD_WORDS,
-    WORKLOAD_WORDS,
-    workload_pattern,
 )
 from skewlab.orchestration.runs import (
     progress_logger,
@@ -43,12 +41,14 @@ from skewlab.services.datadir import resolve_home
 from skewlab.spec import (
     AUTOSCALE_DEFAULTS,
     AUTOSCALE_SETTINGS,
+    REBALANCE_POLICIES,
     SCALE_OUT_LIBRARY,
     Setting,
     setting,
 )
 from skewlab.state import ThresholdConfig
 from skewlab.state.policies import POLICIES
+from skewlab.workload.spec import WORKLOAD_NAMES, parse_workload
 
 if TYPE_CHECKING:
     from skewlab.live.experiment import ExperimentSettings
@@ -77,6 +77,7 @@ __all__ = [
     "settings_from_xcom",
     "settings_to_xcom",
     "verdict",
+    "workload_spec",
 ]
 
 SCALE_OUT_POLICIES: dict[str, str] = dict(SCALE_OUT_LIBRARY)
@@ -188,11 +189,43 @@ def _grouping_key_specs() -> tuple[ParamSpec, ...]:
 GROUPING_KEYS: tuple[ParamSpec, ...] = _grouping_key_specs()
 """Every key some grouping takes; :func:`grouping_keys` says which ones each takes."""
 
+STRATEGY_LABELS = (
+    ("key", "key: hash of the key (KG; rebalance and scale-out run on it)"),
+    ("shuffle", "shuffle: round robin, ignores the key"),
+    ("pkg", "pkg: partial key, the less loaded of 2 hashed workers"),
+    ("dkg", "dkg: dynamic key, hot keys get a growing pool of workers"),
+    ("d-choices", "d-choices: hot keys spread over d workers"),
+    ("w-choices", "w-choices: hot keys spread over all workers"),
+)
+"""What each grouping does, in the form's drop-down."""
+
+WORKLOAD_LABELS = (
+    ("zipf", "zipf: P(k) ~ (v + k)^-s over N keys (SMALOPS)"),
+    ("country", "country: R% of events carry one hot country (DKG)"),
+    ("country-half", "country-half: uniform, then R% hot from halfway (DKG)"),
+    ("eps-switch", "eps-switch: Zipf exponent switching 0.2 <-> 1.5 (DLB)"),
+    ("dynamic", "dynamic: Zipf whose hot keys change every minute (SMALOPS)"),
+    ("trace", "trace: replay a CSV / JSON-lines file"),
+)
+"""What each workload is, in the form's drop-down (names: the workload registry's)."""
+
+_WORKLOAD = parse_workload(setting("workload").default)
+"""The default workload: where the form's workload fields take their defaults."""
+_SKEWED = ("country", "country-half")
+_ZIPF_S = ("zipf", "dynamic")
+_KEYED = ("zipf", "eps-switch", "dynamic")
+
+
+def _part(name: str, kind: Kind, title: str, description: str, default: Any,
+          **kw: Any) -> ParamSpec:  # fmt: skip
+    """A form field that is part of a setting (the workload, the load ramp), not one itself."""
+    return ParamSpec(name, "", default, kind, title, description, section=_GROUPING, **kw)
+
+
 PARAMS: tuple[ParamSpec, ...] = (
     _from("strategy", "Grouping",
-          "Which worker processes each event: key (hash), shuffle, pkg (partial key), "
-          "dkg (dynamic key), d-choices, w-choices. rebalance and scale_out need key.",
-          _GROUPING, enum=GROUPING_NAMES),
+          "Which worker processes each event. rebalance and scale_out need key.",
+          _GROUPING, enum=GROUPING_NAMES, values_display=STRATEGY_LABELS),
     _from("strategy_params", "Grouping params",
           'The grouping\'s parameters, e.g. {"warmup": 5, "check_interval": 20} (dkg) or '
           '{"d": 4} (d-choices); names are checked against the chosen grouping.',
@@ -202,28 +235,46 @@ PARAMS: tuple[ParamSpec, ...] = (
           "Partitions of the input topic (grouping: splitters of the route job; autoscale: "
           "the partitions bin-packed onto consumers).", _GROUPING, scope="both"),
     _from("workload", "Workload",
-          "Workload spec, e.g. zipf:s=1.1,v=2.72, country:R80, eps-switch (see skewlab simulate "
-          "--help). The autoscale experiment uses autoscale_workload instead.", _GROUPING,
-          pattern=workload_pattern(), allowed_text=WORKLOAD_WORDS),
-    _from("rate", "Rate (events/s)", "Target produce rate.", _GROUPING),
+          "Which keys the events carry; its own fields below (skew, Zipf s, keys, trace "
+          "file). The autoscale experiment uses autoscale_workload instead.", _GROUPING,
+          default=_WORKLOAD.name, enum=WORKLOAD_NAMES, values_display=WORKLOAD_LABELS),
+    _part("skew", "integer", "Skew R (%)",
+          "country, country-half: R% of the events carry the hot country, the rest are "
+          "uniform over all countries (R0: uniform, R100: one key).",
+          getattr(_WORKLOAD, "ratio", 80), minimum=0, maximum=100, applies=_SKEWED),
+    _part("zipf_s", "number", "Zipf exponent s",
+          "zipf, dynamic: P(k) ~ (v + k)^-s with v = 2.72; larger s, hotter head.",
+          getattr(_WORKLOAD, "s", 1.1), minimum=0.05, maximum=5, applies=_ZIPF_S),
+    _part("keys", "integer", "Distinct keys",
+          "zipf, eps-switch, dynamic: how many keys the events draw from.",
+          getattr(_WORKLOAD, "keys", 10_000), minimum=1, maximum=10_000_000, applies=_KEYED),
+    _part("trace_file", "string", "Trace file",
+          "trace: a CSV or JSON-lines file on the Airflow worker (key, ts, optional size).",
+          None, nullable=True, applies=("trace",)),
+    _from("rate", "Rate (events/s)", "Target produce rate.", _GROUPING,
+          minimum=1, exclusive_minimum=None),
     _from("duration_s", "Duration (s)",
           "How long to produce (grouping: events = rate x duration; autoscale: iterations = "
-          "duration / autoscale_iteration).", _GROUPING, scope="both"),
-    _from("load_ramp", "Load ramp",
-          "Empty: constant rate. FACTORx/INTERVALs, e.g. 2x/500s: the rate multiplies by FACTOR "
-          "every INTERVAL seconds (the scale-out seed's doubling load).", _GROUPING,
-          pattern=r"^[0-9]+(\.[0-9]+)?x/[0-9]+(\.[0-9]+)?s?$",
-          allowed_text="null (constant rate) or FACTORx/INTERVALs like 2x/500s"),
+          "duration / autoscale_iteration).", _GROUPING, scope="both",
+          minimum=1, exclusive_minimum=None),
+    _part("load_ramp_factor", "number", "Load ramp factor",
+          "1: constant rate. Else the rate multiplies by this every load_ramp_every "
+          "seconds (the scale-out seed's doubling load: 2).", 1.0, minimum=1, maximum=100),
+    _part("load_ramp_every", "number", "Load ramp interval (s)",
+          "Seconds between two steps of the load ramp (read when the factor is above 1).",
+          500.0, minimum=1, maximum=86_400),
     _from("service_us", "Service time (us/event)",
           "Busy-work per event in each worker (0: none; scale_out needs > 0).", _GROUPING),
     _from("window_s", "Window (s)", "Tumbling window of the per-worker results and metrics.",
-          _GROUPING),
+          _GROUPING, minimum=0.5, exclusive_minimum=None),
     _from("seed", "Seed", "Workload seed (same seed: same stream).", _GROUPING),
     _from("rebalance", "Rebalance policy",
           "Move hot keys live: smalops (heavy hitters, best fit, Eq. 4), dlb-h / dlb-l (DLB's "
-          "heaviest / lightest key), lptf (re-pack all keys). none: off.", _REBALANCE),
+          "heaviest / lightest key), lptf (re-pack all keys). none: off.", _REBALANCE,
+          values_display=(("none", "none: off"), *((n, n) for n in REBALANCE_POLICIES))),
     _from("rebalance_interval_s", "Rebalance interval (s)",
-          "Seconds between rebalance decisions.", _REBALANCE, needs="rebalance"),
+          "Seconds between rebalance decisions.", _REBALANCE, needs="rebalance",
+          minimum=0.5, exclusive_minimum=None),
     _from("rebalance_params", "Rebalance policy params",
           'The policy\'s parameters, e.g. {"threshold": 0.05, "gate": false} (smalops) or '
           '{"theta": 15} (dlb-h, dlb-l, lptf).',
@@ -231,11 +282,13 @@ PARAMS: tuple[ParamSpec, ...] = (
     _from("scale_out", "Scale-out policy",
           "Split an overloaded worker's keys onto new instances: checkpoint (state saved from "
           "alarming), active-backup (secondaries warm from alarming), restart (baseline). "
-          "none: off. Needs service_us > 0.", _SCALE_OUT),
+          "none: off. Needs service_us > 0.", _SCALE_OUT,
+          values_display=(("none", "none: off"), ("checkpoint", "checkpoint"),
+                          ("active-backup", "active-backup"), ("restart", "restart"))),
     _from("max_instances", "Max instances per worker",
           "Instances one worker may be split onto.", _SCALE_OUT, needs="scale_out"),
     _from("scale_out_interval_s", "Score interval (s)", "Seconds between bottleneck scores.",
-          _SCALE_OUT, needs="scale_out"),
+          _SCALE_OUT, needs="scale_out", minimum=0.1, exclusive_minimum=None),
     _from("scale_out_params", "Thresholds and policy params",
           'Bottleneck-score thresholds (0..100) and policy keys, e.g. {"alarming": 40, '
           '"scale_out": 70, "scale_in": 20, "cooldown_s": 10}.',
@@ -257,11 +310,12 @@ PARAMS: tuple[ParamSpec, ...] = (
           scope="autoscale", needs="autoscale"),
     _from(_AUTO["capacity"], "Consumer capacity (bytes/s)",
           "C_bar, bytes/s one consumer reads at most; the bin capacity C is 5/6 of it.",
-          _AUTOSCALE, scope="autoscale", needs="autoscale"),
+          _AUTOSCALE, scope="autoscale", needs="autoscale", minimum=1, exclusive_minimum=None),
     _from(_AUTO["iteration_s"], "Autoscale iteration (s)",
           "Seconds per iteration: the speeds change and the controller decides once each "
           "(the form's default is shorter than the CLI's, so a default DAG run is short).",
-          _AUTOSCALE, default=5.0, scope="autoscale", needs="autoscale"),
+          _AUTOSCALE, default=5.0, scope="autoscale", needs="autoscale", minimum=1,
+          exclusive_minimum=None),
 )  # fmt: skip
 """The DAG params, in form order."""
 
@@ -358,6 +412,7 @@ def _check_policy_keys(
 
 def _check_grouping(values: Mapping[str, Any]) -> None:
     """The combinations of the grouping experiment that JSON schema cannot express."""
+    _check_parts(values)
     rebalance, scale_out, strategy = values["rebalance"], values["scale_out"], values["strategy"]
     if rebalance != OFF and scale_out != OFF:
         raise ConfigError(
@@ -373,11 +428,6 @@ def _check_grouping(values: Mapping[str, Any]) -> None:
     _check_policy_keys(
         "strategy_params", strategy, values["strategy_params"], grouping_keys(strategy)
     )
-    if load_ramp := values["load_ramp"]:
-        try:
-            parse_ramp(load_ramp)
-        except ConfigError as exc:
-            raise ConfigError(f"param load_ramp: {one_line(exc)}") from None
     if rebalance != OFF:
         given = values["rebalance_params"]
         _check_policy_keys("rebalance_params", rebalance, given, rebalance_keys(rebalance))
@@ -433,9 +483,67 @@ def settings_from_params(
 
     fields = {s.field: values[s.name] for s in PARAMS if s.scope != "autoscale"}
     fields.pop("algorithm")
+    fields.pop("")  # the parts of the workload and the ramp: composed below
+    fields["workload"] = workload_spec(values)
+    fields["load_ramp"] = load_ramp(values)
     for switch in ("rebalance", "scale_out"):
         fields[switch] = None if fields[switch] == OFF else fields[switch]
     return _build(ExperimentSettings, {**fields, **base}, overrides)
+
+
+def _check_parts(values: Mapping[str, Any]) -> None:
+    """Refuse a workload field the chosen workload does not read (changed from its default),
+    and a ramp interval without a ramp, naming the field and what reads it."""
+    kind = values["workload"]
+    for s in PARAMS:
+        if s.applies is not None and kind not in s.applies and s.differs(values[s.name]):
+            raise ConfigError(
+                f"param {s.name} is read by workload {', '.join(s.applies)} only, not "
+                f"{kind}; {_leave([s.name])} or pick one of those workloads"
+            )
+    if kind == "trace" and not values["trace_file"]:
+        raise ConfigError("param trace_file: workload trace needs the trace file's path")
+    if values["load_ramp_factor"] == 1 and _BY_NAME["load_ramp_every"].differs(
+        values["load_ramp_every"]
+    ):
+        raise ConfigError(
+            "param load_ramp_every is read only when load_ramp_factor is above 1 (1: constant "
+            f"rate); set the factor or {_leave(['load_ramp_every'])}"
+        )
+
+
+def workload_spec(values: Mapping[str, Any]) -> str:
+    """The workload spec string of the form's workload fields (``country`` + skew 80 ->
+    ``country:R80``), checked by the workload's parser (one line naming the workload)."""
+    kind = values["workload"]
+    if kind in _SKEWED:
+        spec = f"{kind}:R{values['skew']}"
+    elif kind in _ZIPF_S:
+        spec = f"{kind}:s={values['zipf_s']:g},keys={values['keys']}"
+    elif kind == "trace":
+        spec = f"trace:{values['trace_file']}"
+    elif kind in _KEYED:
+        spec = f"{kind}:keys={values['keys']}"
+    else:
+        spec = kind
+    try:
+        parse_workload(spec, seed=int(values.get("seed", 0)))
+    except ConfigError as exc:
+        raise ConfigError(f"param workload: {one_line(exc)}") from None
+    return spec
+
+
+def load_ramp(values: Mapping[str, Any]) -> str | None:
+    """The ``load_ramp`` setting of the form's ramp fields: None at factor 1 (constant)."""
+    factor, every = values["load_ramp_factor"], values["load_ramp_every"]
+    if factor == 1:
+        return None
+    ramp = f"{factor:g}x/{every:g}s"
+    try:
+        parse_ramp(ramp)
+    except ConfigError as exc:
+        raise ConfigError(f"param load_ramp_factor: {one_line(exc)}") from None
+    return ramp
 
 
 def autoscale_timing(

@@ -76,6 +76,10 @@ class ParamSpec:
     needs: str | None = None
     allowed_text: str | None = None
     """What is allowed, in words, when the constraints alone say it badly (a pattern)."""
+    values_display: tuple[tuple[str, str], ...] | None = None
+    """Labels the form's drop-down shows for the values of :attr:`enum` (value, label)."""
+    applies: tuple[str, ...] | None = None
+    """The values of the ``workload`` param this param is read for (None: every one)."""
 
     def schema(self) -> dict[str, Any]:
         """The JSON-schema keywords of this param (what Airflow's form validates)."""
@@ -97,38 +101,25 @@ class ParamSpec:
             out["minLength"] = 1
         if self.examples is not None:
             out["examples"] = list(self.examples)
+        if self.values_display is not None:
+            out["values_display"] = dict(self.values_display)
         if self.kind == "object":
             out["properties"] = {p.name: p.schema() for p in self.properties}
             out["additionalProperties"] = False
         return out
 
     def form_schema(self) -> dict[str, Any]:
-        """:meth:`schema` for a field of Airflow's trigger form: bounds that refuse, not clamp.
+        """:meth:`schema` for a field of Airflow's trigger form: widgets that cannot hold a
+        bad value.
 
-        The form's number input clamps a value to ``minimum`` / ``maximum`` when it
-        loses focus (workers 0 silently became 1). So an integer's inclusive bounds
-        are written as the equivalent exclusive ones (``>= 1`` as ``> 0``), and a
-        number's as ``not`` the excluded range; the API still refuses a bad value
-        when the run is created, and the form shows the refusal.
+        An :attr:`enum` is a drop-down (labelled by :attr:`values_display`); a bounded
+        number is a number input that brings a value outside ``minimum`` .. ``maximum``
+        back into range as it loses focus (the description says the range), so the
+        bounds are inclusive: a number param that must be ``> 0`` carries a positive
+        ``minimum`` instead. An ``exclusiveMinimum`` left over is kept for the API's check
+        (the form's input cannot show it).
         """
-        out = self.schema()
-        low, high = out.pop("minimum", None), out.pop("maximum", None)
-        if self.kind == "integer":
-            if low is not None:
-                out["exclusiveMinimum"] = low - 1
-            if high is not None:
-                out["exclusiveMaximum"] = high + 1
-        else:
-            excluded = []
-            if low is not None:
-                excluded.append({"exclusiveMaximum": low})
-            if high is not None:
-                excluded.append({"exclusiveMinimum": high})
-            if len(excluded) == 1:
-                out["not"] = excluded[0]
-            elif excluded:
-                out["not"] = {"anyOf": excluded}
-        return out
+        return self.schema()
 
     def allowed(self) -> str:
         """What values are allowed, in words (for error messages)."""

@@ -53,15 +53,19 @@ AUTOSCALE_DEFAULTS_DIFFER = {"autoscale_iteration"}
 """The CLI's 30 s iteration would not fit the form's default 20 s duration."""
 
 
-def test_defaults_match_the_library_defaults() -> None:
+def test_defaults_match_the_library_defaults(tmp_path: Path) -> None:
     grouping, autoscale = ExperimentSettings(), AutoscaleSettings()
     for spec in PARAMS:
         if spec.scope == "autoscale":
             if spec.name not in AUTOSCALE_DEFAULTS_DIFFER:
                 assert spec.default == getattr(autoscale, spec.field), spec.name
-        elif spec.name != "autoscale":
+        elif spec.name not in ("autoscale", "workload") and spec.field:
             lib = getattr(grouping, spec.field)
             assert spec.default == (OFF if lib is None and spec.enum else lib), spec.name
+    # the workload and the load ramp are composed of several fields: the untouched form
+    # gives the library's settings
+    home = str(tmp_path)
+    assert settings_from_params({}, home=home) == ExperimentSettings(home=str(tmp_path.resolve()))
 
 
 def test_strategy_enum_is_every_grouping() -> None:
@@ -98,9 +102,14 @@ def test_default_passes_its_json_schema(spec: ParamSpec) -> None:
         ("max_instances", 17),
         ("scale_out_interval", 0),
         ("scale_out_params", 40),
-        ("load_ramp", "fast"),
-        ("load_ramp", "2x"),
-        ("load_ramp", ""),
+        ("workload", "country:R80"),
+        ("workload", "cuntry"),
+        ("skew", 101),
+        ("skew", -1),
+        ("zipf_s", 0),
+        ("keys", 0),
+        ("load_ramp_factor", 0.5),
+        ("load_ramp_every", 0),
         ("autoscale", "nope"),
         ("autoscale", "kafka"),
         ("autoscale", "kafka:0"),
@@ -148,13 +157,13 @@ def test_overrides_reach_the_settings(tmp_path: Path) -> None:
     [
         ({"workers": "2"}, "param workers must be an integer in 1..64, got '2'"),
         ({"workers": True}, "param workers must be an integer in 1..64, got True"),
-        ({"rate": float("nan")}, "param rate must be a number > 0, got nan"),
+        ({"rate": float("nan")}, "param rate must be a number >= 1, got nan"),
         (
             {"strategy": "hash"},
             "param strategy must be one of " + ", ".join(GROUPING_NAMES) + ", got 'hash'",
         ),
-        ({"workload": "zipf:s=abc"}, "zipf: parameter s must be float, got 'abc'"),
-        ({"workload": "nope"}, "param workload must be NAME[:ARGS] with NAME one of zipf, "),
+        ({"workload": "zipf", "zipf_s": "abc"}, "param zipf_s must be a number in 0.05..5"),
+        ({"workload": "nope"}, "param workload must be one of zipf, country, "),
         ({"wrokers": 2}, "unknown param(s) wrokers; valid: autoscale, autoscale_capacity, "),
     ],
 )
@@ -281,10 +290,14 @@ SCALE = {"strategy": "key", "service_us": 200.0}
          {"scale_out": "active-backup", "max_instances": 16}),
         ({**SCALE, "scale_out": "restart", "scale_out_params": {"interval_s": 0.5}},
          {"scale_out": "restart"}),
-        ({**SCALE, "scale_out": "checkpoint", "load_ramp": "2x/10s"},
+        ({**SCALE, "scale_out": "checkpoint", "load_ramp_factor": 2, "load_ramp_every": 10},
          {"load_ramp": "2x/10s", "n_events": 5000 * (10 + 10 * 2)}),
-        ({"load_ramp": "1.5x/30"}, {"load_ramp": "1.5x/30", "scale_out": None}),
-        ({"load_ramp": None}, {"load_ramp": None}),
+        ({"load_ramp_factor": 1.5, "load_ramp_every": 30},
+         {"load_ramp": "1.5x/30s", "scale_out": None}),
+        ({"load_ramp_factor": 1}, {"load_ramp": None}),
+        ({"workload": "zipf", "zipf_s": 1.5, "keys": 50}, {"workload": "zipf:s=1.5,keys=50"}),
+        ({"workload": "country-half", "skew": 60}, {"workload": "country-half:R60"}),
+        ({"workload": "eps-switch", "keys": 100}, {"workload": "eps-switch:keys=100"}),
     ],
 )  # fmt: skip
 def test_policy_params_reach_the_settings(
@@ -383,9 +396,13 @@ BAD_COMBINATIONS = [
         "<= 100, got 25.0 / 80 / 70.0",
     ),
     (
-        {"load_ramp": "0.5x/10s"},
-        "param load_ramp: load ramp must look like 2x/500s (factor >= 1, interval > 0), "
-        "got '0.5x/10s'",
+        {"workload": "zipf", "skew": 50},
+        "param skew is read by workload country, country-half only, not zipf",
+    ),
+    ({"workload": "trace"}, "param trace_file: workload trace needs the trace file's path"),
+    (
+        {"load_ramp_every": 100},
+        "param load_ramp_every is read only when load_ramp_factor is above 1",
     ),
     (
         {"rebalance_params": {"theta": 15}},
@@ -643,9 +660,9 @@ def test_run_for_xcom_runs_the_selected_experiment(
 
 
 def test_param_spec_schema_and_checks() -> None:
-    ramp = next(p for p in PARAMS if p.name == "load_ramp")
-    assert ramp.schema()["type"] == ["string", "null"] and "minLength" not in ramp.schema()
-    assert ramp.check(None) is None and ramp.check("2x/5s") == "2x/5s"
+    trace = next(p for p in PARAMS if p.name == "trace_file")
+    assert trace.schema()["type"] == ["string", "null"]
+    assert trace.check(None) is None and trace.check("/t.csv") == "/t.csv"
     spec = ParamSpec("n", "n", 1.0, "number", "N", "a number", minimum=0, nullable=True)
     assert spec.allowed() == "a number >= 0 or null"
     assert spec.check(2) == 2.0 and spec.check(2, coerce=False) == 2
@@ -686,13 +703,21 @@ def test_the_form_schema_refuses_what_the_second_check_refuses(spec: ParamSpec) 
         assert json_ok == ok, (spec.name, value)
 
 
-def test_form_fields_refuse_bad_numbers_instead_of_clamping_them() -> None:
-    """Airflow's number input clamps to ``minimum`` / ``maximum``: no field has them, and
-    every field says under it what is allowed."""
+def test_form_fields_cannot_hold_a_bad_value_and_say_what_is_allowed() -> None:
+    """A choice is a drop-down (every value labelled); a number has inclusive bounds, which
+    Airflow's number input brings a typed value back into; no field takes free text that
+    a pattern would refuse in raw regex; every field says under it what is allowed."""
     for name, kwargs in param_schemas().items():
-        assert "minimum" not in kwargs and "maximum" not in kwargs, name
         assert kwargs["description"].endswith(".") and " Allowed: " in kwargs["description"]
+        assert "exclusiveMinimum" not in kwargs and "not" not in kwargs, name
+        if "enum" in kwargs:
+            assert set(kwargs.get("values_display", {})) >= {str(v) for v in kwargs["enum"]}
+        if kwargs["type"] in ("integer", "number"):
+            assert "minimum" in kwargs, name
+    free_text = {n for n, kw in param_schemas().items() if "pattern" in kw}
+    assert free_text <= {"autoscale", "autoscale_workload"}  # short patterns, named by Airflow
     schemas = param_schemas()
-    for name, bad in (("workers", 0), ("rate", -5), ("service_us", -0.5), ("seed", -1)):
+    for name, bad in (("workers", 0), ("rate", -5), ("service_us", -0.5), ("seed", -1),
+                      ("workload", "cuntry:R80"), ("skew", 120)):  # fmt: skip
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schemas[name])

@@ -1,10 +1,12 @@
 """Raw produce and consume rates of each Kafka client implementation against the embedded broker.
 
-Starts its own tansu broker in a temporary data directory, then for each client:
-produce N records (100-byte values, explicit partition round-robin over 4
-partitions) and flush; read them back with ``end_offsets`` + ``fetch`` per
-partition, checking the count. Prints absolute msgs/s and each client's ratio to
-confluent's rate measured in the same run. About 10-20 s on 2 cores.
+Starts its own Apache Kafka broker (KRaft, one node) in a temporary data directory and
+prints its start-up: the first start (storage format + JVM start until it serves
+metadata) and a restart on the same data dir (what ``skewlab up`` costs after
+``skewlab down``). Then for each client: produce N records (100-byte values, explicit
+partition round-robin over 4 partitions) and flush; read them back with ``end_offsets``
++ ``fetch`` per partition, checking the count. Prints absolute msgs/s and each client's
+ratio to confluent's rate measured in the same run. About 30-40 s on 2 cores.
 
     .venv/bin/python bench/bench_broker.py [--confluent-records N] [--kafka-python-records N]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import tempfile
 import time
 import uuid
@@ -62,7 +65,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="skewlab-bench-") as home:
         broker = Broker(home)
+        t0 = time.perf_counter()
+        broker.start()
+        first_s = time.perf_counter() - t0
+        broker.stop()
+        t0 = time.perf_counter()
         bootstrap = broker.start().url
+        restart_s = time.perf_counter() - t0
         try:
             rows = [
                 ("confluent", *bench_client(bootstrap, "confluent", args.confluent_records)),
@@ -75,7 +84,12 @@ def main() -> None:
             broker.stop()
 
     base_p, base_c = rows[0][1], rows[0][2]
-    print(f"tansu @ {bootstrap}, {PARTITIONS} partitions, {len(VALUE)}-byte values")
+    print(f"Apache Kafka (KRaft, one node) @ {bootstrap}, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"broker start-up: first start {first_s:.1f} s (format + start), "
+        f"restart {restart_s:.1f} s (until it serves metadata)"
+    )
+    print(f"{PARTITIONS} partitions, {len(VALUE)}-byte values")
     print(f"{'client':<14}{'produce msg/s':>15}{'ratio':>8}{'consume msg/s':>16}{'ratio':>8}")
     for name, prod, cons in rows:
         print(f"{name:<14}{prod:>15,.0f}{prod / base_p:>8.3f}{cons:>16,.0f}{cons / base_c:>8.3f}")

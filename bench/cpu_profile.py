@@ -7,7 +7,8 @@ between samples; a process that ended inside the window counts up to its last
 sample). Classes, from the process tree and command line:
 
 * ``driver``: the bench process itself (the run's producer and control loop);
-* ``broker``: tansu, the process whose command line names the broker's port;
+* ``broker``: the Kafka broker's JVM (``kafka.Kafka``), the one whose command line names
+  the broker's port (``-Dskewlab.broker=host:port``);
 * ``route JVM`` / ``route driver`` / ``route py workers``: the route job's JVM, its
   Python driver, and the Python processes Spark starts (source read + decode);
 * ``worker N``: each skewlab worker (``skewlab.live.worker``);
@@ -32,7 +33,7 @@ import psutil
 
 CLASSES = (
     "driver (producer, control)",
-    "broker (tansu)",
+    "broker (Kafka)",
     "route JVM",
     "route driver (py)",
     "route py workers",
@@ -104,7 +105,7 @@ class CpuSampler:
             return CLASSES[0]
         if "py-spy" in cmd:
             return CLASSES[8]
-        if "tansu" in cmd and self.broker_port in cmd:
+        if "kafka.Kafka" in cmd and f":{self.broker_port}" in cmd:
             return CLASSES[1]
         if self.me not in chain:
             return CLASSES[7]
@@ -163,7 +164,7 @@ def _at(samples: list[tuple[float, float]], t: float) -> float:
 RUN_CLASSES = CLASSES[:7]
 """The classes that are this run's own work (not other load, not the profilers)."""
 LOAD_CLASSES = CLASSES[:2]
-"""The run's load and its broker: the producer (and control loop) and tansu."""
+"""The run's load and its broker: the producer (and control loop) and the Kafka broker."""
 
 
 def _is_run(name: str) -> bool:

@@ -97,7 +97,7 @@ def open_producer(client: KafkaClient, topic: str, timeout_s: float = 30.0) -> N
     """Connect a librdkafka producer (``client.producer``) before the first event.
 
     A new producer connects, fetches metadata and gets its idempotent producer id on
-    its first ``produce``: 0.5 s measured on tansu (first produce + flush 502 ms cold,
+    its first ``produce``: 0.5 s measured on the earlier broker (first produce + flush 502 ms cold,
     1 ms after this), which the first events of a run spent in the client's queue,
     i.e. in their latency. A client without ``producer`` is left alone."""
     producer = getattr(client, "producer", None)

@@ -25,18 +25,21 @@ def draw(summary: RunSummary, out_dir: Path) -> list[str]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     if summary.window_loads:
+        starts, span, since = _time_axis(summary)
         paths.append(
             plot_load_panels(
                 [
                     LoadPanel(
                         f"{summary.strategy}: STD_DEV {summary.std_dev:.2f}%, "
-                        f"DIST_COST {summary.dist_cost:.2f}",
+                        f"DIST_COST {summary.dist_cost:.2f}, imbScore {summary.imb_score:.1f}%",
                         summary.window_s,
                         np.asarray(summary.window_loads, dtype=np.float64),
+                        starts_s=starts,
+                        span_s=span,
                     )
                 ],
                 out_dir / PLOT_NAMES[0],
-                f"time since the first window (s), windows of {summary.window_s:g} s",
+                f"time since the {since} (s), windows of {summary.window_s:g} s",
             )
         )
     if summary.instances_t:
@@ -58,6 +61,17 @@ def draw(summary: RunSummary, out_dir: Path) -> list[str]:
             )
         )
     return [str(p) for p in paths]
+
+
+def _time_axis(summary: RunSummary) -> tuple[np.ndarray | None, float | None, str]:
+    """Where each window starts on the load plot's axis, how long the run produced, and
+    what the axis counts from: the first event when the run knows it (a window that began
+    before it starts at 0), else the first window."""
+    span = summary.events / summary.produce_rate if summary.produce_rate > 0 else None
+    if not summary.window_starts_ms or not np.isfinite(summary.t_first_s):
+        return None, span, "first window"
+    starts = np.asarray(summary.window_starts_ms, dtype=np.float64) / 1e3 - summary.t_first_s
+    return starts, span, "first event"
 
 
 def _duration(ms: float) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "LoadPanel",
     "cdf_xlim",
     "load_shares",
+    "plain_seconds",
     "plot_cdf_curves",
     "plot_latency_cdf",
     "plot_load_panels",
@@ -43,11 +44,35 @@ def _pyplot() -> Any:
 
 @dataclass(frozen=True)
 class LoadPanel:
-    """One run's per-worker load: ``loads[t, w]`` events of worker ``w`` in window ``t``."""
+    """One run's per-worker load: ``loads[t, w]`` events of worker ``w`` in window ``t``.
+
+    ``starts_s[t]`` is where window ``t`` begins on the time axis (default ``t x window_s``)
+    and ``span_s`` how long the run lasted: the axis ends there, not at the end of a last
+    window the run filled only partly (None: at the last window's end).
+    """
 
     title: str
     window_s: float
     loads: np.ndarray
+    starts_s: np.ndarray | None = None
+    span_s: float | None = None
+
+    def edges(self) -> np.ndarray:
+        """Window boundaries on the time axis (one more than windows), clipped to
+        ``0 .. span_s``."""
+        n = np.asarray(self.loads).shape[0]
+        starts = (
+            np.arange(n, dtype=np.float64) * self.window_s
+            if self.starts_s is None
+            else np.asarray(self.starts_s, dtype=np.float64)
+        )
+        edges = np.append(starts, starts[-1] + self.window_s) if n else np.zeros(1)
+        high = edges[-1] if self.span_s is None else max(float(self.span_s), 0.0)
+        return np.clip(edges, 0.0, high)
+
+
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 
 
 @dataclass(frozen=True)
@@ -62,34 +87,49 @@ class CdfCurve:
 def plot_load_panels(panels: Sequence[LoadPanel], path: str | Path, xlabel: str) -> Path:
     """Per-worker share of each window's events in %, one panel per run; returns the path.
 
-    The quantity DKG's STD_DEV summarises; the dashed line is the ideal share ``100 / W``.
-    Every panel has the same axes: time, and 0 .. :func:`share_ylim` of all panels, so
-    panels compare at a glance and a near-even run (49.96-50.04 %) looks flat.
+    The quantity DKG's STD_DEV summarises. Every worker has its own colour, line style
+    and marker, and lines are drawn from thick to thin, so workers with the same share
+    stay visible one over the other; the dashed black line is the fair share ``100 / W``,
+    named in the legend. Every panel has the same axes: time up to the run's length
+    (:attr:`LoadPanel.span_s`), and 0 .. :func:`share_ylim` of all panels, so panels
+    compare at a glance and a near-even run (49.96-50.04 %) looks flat.
     """
     if not panels:
         raise ValueError("nothing to plot")
     plt = _pyplot()
     out = Path(path)
     fig, axes = plt.subplots(
-        len(panels), 1, figsize=(9, 2.6 * len(panels)), sharex=True, sharey=True, squeeze=False
+        len(panels), 1, figsize=(10, 3.2 * len(panels)), sharex=True, sharey=True, squeeze=False
     )
+    x_high = 0.0
     for ax, p in zip(axes[:, 0], panels):
         loads = np.asarray(p.loads, dtype=np.float64)
         workers = loads.shape[1] if loads.ndim == 2 else 0
         if loads.size:
             share = load_shares(loads)
-            # one flat segment per window: repeat the last value at the last window's end
-            t = np.arange(loads.shape[0] + 1) * p.window_s
-            share = np.vstack([share, share[-1:]])
+            t = p.edges()
+            x_high = max(x_high, float(t[-1]))
+            share = np.vstack([share, share[-1:]])  # one flat step per window
+            mid = (t[:-1] + t[1:]) / 2
             for w in range(workers):
-                ax.step(t, share[:, w], where="post", linewidth=1.0, label=f"w{w}")
-            ax.axhline(100.0 / workers, color="black", linestyle="--", linewidth=0.8)
-        ax.set_ylabel("load %")
+                width = 1.2 + 2.4 * (workers - 1 - w) / max(workers - 1, 1)
+                ax.step(t, share[:, w], where="post", linewidth=width,
+                        linestyle=LINE_STYLES[w % len(LINE_STYLES)], alpha=0.85,
+                        label=f"w{w}", zorder=2 + w)  # fmt: skip
+                ax.plot(mid, share[:-1, w], linestyle="none",
+                        marker=MARKERS[w % len(MARKERS)], markersize=5,
+                        color=ax.lines[-1].get_color(), zorder=2 + w)  # fmt: skip
+            fair = 100.0 / workers
+            ax.axhline(fair, color="black", linestyle="--", linewidth=1.0, zorder=1,
+                       label=f"fair share 100/W = {fair:.3g}%")  # fmt: skip
+        ax.set_ylabel("share of events (%)")
         ax.set_title(p.title)
         ax.grid(alpha=0.3)
-        if 0 < workers <= 12:
-            ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+        if 0 < workers <= 16:
+            ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     axes[0, 0].set_ylim(*share_ylim(panels))
+    if x_high > 0:
+        axes[0, 0].set_xlim(0.0, x_high)
     axes[-1, 0].set_xlabel(xlabel)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -159,6 +199,11 @@ def plot_cdf_curves(curves: Sequence[CdfCurve], path: str | Path, xlabel: str, t
         )
     ax.set_xscale("log")
     ax.set_xlim(low, high)
+    plain = plt.FuncFormatter(lambda x, _pos: plain_seconds(x))
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(  # 2 and 5 of each decade labelled too, in the same words
+        plt.FuncFormatter(lambda x, _pos: plain_seconds(x) if _lead(x) in (2, 5) else "")
+    )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of events")
     ax.set_ylim(0, 1.01)
@@ -169,6 +214,22 @@ def plot_cdf_curves(curves: Sequence[CdfCurve], path: str | Path, xlabel: str, t
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def plain_seconds(x: float) -> str:
+    """A tick of a log axis in seconds as plain decimals: ``0.4``, ``2``, ``0.005`` (not
+    ``4x10^-1``); below a microsecond, ``0``."""
+    if x < 1e-6:
+        return "0"
+    text = f"{x:.6f}".rstrip("0").rstrip(".")
+    return text if x < 1000 else f"{x:,.0f}"
+
+
+def _lead(x: float) -> int:
+    """The leading digit of ``x`` > 0 (``0.2`` -> 2)."""
+    if x <= 0:
+        return 0
+    return round(x / 10 ** np.floor(np.log10(x)))
 
 
 def plot_worker_loads(results: Sequence[SimResult], path: str | Path) -> Path:

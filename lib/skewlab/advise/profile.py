@@ -8,7 +8,7 @@
   ranks, with its goodness as the Kolmogorov-Smirnov distance between the fitted and
   the observed rank CDFs (0: a perfect fit);
 * drift of the hot set over time windows (DLB's epsilon switching, SMALOPS' dynamic
-  load): the top keys of each window against the previous window's, as the Jaccard
+  load): the hot keys of each window against the previous window's, as the Jaccard
   overlap, and the share of a window's load its predecessor's hot set still carries.
 
 Details: docs/advise.md, "Characterisation".
@@ -29,7 +29,11 @@ TOP_K = (1, 2, 5, 10)
 """Top-k shares reported."""
 
 HOT_SET = 10
-"""Keys in a window's hot set."""
+"""Keys in a window's hot set at most."""
+
+HOT_SHARE = 0.01
+"""A key is in a window's hot set only with at least this share of the window's events
+(the heaviest key always is): a uniform tail's top ten are noise, not a hot set."""
 
 DRIFT_WINDOWS = 10
 """Windows the drift is measured over (fewer for short streams)."""
@@ -178,7 +182,8 @@ def hot_set_drift(
 ) -> tuple[DriftWindow, ...]:
     """Cut the stream into ``windows`` windows (equal time spans when ``times`` is given,
     else equal event counts; fewer when a window would hold under 200 events) and compare
-    each window's ``hot`` heaviest keys with the previous window's. The first window has
+    each window's hot set (its ``hot`` heaviest keys holding at least :data:`HOT_SHARE` of
+    the window's events; the heaviest always) with the previous window's. The first has
     Jaccard 1 and carried 1 (nothing to compare with)."""
     n = ids.size
     k = max(1, min(windows, n // _MIN_WINDOW_EVENTS))
@@ -197,7 +202,10 @@ def hot_set_drift(
         if part.size == 0:
             continue
         uniq, cnt = np.unique(part, return_counts=True)
-        top = uniq[np.argsort(-cnt, kind="stable")[:hot]]
+        order = np.argsort(-cnt, kind="stable")[:hot]
+        keep = cnt[order] >= HOT_SHARE * part.size
+        keep[0] = True
+        top = uniq[order[keep]]
         now = {int(x) for x in top}
         if prev is None:
             jac, carried = 1.0, 1.0

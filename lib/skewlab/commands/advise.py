@@ -516,7 +516,7 @@ def report(advice: Advice, stream: Stream, command: str) -> str:
         f"1/{p.workers}",
         f"  Zipf fit: s = {p.zipf.s:.2f}, KS distance {p.zipf.ks:.3f} ({fit})",
         f"  hot-set drift over {len(p.windows)} windows: {p.drift:.2f} "
-        f"(top-10 overlap with the previous window "
+        f"(hot-set overlap with the previous window "
         f"{min((w.jaccard for w in p.windows[1:]), default=1.0):.2f} at worst)",
         f"  rate {p.rate:,.0f} events/s ({p.rate_from}), service {p.service_s * 1e6:,.0f} us, "
         f"{p.workers} workers: offered load {p.offered_load:.2f}; windows of "

@@ -122,6 +122,13 @@ def _min_share(r: ScaleOutResult) -> float:
     return float(np.min(r.throughput[1:] / r.rate[1:]))
 
 
+def _dips(r: ScaleOutResult, below: float = 0.05) -> int:
+    """Runs of consecutive measurements (after the first) whose throughput is under ``below``
+    of the input rate: how often the processing stopped."""
+    low = (r.throughput[1:] / r.rate[1:]) < below
+    return int(np.count_nonzero(low[1:] & ~low[:-1]) + (1 if low.size and low[0] else 0))
+
+
 def scaleout_ramp(args: ExperimentArgs) -> ExperimentReport:
     """Seed Fig. 10/11/13/14: the load ramp under checkpointing, active backup and restart."""
     results: dict[str, ScaleOutResult] = {}
@@ -147,6 +154,7 @@ def scaleout_ramp(args: ExperimentArgs) -> ExperimentReport:
             "max_pause_s": r.max_pause_s / f,
             "takeover_mean_s": float(np.mean(take)) / f if take else 0.0,
             "min_throughput_share": _min_share(r),
+            "throughput_dips": _dips(r),
             "fairness": r.fairness,
             "exact": abs(r.processed - r.arrived) < 1e-6 * max(r.arrived, 1.0),
         }

@@ -91,11 +91,19 @@ def ramp_claims(by: Mapping[str, Mapping[str, Any]], doublings: int) -> list[Cla
         ),
         Claim(
             SEED,
-            "restart's throughput falls to ~0 (<= 5 % of the input rate) at a restart",
-            "throughput of Storm checkpointing approaches zero at each restart",
-            float(rs["min_throughput_share"]),
-            at_most(0.05),
-            ours=f"{float(rs['min_throughput_share']):.0%}",
+            "restart's throughput falls to ~0 once per restart (dips under 5 % of the input "
+            "rate = restarts), ours never",
+            "throughput of Storm checkpointing approaches zero due to restart of topology",
+            {"restart": (int(rs["throughput_dips"]), int(rs["scale_outs"]))}
+            | {n: (int(by[n]["throughput_dips"]), 0) for n in OURS},
+            Rule(
+                "dips = restarts for restart, 0 for ours",
+                lambda v: all(
+                    d == want and (n != "restart" or want > 0) for n, (d, want) in v.items()
+                ),
+            ),
+            ours=f"restart {int(rs['throughput_dips'])} dips over {int(rs['scale_outs'])} "
+            "restarts; " + ", ".join(f"{n} {int(by[n]['throughput_dips'])}" for n in OURS),
             figure="Fig. 14",
         ),
         Claim(
@@ -115,15 +123,17 @@ def sweep_claims(rows: Sequence[Mapping[str, Any]], setup_s: float, slow_s: floa
     by = {float(r["alarming"]): r for r in rows}
     lo, hi = min(by), max(by)
     shares = {a: float(r["backup_share"]) for a, r in by.items()}
+    middle = min(by, key=lambda a: abs(a - (lo + hi) / 2))
     found = [
         Claim(
             SEED,
-            f"alarming {lo:g}: backups run all the time",
-            "a 0 value: servers are running all the time",
-            shares[lo],
-            band(0.95, 1.0),
-            ours=f"{shares[lo]:.1%}",
-            figure="Fig. 12",
+            f"alarming {middle:g} (between 0 and scale_out): backups run part of the time only",
+            "this active backup is not working all the time ... we are starting this active "
+            "backup when OP3 will reach alarming_threshold",
+            shares[middle],
+            band(0.05, 0.95),
+            ours=f"{shares[middle]:.1%} (alarming {lo:g}: {shares[lo]:.1%})",
+            figure="Fig. 7, 12",
         ),
         Claim(
             SEED,

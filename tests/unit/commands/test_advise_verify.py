@@ -1,0 +1,58 @@
+"""``advise --verify``'s pure parts: the error, a live run's figures, every candidate's command."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from skewlab import cli
+from skewlab.advise import candidates
+from skewlab.advise.command import run_args
+from skewlab.commands._advise_verify import VerifyResult, VerifyRow, live_figures, rel_error
+from skewlab.commands.run import settings_list
+
+pytestmark = pytest.mark.unit
+
+
+def test_relative_error() -> None:
+    assert rel_error(1.1, 1.0) == pytest.approx(0.1)
+    assert rel_error(0.9, 1.0) == pytest.approx(0.1)
+    assert rel_error(0.0, 0.0) == 0.0
+    assert math.isinf(rel_error(1.0, 0.0))
+
+
+def test_live_figures_use_the_simulators_definitions() -> None:
+    summary = SimpleNamespace(
+        window_loads=[[10, 10], [30, 10], [0, 0]], dist_cost=1.5, p99_ms=800.0, keys_moved=6
+    )
+    f = live_figures(summary, events=6_000, rate=1_000.0)  # one tenth of a minute
+    assert f["keys_moved_min"] == pytest.approx(60.0)
+    assert f["dist_cost"] == 1.5 and f["p99_ms"] == 800.0
+    assert f["imbalance"] == pytest.approx((0 * 20 + 50.0 * 40) / 60)
+
+
+def test_verify_table_holds_every_strategy_and_metric() -> None:
+    sim = {"imbalance": 1.0, "dist_cost": 1.0, "p99_ms": 10.0, "keys_moved_min": 0.0}
+    live = {"imbalance": 2.0, "dist_cost": 1.0, "p99_ms": 10.0, "keys_moved_min": 0.0}
+    result = VerifyResult(100, 10.0, 5.0, [VerifyRow("key", sim, live, "r1", True)])
+    recs = result.records()
+    assert [(r["strategy"], r["metric"]) for r in recs] == [("key", m) for m in sim]
+    assert [r["rel_error"] for r in recs] == [0.5, 0.0, 0.0, 0.0]
+    assert len(result.cells()) == len(recs)
+    assert set(result.metrics()) == {f"verify_key_{m}_err" for m in sim}
+
+
+@pytest.mark.parametrize("candidate", candidates(4), ids=lambda c: c.label)
+def test_every_candidates_command_is_a_valid_skewlab_run(candidate, tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("key\n" + "k\n" * 100)
+    args = run_args(candidate, workers=4, workload=f"trace:{trace}", events=100, rate=50.0,
+                    service_us=250.0, window_s=0.5, interval_s=1.0)  # fmt: skip
+    (s,) = settings_list(cli.build_parser().parse_args(["run", *args]))
+    assert (s.strategy, s.rebalance) == (candidate.grouping, candidate.rebalance)
+    assert s.strategy_params == dict(candidate.params)
+    assert s.rebalance_params == dict(candidate.rebalance_params)
+    assert (s.workers, s.events, s.rate, s.service_us, s.window_s) == (4, 100, 50.0, 250.0, 0.5)

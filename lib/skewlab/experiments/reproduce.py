@@ -44,6 +44,7 @@ REPRODUCE_SCALES: dict[str, float] = {
     "smalops-threshold": 1.0,
     "smalops-dynamic": 1.0,
     "dlb-switch": 1.0,
+    "pkg-split-state": 0.25,
     "dkg-country": 0.25,
     "autoscale-offline": 0.4,
     "autoscale-latency": 1.0,

@@ -53,7 +53,7 @@ def test_report_has_one_row_per_claim(reproduced):
     assert result.out.name == "reproduce-20261123T120000Z"
     assert [o.name for o in result.outcomes] == NAMES and not result.failed
     claims = result.claims
-    assert len(claims) == 6 + 5
+    assert len(claims) == 10 + 6
     text = result.report_path.read_text()
     table = [ln for ln in text.splitlines() if ln.startswith("| autoscaling")]
     assert len(table) == len(claims)

@@ -41,6 +41,10 @@ def test_verify_table_holds_every_strategy_and_metric() -> None:
     recs = result.records()
     assert [(r["strategy"], r["metric"]) for r in recs] == [("key", m) for m in sim]
     assert [r["rel_error"] for r in recs] == [0.5, 0.0, 0.0, 0.0]
+    assert all(r["within"] for r in recs)  # imbalance: 1 point apart, within the tolerance
+    far = {**live, "imbalance": 3.0}
+    (imb, *_) = VerifyResult(100, 10.0, 5.0, [VerifyRow("key", sim, far, "r", True)]).records()
+    assert not imb["within"]
     assert len(result.cells()) == len(recs)
     assert set(result.metrics()) == {f"verify_key_{m}_err" for m in sim}
 

@@ -71,7 +71,7 @@ def fraction(text: str) -> float:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add ``advise``'s options (allowed values and defaults in --help)."""
-    src = parser.add_mutually_exclusive_group(required=True)
+    src = parser.add_mutually_exclusive_group()  # one is required: AdviseSettings says so
     src.add_argument(
         "--trace",
         metavar="FILE",
@@ -98,7 +98,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"at most this many records (--topic / --delta default: {DEFAULT_RECORDS:,}; "
         "--trace: the whole file)",
     )
-    parser.add_argument("--workers", type=positive_int, required=True, help="W, the workers")
+    parser.add_argument("--workers", type=positive_int, help="W, the workers (required)")
     parser.add_argument(
         "--service-us",
         type=positive_float,
@@ -177,6 +177,8 @@ class AdviseSettings:
     verify_rate: float | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ConfigError(f"--workers W is required: an integer >= 1, got {self.workers!r}")
         given = [n for n in ("trace", "topic", "delta") if getattr(self, n) is not None]
         if len(given) != 1:
             raise ConfigError("give exactly one input: --trace FILE, --topic NAME or --delta PATH")

@@ -19,7 +19,13 @@ from pathlib import Path
 
 from skewlab.commands._args import positive_float
 from skewlab.experiments import registry
-from skewlab.experiments.reproduce import REPRODUCE_SCALES, describe, reproduce, resolve_names
+from skewlab.experiments.reproduce import (
+    REPRODUCE_SCALES,
+    claims_document,
+    describe,
+    reproduce,
+    resolve_names,
+)
 from skewlab.io.tracking import Tracker, TrackingSettings
 
 HELP = "run the seed reproductions and judge the papers' claims (table + report + MLflow)"
@@ -27,7 +33,7 @@ HELP = "run the seed reproductions and judge the papers' claims (table + report 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add ``reproduce``'s options (``NAME ...``, ``--list``, ``--scale``, ``--seed``,
-    ``--home``, ``--no-mlflow``); the epilog lists each experiment's default scale."""
+    ``--home``, ``--no-mlflow``, ``--doc``); the epilog lists each experiment's default scale."""
     defaults = ", ".join(f"{n} ({s:g})" for n, s in REPRODUCE_SCALES.items())
     parser.epilog = f"experiments and their default scales: {defaults}"
     parser.add_argument(
@@ -44,6 +50,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--home", default=".skewlab", help="data dir (run dirs, MLflow store)")
     parser.add_argument("--no-mlflow", action="store_true")
+    parser.add_argument(
+        "--doc",
+        metavar="PATH",
+        default=None,
+        help="also write the claims table as a document (docs/reproduce.md)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
     print(tabulate(rows, headers=headers, maxcolwidths=[None, 40, 18, 32, 30, 40]))
     print(f"\n{result.holding} of {len(result.claims)} claims hold")
     print(f"report: {result.report_path}")
+    if args.doc:
+        Path(args.doc).write_text(claims_document(result.rows(), args.seed, args.scale))
+        print(f"document: {args.doc}")
     if result.parent_run_id:
         print(f"mlflow run: {result.parent_run_id}")
     if result.failed:

@@ -31,6 +31,7 @@ __all__ = [
     "REPRODUCE_SCALES",
     "ExperimentOutcome",
     "ReproduceResult",
+    "claims_document",
     "claims_markdown",
     "describe",
     "reproduce",
@@ -63,6 +64,19 @@ CLAIM_COLUMNS: tuple[str, ...] = ("seed", "claim", "paper", "ours", "rule", "hol
 """Columns of the claims table (:meth:`Claim.row` keys)."""
 
 MLFLOW_EXPERIMENT = "skewlab-reproduce"
+
+DOC_COMMAND = "skewlab reproduce --no-mlflow --doc docs/reproduce.md"
+"""The command that regenerates docs/reproduce.md (named at its top)."""
+
+EARLIER_COUNTS: tuple[tuple[str, int, int], ...] = (
+    (
+        "before issue 32 (murmur3 KG and hashing, synthetic autoscale input, mislabelled and "
+        "unfalsifiable claims)",
+        38,
+        50,
+    ),
+)
+"""Earlier counts of the default reproduction, (when, held, total), quoted in the document."""
 
 
 @dataclass
@@ -144,6 +158,40 @@ def claims_markdown(rows: Sequence[Mapping[str, str]]) -> str:
     body = [[_cell(r[c]) for c in CLAIM_COLUMNS] for r in rows]
     headers = ["seed", "claim (figure)", "paper", "ours", "rule", "holds?"]
     return str(tabulate(body, headers=headers, tablefmt="github"))
+
+
+def claims_document(
+    rows: Sequence[Mapping[str, str]], seed: int = 1, scale: float | None = None
+) -> str:
+    """docs/reproduce.md: the command that regenerates it, the counts, the claims table.
+
+    ``rows`` are :meth:`Claim.row` dicts (or the run's ``claims.csv``); the text depends on
+    them alone, so the same run always writes the same document.
+    """
+    held = sum(r["holds?"] == "holds" for r in rows)
+    where = "each experiment's default scale" if scale is None else f"scale {scale:g}"
+    lines = [
+        "# Seed reproductions: the claims table",
+        "",
+        f"Regenerate with `{DOC_COMMAND}` (about half an hour on two cores).",
+        "",
+        f"**{held} of {len(rows)} claims hold** (seed {seed}, {where}: "
+        + ", ".join(f"{n} {s:g}" for n, s in REPRODUCE_SCALES.items())
+        + ").",
+        "",
+    ]
+    lines += [f"Earlier: {h} of {t} ({when})." for when, h, t in EARLIER_COUNTS]
+    lines += [
+        "",
+        "A claim that does not hold says why after its verdict, in terms of the paper. Each "
+        "experiment's setup, with the sentences of the paper it reproduces, is in the run's "
+        "`reproduce.md` (`skewlab reproduce` prints where); the experiments are described in "
+        "docs/experiments.md.",
+        "",
+        claims_markdown(rows),
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def reproduce(

@@ -148,8 +148,19 @@ def test_cli_list_has_one_line_per_experiment(capsys):
 
 
 def test_cli_runs_and_exits_0_when_claims_do_not_hold(capsys, tmp_path: Path):
+    doc = tmp_path / "reproduce-doc.md"
     code = main(
-        ["reproduce", "autoscale-latency", "--scale", "0.1", "--home", str(tmp_path), "--no-mlflow"]
+        [
+            "reproduce",
+            "autoscale-latency",
+            "--scale",
+            "0.1",
+            "--home",
+            str(tmp_path),
+            "--no-mlflow",
+            "--doc",
+            str(doc),
+        ]
     )
     captured = capsys.readouterr()
     assert code == 0
@@ -157,3 +168,9 @@ def test_cli_runs_and_exits_0_when_claims_do_not_hold(capsys, tmp_path: Path):
     reports = list((tmp_path / "runs").glob("reproduce-*/reproduce.md"))
     assert len(reports) == 1
     assert not (tmp_path / "mlflow.db").exists()
+    # the document is the run's claims table: rebuilt from its claims.csv, it is the same
+    with (reports[0].parent / "claims.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert doc.read_text() == rep.claims_document(rows, 1, 0.1)
+    table = [ln for ln in doc.read_text().splitlines() if ln.startswith("| autoscaling")]
+    assert len(table) == len(rows) > 0

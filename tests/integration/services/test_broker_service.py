@@ -19,7 +19,7 @@ import pytest
 from skewlab.io.kafka import BrokerUnavailableError, KafkaClient, KafkaSettings, connect
 from skewlab.services import Broker, PortInUseError
 from skewlab.services.broker import MAIN_CLASS
-from skewlab.services.process import pid_alive, wait_until
+from skewlab.services.process import pid_alive, tcp_connectable, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +105,10 @@ def test_a_killed_broker_fails_its_clients_fast_and_restarts_intact(
     try:
         _write(client, topic)
         os.kill(state.pid, signal.SIGKILL)
-        assert wait_until(lambda: not pid_alive(state.pid), 30)
+        # gone: its main thread is a zombie and (the other threads exited) its port refuses
+        assert wait_until(
+            lambda: not pid_alive(state.pid) and not tcp_connectable(state.host, state.port), 30
+        )
         calls = {
             "list_topics": client.list_topics,
             "end_offsets": lambda: client.end_offsets(topic),

@@ -20,10 +20,14 @@ from skewlab.services import (
     kafka_metadata_brokers,
 )
 from skewlab.services.broker import (
+    CLASS_ARCHIVE,
     JVM_OPTS_ENV,
     MAIN_CLASS,
     ONE_NODE_SETTINGS,
+    archive_usable,
+    class_archive_options,
     java_command,
+    java_executable,
     new_cluster_id,
     render_properties,
     server_properties,
@@ -189,3 +193,19 @@ def test_health_probes_reject_a_non_kafka_listener(listening: int) -> None:
     assert not kafka_api_versions_ok("127.0.0.1", free_port(), timeout_s=0.2)
     assert kafka_metadata_brokers("127.0.0.1", listening, timeout_s=0.2) == 0
     assert kafka_metadata_brokers("127.0.0.1", free_port(), timeout_s=0.2) == 0
+
+
+def test_class_archive_is_used_when_there_and_written_otherwise(fake_jars: Path) -> None:
+    dump = fake_jars / ".dump.tmp"
+    assert class_archive_options(fake_jars, None) == []
+    assert class_archive_options(fake_jars, dump) == [f"-XX:ArchiveClassesAtExit={dump}"]
+    (fake_jars / CLASS_ARCHIVE).write_bytes(b"")
+    archive = fake_jars / CLASS_ARCHIVE
+    assert class_archive_options(fake_jars, dump) == [f"-XX:SharedArchiveFile={archive}"]
+
+
+def test_a_broken_class_archive_is_not_usable(fake_jars: Path) -> None:
+    """What a dump cut short by a kill leaves is never moved into place."""
+    broken = fake_jars / "broken.jsa"
+    broken.write_bytes(b"\0" * 4096)
+    assert not archive_usable(java_executable(), fake_jars, broken)

@@ -74,6 +74,12 @@ RETRIED = frozenset(
 )
 """librdkafka errors that mean "no answer yet": check the broker, then wait again."""
 
+LEADER_MOVING = frozenset(
+    {RdKafkaError.NOT_LEADER_FOR_PARTITION, RdKafkaError.LEADER_NOT_AVAILABLE}
+)
+"""ListOffsets errors of a partition whose leadership the broker is still applying (just
+after the topic's creation, or a restart): asked again until the admin timeout."""
+
 T = TypeVar("T")
 
 
@@ -225,8 +231,12 @@ class ConfluentClient(ClientBase):
         deadline = time.monotonic() + timeout_s
         while True:
             meta = self._metadata().get(name)
-            there = meta is not None and meta.error is None and len(meta.partitions) > 0
-            if there == present:
+            listed = meta is not None and meta.error is None and len(meta.partitions) > 0
+            led = listed and all(
+                p.leader >= 0 and p.error is None
+                for p in meta.partitions.values()  # type: ignore[union-attr]
+            )
+            if led if present else not listed:
                 return
             if time.monotonic() > deadline:
                 state = "appear" if present else "disappear"
@@ -335,20 +345,31 @@ class ConfluentClient(ClientBase):
     def _reported_ends(self, topic: str, parts: list[int] | None = None) -> dict[int, int]:
         """ListOffsets(latest) of ``parts`` (default: every partition of ``topic``), one
         admin request, sorted by partition."""
-        ps = range(self.partitions(topic)) if parts is None else parts
-        futures = self.admin.list_offsets(
-            {TopicPartition(topic, p): OffsetSpec.latest() for p in ps},
-            request_timeout=ADMIN_TIMEOUT_S,
-        )
-        out = {}
-        for tp, fut in futures.items():
-            try:
-                got = self._result(f"list offsets of {topic}[{tp.partition}]", fut)
-                out[_int(tp.partition)] = int(got.offset)
-            except KafkaException as exc:
-                raise KafkaError(
-                    f"list offsets of {topic}[{tp.partition}] on {self._where()}: {exc}"
-                ) from exc
+        ps = list(range(self.partitions(topic)) if parts is None else parts)
+        out: dict[int, int] = {}
+        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        while ps:
+            futures = self.admin.list_offsets(
+                {TopicPartition(topic, p): OffsetSpec.latest() for p in ps},
+                request_timeout=ADMIN_TIMEOUT_S,
+            )
+            again = []
+            for tp, fut in futures.items():
+                try:
+                    got = self._result(f"list offsets of {topic}[{tp.partition}]", fut)
+                    out[_int(tp.partition)] = int(got.offset)
+                except KafkaException as exc:
+                    err = exc.args[0] if exc.args else None
+                    code = err.code() if isinstance(err, RdKafkaError) else None
+                    if code in LEADER_MOVING and time.monotonic() < deadline:
+                        again.append(_int(tp.partition))
+                        continue
+                    raise KafkaError(
+                        f"list offsets of {topic}[{tp.partition}] on {self._where()}: {exc}"
+                    ) from exc
+            ps = again
+            if ps:
+                time.sleep(0.05)
         return dict(sorted(out.items()))
 
     # ------------------------------------------------------------------- fetch

@@ -1,10 +1,14 @@
-"""Sustained end-to-end events/s of the live pipeline, against the raw broker.
+"""Sustained end-to-end events/s of the live pipeline, against the raw broker and Spark.
 
-Issue 16 targets: sustained exact events/s at KEY and DKG >= 0.30x the raw
-consume rate measured in the same run; p99 end-to-end latency <= 2 s at half
-the sustained rate. Baseline: the default client's raw consume rate over the
-same number of events, read as columns (``fetch_range``, the path the route job's
-source and the workers use): the physical limit of the machine for the pipeline.
+Targets (issue 31): sustained exact events/s at KEY and DKG >= 0.30x the raw
+consume rate measured in the same run, and >= 0.5x Spark's own minimal Kafka ->
+Kafka job on the same Spark and broker; p99 end-to-end latency <= 1 s at half the
+sustained rate. Baselines, both measured in this run before the live runs:
+
+- raw consume: the default client's consume rate over the same number of events,
+  read as columns (``fetch_range``, the path the workers use): the machine's limit;
+- Spark passthrough (``_passthrough.py``, a process of its own): ``format("kafka")``
+  in, Spark's Kafka sink out with a ``partition`` column, nothing else.
 
 Runs, each a whole live run (embedded broker, Spark route job, W workers,
 Delta, exactness check; MLflow off; the producer starts once the route job
@@ -20,7 +24,9 @@ has finished its warm-up micro-batch):
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +39,8 @@ from skewlab.live.experiment import ExperimentSettings, run_experiment
 from skewlab.services import get_service
 
 TARGET_RATIO = 0.30
-TARGET_P99_MS = 2_000.0
+TARGET_PASSTHROUGH = 0.5
+TARGET_P99_MS = 1_000.0
 CORES = os.cpu_count() or 2  # the budget is for the cores this machine has
 
 
@@ -49,6 +56,16 @@ def raw_consume_rate(bootstrap: str, n: int, partitions: int) -> float:
     c.delete_topic(topic)
     c.close()
     return got / secs
+
+
+def passthrough_rate(bootstrap: str, n: int, partitions: int, workers: int) -> float:
+    """Records/s of Spark's minimal Kafka -> Kafka job (``_passthrough.py``) over ``n``."""
+    script = os.path.join(os.path.dirname(__file__), "_passthrough.py")
+    argv = [sys.executable, script, bootstrap, "--records", str(n)]
+    argv += ["--partitions", str(partitions), "--workers", str(workers)]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    return got["records"] / got["seconds"]
 
 
 def main() -> None:
@@ -79,6 +96,7 @@ def main() -> None:
         extra["max_events_per_trigger"] = args.max_events_per_trigger
 
     raw = 0.0  # the raw consume rate, measured before the runs
+    peer = 0.0  # Spark's passthrough rate, measured before the runs
 
     def run(strategy: str, rate: float, duration: float):
         s = ExperimentSettings(
@@ -110,38 +128,42 @@ def main() -> None:
     try:
         n = int(args.rate * args.duration)
         raw = raw_consume_rate(bootstrap, min(n, 1_000_000), args.partitions)
+        peer = passthrough_rate(bootstrap, min(n, 1_000_000), args.partitions, args.workers)
         say(f"live runs: {args.workers} workers, {args.partitions} partitions, data dir {home}")
         say(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores)")
-        say(row("run", "events/s", "x raw", "p50 / p99 ms", "exact / events"))
-        say(row("raw consume", f"{raw:,.0f}", "1.000", "", ""))
+        widths = (22, 12, 8, 12, 16, 18)
+        head = ("run", "events/s", "x raw", "x passthru", "p50 / p99 ms", "exact / events")
+        say(row(*head, widths=widths))
+        say(row("raw consume", f"{raw:,.0f}", "1.000", "", widths=widths))
+        say(row("spark passthrough", f"{peer:,.0f}", f"{peer / raw:.3f}", "1.000", widths=widths))
+
+        def line(label: str, r) -> str:
+            return row(
+                label,
+                f"{r.throughput:,.0f}",
+                f"{r.throughput / raw:.3f}",
+                f"{r.throughput / peer:.3f}",
+                f"{r.p50_ms:,.0f} / {r.p99_ms:,.0f}",
+                f"{r.exact} / {r.events:,}",
+                widths=widths,
+            )
+
         sustained = {}
         for name in (args.only,) if args.only else ("key", "dkg"):
             r = run(name, args.rate, args.duration)
             sustained[name] = r.throughput
-            say(
-                row(
-                    f"{name} @ {args.rate:,.0f}/s",
-                    f"{r.throughput:,.0f}",
-                    f"{r.throughput / raw:.3f}",
-                    f"{r.p50_ms:,.0f} / {r.p99_ms:,.0f}",
-                    f"{r.exact} / {r.events:,}",
-                )
-            )
+            say(line(f"{name} @ {args.rate:,.0f}/s", r))
         if args.only:
             return
         half = 0.5 * min(sustained.values())
         r = run("key", half, args.half_duration)
-        say(
-            row(
-                f"key @ {half:,.0f}/s",
-                f"{r.throughput:,.0f}",
-                f"{r.throughput / raw:.3f}",
-                f"{r.p50_ms:,.0f} / {r.p99_ms:,.0f}",
-                f"{r.exact} / {r.events:,}",
-            )
-        )
+        say(line(f"key @ {half:,.0f}/s", r))
         for name, v in sustained.items():
             say(f"{name}: sustained {v / raw:.3f}x raw (target >= {TARGET_RATIO:.2f}x)")
+            say(
+                f"{name}: sustained {v / peer:.3f}x Spark passthrough "
+                f"(target >= {TARGET_PASSTHROUGH:.2f}x)"
+            )
         say(f"p99 at half the sustained rate: {r.p99_ms:,.0f} ms (target <= {TARGET_P99_MS:,.0f})")
         say(f"load average at end: {os.getloadavg()[0]:.1f}")
     finally:

@@ -96,7 +96,8 @@ def tcp_connectable(host: str, port: int, timeout_s: float = 0.5) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    """True if ``pid`` is a live (non-zombie) process; reaps it if it is our dead child."""
+    """True if ``pid`` is a live process: not a zombie, or a zombie main thread whose other
+    threads still run (their sockets still open); reaps it if it is our dead child."""
     if pid <= 0:
         return False
     with contextlib.suppress(ChildProcessError, OSError):
@@ -113,7 +114,12 @@ def pid_alive(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    if stat.rsplit(")", 1)[-1].split()[0] != "Z":
+        return True
+    try:  # a zombie main thread whose other threads still exit (a killed JVM) holds its ports
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def pid_runs(pid: int, program: str) -> bool:

@@ -328,7 +328,10 @@ def skewlab_experiment() -> None:
             tracker.set_tags(rid, tags)
         log.info("run %s: %s", result["run_id"], result["exactness"])
         if url:
-            log.info("MLflow run %s: %s", rid, url)
+            from skewlab.io.run_links import serve_hint
+
+            hint = serve_hint(TrackingSettings.for_runs(settings["home"]).tracking_uri)
+            log.info("MLflow run %s: %s%s", rid, url, f" ({hint})" if hint else "")
         problem = verdict(result)
         if problem is not None:
             raise AirflowFailException(problem)

@@ -184,9 +184,31 @@ def run(args: argparse.Namespace) -> int:
             for p in r.plots:
                 print(f"  plot: {p}")
             if r.mlflow_run_id:
-                where = f" ({r.mlflow_url})" if r.mlflow_url else ""
+                url, hint = mlflow_link(todo[0].home, r.mlflow_url)
+                where = f" ({url})" if url else ""
                 print(f"  mlflow run: {r.mlflow_run_id}{where}")
+                if hint:
+                    print(f"    {hint}")
     return exit_code(summaries)
+
+
+def mlflow_link(home: str, url: str | None) -> tuple[str | None, str | None]:
+    """The run's MLflow page as a user can open it now, and how to start the UI when none
+    serves the run's store: an ``mlflow ui`` already running on the store (any port) gives
+    its own address; a tracking server needs nothing."""
+    from skewlab.commands.services import find_mlflow_ui
+    from skewlab.io.run_links import MLFLOW_UI_DEFAULT, serve_hint
+    from skewlab.io.tracking import TrackingSettings
+
+    settings = TrackingSettings.for_runs(home)
+    hint = serve_hint(settings.tracking_uri)
+    store = settings.sqlite_path
+    if url is None or hint is None or store is None:
+        return url, hint
+    running = find_mlflow_ui(store)
+    if running:
+        return url.replace(MLFLOW_UI_DEFAULT, running[0].url.rstrip("/"), 1), None
+    return url, hint
 
 
 def _startup(home: str, run_id: str) -> str | None:

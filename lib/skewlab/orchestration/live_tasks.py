@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewlab.io.run_links import run_url
+from skewlab.io.run_links import run_url, serve_hint
 from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.handle import Phase
@@ -98,7 +98,8 @@ def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
     log.info("run %s: broker %s, run dir %s", ctx.handle.run_id, bootstrap, ctx.run_dir)
     url = mlflow_url(ctx.handle.home, {"run_id": ctx.handle.run_id})
     if url:
-        log.info("MLflow run (filled while the run goes): %s", url)
+        hint = serve_hint(TrackingSettings.for_runs(ctx.handle.home).tracking_uri)
+        log.info("MLflow run (filled while the run goes): %s%s", url, f" ({hint})" if hint else "")
     return _ref(ctx)
 
 

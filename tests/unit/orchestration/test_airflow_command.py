@@ -66,3 +66,28 @@ def test_bad_options_one_line(
     assert cli.main(["airflow", "--home", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert word in err and "\n" not in err
+
+
+def test_the_password_is_said_once_airflow_wrote_it(tmp_path: Path) -> None:
+    """Airflow writes the generated password on its first start and does not print it:
+    ``--run`` waits for the file and prints the login line itself."""
+    p = airflow_cmd.plan(str(tmp_path))
+    p.prepare()
+    assert p.password() is None
+    now = [0.0]
+
+    def sleep(s: float) -> None:  # Airflow writes the file 3 s after its start
+        now[0] += s
+        if now[0] >= 3.0:
+            p.password_file.write_text(json.dumps({"admin": "s3cret"}))
+
+    line = airflow_cmd.wait_for_password(p, timeout_s=60, clock=lambda: now[0], sleep=sleep)
+    assert line is not None and "s3cret" in line
+    assert 3.0 <= now[0] < 60
+
+
+def test_no_password_line_when_airflow_stops_first(tmp_path: Path) -> None:
+    p = airflow_cmd.plan(str(tmp_path))
+    p.prepare()
+    assert airflow_cmd.wait_for_password(p, alive=lambda: False) is None
+    assert "--run prints it" in p.login()

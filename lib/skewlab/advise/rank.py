@@ -175,7 +175,8 @@ def recommend(profile: StreamProfile, ranked: Sequence[Ranked]) -> Recommendatio
         gain = ""
         if key is not None and key is not top and key.outcome.p99_ms > 0:
             ratio = key.outcome.p99_ms / max(o.p99_ms, 1e-6)
-            gain = f", {ratio:,.0f}x lower than key grouping's," if ratio >= 2 else ""
+            shown = f"{float(f'{ratio:.2g}'):,.0f}"  # two significant digits
+            gain = f", {shown}x lower than key grouping's," if ratio >= 2 else ""
         parts.append(
             f"{top.label} keeps the p99 wait at {_ms(o.p99_ms)}{gain} at {cost}, "
             f"the cheapest of the strategies that keep up with the best p99"

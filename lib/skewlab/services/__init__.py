@@ -15,14 +15,10 @@ from __future__ import annotations
 import os
 
 from skewlab.registry import resolve
-from skewlab.services.broker import (
-    Broker,
-    kafka_api_versions_ok,
-    kafka_jars,
-    kafka_metadata_brokers,
-    start_broker,
-)
+from skewlab.services.broker import Broker, start_broker
+from skewlab.services.broker_config import kafka_jars
 from skewlab.services.datadir import HOME_ENV, DataDir, ServiceState, resolve_home
+from skewlab.services.kafka_probe import kafka_api_versions_ok, kafka_metadata_brokers
 from skewlab.services.process import (
     BinaryNotFoundError,
     PortInUseError,

@@ -8,7 +8,8 @@ fetched (:func:`skewlab.jars.jar_dir` ``("broker")``) with the ``java`` on the P
     HOME/broker/
       server.properties   generated at every start (ports, log dir, one-node settings)
       log4j2.properties   its logging, to stdout, which the service log collects
-      listeners.json      the ports of the first start, reused by every later one
+      listeners.json      the ports of the last start, reused by the next one
+      cluster.id          the cluster id, made once
       kraft/              the log dir: topics, offsets, the cluster metadata log
 
 Start steps (:meth:`Broker.prepare`, then the :class:`~skewlab.services.process.Service`
@@ -20,13 +21,18 @@ lifecycle):
 2. write ``server.properties`` and ``log4j2.properties``;
 3. format the log dir once (``kafka.tools.StorageTool format`` with the cluster id of
    :data:`CLUSTER_ID_FILE`); an existing ``meta.properties`` means it was formatted;
-4. spawn ``java ... kafka.Kafka server.properties`` in its own session;
+4. spawn ``java ... kafka.Kafka server.properties`` in its own session, mapping the
+   class-data archive beside the jars (:data:`CLASS_ARCHIVE`), or writing it at exit when
+   there is none yet;
 5. poll :meth:`Broker.probe` (ApiVersions, then a Metadata request listing this broker:
    it serves metadata and creates topics) until it answers, the JVM dies or the timeout;
 6. record the ports in ``listeners.json`` and the state file.
 
-Durable: ``skewlab down`` (SIGTERM: a clean shutdown) then ``skewlab up`` keeps every
-topic, record and committed offset. Kafka's default retention (7 days) still applies.
+Stop (:meth:`Broker.stop`): SIGTERM (a clean shutdown), SIGKILL after the timeout; a JVM
+that wrote the class-data archive has it checked and moved into place.
+
+Durable: ``skewlab down`` then ``skewlab up`` keeps every topic, record and committed
+offset (also after a SIGKILL). Kafka's default retention (7 days) still applies.
 """
 
 from __future__ import annotations
@@ -35,19 +41,27 @@ import json
 import logging
 import os
 import re
-import shutil
-import socket
-import struct
 import subprocess
 import uuid
-from base64 import urlsafe_b64encode
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from skewlab.errors import ConfigError
-from skewlab.jars import jar_dir
+from skewlab.services.broker_config import (
+    CLASS_ARCHIVE,
+    FORMAT_CLASS,
+    LOG4J2,
+    MAIN_CLASS,
+    archive_usable,
+    class_archive_options,
+    java_command,
+    java_executable,
+    kafka_jars,
+    new_cluster_id,
+    render_properties,
+    server_properties,
+)
 from skewlab.services.datadir import DataDir, ServiceState
+from skewlab.services.kafka_probe import kafka_api_versions_ok, kafka_metadata_brokers
 from skewlab.services.process import (
     LOOPBACK,
     BinaryNotFoundError,
@@ -61,256 +75,9 @@ from skewlab.services.process import (
 
 log = logging.getLogger(__name__)
 
-MAIN_CLASS = "kafka.Kafka"
-"""The broker's main class: also what identifies its process (against pid reuse)."""
-FORMAT_CLASS = "kafka.tools.StorageTool"
-JVM_OPTIONS: tuple[str, ...] = (
-    "-Xms128m",
-    "-Xmx512m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-XX:+ExitOnOutOfMemoryError",
-    "-XX:-UsePerfData",
-    "-Djava.awt.headless=true",
-)
-"""A small one-node JVM. C1 only (``TieredStopAtLevel=1``) halves the start-up on two
-busy cores (docs/real-stack.md, "The embedded broker"); ``$SKEWLAB_BROKER_JVM_OPTS``
-is appended (a later flag wins)."""
-JVM_OPTS_ENV = "SKEWLAB_BROKER_JVM_OPTS"
-
-ONE_NODE_SETTINGS: dict[str, str] = {
-    "num.partitions": "1",
-    "default.replication.factor": "1",
-    "min.insync.replicas": "1",
-    "offsets.topic.replication.factor": "1",
-    "offsets.topic.num.partitions": "1",
-    "transaction.state.log.replication.factor": "1",
-    "transaction.state.log.min.isr": "1",
-    "transaction.state.log.num.partitions": "1",
-    "share.coordinator.state.topic.replication.factor": "1",
-    "share.coordinator.state.topic.min.isr": "1",
-    "group.initial.rebalance.delay.ms": "0",
-    "auto.create.topics.enable": "false",
-    "num.network.threads": "2",
-    "num.io.threads": "4",
-}
-"""Settings a single node needs (internal topics of replication factor 1, no wait for a
-group's first members) plus ``auto.create.topics.enable=false``: topics are made only by
-``KafkaClient.create_topic`` with their partition count, so a misspelt or deleted topic
-is an error, never a new one-partition topic."""
-
-CLASS_ARCHIVE = "kafka-classes.jsa"
-"""The broker's class-data archive (AppCDS), in the jar folder beside the jars it was made
-from: the classes a broker loads at start, mapped instead of read from 46 jars. About
-2 s of a 6 s start on two busy cores (docs/real-stack.md). The first broker started
-without one writes it when it stops; a folder that is not writable just has none."""
-
 CLUSTER_ID_FILE = "cluster.id"
 LISTENERS_FILE = "listeners.json"
 LOG_DIR = "kraft"
-
-LOG4J2 = """\
-status = warn
-shutdownHook = disable
-appender.out.type = Console
-appender.out.name = out
-appender.out.target = SYSTEM_OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.out.ref = out
-logger.server.name = kafka.server.KafkaRaftServer
-logger.server.level = info
-logger.state.name = state.change.logger
-logger.state.level = warn
-"""
-"""Warnings and errors only, plus the one "Kafka Server started" line of each start."""
-
-_API_VERSIONS = 18
-_METADATA = 3
-_METADATA_VERSION = 4
-"""Metadata v4: the oldest version Kafka 4 still serves; not a flexible version."""
-
-
-# ---------------------------------------------------------------------- discovery
-
-
-def java_executable() -> Path:
-    """``$JAVA_HOME/bin/java`` if it exists, else ``java`` on the PATH."""
-    home = os.environ.get("JAVA_HOME", "").strip()
-    if home and (Path(home) / "bin" / "java").is_file():
-        return Path(home) / "bin" / "java"
-    found = shutil.which("java")
-    if found is None:
-        raise BinaryNotFoundError("java not found on the PATH (the broker needs Java 17+)")
-    return Path(found)
-
-
-def kafka_jars() -> Path:
-    """The folder of the broker's jars; :class:`BinaryNotFoundError` (one line) if missing.
-
-    The folder is :func:`skewlab.jars.jar_dir` ``("broker")``; it must hold Kafka itself
-    (``kafka_2.13-*.jar``), not just any jar.
-    """
-    try:
-        folder = jar_dir("broker")
-    except ConfigError as exc:
-        raise BinaryNotFoundError(str(exc)) from exc
-    if not any(folder.glob("kafka_2.13-*.jar")):
-        raise BinaryNotFoundError(
-            f"no Apache Kafka jar (kafka_2.13-*.jar) in {folder}: run `bash infra/setup.sh`"
-        )
-    return folder
-
-
-# ------------------------------------------------------------------------- config
-
-
-def server_properties(
-    host: str, port: int, controller_port: int, log_dir: Path, node_id: int = 1
-) -> dict[str, str]:
-    """The broker's settings: one KRaft node acting as broker and controller.
-
-    Clients use ``PLAINTEXT://host:port``; the controller quorum (this node alone) listens on
-    ``CONTROLLER://host:controller_port``. Then :data:`ONE_NODE_SETTINGS`.
-    """
-    if port == controller_port:
-        raise ConfigError(f"broker and controller ports must differ, both are {port}")
-    return {
-        "process.roles": "broker,controller",
-        "node.id": str(node_id),
-        "controller.quorum.voters": f"{node_id}@{host}:{controller_port}",
-        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "log.dirs": str(log_dir),
-        **ONE_NODE_SETTINGS,
-    }
-
-
-def render_properties(settings: dict[str, str]) -> str:
-    """``key=value`` lines in a Java properties file (backslashes and ``:`` escaped)."""
-    lines = ["# written by skewlab at every broker start; edits are overwritten"]
-    for key, value in settings.items():
-        escaped = value.replace("\\", "\\\\").replace("\n", "\\n")
-        lines.append(f"{key}={escaped}")
-    return "\n".join(lines) + "\n"
-
-
-def new_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (22 chars)."""
-    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def java_command(
-    java: Path,
-    jars: Path,
-    main: str,
-    *args: str,
-    options: Sequence[str] = (),
-    **props: str,
-) -> list[str]:
-    """``java <JVM_OPTIONS> <options> [$SKEWLAB_BROKER_JVM_OPTS] -Dkey=value... -cp 'jars/*'
-    main args``.
-
-    ``props`` become system properties (``log4j2_configurationFile`` is
-    ``-Dlog4j2.configurationFile``: underscores become dots).
-    """
-    extra = os.environ.get(JVM_OPTS_ENV, "").split()
-    defs = [f"-D{key.replace('_', '.')}={value}" for key, value in props.items()]
-    return [str(java), *JVM_OPTIONS, *options, *extra, *defs, "-cp", f"{jars}/*", main, *args]
-
-
-def class_archive_options(jars: Path, dump: Path | None) -> list[str]:
-    """The JVM options of the broker's class-data archive (:data:`CLASS_ARCHIVE`).
-
-    Use the archive when the jar folder has one; else, with ``dump``, write one there
-    when the JVM exits (:meth:`Broker.stop` checks it and moves it into place); else none.
-    """
-    archive = jars / CLASS_ARCHIVE
-    if archive.is_file():
-        return [f"-XX:SharedArchiveFile={archive}"]
-    if dump is not None:
-        return [f"-XX:ArchiveClassesAtExit={dump}"]
-    return []
-
-
-def archive_usable(java: Path, jars: Path, archive: Path) -> bool:
-    """True if a JVM with ``jars`` on its class path maps ``archive`` (``-Xshare:on`` makes
-    one that cannot fail; a dump cut short by a kill cannot be mapped)."""
-    argv = [
-        str(java),
-        f"-XX:SharedArchiveFile={archive}",
-        "-Xshare:on",
-        "-cp",
-        f"{jars}/*",
-        "-version",
-    ]
-    try:
-        done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-# ------------------------------------------------------------------------- probes
-
-
-def _request(host: str, port: int, api: int, version: int, body: bytes, timeout_s: float) -> bytes:
-    """One request (header v1) and the response after its size and correlation id."""
-    client_id = b"skewlab-health"
-    correlation = 0x5E3A
-    header = struct.pack(">hhih", api, version, correlation, len(client_id)) + client_id
-    payload = header + body
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
-        head = _recv_exact(sock, 8)
-        size, got = struct.unpack(">ii", head)
-        if got != correlation or not 4 <= size <= 1 << 24:
-            raise OSError("not a Kafka response")
-        return _recv_exact(sock, size - 4)
-
-
-def kafka_api_versions_ok(host: str, port: int, timeout_s: float = 1.0) -> bool:
-    """True if ``host:port`` answers a Kafka ApiVersions v0 request without error.
-
-    Request: int32 size, int16 api_key=18, int16 api_version=0, int32 correlation id,
-    int16-length client id. Response: int32 size, int32 correlation id, int16 error code, ...
-    """
-    try:
-        rest = _request(host, port, _API_VERSIONS, 0, b"", timeout_s)
-    except OSError:
-        return False
-    return len(rest) >= 2 and struct.unpack(">h", rest[:2])[0] == 0
-
-
-def kafka_metadata_brokers(host: str, port: int, timeout_s: float = 1.0) -> int:
-    """How many brokers a Metadata v4 request (no topics) lists; 0 if none or no answer.
-
-    A KRaft broker lists itself only once it is registered and unfenced, that is, once
-    it can serve metadata and create topics. Response v4: int32 throttle, then the
-    brokers array (int32 count, ...).
-    """
-    body = struct.pack(">i?", 0, False)
-    try:
-        rest = _request(host, port, _METADATA, _METADATA_VERSION, body, timeout_s)
-    except OSError:
-        return 0
-    if len(rest) < 8:
-        return 0
-    return max(0, int(struct.unpack(">i", rest[4:8])[0]))
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed mid-response")
-        buf += chunk
-    return buf
 
 
 # ------------------------------------------------------------------------ service

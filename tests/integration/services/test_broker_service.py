@@ -18,7 +18,7 @@ import pytest
 
 from skewlab.io.kafka import BrokerUnavailableError, KafkaClient, KafkaSettings, connect
 from skewlab.services import Broker, PortInUseError
-from skewlab.services.broker import MAIN_CLASS
+from skewlab.services.broker_config import MAIN_CLASS
 from skewlab.services.process import pid_alive, tcp_connectable, wait_until
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ from skewlab.services import (
     kafka_jars,
     kafka_metadata_brokers,
 )
-from skewlab.services.broker import (
+from skewlab.services.broker_config import (
     CLASS_ARCHIVE,
     JVM_OPTS_ENV,
     MAIN_CLASS,

@@ -72,6 +72,7 @@ def test_small_advice_end_to_end(
     (advice,) = list((home / "runs").glob("advise-*/advice.json"))
     tracker = Tracker(TrackingSettings.for_data_dir(home))
     exp = tracker.client.get_experiment_by_name("skewlab-advise")
+    assert exp is not None
     (run,) = tracker.client.search_runs([exp.experiment_id])
     assert run.info.status == "FINISHED"
     assert run.data.tags["airflow.run_id"] == dag_run.run_id

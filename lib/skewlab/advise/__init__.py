@@ -122,7 +122,7 @@ def advise(
         window_s=window_of(span),
         interval_s=rebalance_interval(span),
         seed=seed,
-        poisson=stream.ts is None,
+        poisson=stream.native_rate() is None,
     )
     prof = profile(stream, workers, workload.arrival_rate, rate_from, service_s, times)
     todo = tuple(only) if only is not None else candidates(workers)

@@ -265,7 +265,8 @@ def skewlab_experiment() -> None:
         if rid:
             log_quality(Tracker(TrackingSettings.for_runs(home)), rid, report)
         log.info("%s", report.summary())
-        docs = report.data_docs.as_uri() if report.data_docs else None
+        page = report.run_page or report.data_docs  # the run's own page, else the index
+        docs = page.as_uri() if page else None
         if docs:
             log.info("data docs (Great Expectations): %s", docs)
         if not report.ok:

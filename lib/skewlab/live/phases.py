@@ -329,7 +329,8 @@ def summarize(ctx: RunContext) -> RunSummary:
     if quality is not None:
         summary.quality = "passed" if quality.ok else "failed"
         summary.quality_failures = list(quality.failures)
-        summary.data_docs = quality.data_docs.as_uri() if quality.data_docs else None
+        docs = quality.run_page or quality.data_docs  # the run's own page, else the index
+        summary.data_docs = docs.as_uri() if docs else None
     if s.mlflow:
         summary = log_run(summary, s, Path(h.home), quality)
     h.mlflow_run_id = summary.mlflow_run_id

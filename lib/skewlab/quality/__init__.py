@@ -38,6 +38,7 @@ from skewlab.quality.report import (
     SuiteResult,
     log_quality,
 )
+from skewlab.quality.run_page import write_run_page
 from skewlab.quality.suites import (
     EVENTS_COLUMNS,
     counts_frame,
@@ -263,6 +264,7 @@ def check_run(
         skipped["results.totals"] = "no input counts given (events_counts, or all events)"
     report = QualityReport(run_id=run_id, suites=tuple(results), skipped=skipped, data_docs=index)
     log.info("%s", report.summary())
-    if index is not None:
-        log.info("data docs of %s: %s", run_id, index.as_uri())
+    page = write_run_page(report)
+    if page is not None:
+        log.info("data docs of %s: %s", run_id, page.as_uri())
     return report

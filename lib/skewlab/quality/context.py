@@ -247,13 +247,16 @@ class Project:
             localize_site(self.index.parent)  # its CSS and scripts from the site itself
 
 
-def copy_site(index: Path, pages: Sequence[Path], dest: Path) -> list[Path]:
+def copy_site(
+    index: Path, pages: Sequence[Path], dest: Path, extra: Sequence[Path | None] = ()
+) -> list[Path]:
     """Copy the part of a Data Docs site one run needs into ``dest``, in the site's layout.
 
     That is ``index`` (the site's ``index.html``), the validation ``pages``, the
     page of each one's expectation suite, the site's styles and the CSS and scripts served
     from the site (:mod:`skewlab.quality.assets`), so the links between them still work.
-    Returns the copied paths relative to the site root.
+    ``extra`` are more files of the site (the run's page). Returns the copied paths
+    relative to the site root.
     """
     root = index.parent
     files = [Path(index.name)]
@@ -264,6 +267,7 @@ def copy_site(index: Path, pages: Sequence[Path], dest: Path) -> list[Path]:
         files.append(Path("expectations", *rel.parts[1:-3]).with_suffix(".html"))
     files += [p.relative_to(root) for p in sorted((root / "static" / "styles").glob("*"))]
     files += [p.relative_to(root) for p in sorted((root / "static" / "vendor").rglob("*"))]
+    files += [p.resolve().relative_to(root.resolve()) for p in extra if p is not None]
     copied = [f for f in dict.fromkeys(files) if (root / f).is_file()]
     for rel in copied:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)

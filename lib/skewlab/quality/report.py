@@ -216,6 +216,17 @@ class QualityReport:
         return all(s.ok for s in self.suites)
 
     @property
+    def run_page(self) -> Path | None:
+        """This run's page in the Data Docs site (:mod:`skewlab.quality.run_page`): its
+        verdict and its validation pages; None when it was not written."""
+        if self.data_docs is None:
+            return None
+        from skewlab.quality.run_page import run_page_path
+
+        page = run_page_path(self.data_docs, self.run_id)
+        return page if page.is_file() else None
+
+    @property
     def failures(self) -> list[str]:
         """One line per failed expectation (see :meth:`Failure.line`)."""
         return [f.line() for s in self.suites for f in s.failures]
@@ -281,6 +292,23 @@ class QualityReport:
         )
 
 
+NOTE_TAG = "mlflow.note.content"
+"""MLflow shows this tag as the run's description, rendering its Markdown (links too)."""
+
+
+def note(report: QualityReport, docs: Path, copy: Path | None) -> str:
+    """The run description MLflow shows: the verdict and a link to the run's Data Docs page
+    (``docs``; ``copy``: where the artifacts hold the same page)."""
+    verdict = "PASSED" if report.ok else "FAILED"
+    text = (
+        f"**Data quality: {verdict}** ({sum(s.evaluated for s in report.suites)} "
+        f"expectations). [Data Docs of this run]({docs.as_uri()})"
+    )
+    if copy is not None:
+        text += f"; a copy is in the artifacts: `{DATA_DOCS}/{copy.as_posix()}`"
+    return text + "."
+
+
 def log_quality(tracker: Tracker, mlflow_run_id: str, report: QualityReport) -> None:
     """Store ``report`` in MLflow run ``mlflow_run_id``.
 
@@ -289,8 +317,10 @@ def log_quality(tracker: Tracker, mlflow_run_id: str, report: QualityReport) -> 
     under ``quality/data_docs/`` (the site index, this run's validation pages,
     their suites' pages and the site's styles, in the site's own layout so the
     links between them work), the metrics ``quality_ok`` (1/0),
-    ``quality_failures`` and ``quality_expectations``, and the tags ``quality`` =
-    ``passed`` / ``failed`` and ``quality_data_docs`` (the site index's file URI).
+    ``quality_failures`` and ``quality_expectations``, the tags ``quality`` =
+    ``passed`` / ``failed`` and ``quality_data_docs`` (the file URI of the run's own Data
+    Docs page, else the site index), and the run's description: the verdict with a link
+    to that page (:func:`note`).
     Logging again overwrites the same artifacts, so a retried task leaves one report.
     """
     tracker.log_dict(mlflow_run_id, report.to_dict(), REPORT_JSON)
@@ -300,10 +330,14 @@ def log_quality(tracker: Tracker, mlflow_run_id: str, report: QualityReport) -> 
         from skewlab.quality.context import copy_site
 
         pages = [Path(p) for s in report.suites for p in s.pages.values()]
+        run_page = report.run_page
         with tempfile.TemporaryDirectory(prefix="skewlab-docs-") as tmp:
-            copy_site(report.data_docs, pages, Path(tmp))
+            copied = copy_site(report.data_docs, pages, Path(tmp), extra=[run_page])
             tracker.log_artifact(mlflow_run_id, tmp, DATA_DOCS)
-        tags["quality_data_docs"] = report.data_docs.as_uri()
+        docs = run_page or report.data_docs
+        tags["quality_data_docs"] = docs.as_uri()
+        kept = next((f for f in copied if run_page and f.name == run_page.name), None)
+        tags[NOTE_TAG] = note(report, docs, kept)
     tracker.log_metrics(
         mlflow_run_id,
         {

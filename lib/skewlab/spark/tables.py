@@ -9,6 +9,7 @@ three tables, aggregated with Arrow's group-by instead of per-row dicts.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewlab.errors import ConfigError
-from skewlab.io.delta.schemas import KEY_LOADS, PARTITION_LOADS, QUARANTINE, TableSpec
+from skewlab.io.delta.schemas import (
+    KEY_LOADS,
+    PARTITION_LOADS,
+    QUARANTINE,
+    QUARANTINE_RAW_PREFIX,
+    TableSpec,
+)
 
 
 @dataclass(frozen=True)
@@ -114,11 +121,16 @@ def partition_loads(run_id: str, kl: pa.Table, topic: str, window_s: float) -> p
 
 def quarantine(run_id: str, rejects: pa.Table, topic: str, now_ms: int) -> pa.Table:
     """``quarantine`` rows of rejected input (``raw``, ``src_partition``, ``src_offset``,
-    ``reason``), stamped ``now_ms``."""
+    ``reason``), stamped ``now_ms``: the first :data:`QUARANTINE_RAW_PREFIX` bytes of each
+    record, its length and the SHA-256 of all of it."""
+    raw = pc.cast(rejects.column("raw"), pa.binary()).combine_chunks()
+    digests = [None if v is None else hashlib.sha256(v).hexdigest() for v in raw.to_pylist()]
     return QUARANTINE_WRITER.build(
         run_id,
         rejects.num_rows,
-        raw=rejects.column("raw"),
+        raw=pc.binary_slice(raw, 0, QUARANTINE_RAW_PREFIX),
+        raw_bytes=pc.binary_length(raw),
+        raw_sha256=pa.array(digests, pa.string()),
         topic=topic,
         partition=rejects.column("src_partition"),
         offset=rejects.column("src_offset"),

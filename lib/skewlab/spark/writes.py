@@ -122,8 +122,10 @@ def delta_append(
 
     The data is cast to the table's schema first (:func:`~skewlab.io.delta.convert.to_arrow`:
     a bad batch fails before any I/O); a missing table is created partitioned by
-    ``run_id``. Delta skips the write when ``version`` is not above the last version
-    committed for ``app_id``, so a replayed micro-batch adds nothing.
+    ``run_id``, and a table made before a nullable column joined the spec gains it
+    (``mergeSchema``: older rows read it as null). Delta skips the write when
+    ``version`` is not above the last version committed for ``app_id``, so a replayed
+    micro-batch adds nothing.
     """
     spec = table_spec(table)
     arrow = to_arrow(spec, data, run_id)
@@ -133,6 +135,7 @@ def delta_append(
         .mode("append")
         .option("txnAppId", app_id)
         .option("txnVersion", str(version))
+        .option("mergeSchema", "true")
         .partitionBy(*spec.partition_by)
         .save(str(Path(root) / spec.name))
     )

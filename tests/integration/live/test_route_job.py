@@ -12,6 +12,7 @@ through :func:`skewlab.live.experiment.run_experiment` and then checks its evide
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections import Counter
@@ -31,6 +32,7 @@ from tests.integration.fixtures.live import (
 )
 
 from skewlab.grouping import make_grouping
+from skewlab.io.delta.schemas import QUARANTINE_RAW_PREFIX
 from skewlab.live.aggregate import verify
 from skewlab.pipeline import events
 
@@ -221,7 +223,7 @@ BAD_RECORDS: list[tuple[str, bytes]] = [
     ("bad-ts", b'{"key": "Turkey", "ts": "yesterday", "seq": 3}'),
     ("bad-seq", b'{"key": "Turkey", "ts": 1.5, "seq": "three"}'),
     ("not-object", b'["Turkey", 1.5, 3]'),
-    ("too-large", events.encode("Turkey", 1.5, 3, "x" * (70 * 1024))),
+    ("too-large", events.encode("Turkey", 1.5, 3, "x" * (960 * 1024))),  # ~1 MB, kept bounded
     ("empty", b""),
     # issue 18's poison records: each one stopped the route job
     ("bad-ts", b'{"key": "poison", "ts": Infinity, "seq": 1}'),
@@ -266,8 +268,10 @@ def test_bad_input_is_quarantined_and_the_route_job_keeps_going(run_live, broker
         assert r["topic"] == run.events_topic
         stored = records[r["partition"]][r["offset"]]
         assert stored.offset == r["offset"]
-        raw = r["raw"] or b""
-        assert raw == (stored.value or b"")  # (partition, offset) is where the record is
-        got[raw] = (r["reason"], r["partition"])
+        value = stored.value or b""  # (partition, offset) is where the record is
+        assert (r["raw"] or b"") == value[:QUARANTINE_RAW_PREFIX]  # a bounded prefix
+        assert r["raw_bytes"] == len(value)
+        assert r["raw_sha256"] == hashlib.sha256(value).hexdigest()
+        got[value] = (r["reason"], r["partition"])
     P = run.settings.partitions
     assert got == {raw: (reason, i % P) for i, (reason, raw) in enumerate(BAD_RECORDS)}

@@ -5,6 +5,7 @@ Real Great Expectations (an ephemeral context, pandas batches); no Delta, no MLf
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pandas as pd
@@ -83,6 +84,8 @@ def good_quarantine() -> pd.DataFrame:
             "offset": [7, 9],
             "reason": ["not-json", "empty"],
             "ts": [1, 2],
+            "raw_bytes": [1, 0],
+            "raw_sha256": [hashlib.sha256(b"{").hexdigest(), hashlib.sha256(b"").hexdigest()],
         }
     )
 

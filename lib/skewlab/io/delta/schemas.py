@@ -66,7 +66,16 @@ QUARANTINE = _spec(
     _req("offset", I64),
     _req("reason", STR),
     _req("ts", I64),
+    _opt("raw_bytes", I64),
+    _opt("raw_sha256", STR),
 )
+"""``raw`` keeps at most the first :data:`QUARANTINE_RAW_PREFIX` bytes of the record;
+``raw_bytes`` is the record's whole length and ``raw_sha256`` the hex SHA-256 of all
+its bytes, so a poison record of any size costs a bounded row and can still be matched
+against the topic (rows written before these columns read them as null)."""
+
+QUARANTINE_RAW_PREFIX = 4096
+"""Bytes of a rejected record kept in ``quarantine.raw``."""
 
 KEY_LOADS = _spec(
     "key_loads",

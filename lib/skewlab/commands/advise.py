@@ -91,7 +91,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"Kafka bootstrap servers of --topic (default: ${BOOTSTRAP_ENV})",
     )
-    parser.add_argument("--client", choices=CLIENTS, default="confluent", help="Kafka client")
+    parser.add_argument(
+        "--client", choices=CLIENTS, default="confluent", help="Kafka client (default: confluent)"
+    )
     parser.add_argument(
         "--records",
         type=count,
@@ -145,7 +147,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verify-rate",
         type=positive_float,
-        help="events/s of the live runs (default: the advice's rate)",
+        help="events/s of the live runs (default: the advice's rate, at most 1,500); the "
+        "service time is scaled to keep the advice's offered load",
     )
 
 
@@ -177,8 +180,10 @@ class AdviseSettings:
     verify_rate: float | None = None
 
     def __post_init__(self) -> None:
+        if self.workers is None:
+            raise ConfigError("--workers W is required (an integer >= 1)")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
-            raise ConfigError(f"--workers W is required: an integer >= 1, got {self.workers!r}")
+            raise ConfigError(f"--workers must be an integer >= 1, got {self.workers!r}")
         given = [n for n in ("trace", "topic", "delta") if getattr(self, n) is not None]
         if len(given) != 1:
             raise ConfigError("give exactly one input: --trace FILE, --topic NAME or --delta PATH")

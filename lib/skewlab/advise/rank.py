@@ -11,9 +11,11 @@ The rule, in order (docs/advise.md, "Ranking"):
    worker at the offered load ``rho`` fed at random, ``ln(100 rho) / (mu (1 - rho))``
    (M/M/1, :func:`random_feed_p99_ms`: the queueing any key-affine strategy has on an
    even stream, not an overloaded worker; not used when ``rho >= 1``).
-3. **Cheapest of the acceptable**: among those, the lowest DIST_COST (partial results to
-   merge, state split over workers), then the fewest keys moved, then the lowest
-   imbalance, then the lowest p99. The first is the recommendation.
+3. **Cheapest of the acceptable**: among those, the cheapest tier first: DIST_COST (partial
+   results to merge, state split over workers) within :data:`COST_TIE` of the lowest;
+   inside it the fewest keys moved, then the lowest p99, then the lowest imbalance; then
+   the other acceptable ones by DIST_COST, keys moved, p99. The first is the
+   recommendation.
 4. The rest follow by p99, then DIST_COST.
 
 So when keys are spread evenly KEY grouping (DIST_COST 1, nothing moved) wins, and
@@ -31,6 +33,7 @@ from skewlab.advise.profile import StreamProfile
 from skewlab.errors import ConfigError
 
 __all__ = [
+    "COST_TIE",
     "LATENCY_SLACK",
     "Ranked",
     "Recommendation",
@@ -52,6 +55,10 @@ def random_feed_p99_ms(load: float, service_s: float) -> float:
         return 0.0
     return 1e3 * math.log(100 * load) * service_s / (1.0 - load)
 
+
+COST_TIE = 0.05
+"""DIST_COST differences up to this count as equal cost (1.12 against 1.13 is no reason to
+take twice the p99)."""
 
 CRITERIA = ("imbalance", "p99_ms", "dist_cost", "keys_moved_min")
 """The figures the Pareto set is taken over (lower is better for each)."""
@@ -102,11 +109,15 @@ def rank(
     ok = [o.p99_ms <= bound for o in outcomes]
     front = pareto(outcomes)
 
+    cheapest = min((o.dist_cost for o, good in zip(outcomes, ok) if good), default=0.0)
+
     def key(i: int) -> tuple[float, ...]:
         o = outcomes[i]
+        if ok[i] and o.dist_cost <= cheapest + COST_TIE:
+            return (0, 0.0, o.keys_moved_min, o.p99_ms, o.imbalance)
         if ok[i]:
-            return (0, o.dist_cost, o.keys_moved_min, o.imbalance, o.p99_ms)
-        return (1, o.p99_ms, o.dist_cost, o.keys_moved_min, o.imbalance)
+            return (1, o.dist_cost, o.keys_moved_min, o.p99_ms, o.imbalance)
+        return (2, o.p99_ms, o.dist_cost, o.keys_moved_min, o.imbalance)
 
     order = sorted(range(len(outcomes)), key=key)
     return [Ranked(outcomes[i], r + 1, front[i], ok[i]) for r, i in enumerate(order)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skewlab.advise import Candidate, Outcome
-from skewlab.advise.rank import LATENCY_SLACK, pareto, random_feed_p99_ms, rank
+from skewlab.advise.rank import COST_TIE, LATENCY_SLACK, pareto, random_feed_p99_ms, rank
 from skewlab.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -52,7 +52,15 @@ def test_random_feed_queueing_counts_as_keeping_up() -> None:
     assert random_feed_p99_ms(0.5, SERVICE_S) < bound
 
 
-def test_ties_on_cost_go_to_fewer_moves_then_lower_imbalance() -> None:
+def test_near_equal_costs_are_a_tie_broken_by_latency() -> None:
+    pkg = _o("pkg", 0.2, 4.4, 1.12)
+    wc = _o("w-choices", 0.0, 2.2, 1.12 + COST_TIE / 2)
+    shuffle = _o("shuffle", 0.0, 2.0, 1.12 + 2 * COST_TIE)
+    ranked = rank([pkg, shuffle, wc], SERVICE_S, load=0.8)
+    assert [r.label for r in ranked] == ["w-choices", "pkg", "shuffle"]
+
+
+def test_ties_on_cost_go_to_fewer_moves_first() -> None:
     moved = Outcome(Candidate("key", {}, "dlb-h", {"theta": 10.0}), 5.0, 1.0, 1.0, 30.0, 1.0)
     still = _o("key", 6.0, 1.0, 1.0)
     ranked = rank([moved, still], SERVICE_S)

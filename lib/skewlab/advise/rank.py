@@ -13,7 +13,8 @@ The rule, in order (docs/advise.md, "Ranking"):
    even stream, not an overloaded worker; not used when ``rho >= 1``).
 3. **Cheapest of the acceptable**: among those, the cheapest tier first: DIST_COST (partial
    results to merge, state split over workers) within :data:`COST_TIE` of the lowest;
-   inside it the fewest keys moved, then the lowest p99, then the lowest imbalance; then
+   inside it the fewest keys moved, then the lowest p99, then the lowest imbalance (a full
+   tie goes to plain KEY grouping: nothing to split, nothing to move); then
    the other acceptable ones by DIST_COST, keys moved, p99. The first is the
    recommendation.
 4. The rest follow by p99, then DIST_COST.
@@ -114,7 +115,7 @@ def rank(
     def key(i: int) -> tuple[float, ...]:
         o = outcomes[i]
         if ok[i] and o.dist_cost <= cheapest + COST_TIE:
-            return (0, 0.0, o.keys_moved_min, o.p99_ms, o.imbalance)
+            return (0, 0.0, o.keys_moved_min, o.p99_ms, o.imbalance, o.label != "key")
         if ok[i]:
             return (1, o.dist_cost, o.keys_moved_min, o.p99_ms, o.imbalance)
         return (2, o.p99_ms, o.dist_cost, o.keys_moved_min, o.imbalance)

@@ -72,3 +72,8 @@ def test_rank_refuses_nothing_and_a_negative_slack() -> None:
         rank([], SERVICE_S)
     with pytest.raises(ConfigError):
         rank([_o("key", 0, 0, 1)], SERVICE_S, slack=-0.1)
+
+
+def test_a_full_tie_goes_to_key_grouping() -> None:
+    same = [_o(name, 0.0, 0.0, 1.0) for name in ("shuffle", "pkg", "key", "dkg")]
+    assert rank(same, SERVICE_S)[0].label == "key"

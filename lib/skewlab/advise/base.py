@@ -10,7 +10,7 @@ docs/advise.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -100,11 +100,18 @@ class Stream:
         )
 
 
-def stream_of(source: str, items: Iterable[Row | BadRow], default_size: int = 100) -> Stream:
+def stream_of(
+    source: str,
+    items: Iterable[Row | BadRow],
+    default_size: int = 100,
+    progress: Callable[[int], None] | None = None,
+) -> Stream:
     """Collect checked rows (``(key, ts, size)`` or :class:`BadRow`) into a :class:`Stream`.
 
     Timestamps are kept only when every valid row has one; they are shifted so the
     first event is at 0. A row without a size gets ``default_size`` bytes.
+    ``progress(rows)`` is called with the rows read so far (valid and bad) every
+    65,536 rows and at the end.
     """
     vocab = KeyVocab()
     blocks: list[np.ndarray] = []
@@ -113,7 +120,11 @@ def stream_of(source: str, items: Iterable[Row | BadRow], default_size: int = 10
     sizes: list[int] = []
     bad_rows = 0
     bad: list[str] = []
+    seen = 0
     for item in items:
+        seen += 1
+        if progress is not None and seen % _BLOCK == 0:
+            progress(seen)
         if isinstance(item, BadRow):
             bad_rows += 1
             if len(bad) < SHOWN_BAD:
@@ -128,6 +139,8 @@ def stream_of(source: str, items: Iterable[Row | BadRow], default_size: int = 10
             keys = []
     if keys:
         blocks.append(vocab.encode(keys))
+    if progress is not None:
+        progress(seen)
     ids = np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.int64)
     ts_arr: np.ndarray | None = None
     if tss and all(t is not None for t in tss):

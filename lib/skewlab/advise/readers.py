@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from skewlab.workload.trace_check import (
     scan,
 )
 
-__all__ = ["TRACE_FORMATS", "read_trace", "trace_format", "write_trace_csv"]
+__all__ = ["TRACE_FORMATS", "count_rows", "read_trace", "trace_format", "write_trace_csv"]
 
 TRACE_FORMATS = ("auto", "csv", "jsonl", "parquet")
 """``--format`` values; ``auto`` picks by extension (.parquet / .pq, .jsonl / .ndjson / .json,
@@ -49,23 +49,45 @@ def trace_format(path: str, fmt: str = "auto") -> str:
     return format_of(path, "auto")
 
 
-def read_trace(path: str, fmt: str = "auto", limit: int | None = None) -> Stream:
+def read_trace(
+    path: str,
+    fmt: str = "auto",
+    limit: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Stream:
     """Every row of the trace at ``path``, valid rows as a :class:`Stream`, bad ones counted.
 
-    ``limit`` keeps the first ``limit`` valid rows. Raises :class:`TraceError` (one line)
-    when the file is missing or unreadable, or has no valid row.
+    ``limit`` keeps the first ``limit`` valid rows; ``progress(rows read)`` as in
+    :func:`~skewlab.advise.base.stream_of`. Raises :class:`TraceError` (one line) when
+    the file is missing or unreadable, or has no valid row.
     """
     if not os.path.isfile(path):
         raise TraceError(f"trace: file not found: {path!r}")
     kind = trace_format(path, fmt)
     rows = _parquet_rows(path) if kind == "parquet" else scan(path, kind)
     try:
-        stream = stream_of(path, _first(rows, limit))
+        stream = stream_of(path, _first(rows, limit), progress=progress)
     except OSError as e:
         raise TraceError(f"trace {path}: cannot read it ({e.strerror or e})") from None
     except AdviseError as e:
         raise TraceError(str(e)) from None
     return stream
+
+
+def count_rows(path: str, fmt: str = "auto") -> int:
+    """About how many rows ``path`` holds, cheaply, for progress: a Parquet file's row count,
+    else its line count (a header line included)."""
+    if trace_format(path, fmt) == "parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    lines = 0
+    last = b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
 
 
 def _first(rows: Iterator[Row | BadRow], limit: int | None) -> Iterator[Row | BadRow]:

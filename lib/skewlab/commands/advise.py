@@ -27,7 +27,7 @@ from typing import Any
 from skewlab.advise import TRACE_FORMATS, Advice, Stream, advise, read_trace
 from skewlab.advise.command import run_args, run_command
 from skewlab.advise.plots import plot_key_distribution, plot_tradeoffs
-from skewlab.advise.readers import trace_format, write_trace_csv
+from skewlab.advise.readers import count_rows, trace_format, write_trace_csv
 from skewlab.commands._advise_verify import verify
 from skewlab.commands._args import count, positive_float, positive_int
 from skewlab.commands._progress import EventProgress
@@ -321,9 +321,21 @@ the flags of ``skewlab advise`` without the output switches and ``--verify``."""
 
 
 def read_stream(s: AdviseSettings) -> Stream:
-    """The stream of ``s``'s input (the trace file, the topic sample or the Delta table)."""
+    """The stream of ``s``'s input (the trace file, the topic sample or the Delta table);
+    reading a trace shows progress on stderr unless ``--no-progress``."""
     if s.trace is not None:
-        return read_trace(s.trace, s.format, s.records)
+        if not s.progress:
+            return read_trace(s.trace, s.format, s.records)
+        total = max(count_rows(s.trace, s.format), 1)
+        if s.records is not None:
+            total = min(total, s.records)
+        shown = EventProgress("read", sys.stderr)
+        try:
+            return read_trace(
+                s.trace, s.format, s.records, progress=lambda n: shown(min(n, total), total)
+            )
+        finally:
+            shown.close()
     records = s.records or DEFAULT_RECORDS
     if s.topic is not None:
         assert s.bootstrap is not None

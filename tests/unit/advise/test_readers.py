@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from skewlab.advise import read_trace
-from skewlab.advise.readers import trace_format, write_trace_csv
+from skewlab.advise.readers import count_rows, trace_format, write_trace_csv
 from skewlab.errors import ConfigError
 from skewlab.workload.trace_check import TraceError
 
@@ -110,3 +110,12 @@ def test_written_csv_reads_back_as_the_same_stream(tmp_path: Path) -> None:
     assert back.sizes.tolist() == s.sizes.tolist()
     bare = read_trace(str(write_trace_csv(s, tmp_path / "bare.csv", 2, timestamps=False)))
     assert _keys(bare) == _keys(s)[:2] and bare.ts is None
+
+
+def test_progress_counts_every_row_read_and_count_rows_estimates_them(tmp_path: Path) -> None:
+    path = _csv(tmp_path, ["key,ts", "a,1", ",2", "b,3"])
+    seen: list[int] = []
+    read_trace(path, progress=seen.append)
+    assert seen[-1] == 3  # two valid rows and a bad one
+    assert count_rows(path) == 4  # lines, the header included
+    assert count_rows(_parquet(tmp_path, {"key": ["a", "b"]})) == 2

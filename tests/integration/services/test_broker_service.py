@@ -10,13 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from skewlab.io.kafka import BrokerUnavailableError, KafkaClient, KafkaSettings, connect
+from skewlab.io.kafka import (
+    BrokerUnavailableError,
+    KafkaClient,
+    KafkaSettings,
+    connect,
+    producer_fn,
+)
 from skewlab.services import Broker, PortInUseError
 from skewlab.services.broker_config import MAIN_CLASS
 from skewlab.services.process import pid_alive, tcp_connectable, wait_until
@@ -42,6 +49,17 @@ def _write(client: KafkaClient, topic: str) -> None:
         client.produce(topic, f"v{i}".encode(), key=str(i).encode(), partition=i % 3)
     client.flush()
     client.commit(GROUP, topic, {0: 40, 2: 7})
+
+
+def _produce_until_error(client: KafkaClient, topic: str) -> None:
+    """Queue records without a flush, as a run's producer does (the 60 s only bound a
+    hang): librdkafka's "all brokers are down" makes a confluent client check the broker
+    at its next poll. kafka-python has no such event (its queue fills for minutes)."""
+    produce = producer_fn(client)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        client.produce(topic, b"queued", partition=0)
+        produce(topic, b"direct", None, 1, None)
 
 
 def _check(client: KafkaClient, topic: str) -> None:
@@ -117,6 +135,8 @@ def test_a_killed_broker_fails_its_clients_fast_and_restarts_intact(
             "flush": lambda: (client.produce(topic, b"late", partition=0), client.flush(30)),
             "create_topic": lambda: client.create_topic(f"new-{uuid.uuid4().hex}", 1),
         }
+        if name == "confluent":
+            calls["produce"] = lambda: _produce_until_error(client, topic)
         for call in calls.values():
             with pytest.raises(BrokerUnavailableError, match=state.url) as info:
                 call()

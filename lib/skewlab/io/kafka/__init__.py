@@ -90,7 +90,8 @@ def producer_fn(client: object) -> Callable[[str, Any, Any, int, Any], None]:
     record of the client's ``produce``, docs/throughput.md "Session 4"), with the
     client's behaviour kept: a full local queue is drained by polling, never dropped
     (a queue full for a second checks the broker is there: ``BrokerUnavailableError``),
-    delivery reports are served every 1,000 records, an error becomes ``KafkaError``.
+    delivery reports and client errors are served every 1,000 records (librdkafka's "all
+    brokers are down" checks the broker too), an error becomes ``KafkaError``.
     Any other client: its ``produce``. The returned function is named ``direct`` on
     the librdkafka path (callers may inline the call and fall back to it).
     """
@@ -106,6 +107,7 @@ def producer_fn(client: object) -> Callable[[str, Any, Any, int, Any], None]:
 
     poll = producer.poll  # type: ignore[union-attr]
     queue_full = getattr(client, "_queue_full", None)
+    check_down = getattr(client, "_check_down", None)
     count = [0]
 
     def direct(topic: str, value: Any, key: Any, partition: int, headers: Any) -> None:
@@ -124,6 +126,8 @@ def producer_fn(client: object) -> Callable[[str, Any, Any, int, Any], None]:
         if count[0] >= 1000:
             poll(0)
             count[0] = 0
+            if check_down is not None:
+                check_down(f"produce to {topic!r}")
 
     return direct
 

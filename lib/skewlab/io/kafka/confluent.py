@@ -94,6 +94,8 @@ class ConfluentClient(ClientBase):
         self._commits: dict[str, tuple[RdKafkaError | None, list[TopicPartition]]] = {}
         """group -> the outcome of its last commit (``on_commit``)."""
         self._unpolled = 0
+        self._all_down = False
+        """Set by librdkafka's "all brokers are down" error, cleared by :meth:`_check_down`."""
         self._kept: tuple[tuple[str, int], Consumer] | None = None
         """:meth:`fetch_available`'s consumer and the partition it reads."""
         self._busy: set[tuple[str, int]] = set()
@@ -142,7 +144,19 @@ class ConfluentClient(ClientBase):
         return self._admin
 
     def _on_client_error(self, err: RdKafkaError) -> None:
+        if err.code() == RdKafkaError._ALL_BROKERS_DOWN:
+            self._all_down = True
         log.warning("kafka client error (%s): %s", self.settings.bootstrap, err)
+
+    def _check_down(self, doing: str) -> None:
+        """After librdkafka said all brokers are down (its error callback, served by
+        ``poll``): check the bootstrap servers once
+        (:class:`~skewlab.io.kafka.base.BrokerUnavailableError` if none answers). A producer
+        whose records only queue up (nothing waits on the broker until a flush) learns of a
+        dead broker here, at its next ``poll``, about a second after the broker went."""
+        if self._all_down:
+            self._all_down = False
+            self._require_broker(doing)
 
     def _on_delivery(self, err: RdKafkaError | None, msg: Message) -> None:
         if err is not None:
@@ -276,6 +290,7 @@ class ConfluentClient(ClientBase):
         if self._unpolled >= 1000:
             producer.poll(0)
             self._unpolled = 0
+            self._check_down(f"produce to {topic!r}")
 
     def _queue_full(self, doing: str, since: float | None) -> float:
         """The producer's queue is full: when it has been for :data:`SLICE_S`, check the

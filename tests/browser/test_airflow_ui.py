@@ -8,9 +8,12 @@ fill the form with a small experiment (KEY grouping, 2 workers, 2 partitions,
 Screenshots (``screenshots/`` in the test's tmp dir): the login page, the filled
 form, the run page after triggering and after success.
 
-The experiment's form refuses a bad value in the dialog before a run exists: workers 0
-and rate -5 are kept as typed (the number input does not clamp them) and Airflow's
-refusal names the param; so is a workload that is not a registered spec. With the DAG
+The experiment's form cannot hold a bad value: workers 0, rate -5 and skew 120 are
+brought back into their range as the field loses focus (the range is said under it);
+the workload is a drop-down of the registered workloads ("cuntry" matches none); a JSON
+text field a pattern refuses (the autoscale workload) is refused in the dialog, naming
+the param, and no run is created. After the run succeeds, its ``record_result`` task has an
+**MLflow run** button opening the run's MLflow page. With the DAG
 paused (and "unpause on trigger" unticked) the untouched form creates a queued run whose
 conf is the DAG's defaults, which the run's first task accepts; the run is then deleted.
 
@@ -91,7 +94,8 @@ def _fill_trigger_form(page: Page, url: str) -> None:
     page.click("[data-t=strategy]")
     option = (
         "Array.from(document.querySelectorAll('[role=option]'))"
-        f".find(o => o.id.startsWith('react-select') && o.innerText.trim() === '{STRATEGY}')"
+        ".find(o => o.id.startsWith('react-select')"
+        f" && o.innerText.trim().split(':')[0] === '{STRATEGY}')"  # labelled "key: hash of..."
     )
     page.wait_for(f"!!{option}", "grouping options")
     _mark(page, option, "strategy-option")
@@ -136,8 +140,18 @@ def test_trigger_form_runs_the_experiment(browser: Page, airflow_api: AirflowApi
     browser.goto(f"{server.url}/dags/{EXPERIMENT_DAG}/runs/{run_id}")
     browser.wait_for("document.body.innerText.toLowerCase().includes('success')", "success shown")
     shots = [browser.screenshot("04-run-succeeded")]
+
+    # the record_result task has an "MLflow run" button opening the run's MLflow page
+    url = airflow_api.xcom(EXPERIMENT_DAG, run_id, "record_result", "mlflow_run_url")
+    browser.goto(f"{server.url}/dags/{EXPERIMENT_DAG}/runs/{run_id}/tasks/record_result")
+    button = (
+        "Array.from(document.querySelectorAll('a')).find(a => a.innerText.trim() === 'MLflow run')"
+    )
+    href = browser.wait_for(f"{button}?.getAttribute('href')", "the MLflow run button")
+    assert href == url and str(url).startswith("http"), (href, url)
+    shots.append(browser.screenshot("05-mlflow-run-button"))
     shots += sorted(browser.artifacts.glob("0[1-3]-*.png"))
-    assert len(shots) == 4
+    assert len(shots) == 5
     for shot in shots:
         assert shot.stat().st_size > 5_000, f"{shot} looks empty"
 
@@ -170,32 +184,70 @@ def _open_section(page: Page, title: str, field: str) -> None:
     )
 
 
-BAD_VALUES = {"workers": "0", "rate": "-5", "workload": "zipf-ish:s=1"}
-"""One bad value per field of the experiment form (each refused on its own)."""
+CLAMPED = {"workers": ("0", "1"), "rate": ("-5", "1"), "skew": ("120", "100")}
+"""A bad number typed into the experiment form -> what the field holds once it loses focus."""
 
 
-def test_experiment_form_refuses_bad_values_inline(browser: Page, airflow_api: AirflowApi) -> None:
+def test_experiment_form_cannot_hold_a_bad_value_or_names_it(
+    browser: Page, airflow_api: AirflowApi
+) -> None:
+    from skewlab.workload.spec import WORKLOAD_NAMES
+
     server = airflow_api.server
     runs = f"/dags/{EXPERIMENT_DAG}/dagRuns"
     before = airflow_api.get(runs)["total_entries"]
     _log_in(browser, server.url, server.user, server.password)
-    for i, (name, value) in enumerate(BAD_VALUES.items()):
-        _open_trigger(browser, server.url, EXPERIMENT_DAG, "workers")
-        _open_section(browser, "Grouping experiment", name)
+    _open_trigger(browser, server.url, EXPERIMENT_DAG, "workers")
+    _open_section(browser, "Grouping experiment", "workers")
+
+    # 1. numbers: brought back into their range as the field loses focus, range said below
+    for name, (typed, held) in CLAMPED.items():
         field = f"[role=dialog] input[name=element_{name}]"
-        browser.type_into(field, value)
+        browser.type_into(field, typed)
         browser.eval("document.activeElement && document.activeElement.blur()")
-        browser.click(_submit_button(browser))
-        refused = browser.wait_for(
-            f"Array.from({TRIGGER_DIALOG}.querySelectorAll('p'))"
-            f".map(p => p.innerText).find(t => t.includes('Invalid input for param {name}'))",
-            f"the refusal of {name}",
-        )
-        assert browser.eval(f"document.querySelector('{field}').value") == value  # as typed
-        assert airflow_api.get(runs)["total_entries"] == before, f"{name}={value} made a run"
-        browser.scroll_to_text(str(refused).strip())
-        browser.screenshot(f"2{i}-experiment-refuses-{name}")
-        _close_dialog(browser)
+        browser.wait_for(f"document.querySelector('{field}').value === '{held}'", f"{name} held")
+    described = browser.text()
+    assert "Allowed: an integer in 1..64." in described
+    browser.screenshot("20-experiment-numbers-in-range")
+
+    # 2. the workload is a drop-down of the registry's workloads: "cuntry" matches none
+    _mark(
+        browser,
+        f"{TRIGGER_DIALOG}.querySelector('input[name=element_workload]')"
+        ".parentElement.querySelector('input[type=text]')",
+        "workload",
+    )
+    browser.click("[data-t=workload]")
+    options = (
+        "Array.from(document.querySelectorAll('[role=option]'))"
+        ".filter(o => o.id.startsWith('react-select')).map(o => o.innerText.trim())"
+    )
+    shown = browser.wait_for(f"{options}.length > 0 && {options}", "workload options")
+    assert [str(o).split(":", 1)[0] for o in shown] == list(WORKLOAD_NAMES)
+    browser.send("Input.insertText", text="cuntry")
+    browser.wait_for(f"{options}.length === 0", "no workload matches cuntry")
+    browser.screenshot("21-experiment-workload-choices")
+    browser.send("Input.dispatchKeyEvent", type="keyDown", key="Escape", code="Escape")
+    _close_dialog(browser)
+
+    # 3. free text a pattern refuses (the autoscale workload): the dialog names the param
+    _open_trigger(browser, server.url, EXPERIMENT_DAG, "workers")
+    section = "Autoscale a consumer group (instead of the grouping experiment)"
+    _open_section(browser, section, "autoscale_workload")
+    browser.type_into("[role=dialog] input[name=element_autoscale_workload]", "zipf:s=1")
+    browser.eval("document.activeElement && document.activeElement.blur()")
+    browser.click(_submit_button(browser))
+    refused = browser.wait_for(
+        f"Array.from({TRIGGER_DIALOG}.querySelectorAll('p'))"
+        ".map(p => p.innerText)"
+        ".find(t => t.includes('Invalid input for param autoscale_workload'))",
+        "the refusal of autoscale_workload",
+    )
+    assert "zipf:s=1" in str(refused)
+    assert airflow_api.get(runs)["total_entries"] == before, "a bad value made a run"
+    browser.scroll_to_text(str(refused).strip().splitlines()[0])
+    browser.screenshot("22-experiment-refuses-autoscale_workload")
+    _close_dialog(browser)
     for shot in sorted(browser.artifacts.glob("2[0-2]-*.png")):
         assert shot.stat().st_size > 5_000, f"{shot} looks empty"
 

@@ -111,3 +111,21 @@ def test_compare_page_shows_both_runs_metrics(
     for name in names:
         assert name in text
     assert "240.2" in text and "155.1" in text  # each run's value, not only the names
+
+
+def test_the_experiment_opens_in_the_classic_runs_view(
+    browser: Page, mlflow_ui: tuple[str, str, list[str]]
+) -> None:
+    """skewlab tags its experiments ``custom_model_development``: MLflow opens them on the
+    runs table (each run by name), not on its GenAI view (traces, token usage)."""
+    url, exp_id, _runs = mlflow_ui
+    browser.goto(f"{url}/#/experiments/{exp_id}")
+    browser.wait_for(
+        "['sim-key', 'sim-dkg'].every(n => document.body.innerText.includes(n))",
+        "the runs table with both runs",
+        timeout_s=60,
+    )
+    shot = browser.screenshot("mlflow-experiment")
+    assert shot.stat().st_size > 10_000
+    text = browser.text()
+    assert "Token usage" not in text, text[:400]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,9 @@ class SimTracking:
     out: Path
     parent: str | None = None
     runs: dict[str, str] = field(default_factory=dict)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    """Ends every run name of this invocation (``dkg-1f3a9c``): runs of the same strategy
+    stay apart in MLflow's run list."""
 
     @classmethod
     def open(
@@ -115,7 +119,7 @@ class SimTracking:
         if len(strategies) > 1:
             self.parent = tracker.start_run(
                 experiment,
-                f"compare {','.join(strategies)}",
+                f"compare {','.join(strategies)}-{self.token}",
                 params={**self.params, "strategies": ",".join(strategies)},
                 tags=tags,
             )
@@ -125,7 +129,7 @@ class SimTracking:
         """Open ``strategy``'s run (RUNNING while it is simulated); its id."""
         rid = self.tracker.start_run(
             self.experiment,
-            strategy,
+            f"{strategy}-{self.token}",
             params={**self.params, "strategy": strategy},
             tags={**self.tags, "strategy": strategy},
             parent_run_id=self.parent,

@@ -132,11 +132,11 @@ class ParamSpec:
         parts = [_WHAT[self.kind]]
         low, excl, high = self.minimum, self.exclusive_minimum, self.maximum
         if excl is not None:
-            parts.append(f"in ({excl:g}, {high:g}]" if high is not None else f"> {excl:g}")
+            parts.append(f"in ({excl:g}, {_n(high)}]" if high is not None else f"> {excl:g}")
         elif low is not None:
-            parts.append(f"in {low:g}..{high:g}" if high is not None else f">= {low:g}")
+            parts.append(f"in {_n(low)}..{_n(high)}" if high is not None else f">= {_n(low)}")
         elif high is not None:
-            parts.append(f"<= {high:g}")
+            parts.append(f"<= {_n(high)}")
         if self.nullable:
             parts.append("or null")
         return " ".join(parts)
@@ -198,6 +198,11 @@ class ParamSpec:
                 f"{label} has no key {', '.join(unknown)}; valid: {', '.join(keys) or 'none'}"
             )
         return {k: keys[k].check(v, coerce=False, label=f"{label}.{k}") for k, v in value.items()}
+
+
+def _n(x: float) -> str:
+    """A bound as a reader writes it: ``64``, ``0.05``, ``10,000,000`` (not ``1e+07``)."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) >= 10_000 else f"{x:g}"
 
 
 def one_line(text: object) -> str:

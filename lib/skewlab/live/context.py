@@ -150,7 +150,12 @@ class RunContext:
             self.probe.check()
         if self.supervisor is None:
             self.supervisor = Supervisor(
-                self.procs, self.handle, self.files, self.supervised, self.restart
+                self.procs,
+                self.handle,
+                self.files,
+                self.supervised,
+                self.restart,
+                broker=self.probe,
             )
         self.supervisor.check()
 

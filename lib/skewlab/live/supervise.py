@@ -88,6 +88,9 @@ class Supervisor:
     workers: Callable[[], Iterable[int]]
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     clock: Callable[[], float] = time.monotonic
+    broker: BrokerProbe | None = None
+    """When set, a child is never restarted while no bootstrap server answers: its exit
+    is the broker's loss (:class:`BrokerLost`), not the child's failure."""
     pending: dict[str, float] = field(default_factory=dict)
     """Process name -> clock time its restart is due."""
     _dead: dict[str, Any] = field(default_factory=dict)
@@ -130,6 +133,7 @@ class Supervisor:
                 continue
             if due is not None:
                 if now >= due:
+                    self._broker_alive(name, "its restart is due")
                     del self.pending[name]
                     n = self.handle.restarts.get(name, 0) + 1
                     self.handle.restarts[name] = n
@@ -144,12 +148,24 @@ class Supervisor:
             cause = exit_cause(rc, self.files.log(name))
             used = self.handle.restarts.get(name, 0)
             proc.kill()  # what is left of its group (the route job's JVM)
+            self._broker_alive(name, f"it exited ({cause})")
             if used >= self.policy.max_restarts:
                 raise ChildFailed(f"{_what(name)} failed after {used} restart(s): {cause}")
             delay = self.policy.delay(used)
             log.warning("%s exited (%s); restart in %.1f s", _what(name), cause, delay)
             self.pending[name] = now + delay
             self._dead[name] = proc
+
+    def _broker_alive(self, name: str, what: str) -> None:
+        """Raise :class:`BrokerLost` (one line naming the broker) instead of restarting
+        ``name`` while no bootstrap server accepts a connection."""
+        if self.broker is None or self.broker.reachable():
+            return
+        self.broker.lost = True
+        raise BrokerLost(
+            f"broker {self.broker.bootstrap} unreachable ({self.broker.error}): "
+            f"{_what(name)} not restarted ({what}); the run cannot go on"
+        )
 
 
 def stop_guarded(loop: Any, guard: Callable[[], None], tick_s: float = 0.25) -> None:
@@ -213,6 +229,11 @@ class BrokerProbe:
             if host and port.isdigit():
                 out.append((host.strip("[]"), int(port)))
         return out
+
+    @property
+    def error(self) -> str:
+        """The last connection error :meth:`reachable` saw."""
+        return self._error
 
     def reachable(self) -> bool:
         """True if some bootstrap server accepts a TCP connection (or none is parseable:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewlab.commands._args import count, positive_float, positive_int
+from skewlab.commands._args import count, positive_float, positive_int, workload
 from skewlab.commands._progress import EventProgress
 from skewlab.commands._sim_tracking import SimTracking
 from skewlab.errors import ConfigError, SkewlabError
@@ -65,6 +65,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=positive_int, default=10, help="W (default: 10)")
     parser.add_argument(
         "--workload",
+        type=workload,
         default="country:R80",
         metavar="NAME[:ARGS]",
         help=f"workload spec, NAME one of {', '.join(WORKLOAD_NAMES)}; e.g. zipf:s=1.1,keys=1000, "

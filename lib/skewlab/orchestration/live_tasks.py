@@ -200,6 +200,7 @@ def poke_drained(
         if s.scale_out is not None or not h.done(Phase.PRODUCED):
             phases.drain(ctx)  # drained in produce already, or refused with the reason
             return True
+        ctx.watcher().tick(None, None)  # MLflow's series go on from where produce left them
         deadline = clock() + wait_s
         while True:
             waiting = _still_draining(ctx)

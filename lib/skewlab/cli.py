@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "skewlab.commands.doctor",
     "stop": "skewlab.commands.stop",
     "gc": "skewlab.commands.gc",
+    "resume": "skewlab.commands.resume",
 }
 """Subcommand name -> module implementing it, ``module:function`` when the run
 function of that command is not called ``run`` (docs/cli.md, "Command modules")."""

@@ -131,7 +131,14 @@ def run(args: argparse.Namespace) -> int:
             note = still_running_note(todo[0].home, broker_before, _embedded_broker(todo[0]))
             if note:
                 print(note, file=sys.stderr)
-    if args.json:
+    report(summaries, todo[0].home, as_json=args.json)
+    return exit_code(summaries)
+
+
+def report(summaries: list[Any], home: str, as_json: bool = False) -> None:
+    """Print the summaries: one table row per run, then each run's verdict, start-up,
+    data quality, strategy notes, plots and MLflow run (or all of it as JSON)."""
+    if as_json:
         print(json.dumps([r.row() for r in summaries], indent=2, default=str))
     else:
         print(
@@ -139,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         )
         for r in summaries:
             print(f"{r.run_id}: {r.exactness}")
-            line = _startup(todo[0].home, r.run_id)
+            line = _startup(home, r.run_id)
             if line:
                 print(f"  {line}")
             print(f"  data quality: {r.quality}")
@@ -184,12 +191,11 @@ def run(args: argparse.Namespace) -> int:
             for p in r.plots:
                 print(f"  plot: {p}")
             if r.mlflow_run_id:
-                url, hint = mlflow_link(todo[0].home, r.mlflow_url)
+                url, hint = mlflow_link(home, r.mlflow_url)
                 where = f" ({url})" if url else ""
                 print(f"  mlflow run: {r.mlflow_run_id}{where}")
                 if hint:
                     print(f"    {hint}")
-    return exit_code(summaries)
 
 
 def mlflow_link(home: str, url: str | None) -> tuple[str | None, str | None]:

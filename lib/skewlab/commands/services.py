@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skewlab.live.lifecycle import run_states
 from skewlab.report import format_table
 from skewlab.services import SERVICES, get_service
 from skewlab.services.datadir import resolve_home
@@ -180,9 +181,15 @@ def status_rows(home: str | None) -> list[list[str]]:
 def _act(action: str, args: argparse.Namespace) -> int:
 
     if action == "status":
-        print(f"data dir: {resolve_home(args.home)}")
+        home = resolve_home(args.home)
+        print(f"data dir: {home}")
         headers = ["service", "state", "url", "pid", "start / stop with"]
         print(format_table(headers, status_rows(args.home), align="left"))
+        runs = run_states(home)
+        if runs:
+            print()
+            rows = [[r.run_id, r.state, r.detail, r.action] for r in runs]
+            print(format_table(["run", "state", "detail", "what to do"], rows, align="left"))
         return 0
     for name in SERVICES:
         svc = get_service(name, args.home)

@@ -9,6 +9,7 @@ signalled, and records the run as stopped in its handle.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from skewlab.errors import ConfigError
 from skewlab.live.lifecycle import Stopped, stop_run
@@ -34,21 +35,26 @@ def describe(done: Stopped) -> str:
     return f"{done.run_id}: {what}; status {done.status}"
 
 
-def run(args: argparse.Namespace) -> int:
-    """Stop run ``args.run_id`` (:func:`skewlab.live.lifecycle.stop_run`), print what was
-    stopped; returns 0.
+def find_run(home: Path, run_id: str | None) -> RunDir:
+    """The files of run ``run_id`` under data dir ``home``.
 
     Raises :class:`~skewlab.errors.ConfigError` (exit 2, naming the latest runs) when no
     RUN_ID is given or the data dir has no handle for it.
     """
-    home = resolve_home(args.home)
     runs = home / "runs"
     known = sorted(p.name for p in runs.iterdir())[-5:] if runs.is_dir() else []
     hint = f"; latest runs: {', '.join(known)}" if known else ""
-    if not args.run_id:
+    if not run_id:
         raise ConfigError(f"give the RUN_ID of a run under {home}{hint}")
-    run_dir = RunDir.at(home, args.run_id)
+    run_dir = RunDir.at(home, run_id)
     if not run_dir.handle.is_file():
-        raise ConfigError(f"no run {args.run_id!r} under {home}{hint}")
+        raise ConfigError(f"no run {run_id!r} under {home}{hint}")
+    return run_dir
+
+
+def run(args: argparse.Namespace) -> int:
+    """Stop run ``args.run_id`` (:func:`skewlab.live.lifecycle.stop_run`; a missing or
+    unknown one: :func:`find_run`'s error), print what was stopped; returns 0."""
+    run_dir = find_run(resolve_home(args.home), args.run_id)
     print(describe(stop_run(run_dir.path)))
     return 0

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from skewlab.errors import SkewlabError
 from skewlab.live.handle import TERMINAL, HandleError, RunHandle, Status
@@ -239,4 +239,62 @@ def gc(home: str | Path) -> list[Stopped]:
         running = any(Detached(rec).alive() for rec in h.procs.values())
         if running or Status(h.status) not in TERMINAL:
             out.append(stop_run(d, reason="stopped by skewlab gc: its driver is gone"))
+    return out
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Where one run of a data dir stands, as ``skewlab status`` lists it."""
+
+    run_id: str
+    state: str
+    """``live`` (its driver runs), ``airflow`` (driven task by task), ``orphaned`` (its
+    driver is gone, processes still run), ``interrupted`` (driver and processes gone,
+    not ended), ``finished``, ``failed`` or ``stopped``."""
+    detail: str
+    """The verdict of a finished run, the error of a failed or stopped one."""
+    action: str
+    """The command that deals with it (``-``: nothing to do)."""
+
+
+def verdict(exactness: dict[str, Any] | None) -> str:
+    """``EXACT`` / ``NOT exact`` of a handle's exactness report (``no verdict`` if none)."""
+    if not exactness:
+        return "no verdict"
+    wrong = sum(int(exactness.get(k, 0)) for k in ("lost", "doubled", "sum_mismatches"))
+    return "NOT exact" if wrong else "EXACT"
+
+
+def run_state(h: RunHandle) -> RunState:
+    """:class:`RunState` of the run behind handle ``h``."""
+    status = Status(h.status)
+    resume = f"skewlab resume {h.run_id}"
+    if status is Status.DONE:
+        return RunState(h.run_id, "finished", verdict(h.exactness), "-")
+    if h.detached and status not in TERMINAL:
+        return RunState(h.run_id, "airflow", "driven task by task by its DAG run", "-")
+    if driver_alive(h):
+        pid = int(h.driver[0]) if h.driver else 0
+        return RunState(h.run_id, "live", f"driver pid {pid}", f"skewlab stop {h.run_id}")
+    alive = [name for name, rec in h.procs.items() if Detached(rec).alive()]
+    if alive:
+        what = f"driver gone, still running: {', '.join(sorted(alive))}"
+        return RunState(h.run_id, "orphaned", what, f"{resume} (or skewlab gc)")
+    if status is Status.RUNNING:
+        return RunState(h.run_id, "interrupted", "driver and processes gone", resume)
+    return RunState(h.run_id, status.value, h.error or "-", resume)
+
+
+def run_states(home: str | Path) -> list[RunState]:
+    """:func:`run_state` of every run under data dir ``home``, oldest first (a handle
+    that cannot be read is listed as such)."""
+    runs = Path(home).resolve() / "runs"
+    out = []
+    for d in sorted(runs.iterdir()) if runs.is_dir() else []:
+        if not RunDir.of(d).handle.is_file():
+            continue
+        try:
+            out.append(run_state(RunHandle.load(d)))
+        except HandleError as exc:
+            out.append(RunState(d.name, "unreadable", str(exc), "-"))
     return out

@@ -145,11 +145,21 @@ def test_a_worker_killed_mid_produce_is_restarted_and_the_run_stays_exact(run_li
     assert h.status == Status.DONE.value
 
 
-def test_driver_crash_mid_produce_then_gc_then_resume_ends_exact(
+def status_row(home: Path, run_id: str) -> list[str]:
+    """The cells of ``run_id``'s row in ``skewlab status``'s runs table."""
+    out, err = (p := skewlab(home, "status")).communicate(timeout=120)
+    assert p.returncode == 0, err
+    rows = [line.split(None, 2) for line in out.splitlines() if line.startswith(run_id)]
+    assert len(rows) == 1, out
+    return rows[0]
+
+
+def test_driver_crash_mid_produce_then_status_gc_and_resume_end_exact(
     broker: Any, tmp_path: Path
 ) -> None:
+    """Issue 37 point 4: a kill -9'd driver's run is listed as orphaned by `skewlab status`,
+    `skewlab gc` stops its processes, and `skewlab resume RUN_ID` finishes it EXACT."""
     from skewlab.io.kafka import KafkaSettings, connect
-    from skewlab.live.run import Run
 
     n = 8192
     home = tmp_path / "home"
@@ -167,6 +177,7 @@ def test_driver_crash_mid_produce_then_gc_then_resume_ends_exact(
     h = RunHandle.load(only_run(home))
     assert h.status == Status.RUNNING.value and h.t_produce is not None
     assert all(Detached(r).alive() for r in h.procs.values()), "the children died with the driver"
+    assert status_row(home, h.run_id)[1] == "orphaned"
 
     cleaner = skewlab(home, "gc")
     out, err = cleaner.communicate(timeout=120)
@@ -180,10 +191,14 @@ def test_driver_crash_mid_produce_then_gc_then_resume_ends_exact(
     try:
         before = sum(client.end_offsets(h.events_topic).values())
         assert 0 < before < n
-        summary = Run.resume(only_run(home)).run_all()  # stops its processes at the end
-        assert summary.exact, summary.exactness
-        assert summary.events == n
+        assert status_row(home, h.run_id)[1] == "stopped"
+        resumed = skewlab(home, "resume", h.run_id, "--no-progress")
+        out, err = resumed.communicate(timeout=1200)
+        assert resumed.returncode == 0, err
+        assert f"{h.run_id}: EXACT: expected {n} events" in out
         h = RunHandle.load(only_run(home))
+        assert h.exactness is not None and h.exactness["lost"] == h.exactness["doubled"] == 0
+        assert status_row(home, h.run_id)[1] == "finished"
         assert h.status == Status.DONE.value
         assert h.restarts.get("route", 0) >= 1 and h.restarts.get("worker-0") == 1
     finally:

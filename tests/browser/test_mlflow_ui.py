@@ -116,10 +116,13 @@ def test_compare_page_shows_both_runs_metrics(
 def test_the_experiment_opens_in_the_classic_runs_view(
     browser: Page, mlflow_ui: tuple[str, str, list[str]]
 ) -> None:
-    """skewlab tags its experiments ``custom_model_development``: MLflow opens them on the
-    runs table (each run by name), not on its GenAI view (traces, token usage)."""
-    url, exp_id, _runs = mlflow_ui
-    browser.goto(f"{url}/#/experiments/{exp_id}")
+    """The addresses skewlab prints open MLflow 3's model-training view: the experiment on
+    its runs table (each run by name), a run on its metrics, not the GenAI view (traces,
+    token usage) the UI opens by default."""
+    from skewlab.io.run_links import experiment_url, run_url
+
+    url, exp_id, runs = mlflow_ui
+    browser.goto(experiment_url(url, exp_id))
     browser.wait_for(
         "['sim-key', 'sim-dkg'].every(n => document.body.innerText.includes(n))",
         "the runs table with both runs",
@@ -127,5 +130,11 @@ def test_the_experiment_opens_in_the_classic_runs_view(
     )
     shot = browser.screenshot("mlflow-experiment")
     assert shot.stat().st_size > 10_000
+    assert "Token usage" not in browser.text()
+    browser.goto(run_url(url, exp_id, runs[0]))
+    browser.wait_for(
+        "document.body.innerText.includes('imb_score')", "the run's metrics", timeout_s=60
+    )
+    browser.screenshot("mlflow-run")
     text = browser.text()
-    assert "Token usage" not in text, text[:400]
+    assert "sim-key" in text and "Token usage" not in text

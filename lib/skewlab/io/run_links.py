@@ -7,17 +7,40 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from skewlab.io.tracking import Tracker
 
-__all__ = ["MLFLOW_UI_DEFAULT", "run_link", "run_url", "serve_hint"]
+__all__ = [
+    "CLASSIC_VIEW",
+    "MLFLOW_UI_DEFAULT",
+    "experiment_url",
+    "run_link",
+    "run_url",
+    "serve_hint",
+]
 
 MLFLOW_UI_DEFAULT = "http://127.0.0.1:5000"
 """Where ``mlflow ui`` serves a local store unless told another port."""
 
 
-def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """The run's page: on the tracking server itself for an ``http(s)`` tracking URI,
-    else under :data:`MLFLOW_UI_DEFAULT` (``mlflow ui --backend-store-uri <uri>``)."""
+CLASSIC_VIEW = "workflowType=machine_learning"
+"""MLflow 3's UI opens experiments in its GenAI view (traces, token usage) unless the page's
+address asks for the model-training view; the experiment kind tag alone is not read when
+the UI has its GenAI / Model training switch (:data:`skewlab.io.tracking.EXPERIMENT_KIND`)."""
+
+
+def _base(tracking_uri: str) -> str:
     base = tracking_uri if tracking_uri.startswith(("http://", "https://")) else MLFLOW_UI_DEFAULT
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return base.rstrip("/")
+
+
+def experiment_url(tracking_uri: str, experiment_id: str) -> str:
+    """The experiment's runs table, in MLflow's classic (model training) view."""
+    return f"{_base(tracking_uri)}/#/experiments/{experiment_id}?{CLASSIC_VIEW}"
+
+
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """The run's page, in MLflow's classic view: on the tracking server itself for an
+    ``http(s)`` tracking URI, else under :data:`MLFLOW_UI_DEFAULT` (``mlflow ui
+    --backend-store-uri <uri>``)."""
+    return f"{_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}?{CLASSIC_VIEW}"
 
 
 def serve_hint(tracking_uri: str) -> str | None:

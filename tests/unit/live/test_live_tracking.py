@@ -125,7 +125,7 @@ def test_params_are_the_settings_and_ids_are_tags(tmp_path: Path) -> None:
     assert summary.mlflow_run_id == run.mlflow_run_id
     assert summary.mlflow_url is not None
     assert summary.mlflow_url.endswith(
-        f"/#/experiments/{mr.info.experiment_id}/runs/{mr.info.run_id}"
+        f"/#/experiments/{mr.info.experiment_id}/runs/{mr.info.run_id}?workflowType=machine_learning"
     )
 
 

@@ -123,11 +123,12 @@ def sweep_claims(rows: Sequence[Mapping[str, Any]], setup_s: float, slow_s: floa
     by = {float(r["alarming"]): r for r in rows}
     lo, hi = min(by), max(by)
     shares = {a: float(r["backup_share"]) for a, r in by.items()}
-    middle = min(by, key=lambda a: abs(a - (lo + hi) / 2))
+    middle = min(by, key=lambda a: abs(a - 50.0))  # the middle of the 0-100 score
     found = [
         Claim(
             SEED,
-            f"alarming {middle:g} (between 0 and scale_out): backups run part of the time only",
+            f"alarming {middle:g} (mid-scale of the 0-100 bottleneck score): backups run part "
+            "of the time only",
             "this active backup is not working all the time ... we are starting this active "
             "backup when OP3 will reach alarming_threshold",
             shares[middle],

@@ -55,9 +55,9 @@ REPRODUCE_SCALES: dict[str, float] = {
 }
 """The claim-bearing experiments and the scale each runs at by default (1 = the paper's).
 
-SMALOPS, DLB and scale-out run at the paper's size; together they all finish in under
-10 minutes on 2 cores (measured: 4 min 25 s wall, dkg-country the largest at ~2 min);
-``--scale`` overrides them all.
+SMALOPS, DLB and scale-out run at the paper's size; together they all took 52 min wall on
+2 cores shared with other work (measured; dkg-country the largest at ~20 min, the SMALOPS
+placement reruns ~19 min); ``--scale`` overrides them all.
 """
 
 CLAIM_COLUMNS: tuple[str, ...] = ("seed", "claim", "paper", "ours", "rule", "holds?")
@@ -173,7 +173,7 @@ def claims_document(
     lines = [
         "# Seed reproductions: the claims table",
         "",
-        f"Regenerate with `{DOC_COMMAND}` (about half an hour on two cores).",
+        f"Regenerate with `{DOC_COMMAND}` (about 50 minutes on two busy cores).",
         "",
         f"**{held} of {len(rows)} claims hold** (seed {seed}, {where}: "
         + ", ".join(f"{n} {s:g}" for n, s in REPRODUCE_SCALES.items())

@@ -20,6 +20,7 @@ from skewlab.commands._args import add_flag, flag_values, names
 from skewlab.errors import ConfigError
 from skewlab.live.handle import HandleError, RunHandle
 from skewlab.live.lifecycle import Interrupted, failure_reason, signals_as_interrupts
+from skewlab.live.preflight import check_run_size
 from skewlab.report.table import format_table
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
@@ -52,6 +53,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
             )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--allow-large",
+        action="store_true",
+        help="run even when the planned events need more than 80%% of the data dir's free disk",
+    )
 
 
 def settings_list(args: argparse.Namespace) -> list[Any]:
@@ -111,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
     from skewlab.live.watch import ProgressLine
 
     todo = settings_list(args)
+    for s in todo:  # before any service starts
+        for warning in check_run_size(s, allow_large=args.allow_large):
+            print(f"skewlab run: warning: {warning}", file=sys.stderr)
     broker_before = _embedded_broker(todo[0])
     summaries = []
     try:

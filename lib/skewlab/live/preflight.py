@@ -1,0 +1,69 @@
+"""Checks a run's size before any service starts: disk for its events, cores for its workers.
+
+A run keeps every event twice on the broker's disk (``events`` and ``routed``, the
+embedded broker's log under the data dir), plus Kafka's per-record overhead; the Delta
+tables hold aggregates, far smaller. :func:`check_run_size` refuses, in one line naming
+the numbers and the flag that overrides, a run whose planned events need more than
+:data:`DISK_SHARE` of the data dir's free disk at :func:`bytes_per_event`; it returns a
+warning when the workers outnumber what the machine's cores can run side by side.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from skewlab.errors import ConfigError
+
+RECORD_OVERHEAD_BYTES = 120
+"""Per copy of an event on the broker's disk beyond its payload: the JSON envelope (key,
+ts, seq), the routed copy's headers and Kafka's record and batch framing (a bound, not
+an average: a key may be long)."""
+
+DISK_SHARE = 0.8
+"""At most this share of the data dir's free disk is planned for one run."""
+
+WORKERS_PER_CORE = 4
+"""More workers per core than this gets a warning: every worker is a busy process."""
+
+ALLOW_FLAG = "--allow-large"
+
+
+def bytes_per_event(payload_bytes: int) -> int:
+    """Disk one event costs a run: two copies (``events``, ``routed``) with overhead."""
+    return 2 * (payload_bytes + RECORD_OVERHEAD_BYTES)
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
+
+
+def check_run_size(
+    s: Any,
+    allow_large: bool = False,
+    free_bytes: Callable[[Path], int] = lambda p: shutil.disk_usage(p).free,
+    cores: int | None = None,
+) -> list[str]:
+    """Refuse (:class:`ConfigError`) a run ``s`` (an ``ExperimentSettings``) too large for
+    its data dir's disk unless ``allow_large``; return warnings (workers vs cores)."""
+    home = Path(s.home).expanduser()
+    where = next((p for p in (home, *home.parents) if p.exists()), Path("/"))
+    per = bytes_per_event(int(s.payload_bytes))
+    need, free = s.n_events * per, free_bytes(where)
+    if not allow_large and need > DISK_SHARE * free:
+        raise ConfigError(
+            f"this run plans {s.n_events:,} events: about {_gb(need)} on the broker's disk at "
+            f"{per} bytes per event (two copies, events and routed), more than "
+            f"{DISK_SHARE:.0%} of the {_gb(free)} free under {where}; lower --rate, "
+            f"--duration or --events, or pass {ALLOW_FLAG} to run it anyway"
+        )
+    n_cores = cores or os.cpu_count() or 1
+    if s.workers > WORKERS_PER_CORE * n_cores:
+        return [
+            f"{s.workers} workers on {n_cores} cores: each worker is a busy process, so "
+            f"start-up slows down and rates are CPU-bound; the run goes on"
+        ]
+    return []

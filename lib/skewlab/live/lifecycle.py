@@ -220,19 +220,26 @@ def stop_run(
     return Stopped(h.run_id, killed, h.status)
 
 
+def handles(home: str | Path) -> Iterator[tuple[Path, RunHandle | HandleError]]:
+    """Each run dir under data dir ``home`` that has a handle, oldest first, with its
+    handle (or the :class:`HandleError` that reading it raised)."""
+    runs = Path(home).resolve() / "runs"
+    for d in sorted(runs.iterdir()) if runs.is_dir() else []:
+        if RunDir.of(d).handle.is_file():
+            try:
+                yield d, RunHandle.load(d)
+            except HandleError as exc:
+                yield d, exc
+
+
 def gc(home: str | Path) -> list[Stopped]:
     """:func:`stop_run` every run under data dir ``home`` whose driver is gone and that
     has not ended or still has processes running. Runs driven task by task (the DAG:
     ``detached``) have no driver between tasks and are left alone."""
-    runs = Path(home).resolve() / "runs"
     out = []
-    for d in sorted(runs.iterdir()) if runs.is_dir() else []:
-        if not RunDir.of(d).handle.is_file():
-            continue
-        try:
-            h = RunHandle.load(d)
-        except HandleError as exc:
-            log.warning("skipping %s: %s", d, exc)
+    for d, h in handles(home):
+        if isinstance(h, HandleError):
+            log.warning("skipping %s: %s", d, h)
             continue
         if h.detached or driver_alive(h):
             continue
@@ -288,13 +295,7 @@ def run_state(h: RunHandle) -> RunState:
 def run_states(home: str | Path) -> list[RunState]:
     """:func:`run_state` of every run under data dir ``home``, oldest first (a handle
     that cannot be read is listed as such)."""
-    runs = Path(home).resolve() / "runs"
-    out = []
-    for d in sorted(runs.iterdir()) if runs.is_dir() else []:
-        if not RunDir.of(d).handle.is_file():
-            continue
-        try:
-            out.append(run_state(RunHandle.load(d)))
-        except HandleError as exc:
-            out.append(RunState(d.name, "unreadable", str(exc), "-"))
-    return out
+    return [
+        RunState(d.name, "unreadable", str(h), "-") if isinstance(h, HandleError) else run_state(h)
+        for d, h in handles(home)
+    ]

@@ -189,21 +189,23 @@ def test_broker_probe_on_a_real_closed_port_fails_fast() -> None:
         probe.check()
 
 
-def _refused(host: str, port: int, timeout_s: float) -> None:
-    raise ConnectionRefusedError(111, "Connection refused")
-
-
-def test_a_child_that_dies_with_the_broker_is_not_restarted(tmp_path: Path) -> None:
+def _broker_watched(tmp_path: Path) -> tuple[Procs, RunHandle, list[str], Supervisor, Clock, dict]:
+    """A supervisor with a broker probe whose broker is up while ``up["broker"]``."""
     procs, handle, files, started = _run(tmp_path)
     up = {"broker": True}
 
     def connect(host: str, port: int, timeout_s: float) -> None:
         if not up["broker"]:
-            _refused(host, port, timeout_s)
+            raise ConnectionRefusedError(111, "Connection refused")
 
     probe = BrokerProbe("127.0.0.1:9092", connect=connect)
     clock = Clock()
     sup = Supervisor(procs, handle, files, lambda: [0, 1], RestartPolicy(), clock, broker=probe)
+    return procs, handle, started, sup, clock, up
+
+
+def test_a_child_that_dies_with_the_broker_is_not_restarted(tmp_path: Path) -> None:
+    procs, handle, started, sup, clock, up = _broker_watched(tmp_path)
     procs.workers[0].returncode = 1  # the broker answers: an ordinary restart
     sup.check()
     clock.t += 10
@@ -214,20 +216,12 @@ def test_a_child_that_dies_with_the_broker_is_not_restarted(tmp_path: Path) -> N
     with pytest.raises(BrokerLost, match=r"broker 127\.0\.0\.1:9092 unreachable") as info:
         sup.check()
     assert "worker 1" in str(info.value) and "\n" not in str(info.value)
-    assert probe.lost and started == ["worker-0"] and handle.restarts == {"worker-0": 1}
+    assert sup.broker is not None and sup.broker.lost
+    assert started == ["worker-0"] and handle.restarts == {"worker-0": 1}
 
 
 def test_a_due_restart_waits_for_no_dead_broker(tmp_path: Path) -> None:
-    procs, handle, files, started = _run(tmp_path)
-    up = {"broker": True}
-
-    def connect(host: str, port: int, timeout_s: float) -> None:
-        if not up["broker"]:
-            _refused(host, port, timeout_s)
-
-    probe = BrokerProbe("127.0.0.1:9092", connect=connect)
-    clock = Clock()
-    sup = Supervisor(procs, handle, files, lambda: [0, 1], RestartPolicy(), clock, broker=probe)
+    procs, handle, started, sup, clock, up = _broker_watched(tmp_path)
     procs.route.returncode = -9
     sup.check()  # scheduled while the broker still answered
     assert sup.pending

@@ -144,6 +144,11 @@ def test_trigger_form_runs_the_experiment(browser: Page, airflow_api: AirflowApi
     # the record_result task has an "MLflow run" button opening the run's MLflow page
     url = airflow_api.xcom(EXPERIMENT_DAG, run_id, "record_result", "mlflow_run_url")
     browser.goto(f"{server.url}/dags/{EXPERIMENT_DAG}/runs/{run_id}/tasks/record_result")
+    details = "Array.from(document.querySelectorAll('a, button'))" + (
+        ".find(e => e.innerText.trim() === 'Details')"
+    )
+    _mark(browser, details, "details-tab")  # Airflow lists a task's extra links there
+    browser.click("[data-t=details-tab]")
     button = (
         "Array.from(document.querySelectorAll('a')).find(a => a.innerText.trim() === 'MLflow run')"
     )

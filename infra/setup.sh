@@ -2,8 +2,8 @@
 # Idempotent setup: a virtual environment in .venv with every pinned package and
 # skewlab installed editable, and the JVM jars from Maven Central: the Kafka broker
 # (infra/maven/broker/pom.xml -> .jars/broker) and the Spark session's Kafka connector
-# and delta-spark (infra/maven/spark/pom.xml -> .jars/spark). A second run with
-# unchanged pins does nothing.
+# and delta-spark (infra/maven/spark/pom.xml -> .jars/spark), and the Data Docs assets
+# (infra/data_docs_assets.sh -> .assets). A second run with unchanged pins does nothing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -18,6 +18,9 @@ pick_python() {
   echo "setup: Python 3.11 is required (python3.11 or python3 on PATH)" >&2
   return 1
 }
+
+# The Data Docs pages' CSS and JavaScript from npm (its own stamp: a no-op when present)
+bash "$root/infra/data_docs_assets.sh"
 
 jars="$root/.jars"
 want="$(cat "$root/requirements.txt" "$root/constraints.txt" "$root/pyproject.toml" \

@@ -12,6 +12,7 @@ from skewlab.errors import ConfigError
 from skewlab.registry import normalize
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import Setting
+from skewlab.workload import parse_workload
 
 
 def count(text: str) -> int:
@@ -62,8 +63,6 @@ _SKEW_ARG = re.compile(r"[Rr][0-9]+|r=.*")
 def workload(text: str) -> str:
     """A workload spec the parser accepts (``country:R80``); a country workload without its
     skew (``country``) is refused rather than silently run at the library's default R."""
-    from skewlab.workload import parse_workload
-
     try:
         parse_workload(text)
     except ConfigError as exc:

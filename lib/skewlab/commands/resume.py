@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from skewlab.commands.run import exit_code, report
 from skewlab.commands.stop import HOME_HELP, find_run
 from skewlab.errors import ConfigError
 from skewlab.live.handle import RunHandle
@@ -51,7 +52,6 @@ def run(args: argparse.Namespace) -> int:
     (:func:`~skewlab.commands.stop.find_run`), or one that a live driver or an Airflow
     DAG run still drives.
     """
-    from skewlab.commands.run import exit_code, report
     from skewlab.live.run import open_run
     from skewlab.live.watch import ProgressLine
 

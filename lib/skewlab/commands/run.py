@@ -10,6 +10,7 @@ adds to the summary: docs/cli.md, "skewlab run".
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -17,10 +18,15 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from skewlab.commands._args import add_flag, flag_values, names
+from skewlab.commands.services import find_mlflow_ui
 from skewlab.errors import ConfigError
+from skewlab.grouping import GROUPINGS, make_grouping
+from skewlab.io.run_links import MLFLOW_UI_DEFAULT, serve_hint
+from skewlab.io.tracking import TrackingSettings
 from skewlab.live.handle import HandleError, RunHandle
 from skewlab.live.lifecycle import Interrupted, failure_reason, signals_as_interrupts
 from skewlab.live.preflight import check_run_size
+from skewlab.registry import normalize, resolve
 from skewlab.report.table import format_table
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
@@ -76,11 +82,6 @@ def settings_list(args: argparse.Namespace) -> list[Any]:
 def check_strategy_params(strategy: str, params: dict[str, Any], workers: int) -> None:
     """Refuse ``--strategy-param`` names grouping ``strategy`` does not take (``workers``
     is ``--workers``'s) and values its config refuses, in one line naming the flag."""
-    import dataclasses
-
-    from skewlab.grouping import GROUPINGS, make_grouping
-    from skewlab.registry import normalize, resolve
-
     cls = resolve(GROUPINGS, strategy, "grouping")
     takes = [f.name for f in dataclasses.fields(cls) if f.name != "workers"]
     bad = sorted(set(params) - set(takes))
@@ -211,10 +212,6 @@ def mlflow_link(home: str, url: str | None) -> tuple[str | None, str | None]:
     """The run's MLflow page as a user can open it now, and how to start the UI when none
     serves the run's store: an ``mlflow ui`` already running on the store (any port) gives
     its own address; a tracking server needs nothing."""
-    from skewlab.commands.services import find_mlflow_ui
-    from skewlab.io.run_links import MLFLOW_UI_DEFAULT, serve_hint
-    from skewlab.io.tracking import TrackingSettings
-
     settings = TrackingSettings.for_runs(home)
     hint = serve_hint(settings.tracking_uri)
     store = settings.sqlite_path

@@ -30,6 +30,7 @@ from skewlab.io.run_links import run_link, run_url
 from skewlab.io.tracking import Tracker, TrackingError, TrackingSettings
 from skewlab.metrics import std_dev_pct
 from skewlab.rundir import RunDir
+from skewlab.workload import parse_workload
 
 if TYPE_CHECKING:
     from skewlab.live.experiment import ExperimentSettings
@@ -122,8 +123,6 @@ def run_params(s: ExperimentSettings) -> dict[str, Any]:
     ``zipf:s=1.1,v=2.72`` are one workload, logged as one string); a dict setting as one
     param per key (``strategy_params.warmup``), so runs compare key by key.
     """
-    from skewlab.workload import parse_workload
-
     skip = set(NOT_PARAMS)
     for switch, names in SWITCHED.items():
         if getattr(s, switch) is None:

@@ -1,38 +1,17 @@
-"""The embedded Kafka broker: Apache Kafka in KRaft combined mode on the loopback interface.
+"""The embedded Kafka broker: Apache Kafka in KRaft combined mode on 127.0.0.1.
 
-Nothing outside :mod:`skewlab.services` knows which Kafka it is: clients get a bootstrap
-string ``127.0.0.1:PORT`` and talk Kafka. The broker runs from the jars ``infra/setup.sh``
-fetched (:func:`skewlab.jars.jar_dir` ``("broker")``) with the ``java`` on the PATH (or
-``$JAVA_HOME/bin/java``). Everything it keeps lives in its service directory::
+Clients get a bootstrap string and talk Kafka; the JVM runs the jars ``infra/setup.sh``
+fetched (:func:`skewlab.jars.jar_dir`), keeping everything under ``HOME/broker/``
+(files: docs/real-stack.md, "The embedded broker"). Start steps (:meth:`Broker.prepare`,
+then :class:`~skewlab.services.process.Service`'s lifecycle):
 
-    HOME/broker/
-      server.properties   generated at every start (ports, log dir, one-node settings)
-      log4j2.properties   its logging, to stdout, which the service log collects
-      listeners.json      the ports of the last start, reused by the next one
-      cluster.id          the cluster id, made once
-      kraft/              the log dir: topics, offsets, the cluster metadata log
-
-Start steps (:meth:`Broker.prepare`, then the :class:`~skewlab.services.process.Service`
-lifecycle):
-
-1. the ports: the ones ``listeners.json`` recorded (a restart keeps the bootstrap string
-   clients and Spark checkpoints know), else the requested or a free broker port and a free
-   controller port; a taken port is a one-line :class:`PortInUseError`;
+1. the ports ``listeners.json`` recorded (a restart keeps the bootstrap string), else
+   free ones; a taken port is a one-line :class:`PortInUseError`;
 2. write ``server.properties`` and ``log4j2.properties``;
-3. format the log dir once (``kafka.tools.StorageTool format`` with the cluster id of
-   :data:`CLUSTER_ID_FILE`); an existing ``meta.properties`` means it was formatted;
-4. spawn ``java ... kafka.Kafka server.properties`` in its own session, mapping the
-   class-data archive beside the jars (:data:`CLASS_ARCHIVE`), or writing it at exit when
-   there is none yet;
-5. poll :meth:`Broker.probe` (ApiVersions, then a Metadata request listing this broker:
-   it serves metadata and creates topics) until it answers, the JVM dies or the timeout;
-6. record the ports in ``listeners.json`` and the state file.
-
-Stop (:meth:`Broker.stop`): SIGTERM (a clean shutdown), SIGKILL after the timeout; a JVM
-that wrote the class-data archive has it checked and moved into place.
-
-Durable: ``skewlab down`` then ``skewlab up`` keeps every topic, record and committed
-offset (also after a SIGKILL). Kafka's default retention (7 days) still applies.
+3. format the log dir once (``StorageTool format``, the cluster id of :data:`CLUSTER_ID_FILE`);
+4. spawn ``java ... kafka.Kafka`` in its own session (class-data archive: :data:`CLASS_ARCHIVE`);
+5. poll :meth:`Broker.probe` (ApiVersions, then Metadata listing this broker);
+6. record the ports and the state file. Stop: SIGTERM, SIGKILL after the timeout.
 """
 
 from __future__ import annotations

@@ -11,9 +11,8 @@
    appended with delta-spark under app id ``route:<run>``, version = the batch id
    (:func:`~skewlab.spark.writes.delta_appends`).
 
-A replayed batch sends its records again (the workers drop the copies) and its Delta
-appends are skipped by Delta's idempotent writes; Spark commits the batch's offsets
-only after the sink returns.
+A replay resends its records (workers drop the copies), Delta skips its appends, and
+Spark commits the batch's offsets only after the sink returns.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from skewlab.jars import jar_files
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -119,8 +121,6 @@ table's app versions that way, and the route job's tables are small (docs/real-s
 
 def connector_jars() -> str:
     """``spark.jars``: Spark's Kafka connector and delta-spark, comma separated."""
-    from skewlab.jars import jar_files
-
     return ",".join(str(p) for p in jar_files("spark"))
 
 

@@ -37,7 +37,16 @@ def key_loads(run_id: str, n: int, worker: int = 0, window: int = 0) -> list[dic
 
 def test_every_architecture_table_has_a_schema_with_run_id_partitioning() -> None:
     expected = {
-        "quarantine": {"raw", "topic", "partition", "offset", "reason", "ts"},
+        "quarantine": {
+            "raw",
+            "topic",
+            "partition",
+            "offset",
+            "reason",
+            "ts",
+            "raw_bytes",
+            "raw_sha256",
+        },
         "key_loads": {"window_start", "key", "worker", "count", "bytes"},
         "partition_loads": {
             "window_start",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from tests.integration.fixtures.live import LIVE_DEFAULTS
 
+from skewlab.live.tracking import run_name
 from skewlab.metrics import std_dev_pct
 
 pytestmark = pytest.mark.integration
@@ -40,7 +41,7 @@ def test_live_run_is_logged_to_mlflow(run_live, tmp_path):
     assert [r.info.run_id for r in runs] == [s.mlflow_run_id]
     mr = client.get_run(s.mlflow_run_id)
     assert mr.info.status == "FINISHED"
-    assert mr.info.run_name == run.run_id
+    assert mr.info.run_name == run_name(run.run_id)
     assert mr.data.tags["strategy"] == "pkg" and mr.data.tags["exact"] == "true"
 
     params = mr.data.params

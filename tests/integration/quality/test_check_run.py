@@ -184,12 +184,13 @@ def test_good_run_passes_lists_its_expectations_and_lands_in_data_docs_and_mlflo
     assert ("key_loads", "count") in {(c.frame, c.column) for c in report.checked}
 
     # The data dir's GX site: its index links every validation page of the run.
-    assert report.data_docs == home / "gx" / "uncommitted" / "data_docs" / "skewlab" / "index.html"
+    index = home / "gx" / "uncommitted" / "data_docs" / "skewlab" / "index.html"
+    assert report.data_docs == index
     pages = {f: Path(p) for s in report.suites for f, p in s.pages.items()}
     assert set(pages) >= {"events", "key_loads", "key_loads.windows", "results.totals"}
     assert all(p.is_file() for p in pages.values())
-    links = _index_links(report.data_docs)
-    site = report.data_docs.parent
+    links = _index_links(index)
+    site = index.parent
     assert {str(p.relative_to(site)) for p in pages.values()} <= links
     assert _validation_json(home, report, "events")["success"] is True
 
@@ -197,7 +198,8 @@ def test_good_run_passes_lists_its_expectations_and_lands_in_data_docs_and_mlflo
     log_quality(tracking, rid, report)
     run = tracking.get_run_summary(rid)
     assert run.tags["quality"] == "passed"
-    assert run.tags["quality_data_docs"] == report.data_docs.as_uri()
+    run_page = index.parent / "runs" / "good.html"  # the run's own page, beside the index
+    assert run_page.is_file() and run.tags["quality_data_docs"] == run_page.as_uri()
     assert run.metrics["quality_ok"] == 1.0 and run.metrics["quality_failures"] == 0.0
     assert run.metrics["quality_expectations"] == len(report.checked)
     artifacts = tracking.artifact_dir(rid)

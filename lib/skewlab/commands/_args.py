@@ -6,6 +6,8 @@ import argparse
 import json
 import math
 import re
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from skewlab.errors import ConfigError
@@ -156,3 +158,15 @@ def name_values(items: list[str]) -> dict[str, Any]:
         except ValueError:
             out[name] = raw
     return out
+
+
+def out_dir(out: Path | None, home: Path, prefix: str) -> Path:
+    """``out`` (made if missing), else a new ``<home>/runs/<prefix>-<UTC time>``: where an
+    offline command (``simulate``, ``advise``) writes its plots and figures."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    path = home / "runs" / f"{prefix}-{stamp}"
+    path.mkdir(parents=True, exist_ok=False)
+    return path

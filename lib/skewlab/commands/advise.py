@@ -20,7 +20,6 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from skewlab.advise.command import run_args, run_command
 from skewlab.advise.readers import count_rows, trace_format, write_trace_csv
 from skewlab.commands._advise_report import advice_doc, log_mlflow, report, write_files
 from skewlab.commands._advise_verify import verify
-from skewlab.commands._args import count, positive_float, positive_int
+from skewlab.commands._args import count, out_dir, positive_float, positive_int
 from skewlab.commands._progress import EventProgress
 from skewlab.errors import ConfigError
 from skewlab.io.run_links import run_link
@@ -342,16 +341,6 @@ def read_stream(s: AdviseSettings) -> Stream:
     return read_delta(s.delta, records)
 
 
-def _out_dir(out: Path | None, home: Path) -> Path:
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        return out
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    path = home / "runs" / f"advise-{stamp}"
-    path.mkdir(parents=True, exist_ok=False)
-    return path
-
-
 def live_args(
     advice: Advice, s: AdviseSettings, workload: str, events: int, rate: float
 ) -> list[str]:
@@ -432,7 +421,7 @@ def execute(
     )
 
     # 4. files and the MLflow run
-    out = _out_dir(s.out, s.home)
+    out = out_dir(s.out, s.home, "advise")
     workload = _live_workload(stream, s, out)
     command = run_command(live_args(advice, s, workload, len(stream), advice.workload.arrival_rate))
     doc = advice_doc(advice, stream, s, command)

@@ -14,11 +14,10 @@ import json
 import logging
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewlab.commands._args import count, positive_float, positive_int, workload
+from skewlab.commands._args import count, out_dir, positive_float, positive_int, workload
 from skewlab.commands._progress import EventProgress
 from skewlab.commands._sim_tracking import SimTracking
 from skewlab.errors import ConfigError, SkewlabError
@@ -208,16 +207,6 @@ def check_trace(workload: AnyWorkload, events: int) -> None:
         )
 
 
-def _out_dir(out: Path | None, home: Path) -> Path:
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        return out
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    path = home / "runs" / f"sim-{stamp}"
-    path.mkdir(parents=True, exist_ok=False)
-    return path
-
-
 def run(args: argparse.Namespace) -> int:
     """Validate everything, simulate each strategy, then report (stdout) and save files."""
 
@@ -237,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     show = settings.progress and settings.events >= PROGRESS_MIN_EVENTS
 
     # 2. the run dir and the MLflow runs
-    out = _out_dir(settings.out, settings.home)
+    out = out_dir(settings.out, settings.home, "sim")
     tracking = None
     if settings.mlflow:
         tracking = SimTracking.open(

@@ -113,18 +113,18 @@ def test_a_printed_mlflow_url_says_how_to_open_it(
 ) -> None:
     """No UI serves the local store: the line after the URL is the command that starts one;
     one that runs (any port) gives its own address instead; a tracking server needs none."""
-    import skewlab.commands.services as services_cmd
+    import skewlab.commands.run as run_cmd
     from skewlab.commands.run import mlflow_link
     from skewlab.commands.services import Found
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     url = "http://127.0.0.1:5000/#/experiments/1/runs/abc"
-    monkeypatch.setattr(services_cmd, "find_mlflow_ui", lambda store: [])
+    monkeypatch.setattr(run_cmd, "find_mlflow_ui", lambda store: [])
     shown, hint = mlflow_link(str(tmp_path), url)
     assert shown == url and hint is not None
     assert "mlflow ui --backend-store-uri sqlite:///" in hint and str(tmp_path) in hint
     ui = Found(1, "http://127.0.0.1:5055", ("mlflow", "ui"))
-    monkeypatch.setattr(services_cmd, "find_mlflow_ui", lambda store: [ui])
+    monkeypatch.setattr(run_cmd, "find_mlflow_ui", lambda store: [ui])
     assert mlflow_link(str(tmp_path), url) == (
         "http://127.0.0.1:5055/#/experiments/1/runs/abc",
         None,

@@ -19,6 +19,7 @@ import pytest
 from skewlab import cli
 from skewlab.advise.base import stream_of
 from skewlab.advise.readers import write_trace_csv
+from skewlab.commands._advise_verify import DEFAULT_VERIFY_RATE
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +53,8 @@ def test_verify_runs_the_advice_and_key_live_and_compares(
     strategies = {s for s, _ in by}
     assert strategies == {"key", doc["recommended"]}
     assert {m for _, m in by} == {"imbalance", "dist_cost", "p99_ms", "keys_moved_min"}
-    assert verify["events"] == EVENTS and verify["rate"] == RATE
+    # the stream's own rate, capped at what the live pipeline sustains on a busy machine
+    assert verify["events"] == EVENTS and verify["rate"] == min(RATE, DEFAULT_VERIFY_RATE)
     # KEY grouping puts each key on one worker, in the simulator and live alike
     assert by[("key", "dist_cost")]["sim"] == by[("key", "dist_cost")]["live"] == 1.0
     # the recommendation splits the hot key live as in the simulator

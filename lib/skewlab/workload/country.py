@@ -100,15 +100,23 @@ def _country_sampler(ratio: int, hot: int, u: np.ndarray) -> np.ndarray:
 
 
 def _country_params(workload: str, args: list[str], types: dict[str, type]) -> dict[str, Any]:
-    """Spec args ``R<percent>`` (or ``r=<percent>``) plus ``name=value`` params, as fields."""
+    """Spec args ``R<percent>`` (or ``r=<percent>``) plus ``name=value`` params, as fields.
+
+    The skew R is required: it is the point of choosing a country workload, so a spec
+    without it (``country``, ``country-half:size=50``) is refused in one line rather
+    than run at a default the user never chose."""
     positional, params = parse_params(workload, args, types)
     for tok in positional:
         m = _RATIO.match(tok)
         if m is None or "r" in params:
             raise ConfigError(f"{workload}: expected R<percent> such as R80, got {tok!r}")
         params["r"] = int(m.group(1))
-    if "r" in params:
-        params["ratio"] = params.pop("r")
+    if "r" not in params:
+        raise ConfigError(
+            f"{workload} needs its skew R (the percent of events on the hot key): "
+            f"{workload}:R<percent>, e.g. {workload}:R80 (R0 uniform .. R100 one key)"
+        )
+    params["ratio"] = params.pop("r")
     return params
 
 

@@ -106,3 +106,35 @@ def test_spec_round_trips_for_any_valid_config(seed, s, v, keys, ratio, size, sh
     ]
     for w in configs:
         assert parse_workload(w.spec(), seed=seed) == w
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["country", "country:", "country:hot=Peru", "country-half", "country-half:size=50", "Country"],
+)
+def test_a_country_workload_without_its_skew_is_refused_in_one_line(spec):
+    """R is the point of a country workload: none given is refused, not run at a default."""
+    with pytest.raises(ConfigError) as info:
+        parse_workload(spec)
+    text = str(info.value)
+    assert "\n" not in text
+    assert "needs its skew R" in text and ":R80" in text
+
+
+@pytest.mark.parametrize(
+    ("spec", "ratio"),
+    [("country:R0", 0), ("country:r=60", 60), ("COUNTRY_SKEW_R50", 50), ("country-half:R80", 80)],
+)
+def test_a_country_workload_with_its_skew_parses(spec, ratio):
+    assert parse_workload(spec).ratio == ratio
+
+
+@pytest.mark.parametrize(
+    ("spec", "meant"),
+    [("cuntry:R80", "country"), ("country_hlf:R80", "country-half"), ("zipff", "zipf")],
+)
+def test_a_misspelt_workload_says_which_one_it_meant(spec, meant):
+    with pytest.raises(UnknownNameError) as info:
+        parse_workload(spec)
+    assert info.value.suggestion == meant
+    assert f"(did you mean {meant!r}?)" in str(info.value) and "\n" not in str(info.value)

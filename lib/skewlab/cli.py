@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "stop": "skewlab.commands.stop",
     "gc": "skewlab.commands.gc",
     "resume": "skewlab.commands.resume",
+    "cluster": "skewlab.commands.cluster",
 }
 """Subcommand name -> module implementing it, ``module:function`` when the run
 function of that command is not called ``run`` (docs/cli.md, "Command modules")."""

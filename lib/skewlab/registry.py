@@ -34,3 +34,13 @@ def resolve(registry: Mapping[str, T], name: str, kind: str) -> T:
         return registry[key]
     except KeyError:
         raise UnknownNameError(kind, name, list(registry), closest(key, registry)) from None
+
+
+def known(name: str, names: Iterable[str], kind: str) -> str:
+    """The registered spelling of ``name`` among ``names`` (normalized), or
+    :class:`UnknownNameError` with the same "did you mean" as :func:`resolve`.
+
+    For flags whose allowed values are a tuple of names rather than a registry dict
+    (``--rebalance``, ``--scale-out``): an argparse ``type`` built on it answers a typo
+    as every registry does, where argparse's ``choices`` only lists the names."""
+    return resolve({n: n for n in names}, name, kind)

@@ -16,7 +16,7 @@ from skewlab.experiments import registry as experiments
 from skewlab.grouping import GROUPINGS
 from skewlab.hashing import PARTITIONERS
 from skewlab.rebalance import REBALANCERS
-from skewlab.registry import closest, normalize, resolve
+from skewlab.registry import closest, known, normalize, resolve
 from skewlab.sketch import SKETCHES
 from skewlab.state.policies import POLICIES
 from skewlab.workload.spec import WORKLOADS
@@ -89,3 +89,14 @@ def test_a_name_like_no_registered_one_gets_no_suggestion(typed: str) -> None:
 def test_normalize_is_lower_case_with_dashes() -> None:
     assert normalize("  PARTIAL_KEY ") == "partial-key"
     assert normalize("d-Choices") == "d-choices"
+
+
+def test_known_gives_the_registered_spelling_or_a_did_you_mean() -> None:
+    names = ("checkpoint", "active-backup", "restart")
+    assert known("ACTIVE_BACKUP", names, "scale-out policy") == "active-backup"
+    with pytest.raises(UnknownNameError) as info:
+        known("activ-backup", names, "scale-out policy")
+    assert str(info.value) == (
+        "unknown scale-out policy 'activ-backup' (did you mean 'active-backup'?); "
+        "valid: active-backup, checkpoint, restart"
+    )

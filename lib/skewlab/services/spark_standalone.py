@@ -51,18 +51,28 @@ def spark_home() -> Path:
     return home
 
 
+def scala_version(home: Path) -> str:
+    """The Scala binary version of the jars (``spark-core_2.13-...jar`` -> ``2.13``)."""
+    for jar in (home / "jars").glob("spark-core_*.jar"):
+        return jar.name.removeprefix("spark-core_").split("-", 1)[0]
+    raise BinaryNotFoundError(f"no spark-core jar in {home / 'jars'}")
+
+
 def daemon_command(
     java: Path, home: Path, main_class: str, args: list[str], marker: str
 ) -> list[str]:
     """``env SPARK_HOME=.. SPARK_LOCAL_IP=127.0.0.1 java -cp home/jars/* ... main_class args``.
 
     ``env`` execs java (the pid is the JVM's); ``-Dskewlab.spark=marker`` tells this
-    cluster's daemons from any other in a process listing.
+    cluster's daemons from any other in a process listing. A worker builds its executors'
+    command lines from ``SPARK_HOME`` and ``SPARK_SCALA_VERSION`` (``bin/load-spark-env.sh``
+    sets the latter; without it: "Cannot find any build directories").
     """
     return [
         "env",
         f"SPARK_HOME={home}",
         f"SPARK_LOCAL_IP={LOOPBACK}",
+        f"SPARK_SCALA_VERSION={scala_version(home)}",
         str(java),
         "-cp",
         f"{home / 'jars'}/*",

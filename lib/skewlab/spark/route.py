@@ -319,6 +319,27 @@ def routed_stream(spark: SparkSession, s: RouteSettings, source: DataFrame | Non
     )
 
 
+class RouteQuery:
+    """The running route query: Spark's ``StreamingQuery`` (every attribute passes
+    through), whose :meth:`stop` also closes the sink (``sink.close(spark)``, if it has
+    one: the route sink's Delta appends still pending when the query stopped)."""
+
+    def __init__(self, query: StreamingQuery, sink: Any, spark: SparkSession) -> None:
+        self._query, self._sink, self._spark = query, sink, spark
+
+    def stop(self) -> None:
+        """Stop the query, then close its sink."""
+        try:
+            self._query.stop()
+        finally:
+            close = getattr(self._sink, "close", None)
+            if close is not None:
+                close(self._spark)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._query, name)
+
+
 def start_query(
     spark: SparkSession,
     s: RouteSettings,
@@ -329,7 +350,8 @@ def start_query(
     name: str | None = None,
     available_now: bool = False,
 ) -> StreamingQuery:
-    """Define and start the streaming query (steps 1-4) writing through ``sink``.
+    """Define and start the streaming query (steps 1-4) writing through ``sink``
+    (a :class:`RouteQuery`: its ``stop`` closes the sink too).
 
     The query runs with ``s.tasks`` shuffle partitions and the ``s.state_store``
     provider; both are set on the session only while the query starts (a query keeps
@@ -344,7 +366,8 @@ def start_query(
     for k, v in query_conf.items():
         spark.conf.set(k, v)
     try:
-        return _start(spark, s, sink, source, checkpoint, name, available_now)
+        query = _start(spark, s, sink, source, checkpoint, name, available_now)
+        return RouteQuery(query, sink, spark)  # type: ignore[return-value]
     finally:
         for k, old in saved.items():
             if old is None:

@@ -7,12 +7,12 @@
    the checkpoint before any record leaves (:meth:`RouteSink.route`);
 3. the routed records go to ``routed`` through Spark's Kafka sink, one partition per
    worker (:func:`~skewlab.spark.writes.kafka_write`; crash point ``route.after_produce``);
-4. ``key_loads``, ``partition_loads`` and (when there are rejects) ``quarantine`` are
-   appended with delta-spark under app id ``route:<run>``, version = the batch id
-   (:func:`~skewlab.spark.writes.delta_appends`).
+4. its ``key_loads``, ``partition_loads`` and (when there are rejects) ``quarantine``
+   rows are saved under the checkpoint and appended with delta-spark in the background
+   (app id ``route:<run>``, version = the batch id; :class:`~skewlab.spark.writes.DeltaAppender`).
 
-A replay resends its records (workers drop the copies), Delta skips its appends, and
-Spark commits the batch's offsets only after the sink returns.
+A replay resends its records (workers drop the copies) and Delta skips its appends;
+Spark commits the batch's offsets after the sink returns, its rows then on disk.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -38,12 +39,21 @@ from skewlab.spark.route import (
     splitter_fn,
     versions_to_json,
 )
-from skewlab.spark.writes import HEADER_PREFIX, Append, delta_appends, kafka_write
+from skewlab.spark.writes import (
+    HEADER_PREFIX,
+    Append,
+    DeltaAppender,
+    delta_appends,
+    kafka_write,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+PENDING = "skewlab-delta-pending"
+"""The folder of the checkpoint holding batches' Delta rows not yet appended."""
 
 _PLAIN_KEY = r"^[ !#-\[\]-~]*$"
 """Keys JSON writes as themselves between quotes (printable ASCII but ``"`` and ``\\``)."""
@@ -140,6 +150,37 @@ class RouteSink:
     _batch_versions: list[AssignmentVersion] = field(default_factory=list, repr=False)
     _route_s: float = 0.0
     """Seconds of the last batch's driver-side routing (part of its compute)."""
+    _appender: DeltaAppender | None = field(default=None, repr=False)
+
+    def appender(self) -> DeltaAppender:
+        """The background Delta appender of the run's tables (made on first use): its
+        pending rows live in ``<checkpoint>/skewlab-delta-pending`` (:attr:`PENDING`)."""
+        if self._appender is None:
+            if self.spark is None:
+                raise RuntimeError("RouteSink needs a Spark session (RouteSink.spark)")
+            self._appender = DeltaAppender(
+                self.spark,
+                self.delta_root or self.s.delta_root,
+                Path(self.s.checkpoint) / PENDING,
+                app_id=app_id("route", self.s.run_id),
+                run_id=self.s.run_id,
+            )
+        return self._appender
+
+    def close(self, spark: SparkSession | None = None) -> None:
+        """Append every batch still pending, once the query has stopped (``spark``: the
+        session, if no batch brought one); the rows of a process killed before that stay
+        under the checkpoint for the next one."""
+        if self.dry:
+            return
+        if self.spark is None:
+            self.spark = spark
+        if self._appender is None and self.spark is None:
+            return
+        try:
+            self.appender().close()  # a restarted job that saw no batch: its pending rows
+        finally:
+            self._appender = None
 
     def _reader(self) -> Any:
         """The delta-rs store the sink reads ``assignments`` from (the rebalancer's table)."""
@@ -229,8 +270,11 @@ class RouteSink:
         if bad.num_rows:  # no commit for an empty quarantine: a replay has no rejects either
             q = tables.quarantine(run, bad, s.events_topic, round(time.time() * 1000))
             appends.append(Append("quarantine", q))
-        root = self.delta_root or s.delta_root
-        delta_appends(spark, root, appends, app_id=app, version=batch_id, run_id=run)
+        if self.dry:
+            root = self.delta_root or s.delta_root
+            delta_appends(spark, root, appends, app_id=app, version=batch_id, run_id=run)
+        else:
+            self.appender().submit(batch_id, appends)
         t4 = time.perf_counter()
         times = (compute_s, t2 - t1, t3 - t2, t4 - t3)
         if self.dry:
@@ -244,10 +288,12 @@ class RouteSink:
             return
         log.info(
             "batch %d: routed %d, quarantined %d (compute %.3f s, encode %.3f s, "
-            "produce %.3f s, delta %.3f s; of compute, driver routing %.3f s)",
+            "produce %.3f s, delta queued %.3f s; of compute, driver routing %.3f s; "
+            "Delta appends pending %d)",
             batch_id,
             good.num_rows,
             bad.num_rows,
             *times,
             self._route_s,
+            self.appender().lag,
         )

@@ -6,7 +6,8 @@
 a Delta table with delta-spark, exactly once per ``(app_id, version)`` through Delta's
 idempotent writes (``txnAppId`` / ``txnVersion``: the app transaction is recorded in
 the same commit as the data, and a replayed version is skipped). :func:`delta_appends`
-runs several appends at once (each is a few small Spark jobs; see docs/real-stack.md).
+runs several appends at once (each is a few small Spark jobs; see docs/real-stack.md);
+:class:`DeltaAppender` runs them off the micro-batch's path, saved to disk first.
 
 The rows are built on the driver (the route job routes there); these functions only
 hand them to Spark's writers.
@@ -15,6 +16,10 @@ hand them to Spark's writers.
 from __future__ import annotations
 
 import logging
+import os
+import pickle
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -173,3 +178,207 @@ def delta_appends(
         ]
         for f in futures:
             f.result()
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """One batch's rows per table; ``new``: surely not in any table yet."""
+
+    batch: int
+    data: dict[str, pa.Table]
+    new: bool
+
+
+class DeltaAppender:
+    """Idempotent Delta appends of a stream's batches, off the batch's path, in order.
+
+    The route job's ``foreachBatch`` hands each batch's rows to :meth:`submit` and
+    returns; Spark then commits the batch's offsets while the appends run here. Each
+    batch, in this order:
+
+    1. its rows, cast to each table's schema, are written to ``<pending>/<batch id>``
+       (a temporary file, flushed, then renamed) before :meth:`submit` returns, so they
+       are on disk before Spark commits the batch;
+    2. one background thread appends the queued batches in batch order: all batches
+       queued at that moment in one commit per table (their rows concatenated, app
+       version = the newest batch id, :func:`delta_appends`), then deletes their files.
+
+    Exactly once: Delta skips an append whose version is not above the app's last.
+    A process that starts queues the files a crash left behind (:meth:`recover`)
+    before its first batch; those and its first batch (maybe a replay) may be in the
+    tables already, so each gets commits of its own and Delta skips just those. Every
+    later batch is new, and a commit of several covers every batch below its version.
+    :meth:`close` appends everything still pending. At most
+    ``max_lag`` batches wait (:meth:`submit` blocks beyond), so readers of the tables
+    lag by a few batches at most. A failed append fails the next :meth:`submit`.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        root: str | Path,
+        pending: str | Path,
+        *,
+        app_id: str,
+        run_id: str,
+        max_lag: int = 4,
+    ) -> None:
+        self.spark, self.root, self.pending = spark, str(root), Path(pending)
+        self.app_id, self.run_id, self.max_lag = app_id, run_id, max_lag
+        self._queue: list[_Pending] = []
+        self._submitted = 0
+        self._busy = False
+        self._error: BaseException | None = None
+        self._recovered = False
+        self._closed = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="delta-appender", daemon=True)
+        self._thread.start()
+        self.appends = 0
+        """Delta commit rounds done (each covers one or more batches)."""
+
+    # ------------------------------------------------------------------ the stream's side
+
+    def recover(self, before: int | None = None) -> list[int]:
+        """Queue the saved batches of an earlier process (ids below ``before``, if given;
+        the others are about to be saved again); their ids, oldest first."""
+        with self._cond:
+            if self._recovered:
+                return []
+            self._recovered = True
+        found = self._saved()
+        ids = [b for b in found if before is None or b < before]
+        for b in ids:
+            with open(self.pending / str(b), "rb") as f:
+                self._put(_Pending(b, pickle.load(f), new=False))
+        if ids:
+            log.info("Delta appends of batches %s were pending: queued again", ids)
+        return ids
+
+    def submit(self, batch_id: int, appends: Sequence[Append]) -> None:
+        """Save the batch's rows (step 1) and queue them (step 2); blocks while more than
+        ``max_lag`` batches wait. Raises the error of a failed earlier append."""
+        self._raise()
+        self.recover(before=batch_id)
+        data = {a.table: to_arrow(table_spec(a.table), a.data, self.run_id) for a in appends}
+        self._save(batch_id, data)
+        # The process's first batch may replay one whose rows a crashed process appended.
+        self._put(_Pending(batch_id, data, new=self._submitted > 0))
+        self._submitted += 1
+        with self._cond:
+            while len(self._queue) > self.max_lag and self._error is None:
+                self._cond.wait()
+        self._raise()
+
+    def flush(self) -> None:
+        """Wait until every queued batch is appended (raises a failed append's error)."""
+        self.recover()
+        with self._cond:
+            while (self._queue or self._busy) and self._error is None:
+                self._cond.wait()
+        self._raise()
+
+    def close(self) -> None:
+        """:meth:`flush`, then stop the background thread."""
+        try:
+            self.flush()
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            self._thread.join(timeout=60)
+
+    @property
+    def lag(self) -> int:
+        """Batches saved but not yet appended."""
+        with self._cond:
+            return len(self._queue) + (1 if self._busy else 0)
+
+    # ------------------------------------------------------------------ internals
+
+    def _saved(self) -> list[int]:
+        if not self.pending.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.pending.iterdir() if p.name.isdigit())
+
+    def _save(self, batch_id: int, data: dict[str, pa.Table]) -> None:
+        self.pending.mkdir(parents=True, exist_ok=True)
+        tmp = self.pending / f".{batch_id}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(self.pending / str(batch_id))
+
+    def _put(self, item: _Pending) -> None:
+        with self._cond:
+            if self._queue and item.batch <= self._queue[-1].batch:
+                raise RuntimeError(
+                    f"batch {item.batch} queued after batch {self._queue[-1].batch}: "
+                    "Delta appends must follow the batch order"
+                )
+            self._queue.append(item)
+            self._cond.notify_all()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"a Delta append failed: {self._error}") from self._error
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                group, self._queue = self._queue, []
+                self._busy = True
+            try:
+                self._append(group)
+            except BaseException as exc:  # kept for the stream's thread to raise
+                log.exception("Delta append of batches %s failed", [p.batch for p in group])
+                with self._cond:
+                    self._error, self._busy = exc, False
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._busy = False
+                self.appends += 1
+                self._cond.notify_all()
+
+    def _append(self, group: list[_Pending]) -> None:
+        t0 = time.perf_counter()
+        version = group[-1].batch
+        # A batch that may be in the table already (recovered, or replayed after a crash
+        # that followed its append) gets a commit of its own, so Delta skips exactly it;
+        # new batches in a row share one.
+        rounds: list[list[_Pending]] = []
+        for item in group:
+            if item.new and rounds and rounds[-1][-1].new:
+                rounds[-1].append(item)
+            else:
+                rounds.append([item])
+        for part in rounds:
+            tables: dict[str, list[pa.Table]] = {}
+            for item in part:
+                for name, rows in item.data.items():
+                    tables.setdefault(name, []).append(rows)
+            appends = [Append(name, pa.concat_tables(rows)) for name, rows in tables.items()]
+            delta_appends(
+                self.spark,
+                self.root,
+                appends,
+                app_id=self.app_id,
+                version=part[-1].batch,
+                run_id=self.run_id,
+            )
+            for item in part:
+                (self.pending / str(item.batch)).unlink(missing_ok=True)
+        log.info(
+            "delta: batches %d-%d (%d) appended as version %d in %.3f s",
+            group[0].batch,
+            version,
+            len(group),
+            version,
+            time.perf_counter() - t0,
+        )

@@ -2,6 +2,7 @@
 
 - :func:`kafka_write`: every record once, on its partition, in table order, headers kept;
 - :func:`delta_append`: exactly once per (app id, version), read back by delta-rs;
+- :class:`DeltaAppender`: in batch order, once, pending rows recovered after a crash;
 - a table round-trips between delta-spark and delta-rs both ways, checkpoints included.
 """
 
@@ -14,7 +15,16 @@ import pytest
 from deltalake import DeltaTable
 
 from skewlab.io.delta import DeltaStore
-from skewlab.spark.writes import HEADER_PREFIX, Append, delta_append, delta_appends, kafka_write
+from skewlab.io.delta.convert import to_arrow
+from skewlab.io.delta.schemas import table_spec
+from skewlab.spark.writes import (
+    HEADER_PREFIX,
+    Append,
+    DeltaAppender,
+    delta_append,
+    delta_appends,
+    kafka_write,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -66,9 +76,8 @@ def test_delta_append_is_exactly_once_per_app_version(spark, tmp_path: Path) -> 
     assert sorted(t.column("count").to_pylist()) == [3, 3, 4, 4]
 
 
-def test_delta_appends_write_each_table_once(spark, tmp_path: Path) -> None:
-    kl = {"window_start": [0], "key": ["a"], "worker": [0], "count": [1], "bytes": [9]}
-    pl = {
+def _pl() -> dict[str, list]:
+    return {
         "window_start": [0],
         "topic": ["routed"],
         "partition": [0],
@@ -76,6 +85,11 @@ def test_delta_appends_write_each_table_once(spark, tmp_path: Path) -> None:
         "records": [1],
         "bytes_per_s": [0.6],
     }
+
+
+def test_delta_appends_write_each_table_once(spark, tmp_path: Path) -> None:
+    kl = {"window_start": [0], "key": ["a"], "worker": [0], "count": [1], "bytes": [9]}
+    pl = _pl()
     for _ in range(2):
         delta_appends(
             spark,
@@ -111,3 +125,79 @@ def test_a_table_round_trips_between_the_engines_with_checkpoints(spark, tmp_pat
     assert dt.transaction_version("rs") == 11
     assert dt.transaction_version("spark") == 11
     assert spark.read.format("delta").load(path).count() == 24
+
+
+def _kl(count: int) -> dict[str, list]:
+    return {"window_start": [0], "key": ["a"], "worker": [0], "count": [count], "bytes": [9]}
+
+
+def test_delta_appender_appends_in_order_once_and_empties_its_pending_folder(
+    spark, tmp_path: Path
+) -> None:
+    pending = tmp_path / "pending"
+    app = DeltaAppender(spark, tmp_path / "d", pending, app_id="route:r3", run_id="r3")
+    store = DeltaStore(str(tmp_path / "d"))
+    for batch in range(5):
+        app.submit(batch, [Append("key_loads", _kl(batch + 1))])
+        # on disk when submit returns, or appended already (the file goes after the commit)
+        done = store.committed_version("key_loads", "route:r3")
+        assert (pending / str(batch)).exists() or (done is not None and done >= batch)
+    app.close()
+    assert app.lag == 0 and not list(pending.iterdir())
+    assert store.committed_version("key_loads", "route:r3") == 4
+    counts = store.read("key_loads", run_id="r3").column("count").to_pylist()
+    assert sorted(counts) == [1, 2, 3, 4, 5]
+    assert 1 <= app.appends <= 5  # batches waiting together share one commit
+
+
+def test_delta_appender_recovers_what_a_crash_left_pending_exactly_once(
+    spark, tmp_path: Path
+) -> None:
+    """Batches 0-1 appended, 2 appended but its file not yet deleted, 3 only saved (the
+    crash), 4 saved by the crashed process and replayed by the new one."""
+    root, pending = tmp_path / "d", tmp_path / "pending"
+    first = DeltaAppender(spark, root, pending, app_id="route:r4", run_id="r4")
+    for batch in range(3):
+        first.submit(batch, [Append("key_loads", _kl(batch + 1))])
+    first.close()
+    kept = {}
+    for batch in (2, 3, 4):  # what a killed process leaves: the rows of saved batches
+        first._save(batch, {"key_loads": to_arrow(table_spec("key_loads"), _kl(batch + 1), "r4")})
+        kept[batch] = (pending / str(batch)).read_bytes()
+    second = DeltaAppender(spark, root, pending, app_id="route:r4", run_id="r4")
+    second.submit(4, [Append("key_loads", _kl(5)), Append("partition_loads", _pl())])
+    second.close()
+    store = DeltaStore(str(root))
+    assert store.committed_version("key_loads", "route:r4") == 4
+    counts = store.read("key_loads", run_id="r4").column("count").to_pylist()
+    assert sorted(counts) == [1, 2, 3, 4, 5]
+    assert store.read("partition_loads", run_id="r4").num_rows == 1
+    assert not list(pending.iterdir())
+
+
+def test_delta_appender_appends_pending_rows_on_close_without_a_batch(
+    spark, tmp_path: Path
+) -> None:
+    root, pending = tmp_path / "d", tmp_path / "pending"
+    first = DeltaAppender(spark, root, pending, app_id="route:r5", run_id="r5")
+    first._save(0, {"key_loads": to_arrow(table_spec("key_loads"), _kl(7), "r5")})
+    first._recovered = True  # this process saved it: only a new one recovers it
+    DeltaAppender(spark, root, pending, app_id="route:r5", run_id="r5").close()
+    store = DeltaStore(str(root))
+    assert store.read("key_loads", run_id="r5").column("count").to_pylist() == [7]
+    first.close()
+    assert store.read("key_loads", run_id="r5").num_rows == 1
+
+
+def test_delta_appender_fails_the_next_submit_after_a_failed_append(spark, tmp_path: Path) -> None:
+    app = DeltaAppender(spark, tmp_path / "d", tmp_path / "p", app_id="route:r6", run_id="r6")
+    app.submit(0, [Append("key_loads", _kl(1))])
+    app.flush()
+    (tmp_path / "d" / "key_loads").rename(tmp_path / "d" / "moved")
+    (tmp_path / "d" / "key_loads").write_text("not a table")
+    app.submit(1, [Append("key_loads", _kl(2))])
+    with pytest.raises(RuntimeError, match="a Delta append failed"):
+        app.flush()
+    with pytest.raises(RuntimeError, match="a Delta append failed"):
+        app.submit(2, [Append("key_loads", _kl(3))])
+    assert (tmp_path / "p" / "1").exists()  # kept for a next process

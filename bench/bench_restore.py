@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import row, say, timed
 from skewlab.io.delta import DeltaStore
 from skewlab.io.state_store import state_rows_at
-from skewlab.live.worker_rows import state_table
+from skewlab.live.worker.rows import state_table
 from skewlab.pipeline.handoff import KeySets, Rec, latest_rows
 
 RUN = "bench-restore"

@@ -1,7 +1,7 @@
 """Events/s through the route job alone (no workers), against the raw consume rate.
 
 Starts the embedded broker (or uses ``--bootstrap``), starts the route job as
-its own process (``python -m skewlab.live.route_job``, as a live run does),
+its own process (``python -m skewlab.live.mains.route_job``, as a live run does),
 waits for ``route.ready``, produces ``--events`` events of a Zipf workload as
 fast as the client can, and times until every event is in ``routed``. The
 raw consume rate of the same events topic is measured in the same run.
@@ -28,8 +28,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import raw_consume, row, say
 from skewlab.io.kafka import KafkaSettings, connect
-from skewlab.live.producer import ProduceSettings, produce
-from skewlab.live.route_job import RouteSettings
+from skewlab.live.driver.producer import ProduceSettings, produce
+from skewlab.live.mains.route_job import RouteSettings
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
 from skewlab.workload.spec import parse_workload
@@ -131,7 +131,7 @@ def main() -> None:
         **({"splitters": args.splitters} if args.splitters else {}),
     )
     files.route_settings.write_text(s.to_json())
-    cmd = [sys.executable, "-m", "skewlab.live.route_job", str(files.route_settings)]
+    cmd = [sys.executable, "-m", "skewlab.live.mains.route_job", str(files.route_settings)]
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ sample). Classes, from the process tree and command line:
   the broker's port (``-Dskewlab.broker=host:port``);
 * ``route JVM`` / ``route driver`` / ``route py workers``: the route job's JVM, its
   Python driver, and the Python processes Spark starts (source read + decode);
-* ``worker N``: each skewlab worker (``skewlab.live.worker``);
+* ``worker N``: each skewlab worker (``skewlab.live.worker.process``);
 * ``run, other``: any other process under the bench (e.g. a state manager);
 * ``not this run``: everything else on the machine (other engineers' load);
 * ``measurement (py-spy)``: the profilers ``--pyspy`` starts (not counted in the total).
@@ -111,11 +111,11 @@ class CpuSampler:
             return CLASSES[7]
         if name == "java":
             return CLASSES[2]
-        if "skewlab.live.route_job" in cmd:
+        if "skewlab.live.mains.route_job" in cmd:
             return CLASSES[3]
         if "pyspark" in cmd or "pydaemon" in cmd or "skewlab.spark" in cmd:
             return CLASSES[4]
-        if "skewlab.live.worker" in cmd:
+        if "skewlab.live.worker.process" in cmd:
             return f"worker {cmd.split()[-1].rsplit('/', 1)[-1]}"
         return CLASSES[6]
 

@@ -2,7 +2,7 @@
 ### skewlab_experiment: one live experiment, triggered from the UI
 
 Runs the same library functions as the CLI. By default (`autoscale` = `none`) the grouping
-experiment of `skewlab run` (`skewlab.live.experiment.run_experiment`): events produced into
+experiment of `skewlab run` (`skewlab.live.driver.experiment.run_experiment`): events produced into
 the embedded Kafka broker at the chosen rate, routed by the Spark route job with the chosen
 **grouping**, processed by W worker processes, written to Delta, checked exact against a
 plain count of the input, and logged as one MLflow run. On top of KEY grouping it can run a
@@ -32,7 +32,7 @@ unless it keeps its default):
   `autoscale_capacity` (C_bar, bytes/s), `autoscale_iteration` (s), with `partitions` and
   `duration`.
 
-**Tasks** (one phase of the live run each, `skewlab.live.phases` through
+**Tasks** (one phase of the live run each, `skewlab.live.driver.phases` through
 `skewlab.orchestration.live_tasks`; the run's state is `<data dir>/runs/<run>/handle.json`,
 so each task may run in its own process):
 
@@ -43,7 +43,7 @@ so each task may run in its own process):
 3. `create_topics`: `events-<run>` and `routed-<run>`.
 4. `start_route_job`: the Spark route job (`spark-submit jobs/route.py` with
    `SKEWLAB_SPARK_SUBMIT=1` or a cluster `SKEWLAB_SPARK_MASTER`, else `python -m
-   skewlab.live.route_job`) and the W workers, detached in the background (pids and command
+   skewlab.live.mains.route_job`) and the W workers, detached in the background (pids and command
    in the handle); waits until the route query runs.
 5. `produce`: the workload at the target rate; a `rebalance` or `scale_out` loop runs in
    this task meanwhile. The scale-out state manager starts and stops worker instances, so a

@@ -3,10 +3,10 @@
     python jobs/work.py WORKER_SETTINGS_JSON
 
 The settings (a file path or the JSON text) are written by ``skewlab run`` under
-``<data dir>/runs/<run id>/worker-<i>.json``; see :mod:`skewlab.live.worker`.
+``<data dir>/runs/<run id>/worker-<i>.json``; see :mod:`skewlab.live.worker.process`.
 """
 
-from skewlab.live.worker import main
+from skewlab.live.worker.process import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -77,7 +77,7 @@ class RunDir:
 
     @property
     def handle(self) -> Path:
-        """The run's :class:`~skewlab.live.handle.RunHandle` (JSON)."""
+        """The run's :class:`~skewlab.live.driver.handle.RunHandle` (JSON)."""
         return self.path / "handle.json"
 
     @property
@@ -91,7 +91,7 @@ class RunDir:
         return self.path / "route.json"
 
     def worker_settings(self, i: int) -> Path:
-        """Instance ``i``'s settings (:class:`~skewlab.live.worker.WorkerSettings` as JSON)."""
+        """Instance ``i``'s settings (:class:`~skewlab.live.worker.settings.WorkerSettings`)."""
         return self.path / f"worker-{i}.json"
 
     @property
@@ -148,7 +148,7 @@ class RunDir:
         return self.workers_stop if i < workers else self.spares_stop
 
     def worker_go(self, i: int) -> Path:
-        """Touched to release instance ``i``'s warm process (``skewlab.live.warm``)."""
+        """Touched to release instance ``i``'s warm process (``skewlab.live.worker.warm``)."""
         return self.path / f"worker-{i}.go"
 
     def worker_ready(self, i: int) -> Path:

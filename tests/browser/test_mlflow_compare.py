@@ -30,7 +30,7 @@ from tests.integration.fixtures.airflow import free_port, wait_until
 if TYPE_CHECKING:
     from tests.browser.conftest import Page
 
-    from skewlab.live.tracking import LiveRun
+    from skewlab.live.report.tracking import LiveRun
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -41,9 +41,9 @@ T0 = 1_800_000_000.0
 def _run(home: Path, name: str, window_s: float, shares: list[float]) -> LiveRun:
     """One finished MLflow run of a made-up 30 s live run in windows of ``window_s``."""
     from skewlab.io.tracking import TrackingSettings
-    from skewlab.live.experiment import ExperimentSettings
-    from skewlab.live.summary import RunSummary, draw
-    from skewlab.live.tracking import open_live_run
+    from skewlab.live.driver.experiment import ExperimentSettings
+    from skewlab.live.report.summary import RunSummary, draw
+    from skewlab.live.report.tracking import open_live_run
     from skewlab.rundir import RunDir
 
     s = ExperimentSettings(

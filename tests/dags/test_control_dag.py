@@ -262,7 +262,7 @@ def test_control_dag_bad_params_fail_plan_and_write_nothing(
 def _prepare_flushes(delta_root: Path) -> None:
     """Worker 0 overloaded in [12:04, 12:05): 3x its capacity offered, a third processed.
 
-    Each worker flushes once the way ``skewlab.live.worker`` does (``operator_state`` at
+    Each worker flushes once the way ``skewlab.live.worker.process`` does (``operator_state`` at
     its offset, ``worker_progress``, ``partials``, app id ``work-<j>:<run>``).
     """
     from skewlab.io.delta import DeltaStore

@@ -199,7 +199,7 @@ def test_autoscale_param_runs_the_autoscale_experiment(
     experiment_dag: Any, skewlab_home: Path
 ) -> None:
     from skewlab.io.tracking import Tracker, TrackingSettings
-    from skewlab.live.handle import Phase, RunHandle
+    from skewlab.live.driver.handle import Phase, RunHandle
 
     dag_run = experiment_dag.test(run_conf=AUTOSCALE)
 
@@ -248,9 +248,9 @@ def test_a_failed_task_leaves_no_process_of_the_run(
     import psutil
 
     from skewlab.io.kafka import KafkaSettings, connect
-    from skewlab.live.experiment import ExperimentError
-    from skewlab.live.handle import RunHandle
-    from skewlab.live.launch import Detached
+    from skewlab.live.driver.experiment import ExperimentError
+    from skewlab.live.driver.handle import RunHandle
+    from skewlab.live.driver.launch import Detached
     from skewlab.orchestration import live_tasks
 
     def broken_produce(ref: Any, settings: Any, progress: Any = None) -> Any:
@@ -300,7 +300,7 @@ def test_a_failed_quality_check_still_records_the_run_in_mlflow(
 ) -> None:
     from skewlab.io.delta import DeltaStore
     from skewlab.io.tracking import Tracker, TrackingSettings
-    from skewlab.live.experiment import delta_root_of
+    from skewlab.live.driver.experiment import delta_root_of
     from skewlab.orchestration import live_tasks
 
     real_aggregate = live_tasks.aggregate

@@ -54,7 +54,7 @@ def _module(path: Path) -> str:
 
 
 def _package(module: str) -> str:
-    """``skewlab.live.phases`` -> ``live``; ``skewlab.clock`` -> ``top.clock``; cli -> ``cli``.
+    """``skewlab.live.driver.run`` -> ``live``; ``skewlab.clock`` -> ``top.clock``; cli -> ``cli``.
 
     Each top-level module is its own node (they are unrelated small modules).
     """

@@ -16,7 +16,7 @@ from skewlab.control.rebalance_loop import RebalanceSettings
 from skewlab.control.scaleout_loop import StateManagerSettings
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, make_grouping
-from skewlab.live.experiment import ExperimentSettings
+from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.orchestration.params import OFF, PARAMS, settings_from_params
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import (

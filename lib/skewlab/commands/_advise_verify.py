@@ -161,7 +161,7 @@ def live_figures(summary: Any, events: int, rate: float) -> dict[str, float]:
 
 def _experiment(c: Candidate, s: AdviseSettings, workload: str, events: int, rate: float,
                 service_us: float, window_s: float, interval_s: float) -> Any:  # fmt: skip
-    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.driver.experiment import ExperimentSettings
 
     extra: dict[str, Any] = {}
     if c.rebalance is not None:
@@ -187,8 +187,8 @@ def _experiment(c: Candidate, s: AdviseSettings, workload: str, events: int, rat
 
 def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> VerifyResult:
     """Steps 1-4 of the module doc; live runs report progress on stderr."""
-    from skewlab.live.experiment import run_experiment
-    from skewlab.live.watch import ProgressLine
+    from skewlab.live.driver.experiment import run_experiment
+    from skewlab.live.report.watch import ProgressLine
 
     n = min(s.verify_events, len(stream))
     native = advice.workload.arrival_rate

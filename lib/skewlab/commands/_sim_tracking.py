@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from skewlab.io.run_links import run_link
 from skewlab.io.tracking import Tracker, TrackingSettings
-from skewlab.live.summary_plots import PLOT_NAMES as LIVE_PLOT_NAMES
+from skewlab.live.report.plots import PLOT_NAMES as LIVE_PLOT_NAMES
 from skewlab.metrics import std_dev_pct
 from skewlab.report.plots import plot_latency_cdf, plot_worker_loads
 

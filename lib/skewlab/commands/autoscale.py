@@ -25,7 +25,7 @@ from skewlab.autoscale import ALGORITHMS, AnyFit, BinPacker, KafkaAssignor, Modi
 from skewlab.commands._args import add_flag, flag_values, names
 from skewlab.errors import ConfigError
 from skewlab.live.autoscale.settings import AutoscaleSettings, monitor_timing
-from skewlab.live.lifecycle import Interrupted, failure_reason, signals_as_interrupts
+from skewlab.live.driver.lifecycle import Interrupted, failure_reason, signals_as_interrupts
 from skewlab.report.table import format_table
 from skewlab.spec import AUTOSCALE_SETTINGS
 

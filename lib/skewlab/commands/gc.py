@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from skewlab.commands.stop import HOME_HELP, describe
-from skewlab.live.lifecycle import gc
+from skewlab.live.driver.lifecycle import gc
 from skewlab.services.datadir import resolve_home
 
 HELP = "stop the processes of every live run whose driver is gone"
@@ -23,7 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Stop every orphaned run under the data dir (:func:`skewlab.live.lifecycle.gc`), print
+    """Stop every orphaned run under the data dir (:func:`skewlab.live.driver.lifecycle.gc`), print
     one :func:`~skewlab.commands.stop.describe` line per run stopped; returns 0."""
     home = resolve_home(args.home)
     done = gc(home)

@@ -6,7 +6,7 @@ A run whose ``skewlab run`` was killed, whose broker went away, or that ``skewla
 1. refuses, in one line, a run that another process still drives (its driver, or an
    Airflow DAG run), and says so for a run that already finished;
 2. stops what is left of an orphaned run's processes (as ``skewlab gc`` does);
-3. resumes the run in this process (:func:`skewlab.live.run.open_run`): every phase not
+3. resumes the run in this process (:func:`skewlab.live.driver.run.open_run`): every phase not
    done yet runs, the route job and workers restart from their checkpoints and committed
    Delta state, and the run ends with the same verdict table as ``skewlab run``.
 
@@ -21,8 +21,8 @@ import sys
 from skewlab.commands.run import exit_code, report
 from skewlab.commands.stop import HOME_HELP, find_run
 from skewlab.errors import ConfigError
-from skewlab.live.handle import RunHandle
-from skewlab.live.lifecycle import (
+from skewlab.live.driver.handle import RunHandle
+from skewlab.live.driver.lifecycle import (
     Interrupted,
     failure_reason,
     run_state,
@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     (:func:`~skewlab.commands.stop.find_run`), or one that a live driver or an Airflow
     DAG run still drives.
     """
-    from skewlab.live.run import open_run
-    from skewlab.live.watch import ProgressLine
+    from skewlab.live.driver.run import open_run
+    from skewlab.live.report.watch import ProgressLine
 
     home = resolve_home(args.home)
     run_dir = find_run(home, args.run_id)

@@ -23,9 +23,9 @@ from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPINGS, make_grouping
 from skewlab.io.run_links import MLFLOW_UI_DEFAULT, serve_hint
 from skewlab.io.tracking import TrackingSettings
-from skewlab.live.handle import HandleError, RunHandle
-from skewlab.live.lifecycle import Interrupted, failure_reason, signals_as_interrupts
-from skewlab.live.preflight import check_run_size
+from skewlab.live.driver.handle import HandleError, RunHandle
+from skewlab.live.driver.lifecycle import Interrupted, failure_reason, signals_as_interrupts
+from skewlab.live.driver.preflight import check_run_size
 from skewlab.registry import normalize, resolve
 from skewlab.report.table import format_table
 from skewlab.rundir import RunDir
@@ -68,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def settings_list(args: argparse.Namespace) -> list[Any]:
     """One validated :class:`ExperimentSettings` per strategy (errors name the flag)."""
-    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.driver.experiment import ExperimentSettings
 
     strategies = args.compare or (args.strategy,)
     if len(set(strategies)) != len(strategies):
@@ -114,8 +114,8 @@ COLUMNS = (
 
 def run(args: argparse.Namespace) -> int:
     """Validate all settings first, then run each experiment and report."""
-    from skewlab.live.experiment import run_experiment
-    from skewlab.live.watch import ProgressLine
+    from skewlab.live.driver.experiment import run_experiment
+    from skewlab.live.report.watch import ProgressLine
 
     todo = settings_list(args)
     for s in todo:  # before any service starts
@@ -225,7 +225,7 @@ def mlflow_link(home: str, url: str | None) -> tuple[str | None, str | None]:
 
 def _startup(home: str, run_id: str) -> str | None:
     """The run's ``start-up:`` line from its handle (None if it has no record)."""
-    from skewlab.live.startup import startup_line
+    from skewlab.live.driver.startup import startup_line
 
     try:
         h = RunHandle.load(RunDir.at(resolve_home(home), run_id).path)
@@ -241,7 +241,7 @@ def _startup(home: str, run_id: str) -> str | None:
 def _embedded_broker(s: Any) -> ServiceStatus | None:
     """The embedded broker's status under the run's data dir; None when the run uses
     another Kafka (``--bootstrap`` or ``$SKEWLAB_KAFKA_BOOTSTRAP``)."""
-    from skewlab.live.experiment import BOOTSTRAP_ENV
+    from skewlab.live.driver.experiment import BOOTSTRAP_ENV
 
     if s.bootstrap or os.environ.get(BOOTSTRAP_ENV):
         return None

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from skewlab.errors import ConfigError
-from skewlab.live.lifecycle import Stopped, stop_run
+from skewlab.live.driver.lifecycle import Stopped, stop_run
 from skewlab.rundir import RunDir
 from skewlab.services.datadir import resolve_home
 
@@ -53,7 +53,7 @@ def find_run(home: Path, run_id: str | None) -> RunDir:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Stop run ``args.run_id`` (:func:`skewlab.live.lifecycle.stop_run`; a missing or
+    """Stop run ``args.run_id`` (:func:`skewlab.live.driver.lifecycle.stop_run`; a missing or
     unknown one: :func:`find_run`'s error), print what was stopped; returns 0."""
     run_dir = find_run(resolve_home(args.home), args.run_id)
     print(describe(stop_run(run_dir.path)))

@@ -1,6 +1,6 @@
 """The live rebalancer loop: Delta ``key_loads`` -> policy -> ``assignments`` + ``decisions``.
 
-A thread of the experiment process (:func:`skewlab.live.experiment.run_experiment` starts it
+A thread of the experiment process (:func:`skewlab.live.driver.experiment.run_experiment` starts it
 when ``rebalance`` is set): every ``interval_s`` of its injected clock :class:`RebalanceLoop`
 runs the shared control step :func:`~skewlab.control.rebalance_step` (its two steps are in
 the class docstring), and holds the crash point :data:`MID_REASSIGNMENT`.

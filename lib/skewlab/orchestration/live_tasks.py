@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 from skewlab.io.run_links import run_url, serve_hint
 from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.settings import AutoscaleSettings
-from skewlab.live.handle import Phase
-from skewlab.live.tracking import LiveRun
+from skewlab.live.driver.handle import Phase
+from skewlab.live.report.tracking import LiveRun
 from skewlab.orchestration.runs import result_for_xcom, settings_from_xcom
 from skewlab.rundir import RunDir, delta_root_of
 
 if TYPE_CHECKING:
     from skewlab.live.autoscale.run import AutoscaleRun
-    from skewlab.live.phases import RunContext
+    from skewlab.live.driver.phases import RunContext
     from skewlab.quality import QualityReport
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def _autoscale_run(ref: Mapping[str, Any]) -> Iterator[AutoscaleRun]:
 def _resumed(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iterator[RunContext]:
     """The run's context in this task; its loops stopped and client closed at the end
     (processes and topics stay: they belong to the run, ``stop_jobs`` ends them)."""
-    from skewlab.live.phases import release, resume
+    from skewlab.live.driver.phases import release, resume
 
     ctx = resume(ref["run_dir"], progress)
     try:
@@ -81,8 +81,8 @@ def _resumed(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iter
 
 def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
     """A new run of the settings (XCom dict): its run dir and handle, the broker running."""
-    from skewlab.live.phases import ensure_services as ensure
-    from skewlab.live.phases import new_run
+    from skewlab.live.driver.phases import ensure_services as ensure
+    from skewlab.live.driver.phases import new_run
 
     s = settings_from_xcom(settings)
     if isinstance(s, AutoscaleSettings):
@@ -105,7 +105,7 @@ def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def create_topics(ref: Mapping[str, Any]) -> dict[str, Any]:
     """Create the run's ``events`` and ``routed`` topics."""
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
 
     if _autoscale(ref):
         with _autoscale_run(ref) as run:
@@ -119,7 +119,7 @@ def create_topics(ref: Mapping[str, Any]) -> dict[str, Any]:
 
 def start_route_job(ref: Mapping[str, Any]) -> dict[str, Any]:
     """Start the route job and the workers in the background; wait for the route query."""
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
 
     if _autoscale(ref):
         with _autoscale_run(ref) as run:
@@ -140,7 +140,7 @@ def produce(
 ) -> dict[str, Any]:
     """Produce the workload (a scale-out run also drains here: its state manager owns the
     workers); an autoscale run produces its speed plan while its controller scales."""
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
 
     if _autoscale(ref):
         with _autoscale_run(ref) as run:
@@ -155,7 +155,7 @@ def produce(
 
 def wait_for_completion(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> dict:
     """Stop the route job (it drains all input first), then wait for the workers to exit."""
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
 
     if _autoscale(ref):
         with _autoscale_run(ref) as run:
@@ -176,10 +176,10 @@ def poke_drained(
     """One poke of the drain sensor: True once the run is drained (phase 5 done).
 
     Asks the route job to finish (``route.stop``), and once it has exited cleanly,
-    the workers (``workers.stop``), as :func:`skewlab.live.phases.drain` does, but
+    the workers (``workers.stop``), as :func:`skewlab.live.driver.phases.drain` does, but
     without waiting for them: it looks for up to ``wait_s`` and returns False while
     a child is still draining, so the sensor frees its worker slot between pokes.
-    When every child has exited (or one failed), :func:`~skewlab.live.phases.drain`
+    When every child has exited (or one failed), :func:`~skewlab.live.driver.phases.drain`
     finishes the phase: at once after clean exits; after a failure it restarts the
     child or fails with its cause. A scale-out run drained in ``produce`` already.
 
@@ -187,7 +187,7 @@ def poke_drained(
     when the line differs from the last one logged for this run
     (:attr:`RunDir.drain_progress`): a drain that makes no progress logs nothing.
     """
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
 
     if _autoscale(ref):
         with _autoscale_run(ref) as run:
@@ -281,7 +281,7 @@ def mlflow_url(home: str | Path, result: Mapping[str, Any]) -> str | None:
 
 def aggregate(ref: Mapping[str, Any]) -> dict[str, Any]:
     """Merge the partials into results; the row so far: run id and exactness verdict."""
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
 
     if _autoscale(ref):
         with _autoscale_run(ref) as run:
@@ -299,7 +299,7 @@ def quality_report(home: str | Path, run_id: str, window_s: float) -> QualityRep
     report is saved for the summarize task; otherwise only the tables.
     """
     from skewlab.io.delta import DeltaStore
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
     from skewlab.quality import check_run
 
     home = Path(home).resolve()
@@ -327,7 +327,7 @@ def record_failed_quality(settings: Mapping[str, Any], result: Mapping[str, Any]
 
 def summarize(settings: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
     """Summary, plots and the MLflow run (with the quality report); the full row."""
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
 
     run_dir = RunDir.at(settings["home"], result["run_id"])
     if settings.get("mode") == AUTOSCALE:
@@ -348,7 +348,7 @@ def stop_run(ref: Mapping[str, Any] | None) -> list[str]:
     Safe after any task, and when no run started (``ref`` None): returns the
     names of the processes it killed.
     """
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
 
     if not ref or "run_dir" not in ref:
         return []

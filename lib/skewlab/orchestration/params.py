@@ -51,7 +51,7 @@ from skewlab.state.policies import POLICIES
 from skewlab.workload.spec import WORKLOAD_NAMES, parse_workload
 
 if TYPE_CHECKING:
-    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.driver.experiment import ExperimentSettings
 
     Settings: TypeAlias = ExperimentSettings | AutoscaleSettings
 
@@ -479,7 +479,7 @@ def settings_from_params(
     if values["autoscale"] != OFF:
         return _autoscale_settings(values, base, overrides)
     _check_grouping(values)
-    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.driver.experiment import ExperimentSettings
 
     fields = {s.field: values[s.name] for s in PARAMS if s.scope != "autoscale"}
     fields.pop("algorithm")

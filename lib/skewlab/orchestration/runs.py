@@ -21,8 +21,8 @@ from skewlab.orchestration.paramspec import OFF, one_line
 
 if TYPE_CHECKING:
     from skewlab.live.autoscale.run import AutoscaleSummary
-    from skewlab.live.experiment import ExperimentSettings
-    from skewlab.live.summary import RunSummary
+    from skewlab.live.driver.experiment import ExperimentSettings
+    from skewlab.live.report.summary import RunSummary
 
     Settings: TypeAlias = ExperimentSettings | AutoscaleSettings
 
@@ -49,7 +49,7 @@ def settings_from_xcom(data: Mapping[str, Any]) -> Settings:
 
     ``mode`` selects the class (``grouping`` when absent: XComs of older runs).
     """
-    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.driver.experiment import ExperimentSettings
 
     fields = dict(data)
     mode = fields.pop("mode", "grouping")
@@ -92,14 +92,14 @@ def run_for_xcom(
 ) -> dict[str, Any]:
     """Run the experiment ``settings`` select and return :func:`result_for_xcom`'s row.
 
-    Grouping settings run :func:`skewlab.live.experiment.run_experiment` (with
+    Grouping settings run :func:`skewlab.live.driver.experiment.run_experiment` (with
     ``progress``); autoscale settings :func:`skewlab.live.autoscale.run.run_autoscale`.
     """
     if isinstance(settings, AutoscaleSettings):
         from skewlab.live.autoscale.run import run_autoscale
 
         return result_for_xcom(run_autoscale(settings))
-    from skewlab.live.experiment import run_experiment
+    from skewlab.live.driver.experiment import run_experiment
 
     return result_for_xcom(run_experiment(settings, progress=progress))
 

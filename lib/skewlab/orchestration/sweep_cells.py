@@ -119,7 +119,7 @@ def _extra_partials(delta_root: Path, run_id: str) -> int:
 
 
 def _live_metrics(settings: SweepSettings, cell: SweepCell) -> dict[str, float]:
-    from skewlab.live.experiment import ExperimentSettings, run_experiment
+    from skewlab.live.driver.experiment import ExperimentSettings, run_experiment
 
     s = ExperimentSettings(
         strategy=cell.strategy,

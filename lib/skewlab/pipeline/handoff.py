@@ -173,7 +173,7 @@ class KeySets:
         records of that set after the cut are dropped, no hand-off leaves."""
         self.bump = 0
         """Added to the worker's commit version (past a dead process's uncommitted flush;
-        ``skewlab.live.worker``), committed with the state."""
+        ``skewlab.live.worker.process``), committed with the state."""
         self.cuts: list[dict[str, Any]] = []
         """The cuts made here, oldest first (``{"v", "at", "parts", "moved", "plans",
         "keys"}``, docs/scaleout.md), committed with the state."""

@@ -7,7 +7,7 @@ most of the time between its start and its switch. :class:`ShadowEntries` keeps 
 restored key as the holder's stored row until the key is used (a record or marker
 replayed into it, a hand-off, a take-over, a commit of it): its *base*. The base is
 re-read from the same immutable rows when the instance restarts
-(``skewlab.live.shadow``), so a base entry is never written by the instance itself;
+(``skewlab.live.worker.shadow``), so a base entry is never written by the instance itself;
 only keys it changed are. Details: docs/scaleout.md, "A lazy restore".
 """
 

@@ -198,7 +198,7 @@ def check_run(
         run_id: the skewlab run id (the tables' ``run_id``).
         events_counts: the input count to check exactness against: the
             ``(window_start ms, key) -> (count, bytes)`` mapping of
-            :func:`skewlab.live.aggregate.plain_count` (compared per window and
+            :func:`skewlab.live.report.aggregate.plain_count` (compared per window and
             key), or a frame with ``key``, ``count`` and optionally
             ``window_start``. Without it (and without ``events``) exactness is
             listed as skipped.

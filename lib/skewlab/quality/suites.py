@@ -182,7 +182,7 @@ def _windows_check(
 
 
 def counts_frame(counts: Mapping[tuple[float, str], tuple[int, int]]) -> pd.DataFrame:
-    """The input counts of :func:`skewlab.live.aggregate.plain_count` as a frame.
+    """The input counts of :func:`skewlab.live.report.aggregate.plain_count` as a frame.
 
     ``(window_start ms, key) -> (count, bytes)`` becomes columns
     ``window_start`` (int64 ms), ``key``, ``count``.

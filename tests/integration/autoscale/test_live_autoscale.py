@@ -29,9 +29,9 @@ from skewlab.live.autoscale.run import (
     AutoscaleSummary,
     run_autoscale,
 )
-from skewlab.live.handle import Phase, RunHandle, Status
-from skewlab.live.lifecycle import gc
-from skewlab.live.run import open_run
+from skewlab.live.driver.handle import Phase, RunHandle, Status
+from skewlab.live.driver.lifecycle import gc
+from skewlab.live.driver.run import open_run
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ def live_refs(broker: Any, tmp_path: Path) -> Iterator[Any]:
     """``refs(strategy, **settings) -> RunRefs`` of a run to drive; topics deleted after."""
     from skewlab.io.delta import DeltaStore
     from skewlab.io.kafka import KafkaSettings, connect
-    from skewlab.live.experiment import ExperimentSettings, new_run_id
+    from skewlab.live.driver.experiment import ExperimentSettings, new_run_id
 
     home = (tmp_path / "home").resolve()
     client = connect(KafkaSettings(broker.bootstrap))
@@ -53,8 +53,8 @@ def live_refs(broker: Any, tmp_path: Path) -> Iterator[Any]:
 
 def _kill_children(run_dir: Path) -> None:
     """Whatever a failed test left running of the run (each child in its own session)."""
-    from skewlab.live.handle import RunHandle
-    from skewlab.live.launch import Detached
+    from skewlab.live.driver.handle import RunHandle
+    from skewlab.live.driver.launch import Detached
 
     with contextlib.suppress(Exception):
         for rec in RunHandle.load(run_dir).procs.values():

@@ -4,7 +4,7 @@ Crash points of the driver itself (``driver.mid_produce``) and of the control
 loops that run as its threads (``rebalance.mid_reassignment``,
 ``scaleout.between_checkpoint_and_switch``) end the driver process: the run is
 then resumed from its handle by a new driver, the path the ``skewlab_experiment``
-DAG takes when a task is retried (:meth:`skewlab.live.run.Run.resume`). The
+DAG takes when a task is retried (:meth:`skewlab.live.driver.run.Run.resume`). The
 children are started detached (their own sessions), so they outlive a driver.
 
 :func:`drive` starts driver after driver (``python -c`` with :data:`DRIVER`, the
@@ -28,9 +28,9 @@ from skewlab import faults
 DRIVER = r"""
 import dataclasses, json, sys, time
 from pathlib import Path
-from skewlab.live.experiment import ExperimentSettings
-from skewlab.live.handle import Phase as P
-from skewlab.live.run import Run
+from skewlab.live.driver.experiment import ExperimentSettings
+from skewlab.live.driver.handle import Phase as P
+from skewlab.live.driver.run import Run
 from skewlab.io.delta import DeltaStore
 
 settings, run_id, run_dir, out, wait_moved = (

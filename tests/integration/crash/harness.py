@@ -2,7 +2,7 @@
 
 One live run per grouping / control policy carries all of its crash points at once
 (``SKEWLAB_CRASH``, :mod:`skewlab.faults`); every point fires once thanks to the
-marker directory, and the run's own supervision (:class:`skewlab.live.supervise.Supervisor`,
+marker directory, and the run's own supervision (:class:`skewlab.live.driver.supervise.Supervisor`,
 polled by the driver while it produces and drains) restarts the process that died.
 
 - :class:`Crashes`: the points of a run, their markers, the environment that arms them;
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from skewlab import faults
-from skewlab.live.handle import RunHandle
+from skewlab.live.driver.handle import RunHandle
 from tests.integration.fixtures.live import (
     LiveRun,
     RunRefs,
@@ -76,7 +76,7 @@ class Crashes:
 
 def supervised() -> bool:
     """Whether the driver restarts crashed children (the supervision of issue 18)."""
-    from skewlab.live import phases
+    from skewlab.live.driver import phases
 
     return hasattr(phases.RunContext, "guard")
 

@@ -65,8 +65,8 @@ class KillOnResume:
         self._thread.start()
 
     def _run(self) -> None:
-        from skewlab.live.handle import RunHandle
-        from skewlab.live.launch import Detached
+        from skewlab.live.driver.handle import RunHandle
+        from skewlab.live.driver.launch import Detached
 
         while not self._stop.wait(0.1):
             if not self.dead():
@@ -88,7 +88,7 @@ class KillOnResume:
 
 
 def test_rebalance_run_survives_driver_controller_route_and_worker_crashes(live_refs):
-    from skewlab.live.summary import RunSummary
+    from skewlab.live.report.summary import RunSummary
 
     refs = live_refs("key", **REBALANCE)
     crashes = Crashes(

@@ -144,8 +144,8 @@ def manager_starts(details: list[dict[str, Any]], workers: int) -> dict[int, int
 
 @pytest.mark.parametrize("policy", list(RUNS))
 def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) -> None:
-    from skewlab.live.handle import RunHandle
-    from skewlab.live.summary import RunSummary
+    from skewlab.live.driver.handle import RunHandle
+    from skewlab.live.report.summary import RunSummary
 
     refs = live_refs("key", scale_out=policy, **SCALE)
     crashes = Crashes(refs.run_dir.parent.parent / "markers", RUNS[policy])

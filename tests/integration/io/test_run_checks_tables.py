@@ -9,8 +9,8 @@ import pytest
 
 from skewlab.io.delta import DeltaStore
 from skewlab.io.delta.store import DamagedTableError
-from skewlab.live import phases
-from skewlab.live.experiment import BOOTSTRAP_ENV, DELTA_ROOT_ENV, ExperimentSettings
+from skewlab.live.driver import phases
+from skewlab.live.driver.experiment import BOOTSTRAP_ENV, DELTA_ROOT_ENV, ExperimentSettings
 from skewlab.services import get_service
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""A worker's reads of its own partition (``skewlab.live.worker_fetch``), every client,
+"""A worker's reads of its own partition (``skewlab.live.worker.fetch``), every client,
 against the real broker: the records up to the end or the limit, whichever comes first,
 and every new batch seen."""
 
@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from skewlab.io.kafka import KafkaClient
-from skewlab.live.worker_fetch import end_offset, fetch_available
+from skewlab.live.worker.fetch import end_offset, fetch_available
 
 pytestmark = pytest.mark.integration
 

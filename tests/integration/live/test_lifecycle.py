@@ -27,9 +27,9 @@ import pytest
 from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, wait_for
 
 from skewlab.faults import CRASH_EXIT, crash_env
-from skewlab.live.handle import Phase, ProcRecord, RunHandle, Status
-from skewlab.live.launch import Detached
-from skewlab.live.lifecycle import gc
+from skewlab.live.driver.handle import Phase, ProcRecord, RunHandle, Status
+from skewlab.live.driver.launch import Detached
+from skewlab.live.driver.lifecycle import gc
 
 pytestmark = pytest.mark.integration
 
@@ -213,8 +213,8 @@ def test_broker_loss_fails_the_run_within_seconds_and_a_restarted_broker_resumes
     record is still there, and resuming the run ends EXACT with every event."""
     from skewlab.errors import SkewlabError
     from skewlab.io.kafka import KafkaSettings, connect
-    from skewlab.live.experiment import ExperimentSettings
-    from skewlab.live.run import Run
+    from skewlab.live.driver.experiment import ExperimentSettings
+    from skewlab.live.driver.run import Run
     from skewlab.services import Broker
 
     n = 40_000

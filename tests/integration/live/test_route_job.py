@@ -1,7 +1,7 @@
 """The live route job end to end: groupings, a crash and restart, bad input.
 
 Every test runs a real experiment (broker, Spark route job, worker processes, Delta)
-through :func:`skewlab.live.experiment.run_experiment` and then checks its evidence:
+through :func:`skewlab.live.driver.experiment.run_experiment` and then checks its evidence:
 
 * the run is exact (merged ``results`` == a plain count of ``events``);
 * the per-(key, worker) loads are the grouping's decisions: recomputed offline by
@@ -33,7 +33,7 @@ from tests.integration.fixtures.live import (
 
 from skewlab.grouping import make_grouping
 from skewlab.io.delta.schemas import QUARANTINE_RAW_PREFIX
-from skewlab.live.aggregate import verify
+from skewlab.live.report.aggregate import verify
 from skewlab.pipeline import events
 
 pytestmark = pytest.mark.integration
@@ -141,7 +141,7 @@ def test_dkg_splitter_starts_its_clock_at_the_first_event():
     """
     import pyarrow as pa
 
-    from skewlab.live.route_job import RouteSettings, decode_fn, splitter_fn
+    from skewlab.live.mains.route_job import RouteSettings, decode_fn, splitter_fn
 
     s = RouteSettings(
         run_id="clock",

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from tests.integration.fixtures.live import LiveRun, RunRefs, kill_and_wait
 
-from skewlab.live.handle import RunHandle
+from skewlab.live.driver.handle import RunHandle
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests.integration.fixtures.live import LIVE_DEFAULTS
 
-from skewlab.live.tracking import run_name
+from skewlab.live.report.tracking import run_name
 from skewlab.metrics import std_dev_pct
 
 pytestmark = pytest.mark.integration

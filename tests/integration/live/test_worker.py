@@ -19,7 +19,7 @@ from tests.integration.fixtures.live import (
     wait_for,
 )
 
-from skewlab.live.aggregate import verify
+from skewlab.live.report.aggregate import verify
 
 pytestmark = pytest.mark.integration
 

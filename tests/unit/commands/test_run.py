@@ -11,8 +11,8 @@ import pytest
 
 from skewlab import cli
 from skewlab.commands import services as services_cmd
-from skewlab.live.experiment import ExperimentError
-from skewlab.live.summary import RunSummary
+from skewlab.live.driver.experiment import ExperimentError
+from skewlab.live.report.summary import RunSummary
 from skewlab.services import ServiceState, ServiceStatus, resolve_home
 
 pytestmark = pytest.mark.unit
@@ -53,7 +53,7 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _fake_runs(monkeypatch: pytest.MonkeyPatch, results: dict[str, RunSummary]) -> None:
-    import skewlab.live.experiment as live_experiment
+    import skewlab.live.driver.experiment as live_experiment
 
     def fake(s: Any, progress: Any = None) -> RunSummary:
         return results[s.strategy]
@@ -174,7 +174,7 @@ def test_no_note_and_no_broker_lookup_with_another_kafka(
 def test_the_note_is_printed_when_the_run_fails(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import skewlab.live.experiment as live_experiment
+    import skewlab.live.driver.experiment as live_experiment
 
     _, broker, _ = _run_with_broker(monkeypatch, [False, True])
 

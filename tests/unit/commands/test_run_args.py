@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
 def _nothing_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Any attempt to reach a service or run an experiment is recorded (and fails)."""
     import skewlab.commands.run as run_cmd
-    import skewlab.live.experiment as live_experiment
+    import skewlab.live.driver.experiment as live_experiment
 
     started: list[Any] = []
 

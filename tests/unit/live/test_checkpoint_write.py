@@ -21,8 +21,8 @@ from skewlab.control.scaleout_state import write_checkpoint
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka.base import KafkaSettings, Record
 from skewlab.io.state_store import CheckpointStore, state_rows_at
-from skewlab.live import worker as worker_mod
-from skewlab.live.worker import Worker, WorkerSettings
+from skewlab.live.worker import process as worker_mod
+from skewlab.live.worker.process import Worker, WorkerSettings
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import META_KEY
 from tests.unit.live.fake_kafka import LogClient

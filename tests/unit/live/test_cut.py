@@ -1,5 +1,5 @@
 """Where an old instance learns its cut: ``decisions`` -> the parts a switch gives to
-instances whose plans shadow it (``skewlab.live.cut.switches``)."""
+instances whose plans shadow it (``skewlab.live.worker.cut.switches``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from skewlab.io.delta import DeltaStore
-from skewlab.live.cut import switches
+from skewlab.live.worker.cut import switches
 from skewlab.state import SplitHashes, owner, split_hash
 
 RUN = "cut-run"

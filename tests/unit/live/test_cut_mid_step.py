@@ -17,7 +17,7 @@ import pytest
 
 from skewlab.control.scaleout_state import write_checkpoint
 from skewlab.io.kafka.base import FetchedRange, Record
-from skewlab.live.worker import Worker
+from skewlab.live.worker.process import Worker
 from skewlab.pipeline import events
 from skewlab.state import owner, split_hash
 from tests.unit.live.test_shadow_worker import (
@@ -194,7 +194,7 @@ def test_the_promise_is_written_before_the_keys_are_looked_at(
     """The new instance waits only for the cut's offset: the ``Cut`` row is in
     ``decisions`` before the old instance looks at which keys it stops (100k at the
     README's scale); the committed cut then counts them."""
-    from skewlab.live.cut import cuts_of
+    from skewlab.live.worker.cut import cuts_of
     from skewlab.pipeline.handoff import KeySets
 
     _topic, store, _tmp, inp, primary = primed(env, 2)

@@ -1,4 +1,4 @@
-"""Every process's settings derive from the run's spec (skewlab.live.settings)."""
+"""Every process's settings derive from the run's spec (skewlab.live.driver.settings)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from skewlab.live.autoscale.protocol import GroupSettings, LiveSettings
 from skewlab.live.autoscale.settings import AutoscaleSettings, monitor_timing
-from skewlab.live.experiment import ExperimentSettings
-from skewlab.live.handle import RunHandle
-from skewlab.live.settings import (
+from skewlab.live.driver.experiment import ExperimentSettings
+from skewlab.live.driver.handle import RunHandle
+from skewlab.live.driver.settings import (
     n_events,
     produce_settings,
     rebalance_settings,
@@ -111,8 +111,8 @@ def test_autoscale_settings_and_the_process_settings_share_one_declaration() -> 
 PROCESS_SETTINGS = ("RouteSettings", "WorkerSettings", "RebalanceSettings",
                     "StateManagerSettings", "ProduceSettings", "LiveSettings")  # fmt: skip
 BUILT_ELSEWHERE = {
-    "skewlab.live.worker": "a worker's settings read back from its JSON file",
-    "skewlab.live.jobs": "the stand-alone produce job, from its own flags",
+    "skewlab.live.worker.process": "a worker's settings read back from its JSON file",
+    "skewlab.live.mains.jobs": "the stand-alone produce job, from its own flags",
     "skewlab.control.scaleout": "the scheduled scale-out step, from its DAG params",
 }
 
@@ -126,7 +126,7 @@ def test_process_settings_are_built_from_a_run_only_in_live_settings() -> None:
             call = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             if call and node.func.id in PROCESS_SETTINGS:  # type: ignore[attr-defined]
                 builders.setdefault(node.func.id, set()).add(module)  # type: ignore[attr-defined]
-    run_side = {"skewlab.live.settings", "skewlab.live.autoscale.settings"}
+    run_side = {"skewlab.live.driver.settings", "skewlab.live.autoscale.settings"}
     assert set(builders) == set(PROCESS_SETTINGS)
     for name, modules in builders.items():
         assert modules - set(BUILT_ELSEWHERE) <= run_side, name

@@ -1,8 +1,8 @@
 """The run handle between phases, and the background processes it finds again.
 
-Round trips of :class:`~skewlab.live.handle.RunHandle` (and of the quality
+Round trips of :class:`~skewlab.live.driver.handle.RunHandle` (and of the quality
 report the summarize phase reads back), the phase guards, and
-:class:`~skewlab.live.launch.Detached`: a process started detached in one
+:class:`~skewlab.live.driver.launch.Detached`: a process started detached in one
 "task" is polled, its exit code read and its whole process group killed from
 another, by pid alone.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from skewlab.live.experiment import ExperimentSettings
-from skewlab.live.handle import HandleError, Phase, ProcRecord, RunHandle
-from skewlab.live.launch import Detached, route_command, spawn_detached
+from skewlab.live.driver.experiment import ExperimentSettings
+from skewlab.live.driver.handle import HandleError, Phase, ProcRecord, RunHandle
+from skewlab.live.driver.launch import Detached, route_command, spawn_detached
 from skewlab.rundir import RunDir
 
 pytestmark = pytest.mark.unit
@@ -37,7 +37,7 @@ def _handle(run_dir: Path) -> RunHandle:
         events_topic="events-key-1",
         routed_topic="routed-key-1",
         n_routed=2,
-        route_cmd=["python", "-m", "skewlab.live.route_job", "route.json"],
+        route_cmd=["python", "-m", "skewlab.live.mains.route_job", "route.json"],
         procs={"route": ProcRecord("route", 123, 1.5, ["python"], "route.log", "route.rc")},
         running=[0, 1],
         t_start=10.0,
@@ -99,7 +99,7 @@ def test_route_command_uses_spark_submit_when_asked(
     monkeypatch.delenv("SKEWLAB_SPARK_SUBMIT", raising=False)
     monkeypatch.delenv("SKEWLAB_SPARK_MASTER", raising=False)
     path = tmp_path / "run-1" / "route.json"
-    assert route_command(path, "local[2]")[1:] == ["-m", "skewlab.live.route_job", str(path)]
+    assert route_command(path, "local[2]")[1:] == ["-m", "skewlab.live.mains.route_job", str(path)]
 
     monkeypatch.setenv("SKEWLAB_SPARK_MASTER", "spark://head:7077")
     cmd = route_command(path, "spark://head:7077")

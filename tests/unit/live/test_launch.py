@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from skewlab.live.handle import ProcRecord
-from skewlab.live.launch import Detached, exit_cause, first_error, spawn
+from skewlab.live.driver.handle import ProcRecord
+from skewlab.live.driver.launch import Detached, exit_cause, first_error, spawn
 
 pytestmark = pytest.mark.unit
 
@@ -32,7 +32,7 @@ Logical Plan:
 """
 
 CHAINED = """\
-2026-11-24 00:10:01,000 skewlab.live.worker worker 1 resumes at routed offset 0
+2026-11-24 00:10:01,000 skewlab.live.worker.process worker 1 resumes at routed offset 0
 Traceback (most recent call last):
   File "worker.py", line 10, in step
     value = decode(raw)
@@ -45,7 +45,7 @@ Traceback (most recent call last):
   File "worker.py", line 12, in step
     raise KafkaError("fetch failed") from None
 skewlab.io.kafka.base.KafkaError: fetch failed
-2026-11-24 00:10:02,000 skewlab.live.worker flushing
+2026-11-24 00:10:02,000 skewlab.live.worker.process flushing
 """
 
 
@@ -172,7 +172,7 @@ def test_a_start_kills_the_unrecorded_process_a_dead_driver_left_of_that_name(
     """A driver killed between starting a child and recording it leaves a process no
     handle names (and its child); the next start of that name must not run beside it,
     while a process of another name of the same run is left alone."""
-    from skewlab.live.launch import LocalLauncher
+    from skewlab.live.driver.launch import LocalLauncher
 
     launcher = LocalLauncher(detached=detached)
     log = tmp_path / "worker-3.log"

@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from skewlab.live.handle import ProcRecord, RunHandle, Status
-from skewlab.live.launch import spawn
-from skewlab.live.lifecycle import driver_alive, failure_reason, gc, stop_run
+from skewlab.live.driver.handle import ProcRecord, RunHandle, Status
+from skewlab.live.driver.launch import spawn
+from skewlab.live.driver.lifecycle import driver_alive, failure_reason, gc, stop_run
 from skewlab.rundir import RunDir
 
 pytestmark = pytest.mark.unit
@@ -93,7 +93,7 @@ def test_stop_asks_a_live_driver_first_then_kills_what_is_left(tmp_path: Path) -
     files = RunDir.create(tmp_path, "key-live")
     script = (
         "import signal, sys, time\n"
-        "from skewlab.live.handle import RunHandle, Status\n"
+        "from skewlab.live.driver.handle import RunHandle, Status\n"
         "def on_term(n, f):\n"
         f"    h = RunHandle.load({str(files.path)!r}); h.finish(Status.FAILED, 'interrupted by SIGTERM')\n"  # noqa: E501
         "    sys.exit(143)\n"
@@ -120,7 +120,7 @@ def test_stop_asks_a_live_driver_first_then_kills_what_is_left(tmp_path: Path) -
 
 def test_failure_reasons_are_one_line() -> None:
     from skewlab.errors import SkewlabError
-    from skewlab.live.lifecycle import Interrupted
+    from skewlab.live.driver.lifecycle import Interrupted
 
     assert failure_reason(Interrupted(signal.SIGTERM)) == "interrupted by SIGTERM"
     assert failure_reason(KeyboardInterrupt()) == "interrupted by SIGINT"

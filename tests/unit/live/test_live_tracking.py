@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from skewlab.io.tracking import TrackingError, TrackingSettings
-from skewlab.live.experiment import ExperimentSettings
-from skewlab.live.summary import RunSummary, draw
-from skewlab.live.tracking import LOADS_TABLE, LiveRun, fail_run, log_run, open_live_run
+from skewlab.live.driver.experiment import ExperimentSettings
+from skewlab.live.report.summary import RunSummary, draw
+from skewlab.live.report.tracking import LOADS_TABLE, LiveRun, fail_run, log_run, open_live_run
 from skewlab.rundir import RunDir
 
 pytestmark = pytest.mark.unit

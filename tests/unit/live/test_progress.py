@@ -10,8 +10,8 @@ from typing import Any, cast
 
 import pytest
 
-from skewlab.live.producer import ProduceSettings, produce
-from skewlab.live.watch import ProgressLine, progress_text
+from skewlab.live.driver.producer import ProduceSettings, produce
+from skewlab.live.report.watch import ProgressLine, progress_text
 from skewlab.workload import parse_workload
 
 pytestmark = pytest.mark.unit
@@ -130,7 +130,7 @@ def test_the_progress_line_fits_80_columns_and_keeps_the_core_counts(
 def test_a_watcher_in_a_later_task_counts_what_an_earlier_task_produced(tmp_path: Any) -> None:
     """A DAG's drain task did not produce: its watcher starts from the produced count the
     handle holds, not 0 (MLflow's ``produced`` series must not drop to 0 at the end)."""
-    from skewlab.live.watch import Watcher
+    from skewlab.live.report.watch import Watcher
 
     class Ends:
         def end_offsets(self, topic: str) -> dict[int, int]:
@@ -148,9 +148,9 @@ def test_a_resumed_run_context_seeds_its_watcher_from_the_handle(tmp_path: Any) 
     """The drain task resumes the run after ``produce`` ran in another process."""
     import dataclasses
 
-    from skewlab.live.context import RunContext
-    from skewlab.live.experiment import ExperimentSettings
-    from skewlab.live.handle import RunHandle
+    from skewlab.live.driver.context import RunContext
+    from skewlab.live.driver.experiment import ExperimentSettings
+    from skewlab.live.driver.handle import RunHandle
 
     class Ends:
         def end_offsets(self, topic: str) -> dict[int, int]:

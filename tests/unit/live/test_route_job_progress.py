@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from skewlab.live import route_job
+from skewlab.live.mains import route_job
 
 
 class _JProgress:

@@ -19,9 +19,9 @@ import pytest
 
 from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange, KafkaSettings, Record
-from skewlab.live import worker as worker_mod
-from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, INVALID, classify
-from skewlab.live.worker import Worker, WorkerSettings
+from skewlab.live.worker import process as worker_mod
+from skewlab.live.worker.batch import DATA, END, EOS, HANDOFF, INVALID, classify
+from skewlab.live.worker.process import Worker, WorkerSettings
 from skewlab.pipeline import events
 from tests.unit.live.fake_kafka import LogClient
 

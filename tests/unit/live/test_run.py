@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from skewlab.live.experiment import ExperimentSettings
-from skewlab.live.handle import HandleError, Phase, RunHandle
-from skewlab.live.run import Run
+from skewlab.live.driver.experiment import ExperimentSettings
+from skewlab.live.driver.handle import HandleError, Phase, RunHandle
+from skewlab.live.driver.run import Run
 
 pytestmark = pytest.mark.unit
 
@@ -39,7 +39,7 @@ def test_leaving_the_with_block_stops_the_run(tmp_path: Path) -> None:
 
 def test_a_failure_inside_the_run_is_recorded_once_with_its_reason(tmp_path: Path) -> None:
     from skewlab.errors import SkewlabError
-    from skewlab.live.handle import Status
+    from skewlab.live.driver.handle import Status
 
     run = Run.new(ExperimentSettings(home=str(tmp_path), mlflow=False), run_id="key-f1")
     assert RunHandle.load(run.files.path).status == Status.RUNNING.value
@@ -56,7 +56,7 @@ def test_a_failure_inside_the_run_is_recorded_once_with_its_reason(tmp_path: Pat
 def test_an_interrupt_is_recorded_as_such(tmp_path: Path) -> None:
     import signal
 
-    from skewlab.live.lifecycle import Interrupted
+    from skewlab.live.driver.lifecycle import Interrupted
 
     run = Run.new(ExperimentSettings(home=str(tmp_path), mlflow=False), run_id="key-i1")
     with pytest.raises(KeyboardInterrupt), run:

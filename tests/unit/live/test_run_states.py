@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from skewlab.live.handle import ProcRecord, RunHandle, Status
-from skewlab.live.lifecycle import run_state, run_states, this_process
+from skewlab.live.driver.handle import ProcRecord, RunHandle, Status
+from skewlab.live.driver.lifecycle import run_state, run_states, this_process
 from skewlab.pipeline.exactness import check
 from skewlab.rundir import RunDir
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from skewlab.io.delta import DeltaStore
-from skewlab.live.shadow import CHECKPOINT_WAIT_S, Shadow
+from skewlab.live.worker.shadow import CHECKPOINT_WAIT_S, Shadow
 from skewlab.pipeline.handoff import KeySets
 from skewlab.testing import FakeClock
 

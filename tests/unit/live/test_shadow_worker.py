@@ -24,10 +24,10 @@ import pytest
 
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka.base import KafkaSettings, Record
-from skewlab.live import switch_watch
-from skewlab.live import worker as worker_mod
-from skewlab.live.summary import final_key_state
-from skewlab.live.worker import Worker, WorkerSettings
+from skewlab.live.report.summary import final_key_state
+from skewlab.live.worker import process as worker_mod
+from skewlab.live.worker import switch_watch
+from skewlab.live.worker.process import Worker, WorkerSettings
 from skewlab.pipeline import events
 from skewlab.state import owner, split_hash
 
@@ -692,7 +692,7 @@ def test_a_shadow_looks_for_its_cut_only_when_decisions_changed(
     """A shadow without its cut looks for it often, but reads the sources' ``Cut``
     rows only when the ``decisions`` table's version moved since its last look; the
     old instance's promise is such a change, seen at the next look."""
-    from skewlab.live import shadow as shadow_mod
+    from skewlab.live.worker import shadow as shadow_mod
 
     _topic, store, tmp, inp, primary = primed(env, 2)
     plan(store)

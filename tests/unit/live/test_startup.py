@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from skewlab.errors import SkewlabError
-from skewlab.live.launch import Procs
-from skewlab.live.startup import (
+from skewlab.live.driver.launch import Procs
+from skewlab.live.driver.startup import (
     RouteReady,
     read_route_ready,
     read_worker_ready,

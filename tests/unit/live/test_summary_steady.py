@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from skewlab.io.delta import DeltaStore
-from skewlab.live.experiment import ExperimentSettings
-from skewlab.live.producer import ProduceReport
-from skewlab.live.summary import _flushes, backlog, startup_seconds, summarize
+from skewlab.live.driver.experiment import ExperimentSettings
+from skewlab.live.driver.producer import ProduceReport
+from skewlab.live.report.summary import _flushes, backlog, startup_seconds, summarize
 from skewlab.pipeline.exactness import ExactnessReport
 
 pytestmark = pytest.mark.unit

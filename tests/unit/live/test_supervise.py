@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from skewlab.errors import ConfigError
-from skewlab.live.handle import RunHandle
-from skewlab.live.launch import Procs
-from skewlab.live.supervise import (
+from skewlab.live.driver.handle import RunHandle
+from skewlab.live.driver.launch import Procs
+from skewlab.live.driver.supervise import (
     BrokerLost,
     BrokerProbe,
     ChildFailed,

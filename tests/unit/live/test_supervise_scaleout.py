@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from skewlab.live.handle import RunHandle
-from skewlab.live.launch import Procs
-from skewlab.live.supervise import RestartPolicy, Supervisor
+from skewlab.live.driver.handle import RunHandle
+from skewlab.live.driver.launch import Procs
+from skewlab.live.driver.supervise import RestartPolicy, Supervisor
 from skewlab.rundir import RunDir
 
 pytestmark = pytest.mark.unit
@@ -121,7 +121,7 @@ class SlowLoop:
 
 
 def test_children_are_guarded_while_the_loop_settles() -> None:
-    from skewlab.live.supervise import stop_guarded
+    from skewlab.live.driver.supervise import stop_guarded
 
     loop = SlowLoop()
     looks: list[int] = []
@@ -136,7 +136,7 @@ def test_children_are_guarded_while_the_loop_settles() -> None:
 
 
 def test_a_guard_failure_while_the_loop_settles_is_raised() -> None:
-    from skewlab.live.supervise import ChildFailed, stop_guarded
+    from skewlab.live.driver.supervise import ChildFailed, stop_guarded
 
     loop = SlowLoop()
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from skewlab.io.tracking import EXPERIMENT_KIND_TAG, Tracker, TrackingSettings
-from skewlab.live.experiment import ExperimentSettings, new_run_id
-from skewlab.live.tracking import open_live_run, run_name, run_params
+from skewlab.live.driver.experiment import ExperimentSettings, new_run_id
+from skewlab.live.report.tracking import open_live_run, run_name, run_params
 from skewlab.rundir import RunDir
 
 pytestmark = pytest.mark.unit

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from skewlab.control.scaleout_loop import StateManagerSettings
-from skewlab.live import warm
-from skewlab.live.phases import warm_spares
+from skewlab.live.driver.phases import warm_spares
+from skewlab.live.worker import warm
 
 
 def test_released_when_its_go_file_appears(tmp_path: Path) -> None:
@@ -50,7 +50,7 @@ def test_the_first_spare_of_each_operator_is_warmed(monkeypatch: pytest.MonkeyPa
 def test_a_wrong_argument_count_prints_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
     """Both entry points of an instance process: exit 2 with one line each, naming the
     arguments each takes."""
-    from skewlab.live import worker
+    from skewlab.live.worker import process as worker
 
     assert worker.main([]) == 2
     assert warm.main(["a", "b"]) == 2

@@ -16,8 +16,8 @@ import pytest
 
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka.base import KafkaSettings, Record
-from skewlab.live import worker as worker_mod
-from skewlab.live.worker import Worker, WorkerSettings
+from skewlab.live.worker import process as worker_mod
+from skewlab.live.worker.process import Worker, WorkerSettings
 from skewlab.pipeline import events
 from tests.unit.live.fake_kafka import LogClient
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from skewlab.live.worker_rows import state_table
+from skewlab.live.worker.rows import state_table
 
 
 def test_state_table_keeps_each_row_and_its_missing_buffer() -> None:

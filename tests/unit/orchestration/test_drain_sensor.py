@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from skewlab.live import phases
-from skewlab.live.handle import Phase
+from skewlab.live.driver import phases
+from skewlab.live.driver.handle import Phase
 from skewlab.orchestration import live_tasks
 from skewlab.rundir import RunDir
 

@@ -14,8 +14,8 @@ from skewlab.autoscale import ALGORITHM_NAMES
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES
 from skewlab.live.autoscale.run import AutoscaleSettings, AutoscaleSummary
-from skewlab.live.experiment import ExperimentSettings
-from skewlab.live.summary import RunSummary
+from skewlab.live.driver.experiment import ExperimentSettings
+from skewlab.live.report.summary import RunSummary
 from skewlab.orchestration.params import (
     OFF,
     PARAMS,
@@ -634,8 +634,8 @@ def test_verdict_fails_an_exact_run_whose_key_state_is_not() -> None:
 def test_run_for_xcom_runs_the_selected_experiment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from skewlab.live import experiment
     from skewlab.live.autoscale import run as autoscale_run
+    from skewlab.live.driver import experiment
 
     calls: list[object] = []
 

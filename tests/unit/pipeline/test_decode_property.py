@@ -8,7 +8,7 @@ records as explicit examples):
    :data:`~skewlab.pipeline.events.REASONS`; a record valid by the wire format's
    rules is never rejected.
 2. The route job's path, run without Spark: its ``mapInArrow`` decode function
-   (:func:`skewlab.live.route_job.decode_fn`, which builds the Arrow arrays), then
+   (:func:`skewlab.live.mains.route_job.decode_fn`, which builds the Arrow arrays), then
    every registered grouping through a :class:`~skewlab.pipeline.route.Splitter`
    (``route_batch`` at the events' ts) with a picklable state, then what the sink
    builds: int64 window milliseconds (``key_loads``), the Kafka key and the routed
@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from skewlab.grouping import GROUPING_NAMES, make_grouping
-from skewlab.live.route_job import decode_fn
+from skewlab.live.mains.route_job import decode_fn
 from skewlab.pipeline import events
 from skewlab.pipeline.route import Splitter, key_loads
 from skewlab.pipeline.worker import window_start

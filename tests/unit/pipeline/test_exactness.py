@@ -35,7 +35,7 @@ def test_lost_doubled_and_sum_mismatch_are_told_apart():
 def test_plain_count_windows_agree_with_route_and_workers(ts: float, window_s: float) -> None:
     """The checker, the route job's key_loads and the workers put an event in one window
     (a checker rounding ts to ms first moved events within 0.5 ms of a boundary)."""
-    from skewlab.live.aggregate import _window_ms
+    from skewlab.live.report.aggregate import _window_ms
     from skewlab.pipeline.route import key_loads
     from skewlab.pipeline.worker import window_start
 
@@ -45,6 +45,6 @@ def test_plain_count_windows_agree_with_route_and_workers(ts: float, window_s: f
 
 
 def test_event_just_before_a_boundary_stays_in_its_window() -> None:
-    from skewlab.live.aggregate import _window_ms
+    from skewlab.live.report.aggregate import _window_ms
 
     assert _window_ms(1795314181.9996, 1.0) == 1795314181000

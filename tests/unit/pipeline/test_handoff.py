@@ -62,7 +62,7 @@ def test_checkpoint_rows_restore_the_same_state():
 
 def test_rebalance_needs_key_grouping_and_a_known_policy():
     from skewlab.errors import ConfigError
-    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.driver.experiment import ExperimentSettings
 
     with pytest.raises(ConfigError, match="runs on top of KEY grouping") as exc:
         ExperimentSettings(strategy="pkg", rebalance="smalops")

@@ -156,7 +156,7 @@ def test_check_length_says_up_front_that_the_trace_is_short(tmp_path):
 
 
 def test_a_live_run_refuses_a_bad_trace_when_its_settings_are_built(tmp_path):
-    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.driver.experiment import ExperimentSettings
 
     path = _write(tmp_path, "t.jsonl", json.dumps({"key": "a", "ts": 1}).encode() + b"\n{\n")
     with pytest.raises(TraceError, match=r"t\.jsonl:2: not valid JSON"):

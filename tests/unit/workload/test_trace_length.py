@@ -18,7 +18,7 @@ def _trace(tmp_path: Path, rows: int) -> str:
 
 
 def test_settings_refuse_more_events_than_the_trace_holds(tmp_path):
-    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.driver.experiment import ExperimentSettings
 
     path = _trace(tmp_path, 5)
     home = tmp_path / "home"
@@ -32,7 +32,7 @@ def test_settings_refuse_more_events_than_the_trace_holds(tmp_path):
 
 
 def test_duration_times_rate_counts_too(tmp_path):
-    from skewlab.live.experiment import ExperimentSettings
+    from skewlab.live.driver.experiment import ExperimentSettings
 
     path = _trace(tmp_path, 5)
     with pytest.raises(TraceError, match="5 valid events but 10"):

@@ -384,7 +384,7 @@ def warm_up_queries(scratch: str | Path) -> float:
     A process's first query sets up delta-rs' query engine: with the worker's
     imports done, a 138k-row read of ``operator_state`` took 0.21 s as a process's
     first query and 0.10 s after this (0.02 s), measured on this project's machine.
-    A warm spare instance (``skewlab.live.warm``) calls this while it waits, before
+    A warm spare instance (``skewlab.live.worker.warm``) calls this while it waits, before
     the restore after its release."""
     t0 = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="skewlab-warm-", dir=scratch))

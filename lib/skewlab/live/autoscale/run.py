@@ -1,16 +1,16 @@
 """One live autoscaling run, with the phases and the run machinery of a grouping run.
 
-:class:`AutoscaleRun` is the autoscale kind of :class:`skewlab.live.run.Run`:
+:class:`AutoscaleRun` is the autoscale kind of :class:`skewlab.live.driver.run.Run`:
 the same phase methods (``services``, ``topics``, ``start``, ``produce``,
 ``drain``, ``aggregate``, ``summarize``, ``stop``), guarded by the same
-:class:`~skewlab.live.handle.RunHandle` and :class:`~skewlab.live.handle.Phase`,
+:class:`~skewlab.live.driver.handle.RunHandle` and :class:`~skewlab.live.driver.handle.Phase`,
 so the ``skewlab_experiment`` DAG can run each phase as its own task. Shared with
-grouping runs: the run id (:func:`~skewlab.live.experiment.new_run_id`), the run
+grouping runs: the run id (:func:`~skewlab.live.driver.experiment.new_run_id`), the run
 directory (:class:`~skewlab.rundir.RunDir`), the broker (``--bootstrap``,
 ``$SKEWLAB_KAFKA_BOOTSTRAP``, else the embedded one), the Delta root, the process
-launcher (:class:`~skewlab.live.launch.LocalLauncher`), the exactness check
+launcher (:class:`~skewlab.live.driver.launch.LocalLauncher`), the exactness check
 (:func:`skewlab.pipeline.exactness.check`), the lifecycle (driver, status, ``skewlab
-stop`` / ``gc``) and the MLflow run (:class:`~skewlab.live.tracking.LiveRun`).
+stop`` / ``gc``) and the MLflow run (:class:`~skewlab.live.report.tracking.LiveRun`).
 Details: docs/autoscale.md.
 """
 
@@ -49,18 +49,18 @@ from skewlab.live.autoscale.summary import (
     read_decisions,
     read_evidence,
 )
-from skewlab.live.context import create_handle
-from skewlab.live.experiment import ExperimentError, new_run_id
-from skewlab.live.handle import Phase as P
-from skewlab.live.handle import RunHandle, Status
-from skewlab.live.launch import LocalLauncher, Proc, module_command, tail
-from skewlab.live.lifecycle import (
+from skewlab.live.driver.context import create_handle
+from skewlab.live.driver.experiment import ExperimentError, new_run_id
+from skewlab.live.driver.handle import Phase as P
+from skewlab.live.driver.handle import RunHandle, Status
+from skewlab.live.driver.launch import LocalLauncher, Proc, module_command, tail
+from skewlab.live.driver.lifecycle import (
     EndsOnExit,
     failure_reason,
     this_process,
 )
-from skewlab.live.phases import start_services
-from skewlab.live.tracking import LiveRun, fail_run
+from skewlab.live.driver.phases import start_services
+from skewlab.live.report.tracking import LiveRun, fail_run
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
 
@@ -83,7 +83,7 @@ class AutoscaleRun(EndsOnExit):
     """One autoscale run in this process: its handle, settings, processes and client.
 
     Phases, in order (each refuses to run before its predecessor, as
-    :class:`skewlab.live.run.Run`'s): :meth:`services` (the broker; the MLflow run opened),
+    :class:`skewlab.live.driver.run.Run`'s): :meth:`services` (the broker; the MLflow run opened),
     :meth:`topics` (data, monitor, consumer.metadata, processed; the processes'
     ``settings.json``), :meth:`start` (monitor and controller; the controller
     starts the consumers it decides on), :meth:`produce` (iteration ``k`` writes

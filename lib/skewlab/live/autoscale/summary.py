@@ -14,7 +14,7 @@ from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaClient
 from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.protocol import LiveSettings, Processed
-from skewlab.live.tracking import (
+from skewlab.live.report.tracking import (
     FAILURE_TAG,
     MAX_TAG_CHARS,
     NOT_PARAMS,
@@ -143,7 +143,7 @@ def plot_run(summary: AutoscaleSummary, out: Path) -> Path:
 
 def open_mlflow(s: AutoscaleSettings, files: RunDir) -> LiveRun:
     """The run's MLflow run, RUNNING from the run's start and recorded in
-    ``<run dir>/mlflow.json``: a grouping run's :class:`~skewlab.live.tracking.LiveRun`,
+    ``<run dir>/mlflow.json``: a grouping run's :class:`~skewlab.live.report.tracking.LiveRun`,
     so a later task attaches it, progress is logged the same way and a failure ends it.
 
     Params are the settings that say what the run does (not where it logs); the

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from skewlab.control.loop import ThreadLoop
 from skewlab.control.scaleout_loop import StateManager
 from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
-from skewlab.live.experiment import (
+from skewlab.live.driver.experiment import (
     ExperimentError,
     ExperimentSettings,
     Hook,
@@ -22,21 +22,21 @@ from skewlab.live.experiment import (
     delta_root_of,
     new_run_id,
 )
-from skewlab.live.handle import RunHandle
-from skewlab.live.launch import (
+from skewlab.live.driver.handle import RunHandle
+from skewlab.live.driver.launch import (
     Launcher,
     LocalLauncher,
     Proc,
     Procs,
     module_command,
 )
-from skewlab.live.lifecycle import this_process
-from skewlab.live.producer import ProduceReport
-from skewlab.live.settings import kafka_settings, worker_settings
-from skewlab.live.supervise import BrokerProbe, RestartPolicy, Supervisor
-from skewlab.live.tracking import LiveRun
-from skewlab.live.watch import Watcher
-from skewlab.live.worker import settings_to_json
+from skewlab.live.driver.lifecycle import this_process
+from skewlab.live.driver.producer import ProduceReport
+from skewlab.live.driver.settings import kafka_settings, worker_settings
+from skewlab.live.driver.supervise import BrokerProbe, RestartPolicy, Supervisor
+from skewlab.live.report.tracking import LiveRun
+from skewlab.live.report.watch import Watcher
+from skewlab.live.worker.process import settings_to_json
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rundir import RunDir
 
@@ -211,7 +211,7 @@ def bind_spawners(ctx: RunContext) -> None:
         ctx.procs.route = start("route", ctx.handle.route_cmd)
 
     warm: set[int] = set()
-    """Instances whose process waits to be released (:func:`skewlab.live.warm.main`)."""
+    """Instances whose process waits to be released (:func:`skewlab.live.worker.warm.main`)."""
 
     def start_worker(i: int) -> None:
         files.worker_ready(i).unlink(missing_ok=True)
@@ -222,7 +222,7 @@ def bind_spawners(ctx: RunContext) -> None:
                 files.worker_go(i).touch()
                 return
         path = worker_file(ctx, i)
-        cmd = module_command("skewlab.live.worker", str(path))
+        cmd = module_command("skewlab.live.worker.process", str(path))
         ctx.procs.workers[i] = start(f"worker-{i}", cmd)
 
     def prewarm_worker(i: int) -> None:
@@ -232,7 +232,7 @@ def bind_spawners(ctx: RunContext) -> None:
         files.worker_go(i).unlink(missing_ok=True)
         path = worker_file(ctx, i)
         stop = files.worker_stop(i, ctx.settings.workers)
-        cmd = [sys.executable, "-m", "skewlab.live.warm", str(files.worker_go(i)), str(stop)]
+        cmd = [sys.executable, "-m", "skewlab.live.worker.warm", str(files.worker_go(i)), str(stop)]
         ctx.procs.workers[i] = start(f"worker-{i}", [*cmd, str(path)])
         warm.add(i)
 

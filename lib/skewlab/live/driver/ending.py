@@ -7,12 +7,12 @@ import logging
 import time
 
 from skewlab.errors import SkewlabError
-from skewlab.live.context import RunContext
-from skewlab.live.handle import Phase as P
-from skewlab.live.handle import Status
-from skewlab.live.launch import Proc
-from skewlab.live.lifecycle import failure_reason
-from skewlab.live.tracking import fail_run
+from skewlab.live.driver.context import RunContext
+from skewlab.live.driver.handle import Phase as P
+from skewlab.live.driver.handle import Status
+from skewlab.live.driver.launch import Proc
+from skewlab.live.driver.lifecycle import failure_reason
+from skewlab.live.report.tracking import fail_run
 from skewlab.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def fail(ctx: RunContext, exc: BaseException) -> str:
 
 def fail_tracking(files: RunDir, reason: str) -> bool:
     """End the run's open MLflow run FAILED with ``reason``; whether there was one
-    (:func:`~skewlab.live.tracking.fail_run`: never raises, an MLflow problem must not
+    (:func:`~skewlab.live.report.tracking.fail_run`: never raises, an MLflow problem must not
     hide the run's own failure)."""
     return fail_run(files, reason)
 

@@ -1,6 +1,6 @@
 """One live experiment on the embedded (or a real) stack, start to verdict.
 
-Details: docs/live-run.md, section ``skewlab.live.experiment``.
+Details: docs/live-run.md, section ``skewlab.live.driver.experiment``.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 from skewlab.control.scaleout_settings import parse_ramp
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.grouping import make_grouping
-from skewlab.live.launch import SPARK_MASTER_ENV, Procs
-from skewlab.live.settings import (
+from skewlab.live.driver.launch import SPARK_MASTER_ENV, Procs
+from skewlab.live.driver.settings import (
     grouping_params,
     n_events,
     run_s,
     state_manager_settings,
     time_scale,
 )
-from skewlab.live.watch import ProgressFn
+from skewlab.live.report.watch import ProgressFn
 from skewlab.rebalance import make_rebalancer
 from skewlab.rundir import DELTA_ROOT_ENV, delta_root_of
 from skewlab.spec import (
@@ -37,7 +37,7 @@ from skewlab.workload import parse_workload
 from skewlab.workload.trace import check_events
 
 if TYPE_CHECKING:
-    from skewlab.live.summary import RunSummary
+    from skewlab.live.report.summary import RunSummary
 
 __all__ = [
     "BOOTSTRAP_ENV",
@@ -130,12 +130,12 @@ class ExperimentSettings:
     @cached_property
     def spec(self) -> RunSpec:
         """These settings as a :class:`~skewlab.spec.RunSpec` tree (what every process's
-        settings are derived from: :mod:`skewlab.live.settings`)."""
+        settings are derived from: :mod:`skewlab.live.driver.settings`)."""
         return RunSpec.of({f: getattr(self, f) for f in self.__dataclass_fields__})
 
     @property
     def n_events(self) -> int:
-        """:func:`skewlab.live.settings.n_events` of the workload."""
+        """:func:`skewlab.live.driver.settings.n_events` of the workload."""
         return n_events(self.spec.workload)
 
     @property
@@ -181,10 +181,11 @@ def run_experiment(
 ) -> RunSummary:
     """Run one live experiment (steps 1-6 of the module doc) and return its summary.
 
-    The phases of :mod:`skewlab.live.phases` in order, in this process (the
-    route job and workers are its children); whatever happens, :func:`~skewlab.live.phases.stop`
-    runs last: loops stopped, processes killed, topics deleted unless ``keep_topics``.
+    The phases of :mod:`skewlab.live.driver.phases` in order, in this process (the
+    route job and workers are its children); whatever happens,
+    :func:`~skewlab.live.driver.phases.stop` runs last: loops stopped, processes killed,
+    topics deleted unless ``keep_topics``.
     """
-    from skewlab.live.run import Run
+    from skewlab.live.driver.run import Run
 
     return Run.new(s, run_id, progress=progress, hook=hook).run_all()

@@ -1,6 +1,6 @@
 """The state of one live run between its phases: a small JSON file in the run directory.
 
-:func:`skewlab.live.experiment.run_experiment` runs every phase in one process;
+:func:`skewlab.live.driver.experiment.run_experiment` runs every phase in one process;
 the ``skewlab_experiment`` DAG runs each phase as its own task, so each phase
 reads the run's :class:`RunHandle` from ``<run dir>/handle.json``, does its
 part and saves the handle again. The handle holds only what the next phase
@@ -88,7 +88,8 @@ class RunHandle:
     run_dir: str
     delta_root: str
     settings: dict[str, Any]
-    """``dataclasses.asdict`` of the run's :class:`~skewlab.live.experiment.ExperimentSettings`."""
+    """``dataclasses.asdict`` of the run's
+    :class:`~skewlab.live.driver.experiment.ExperimentSettings`."""
     bootstrap: str | None = None
     events_topic: str = ""
     routed_topic: str = ""
@@ -104,15 +105,15 @@ class RunHandle:
     t_produce: float | None = None
     t_done: float | None = None
     produced: dict[str, Any] | None = None
-    """The :class:`~skewlab.live.producer.ProduceReport` as a dict."""
+    """The :class:`~skewlab.live.driver.producer.ProduceReport` as a dict."""
     exactness: dict[str, Any] | None = None
     """The :class:`~skewlab.pipeline.exactness.ExactnessReport` as a dict."""
     scale: dict[str, Any] | None = None
     """The state manager's report (scale-out runs)."""
     mlflow_run_id: str | None = None
     kind: str = "grouping"
-    """Which run this is: ``grouping`` (:class:`~skewlab.live.run.Run`) or ``autoscale``
-    (:class:`~skewlab.live.autoscale.run.AutoscaleRun`); :func:`skewlab.live.run.open_run`
+    """Which run this is: ``grouping`` (:class:`~skewlab.live.driver.run.Run`) or ``autoscale``
+    (:class:`~skewlab.live.autoscale.run.AutoscaleRun`); :func:`skewlab.live.driver.run.open_run`
     resumes it as that class."""
     status: str = Status.RUNNING.value
     """A :class:`Status` value."""

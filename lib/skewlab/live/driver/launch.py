@@ -2,7 +2,7 @@
 
 Attached (:func:`spawn`) or detached (:func:`spawn_detached`, rebuilt later as a
 :class:`Detached`); the route job runs under ``spark-submit`` when :func:`use_spark_submit`.
-Why two ways, and how a detached one is found again: docs/live-run.md, "skewlab.live.launch".
+Why two ways, and how a detached one is found again: docs/live-run.md, "skewlab.live.driver.launch".
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skewlab.errors import ConfigError
-from skewlab.live.handle import ProcRecord
+from skewlab.live.driver.handle import ProcRecord
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class Procs:
     restart_route: Callable[[], None] = lambda: None
     restart_worker: Callable[[int], None] = lambda i: None
     prewarm_worker: Callable[[int], None] = lambda i: None
-    """Start instance ``i``'s process ahead, waiting (``skewlab.live.warm``): the next
+    """Start instance ``i``'s process ahead, waiting (``skewlab.live.worker.warm``): the next
     ``restart_worker(i)`` releases it instead of starting a process."""
 
     def all(self) -> list[Any]:
@@ -107,8 +107,8 @@ def use_spark_submit() -> bool:
 def route_command(route_json: Path, master: str) -> list[str]:
     """The command that starts the route job on ``route_json`` (see :func:`use_spark_submit`)."""
     if not use_spark_submit():
-        return [sys.executable, "-m", "skewlab.live.route_job", str(route_json)]
-    entry = Path(__file__).resolve().parents[3] / "jobs" / "route.py"
+        return [sys.executable, "-m", "skewlab.live.mains.route_job", str(route_json)]
+    entry = Path(__file__).resolve().parents[4] / "jobs" / "route.py"
     if not entry.is_file():
         raise ConfigError(f"spark-submit needs the route job entry point {entry}; not found")
     return [
@@ -250,7 +250,7 @@ class Launcher(Protocol):
     """Where a run's processes run: start one (and record it), or find one again.
 
     ``start(name, cmd, log)`` starts ``cmd`` with its output appended to ``log``
-    and returns the process and its :class:`~skewlab.live.handle.ProcRecord`;
+    and returns the process and its :class:`~skewlab.live.driver.handle.ProcRecord`;
     ``attach(rec)`` is the process of a record saved by another process. Local
     processes (:class:`LocalLauncher`) are the one backend; a cluster backend
     implements the same two methods.
@@ -274,7 +274,7 @@ class LocalLauncher:
 
     def start(self, name: str, cmd: list[str], log: Path) -> tuple[Proc, ProcRecord]:
         """Start ``cmd`` (:func:`spawn_detached` if ``detached``, else :func:`spawn`); the
-        process and its :class:`~skewlab.live.handle.ProcRecord`. A process of the same
+        process and its :class:`~skewlab.live.driver.handle.ProcRecord`. A process of the same
         name that no handle recorded (:func:`kill_strays`) is killed first."""
         _clear_strays(name, log)
         if self.detached:

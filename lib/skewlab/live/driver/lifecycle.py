@@ -1,7 +1,7 @@
 """Ending a live run from outside its driver: ``skewlab stop`` and ``skewlab gc``.
 
 A run's handle records the pid and create time of its driver and of every
-process it started (:class:`~skewlab.live.handle.ProcRecord`); a pid whose
+process it started (:class:`~skewlab.live.driver.handle.ProcRecord`); a pid whose
 create time differs is another process that reused the number and is never
 signalled. :func:`stop_run` asks a live driver to stop (SIGTERM: it stops
 producing, stops its children and records the run as failed), then kills what
@@ -24,8 +24,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from skewlab.errors import SkewlabError
-from skewlab.live.handle import TERMINAL, HandleError, RunHandle, Status
-from skewlab.live.launch import Detached
+from skewlab.live.driver.handle import TERMINAL, HandleError, RunHandle, Status
+from skewlab.live.driver.launch import Detached
 from skewlab.rundir import RunDir
 
 __all__ = [
@@ -212,7 +212,7 @@ def stop_run(
         names = [p.rec.name for p in procs if p.alive()]
         log.warning("still running after SIGKILL: %s", ", ".join(names))
     if Status(h.status) is not Status.DONE:
-        from skewlab.live.phases import fail_tracking
+        from skewlab.live.driver.phases import fail_tracking
 
         h.status, h.error = Status.RUNNING.value, None
         h.finish(Status.STOPPED, reason)

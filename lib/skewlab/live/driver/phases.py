@@ -1,6 +1,6 @@
 """The phases of one live run, each a function over a :class:`RunContext`.
 
-Details: docs/live-run.md, section ``skewlab.live.phases``.
+Details: docs/live-run.md, section ``skewlab.live.driver.phases``.
 """
 
 from __future__ import annotations
@@ -22,32 +22,32 @@ from skewlab.faults import crash_point
 from skewlab.io.delta import DeltaStore
 from skewlab.io.delta.recovery import check_tables
 from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
-from skewlab.live.aggregate import merge, plain_count, results_counts
-from skewlab.live.experiment import (
+from skewlab.live.driver.experiment import (
     BOOTSTRAP_ENV,
     ExperimentError,
 )
-from skewlab.live.handle import Phase as P
-from skewlab.live.handle import RunHandle, Status
-from skewlab.live.launch import (
+from skewlab.live.driver.handle import Phase as P
+from skewlab.live.driver.handle import RunHandle, Status
+from skewlab.live.driver.launch import (
     Procs,
     exit_cause,
     first_error,
     route_command,
 )
-from skewlab.live.producer import ProduceReport
-from skewlab.live.producer import produce as produce_workload
-from skewlab.live.settings import (
+from skewlab.live.driver.producer import ProduceReport
+from skewlab.live.driver.producer import produce as produce_workload
+from skewlab.live.driver.settings import (
     produce_settings,
     rebalance_settings,
     route_settings,
     routed_partitions,
     state_manager_settings,
 )
-from skewlab.live.startup import wait_ready
-from skewlab.live.summary import summarize as summarize_run
-from skewlab.live.supervise import stop_guarded
-from skewlab.live.tracking import LiveRun, log_run, open_live_run
+from skewlab.live.driver.startup import wait_ready
+from skewlab.live.driver.supervise import stop_guarded
+from skewlab.live.report.aggregate import merge, plain_count, results_counts
+from skewlab.live.report.summary import summarize as summarize_run
+from skewlab.live.report.tracking import LiveRun, log_run, open_live_run
 from skewlab.pipeline import events
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
@@ -55,10 +55,10 @@ from skewlab.services import get_service
 from skewlab.workload import parse_workload
 
 if TYPE_CHECKING:
-    from skewlab.live.summary import RunSummary
+    from skewlab.live.report.summary import RunSummary
     from skewlab.quality import QualityReport
 
-from skewlab.live.context import (
+from skewlab.live.driver.context import (
     TICK_S,
     Counts,
     RunContext,
@@ -66,7 +66,7 @@ from skewlab.live.context import (
     resume,
     worker_file,
 )
-from skewlab.live.ending import fail, fail_tracking, release, stop
+from skewlab.live.driver.ending import fail, fail_tracking, release, stop
 
 __all__ = [
     "TICK_S",
@@ -239,7 +239,7 @@ def drain(ctx: RunContext) -> None:
         if i >= s.workers:
             ctx.files.spares_stop.touch()
         _wait_exit(ctx, f"worker-{i}")
-    ctx.files.spares_stop.touch()  # warm spares never started exit (skewlab.live.warm)
+    ctx.files.spares_stop.touch()  # warm spares never started exit (skewlab.live.worker.warm)
     h.t_done = time.time()
     if mgr is not None:
         mgr.track_events(final=True)
@@ -354,7 +354,7 @@ WARM_SPARES_ENV = "SKEWLAB_WARM_SPARES"
 
 def warm_spares(sm: StateManagerSettings | None) -> list[int]:
     """The instances whose process a scale-out run starts at start-up, waiting
-    (``skewlab.live.warm``): the first spare of each operator, the instance its first
+    (``skewlab.live.worker.warm``): the first spare of each operator, the instance its first
     scale-out starts (none without scale-out, or with ``$SKEWLAB_WARM_SPARES=0``)."""
     if sm is None or os.environ.get(WARM_SPARES_ENV, "1") == "0":
         return []

@@ -5,18 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from skewlab.live import phases
 from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
-from skewlab.live.experiment import ExperimentSettings, Hook
-from skewlab.live.handle import Phase, RunHandle, Status
-from skewlab.live.lifecycle import INTERRUPT_GRACE_S, EndsOnExit
-from skewlab.live.watch import ProgressFn
+from skewlab.live.driver import phases
+from skewlab.live.driver.experiment import ExperimentSettings, Hook
+from skewlab.live.driver.handle import Phase, RunHandle, Status
+from skewlab.live.driver.lifecycle import INTERRUPT_GRACE_S, EndsOnExit
+from skewlab.live.report.watch import ProgressFn
 from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
-    from skewlab.live.producer import ProduceReport
-    from skewlab.live.summary import RunSummary
+    from skewlab.live.driver.producer import ProduceReport
+    from skewlab.live.report.summary import RunSummary
     from skewlab.pipeline.exactness import ExactnessReport
 
 __all__ = ["INTERRUPT_GRACE_S", "PhasedRun", "Run", "new_run", "open_run"]
@@ -107,12 +107,12 @@ def open_run(run_dir: str | Path, progress: ProgressFn | None = None) -> PhasedR
 class Run(EndsOnExit):
     """One live run in this process: its context (handle, processes, loop, client).
 
-    Each method is one phase of :mod:`skewlab.live.phases`, in this order:
+    Each method is one phase of :mod:`skewlab.live.driver.phases`, in this order:
     :meth:`services`, :meth:`topics`, :meth:`start`, :meth:`produce`,
     :meth:`drain`, :meth:`aggregate`, :meth:`summarize`; a phase whose
     predecessor is not done raises a one-line
-    :class:`~skewlab.live.handle.HandleError` (the handle records the phases
-    done as :class:`~skewlab.live.handle.Phase` values). :meth:`stop` is safe
+    :class:`~skewlab.live.driver.handle.HandleError` (the handle records the phases
+    done as :class:`~skewlab.live.driver.handle.Phase` values). :meth:`stop` is safe
     after any phase and runs when a ``with`` block leaves.
     """
 
@@ -197,7 +197,7 @@ class Run(EndsOnExit):
 
     def run_all(self) -> RunSummary:
         """Every phase not done yet, in order, then :meth:`stop` whatever happened; a
-        failure or an interrupt (:class:`~skewlab.live.lifecycle.Interrupted`) is
+        failure or an interrupt (:class:`~skewlab.live.driver.lifecycle.Interrupted`) is
         recorded in the handle (``status`` failed, ``error``) and raised again."""
         with self:
             h = self.ctx.handle

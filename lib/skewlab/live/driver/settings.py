@@ -1,7 +1,7 @@
 """Each process's settings of a grouping run, derived from its RunSpec and handle.
 
 The one place where a :class:`~skewlab.spec.RunSpec` (what the run does) and
-its :class:`~skewlab.live.handle.RunHandle` (where it runs: run dir, broker,
+its :class:`~skewlab.live.driver.handle.RunHandle` (where it runs: run dir, broker,
 Delta root, topics) become the settings object of one role: the route job,
 worker ``i``, the producer, the rebalancer loop, the state manager. No other
 module copies a run setting into a process's settings.
@@ -14,10 +14,10 @@ import os
 from skewlab.control.rebalance_loop import RebalanceSettings
 from skewlab.control.scaleout_settings import StateManagerSettings, parse_ramp
 from skewlab.io.kafka import KafkaSettings
-from skewlab.live.handle import RunHandle
-from skewlab.live.launch import SPARK_MASTER_ENV
-from skewlab.live.producer import ProduceSettings, ramp_events
-from skewlab.live.worker import WorkerSettings
+from skewlab.live.driver.handle import RunHandle
+from skewlab.live.driver.launch import SPARK_MASTER_ENV
+from skewlab.live.driver.producer import ProduceSettings, ramp_events
+from skewlab.live.worker.process import WorkerSettings
 from skewlab.rundir import RunDir
 from skewlab.spark.route import RouteSettings
 from skewlab.spec import (

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skewlab.live.experiment import ExperimentError
-from skewlab.live.launch import Procs, exit_cause
+from skewlab.live.driver.experiment import ExperimentError
+from skewlab.live.driver.launch import Procs, exit_cause
 from skewlab.rundir import RunDir
 
 __all__ = ["RouteReady", "read_route_ready", "read_worker_ready", "startup_line", "wait_ready"]
@@ -97,7 +97,7 @@ def wait_ready(
     start-up record (see the module doc). ``guard`` (the run's supervisor) is called
     every tick and restarts the children named in ``guarded`` that exit; any other
     child that exits fails the run at once with its first error
-    (:func:`~skewlab.live.launch.exit_cause`)."""
+    (:func:`~skewlab.live.driver.launch.exit_cause`)."""
     deadline = clock() + timeout_s
     route: RouteReady | None = None
     route_seen = 0.0

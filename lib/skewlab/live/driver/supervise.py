@@ -3,7 +3,7 @@
 :class:`Supervisor` restarts a child that exited unasked (after a backoff, :class:`RestartPolicy`)
 and fails the run once its restarts are used; :class:`BrokerProbe` fails it when the broker
 cannot be reached for ``grace_s``. Why restarts keep the run exact, and scale-out instances
-stopped on purpose: docs/live-run.md, "skewlab.live.supervise".
+stopped on purpose: docs/live-run.md, "skewlab.live.driver.supervise".
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skewlab.errors import ConfigError
-from skewlab.live.experiment import ExperimentError
-from skewlab.live.handle import RunHandle
-from skewlab.live.launch import Procs, exit_cause
+from skewlab.live.driver.experiment import ExperimentError
+from skewlab.live.driver.handle import RunHandle
+from skewlab.live.driver.launch import Procs, exit_cause
 from skewlab.rundir import RunDir
 
 __all__ = [

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from skewlab.errors import SkewlabError
 from skewlab.io.kafka import KafkaSettings, connect
-from skewlab.live.producer import ProduceSettings, produce
+from skewlab.live.driver.producer import ProduceSettings, produce
 from skewlab.workload import parse_workload
 
 
@@ -53,7 +53,7 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
 def aggregate_main(argv: Sequence[str] | None = None) -> int:
     """Merge a run's partials into results and check them against the events topic."""
     from skewlab.io.delta import DeltaStore
-    from skewlab.live.aggregate import merge, verify
+    from skewlab.live.report.aggregate import merge, verify
 
     ap = argparse.ArgumentParser(prog="aggregate", description=aggregate_main.__doc__)
     ap.add_argument("--delta", required=True, help="Delta root (<data dir>/delta)")

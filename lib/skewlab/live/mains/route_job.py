@@ -1,4 +1,4 @@
-"""The route job's process: ``python -m skewlab.live.route_job SETTINGS_JSON``.
+"""The route job's process: ``python -m skewlab.live.mains.route_job SETTINGS_JSON``.
 
 The query itself lives in :mod:`skewlab.spark.route` (source, decode, splitters) and
 :mod:`skewlab.spark.route_sink` (produce to ``routed``, Delta). This process:
@@ -114,7 +114,7 @@ def _log_progress(query: StreamingQuery, seen: set[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m skewlab.live.route_job SETTINGS_JSON [DATA_DIR]`` (and ``jobs/route.py``)."""
+    """``python -m skewlab.live.mains.route_job SETTINGS_JSON [DATA_DIR]`` (``jobs/route.py``)."""
     t_process = _process_start()
     args = sys.argv[1:] if argv is None else argv
     if not args:

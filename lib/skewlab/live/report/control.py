@@ -12,7 +12,7 @@ from skewlab.metrics import imb_score
 from skewlab.pipeline.handoff import META_KEY
 
 if TYPE_CHECKING:
-    from skewlab.live.summary import RunSummary
+    from skewlab.live.report.summary import RunSummary
 
 __all__ = ["add_rebalance", "add_scale_out", "final_key_state"]
 

@@ -10,7 +10,7 @@ import numpy as np
 from skewlab.report.plots import CdfCurve, LoadPanel, plot_cdf_curves, plot_load_panels
 
 if TYPE_CHECKING:
-    from skewlab.live.summary import RunSummary
+    from skewlab.live.report.summary import RunSummary
 
 __all__ = ["PLOT_NAMES", "draw"]
 

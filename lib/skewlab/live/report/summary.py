@@ -18,15 +18,15 @@ from urllib.parse import unquote
 import numpy as np
 
 from skewlab.io.delta import DeltaStore
-from skewlab.live.summary_control import add_rebalance, add_scale_out, final_key_state
-from skewlab.live.summary_plots import PLOT_NAMES, draw
+from skewlab.live.report.control import add_rebalance, add_scale_out, final_key_state
+from skewlab.live.report.plots import PLOT_NAMES, draw
 from skewlab.metrics import dist_cost, imb_score, std_dev_pct
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rebalance.base import hash_worker
 
 if TYPE_CHECKING:
-    from skewlab.live.experiment import ExperimentSettings
-    from skewlab.live.producer import ProduceReport
+    from skewlab.live.driver.experiment import ExperimentSettings
+    from skewlab.live.driver.producer import ProduceReport
 
 __all__ = [
     "PLOT_NAMES",
@@ -120,7 +120,7 @@ class RunSummary:
     plots: list[str] = field(default_factory=list)
     mlflow_run_id: str | None = None
     mlflow_url: str | None = None
-    """The run's page in the MLflow UI (:attr:`skewlab.live.tracking.LiveRun.url`)."""
+    """The run's page in the MLflow UI (:attr:`skewlab.live.report.tracking.LiveRun.url`)."""
     quality: str = "skipped"
     """``passed`` / ``failed`` (the data-quality suites) or ``skipped``."""
     quality_failures: list[str] = field(default_factory=list)

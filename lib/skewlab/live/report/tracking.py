@@ -33,8 +33,8 @@ from skewlab.rundir import RunDir
 from skewlab.workload import parse_workload
 
 if TYPE_CHECKING:
-    from skewlab.live.experiment import ExperimentSettings
-    from skewlab.live.summary import RunSummary
+    from skewlab.live.driver.experiment import ExperimentSettings
+    from skewlab.live.report.summary import RunSummary
     from skewlab.quality import QualityReport
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ SUMMARY_METRICS = (
     "backlog_at_s",
     "wall_s",
 )
-"""Scalar metrics of every live run (latency: steady state, see :mod:`skewlab.live.summary`)."""
+"""Scalar metrics of every live run (latency: steady state, :mod:`skewlab.live.report.summary`)."""
 
 REBALANCE_METRICS = (
     "rebalances",

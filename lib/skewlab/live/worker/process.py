@@ -1,6 +1,6 @@
 """A worker process of the live pipeline: partition ``i`` of ``routed`` -> Delta.
 
-Details: docs/live-run.md, section ``skewlab.live.worker``.
+Details: docs/live-run.md, section ``skewlab.live.worker.process``.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from skewlab.io.kafka import KafkaSettings, connect, fetch_range
 from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
-from skewlab.live.launch import process_age_s, process_args
-from skewlab.live.routed_batch import DATA, END, EOS, HANDOFF, classify
-from skewlab.live.shadow import Shadow, newest_plan
-from skewlab.live.switch_watch import SwitchWatch
-from skewlab.live.worker_fetch import end_offset, fetch_available
-from skewlab.live.worker_rows import handoff_row, latency_rows, ms, partial_rows, state_table
-from skewlab.live.worker_settings import WorkerReport, WorkerSettings, settings_to_json
+from skewlab.live.driver.launch import process_age_s, process_args
+from skewlab.live.worker.batch import DATA, END, EOS, HANDOFF, classify
+from skewlab.live.worker.fetch import end_offset, fetch_available
+from skewlab.live.worker.rows import handoff_row, latency_rows, ms, partial_rows, state_table
+from skewlab.live.worker.settings import WorkerReport, WorkerSettings, settings_to_json
+from skewlab.live.worker.shadow import Shadow, newest_plan
+from skewlab.live.worker.switch_watch import SwitchWatch
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec
 from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_starts
@@ -189,7 +189,7 @@ class Worker:
     def _process_sets(self, recs: FetchedRange) -> int:
         """``_process`` with message sets (module doc): records, markers, hand-offs.
 
-        The batch is decoded at once (:mod:`skewlab.live.routed_batch`); the records
+        The batch is decoded at once (:mod:`skewlab.live.worker.batch`); the records
         are then taken in offset order. The operator's cost is paid for the records
         applied (live output), not for those buffered until their key's hand-off:
         a buffered record costs when its set is taken and it is applied."""
@@ -363,7 +363,7 @@ class Worker:
 
     def _process(self, upto: int, to_end: bool = False, chunk: int | None = None) -> int:
         """Read the own partition up to ``upto`` (``to_end``: up to its end, if before;
-        one request for both, :mod:`skewlab.live.worker_fetch`) and process it.
+        one request for both, :mod:`skewlab.live.worker.fetch`) and process it.
 
         ``chunk``: process the records (with message sets) ``chunk`` at a time, paying
         each chunk's cost and looking for a switch after it, so a switch that comes
@@ -456,7 +456,7 @@ class Worker:
         self._last_flush = self.clock.now()
 
     def _handoff_row(self, h: Handoff) -> dict[str, object]:
-        """The ``handoffs`` row of ``h`` (:func:`~skewlab.live.worker_rows.handoff_row`)."""
+        """The ``handoffs`` row of ``h`` (:func:`~skewlab.live.worker.rows.handoff_row`)."""
         key = (h.key, h.set_id)
         shadow = self.shadow.taken.pop(key, None) if self.shadow is not None else None
         times = self._applied_ms.pop(key, None) if shadow is None else None
@@ -507,7 +507,7 @@ def settings_from_json(text: str) -> WorkerSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m skewlab.live.worker SETTINGS_JSON`` (and ``jobs/work.py``)."""
+    """``python -m skewlab.live.worker.process SETTINGS_JSON`` (and ``jobs/work.py``)."""
     args = process_args(argv, "worker SETTINGS_JSON")
     if args is None:
         return 2

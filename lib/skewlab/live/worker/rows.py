@@ -1,4 +1,4 @@
-"""The rows a worker's flush writes to Delta (:meth:`skewlab.live.worker.Worker.flush`)."""
+"""The rows a worker's flush writes to Delta (:meth:`skewlab.live.worker.process.Worker.flush`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A worker's settings (written by the run as JSON, read back by the worker process)
-and its report; the worker itself: :mod:`skewlab.live.worker`."""
+and its report; the worker itself: :mod:`skewlab.live.worker.process`."""
 
 from __future__ import annotations
 

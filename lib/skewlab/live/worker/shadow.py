@@ -24,8 +24,8 @@ from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import committed_progress, progress_at
 from skewlab.io.state_store import CheckpointStore, newest_rows
-from skewlab.live.cut import CUT, cuts_of, read_decisions
-from skewlab.live.routed_batch import DATA, END, EOS, classify
+from skewlab.live.worker.batch import DATA, END, EOS, classify
+from skewlab.live.worker.cut import CUT, cuts_of, read_decisions
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec
 from skewlab.rundir import RunDir
 from skewlab.state import owner, split_hash, split_hashes

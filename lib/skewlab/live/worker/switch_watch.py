@@ -3,7 +3,7 @@ for a switch that moves hash parts of its keys to instances shadowing it, and st
 those keys at the routed offset it reached. Details: docs/scaleout.md, "The cut".
 
 :class:`SwitchWatch` decides *when* to look and *what* to cut; the worker (its caller)
-owns the offset and commits the cut at once (:mod:`skewlab.live.worker`).
+owns the offset and commits the cut at once (:mod:`skewlab.live.worker.process`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from skewlab.clock import Clock
 from skewlab.io.delta import DeltaStore
-from skewlab.live.cut import CutSpec, cuts_of, read_decisions, switches, write_cut
+from skewlab.live.worker.cut import CutSpec, cuts_of, read_decisions, switches, write_cut
 from skewlab.pipeline.handoff import KeySets
 from skewlab.state import SplitHashes
 

@@ -8,11 +8,11 @@ the process imports the worker and runs one throwaway Delta query (a process's
 first query sets up delta-rs' query engine, ~0.1 s that the restore would pay), then
 waits, holding no state and reading nothing,
 until its ``go`` file exists (the state manager starts the instance: it runs
-``skewlab.live.worker`` on its settings) or the run's workers are told to stop
+``skewlab.live.worker.process`` on its settings) or the run's workers are told to stop
 (it exits 0 without having run). Storm, where the seed measured, grows an operator
 by executors inside worker processes that already run.
 
-``python -m skewlab.live.warm GO_FILE STOP_FILE SETTINGS_JSON``
+``python -m skewlab.live.worker.warm GO_FILE STOP_FILE SETTINGS_JSON``
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from skewlab.io.delta.store import warm_up_queries
-from skewlab.live import worker
-from skewlab.live.launch import process_age_s, process_args
+from skewlab.live.driver.launch import process_age_s, process_args
+from skewlab.live.worker import process as worker
 
 __all__ = ["POLL_S", "main", "wait_for_release"]
 

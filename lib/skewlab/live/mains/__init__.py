@@ -1,0 +1,5 @@
+"""Stand-alone process entry points of a live run.
+
+:mod:`.route_job` is the Spark route job's process; :mod:`.jobs` the producer and
+aggregate steps for ``jobs/produce.py`` and ``jobs/aggregate.py``.
+"""

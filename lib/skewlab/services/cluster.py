@@ -8,7 +8,8 @@ Airflow with the LocalExecutor on it. ``up`` in order:
 
 1. read ``HOME/cluster/ports.json``; each port is the recorded one, else the standard one
    (:data:`PREFERRED`) when free, else a free one; record the choice;
-2. start (or reuse) postgres, broker, spark-master, the workers, mlflow-server, each polled
+2. write ``HOME/cluster/spark-conf/spark-defaults.conf`` (the project's Spark jars);
+   start (or reuse) postgres, broker, spark-master, the workers, mlflow-server, each polled
    for readiness, and time each start (``HOME/cluster/startup.json``);
 3. start Airflow from an :class:`AirflowLaunch` the caller builds from the endpoints.
 ``down`` stops them in reverse order; ``status`` probes each one.
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skewlab.jars import jar_files
 from skewlab.services.airflow import AirflowGroup, airflow_pids, stop_airflow
 from skewlab.services.broker import Broker
 from skewlab.services.datadir import DataDir
@@ -42,13 +44,14 @@ from skewlab.services.process import (
     port_is_free,
     wait_until,
 )
-from skewlab.services.spark_standalone import SparkMaster, SparkWorker
+from skewlab.services.spark_standalone import SparkMaster, SparkWorker, spark_defaults
 
 log = logging.getLogger(__name__)
 
 CLUSTER_DIR = "cluster"
 PORTS_FILE = "ports.json"
 STARTUP_FILE = "startup.json"
+SPARK_CONF = "spark-conf"
 WORKERS = 2
 WORKER_CORES = 1
 WORKER_MEMORY = "2g"
@@ -82,8 +85,10 @@ def choose_port(
 
 
 def environment(endpoints: Mapping[str, str], home: Path) -> dict[str, str]:
-    """The settings a user exports to point ``skewlab run`` and the DAGs at the cluster."""
+    """The settings a user exports to point ``skewlab run`` and the DAGs at the cluster
+    (``SPARK_CONF_DIR``: the ``spark-defaults.conf`` that :meth:`Cluster.up` writes)."""
     return {
+        "SPARK_CONF_DIR": str(home / CLUSTER_DIR / SPARK_CONF),
         "SKEWLAB_SPARK_MASTER": endpoints["spark-master"],
         "SKEWLAB_KAFKA_BOOTSTRAP": endpoints["broker"],
         "MLFLOW_TRACKING_URI": endpoints["mlflow-server"],
@@ -204,6 +209,9 @@ class Cluster:
         for key in ("spark-master-ui", *(f"spark-worker-{i}-ui" for i in range(1, 3))):
             if not self._running(key.removesuffix("-ui")):
                 self._port(key, ports)
+        conf = self.directory / SPARK_CONF
+        conf.mkdir(exist_ok=True)
+        (conf / "spark-defaults.conf").write_text(spark_defaults(jar_files("spark")))
         started = Started()
         timings = self.startup()
         for svc in self.services():

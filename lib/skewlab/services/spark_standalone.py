@@ -83,10 +83,27 @@ def daemon_command(
     ]
 
 
+def spark_defaults(jars: list[Path]) -> str:
+    """``spark-defaults.conf`` putting ``jars`` on the driver's and executors' class path.
+
+    ``spark.jars`` set by a session reaches the executors but not the class loader of a
+    driver that ``spark-submit`` already started, so ``spark.sql.extensions`` (delta) and
+    ``format("kafka")`` fail there; a class path given at launch does not. Every daemon
+    runs on this host, so local paths serve the executors too.
+    """
+    path = ":".join(str(j) for j in jars)
+    lines = [
+        "# written by `skewlab cluster up`: the project's Spark jars (Kafka connector, delta)",
+        f"spark.driver.extraClassPath {path}",
+        f"spark.executor.extraClassPath {path}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def master_json(host: str, ui_port: int, timeout_s: float = 2.0) -> dict[str, Any] | None:
     """The master's ``/json`` status page, or None if it does not answer."""
     try:
-        with urllib.request.urlopen(f"http://{host}:{ui_port}/json", timeout=timeout_s) as r:
+        with urllib.request.urlopen(f"http://{host}:{ui_port}/json/", timeout=timeout_s) as r:
             data = json.loads(r.read().decode())
     except (OSError, ValueError, urllib.error.URLError):
         return None

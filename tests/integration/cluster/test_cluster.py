@@ -1,0 +1,206 @@
+"""``skewlab cluster`` against the real processes: one cluster for the whole module.
+
+``skewlab cluster up`` starts PostgreSQL, the broker, a Spark standalone master with two
+workers, an MLflow server and Airflow (LocalExecutor on PostgreSQL) under a fresh data dir;
+the tests check each part answers like it should, run a small ``skewlab run`` on the master
+(it must end EXACT and show up as a master application), then ``skewlab cluster down`` must
+leave no process of the data dir behind. Every wait polls for its event, with a generous
+bound; nothing depends on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from skewlab.services.cluster import Cluster, airflow_health, airflow_healthy, environment
+from skewlab.services.postgres import Postgres
+from skewlab.services.spark_standalone import alive_workers, master_json
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+UP_TIMEOUT_S = 1200.0
+RUN_TIMEOUT_S = 1500.0
+SKEWLAB = [sys.executable, "-m", "skewlab.cli"]
+SMALL_RUN = [
+    "run",
+    "--strategy",
+    "pkg",
+    "--workers",
+    "4",
+    "--partitions",
+    "2",
+    "--events",
+    "10240",
+    "--rate",
+    "5000",
+    "--window",
+    "1",
+    "--no-progress",
+]
+
+
+@dataclass
+class Running:
+    """The cluster the module's tests share: its data dir, ``up``'s output, the endpoints."""
+
+    home: Path
+    out: str
+    cluster: Cluster
+    env: dict[str, str]
+
+    @property
+    def master_ui(self) -> int:
+        return self.cluster.ports()["spark-master-ui"]
+
+
+def skewlab(*args: str, env: dict[str, str] | None = None, timeout: float = 600.0) -> Any:
+    """Run the ``skewlab`` CLI; its CompletedProcess (text)."""
+    return subprocess.run(
+        [*SKEWLAB, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def processes_of(home: Path) -> list[str]:
+    """Command lines of live processes that belong to data dir ``home`` (by command line,
+    or by an environment naming it, as Airflow's do)."""
+    found = []
+    mark = str(home)
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE or proc.pid == os.getpid():
+                continue
+            cmdline = " ".join(proc.info["cmdline"] or [])
+            if mark in cmdline or mark in proc.environ().get("AIRFLOW_HOME", ""):
+                found.append(f"{proc.pid}: {cmdline[:160]}")
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[Running]:
+    # PostgreSQL runs as the `postgres` user: the data dir must be reachable by it,
+    # which pytest's private temp dirs are not.
+    home = Path(tempfile.mkdtemp(prefix="skewlab-cluster-"))
+    home.chmod(0o711)
+    try:
+        done = skewlab("cluster", "up", "--home", str(home), timeout=UP_TIMEOUT_S)
+        assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
+        print(done.stdout)  # the URLs and each component's start-up seconds (with -s)
+        cluster = Cluster(home)
+        endpoints = {c.name: c.url for c in cluster.status()}
+        env = {**os.environ, **environment(endpoints, home)}
+        yield Running(home, done.stdout, cluster, env)
+    finally:
+        skewlab("cluster", "down", "--home", str(home), timeout=300.0)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_up_prints_every_url_and_the_settings(running: Running) -> None:
+    ports = running.cluster.ports()
+    for url in (
+        f"spark://127.0.0.1:{ports['spark-master']}",
+        f"http://127.0.0.1:{ports['spark-master-ui']}",
+        f"127.0.0.1:{ports['broker']}",
+        f"http://127.0.0.1:{ports['mlflow-server']}",
+        f"http://127.0.0.1:{ports['airflow']}",
+    ):
+        assert url in running.out, url
+    for key in ("SKEWLAB_SPARK_MASTER", "SKEWLAB_KAFKA_BOOTSTRAP", "MLFLOW_TRACKING_URI"):
+        assert f"export {key}=" in running.out
+
+
+def test_master_lists_two_alive_workers(running: Running) -> None:
+    status = master_json("127.0.0.1", running.master_ui)
+    assert status is not None and status["status"] == "ALIVE"
+    workers = alive_workers(status)
+    assert len(workers) == 2
+    assert {w["host"] for w in workers} == {"127.0.0.1"}
+    assert sum(w["cores"] for w in workers) == 2
+
+
+def test_mlflow_server_answers(running: Running) -> None:
+    base = running.env["MLFLOW_TRACKING_URI"]
+    with urllib.request.urlopen(f"{base}/health", timeout=10) as resp:
+        assert resp.status == 200
+    url = f"{base}/api/2.0/mlflow/experiments/search?max_results=5"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert "experiments" in json.loads(resp.read().decode())
+
+
+def test_airflow_runs_the_local_executor_on_postgres(running: Running) -> None:
+    import psycopg2
+
+    health = airflow_health(running.cluster.ports()["airflow"])
+    assert airflow_healthy(health), health
+    url = Postgres(running.home).sqlalchemy_url("airflow").replace("+psycopg2", "")
+    with psycopg2.connect(url) as conn, conn.cursor() as cur:
+        cur.execute("SELECT version()")
+        assert cur.fetchone()[0].startswith("PostgreSQL")
+        cur.execute(
+            "SELECT count(*) FROM job WHERE job_type = 'SchedulerJob' AND state = 'running'"
+        )
+        assert cur.fetchone()[0] >= 1
+    titles = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+    assert any(t.startswith("airflow worker -- LocalExecutor") for t in titles)
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if len(cmdline) > 2 and cmdline[-1:] == ["--skip-serve-logs"] and "scheduler" in cmdline:
+            env = proc.environ()
+            if env.get("AIRFLOW_HOME") == str(running.cluster.airflow_home):
+                assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+                assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+")
+
+
+def test_status_shows_every_component_up(running: Running) -> None:
+    done = skewlab("cluster", "status", "--home", str(running.home))
+    assert done.returncode == 0, done.stdout
+    for name in ("postgres", "broker", "spark-master", "spark-worker-1", "spark-worker-2"):
+        assert re.search(rf"^{name}\s+up\s", done.stdout, re.M), done.stdout
+    assert re.search(r"^airflow\s+up\s", done.stdout, re.M), done.stdout
+
+
+def test_run_on_the_master_ends_exact_and_is_a_master_application(running: Running) -> None:
+    t0 = time.monotonic()
+    done = skewlab(*SMALL_RUN, env=running.env, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    found = re.search(r"^(\S+): EXACT: expected 10240 events, merged 10240", done.stdout, re.M)
+    assert found, done.stdout[-3000:]
+    run_id = found.group(1)
+    status = master_json("127.0.0.1", running.master_ui)
+    assert status is not None
+    apps = [a["name"] for a in status["activeapps"] + status["completedapps"]]
+    assert f"skewlab-route-{run_id}" in apps, apps
+    print(f"run {run_id} on the cluster: {time.monotonic() - t0:.1f} s")
+
+
+def test_down_stops_everything_and_leaves_no_process(running: Running) -> None:
+    assert processes_of(running.home), "the cluster's processes should be found while it runs"
+    done = skewlab("cluster", "down", "--home", str(running.home), timeout=300.0)
+    assert done.returncode == 0, done.stderr
+    for name in ("airflow", "mlflow-server", "spark-worker-2", "spark-master", "postgres"):
+        assert f"{name}: stopped" in done.stdout, done.stdout
+    assert processes_of(running.home) == []
+    after = skewlab("cluster", "status", "--home", str(running.home))
+    assert after.returncode == 1
+    assert not re.search(r"\s+up\s", after.stdout), after.stdout

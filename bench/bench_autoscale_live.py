@@ -18,7 +18,8 @@ import tempfile
 
 import numpy as np
 
-from skewlab.live.autoscale.run import AutoscaleSettings, run_autoscale
+from skewlab.live.autoscale.run import run_autoscale
+from skewlab.live.autoscale.settings import AutoscaleSettings
 
 SEED_RATIO = 5.0 / 30.0
 

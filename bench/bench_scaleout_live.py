@@ -50,9 +50,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import row, say
-from skewlab.control.scaleout_loop import parse_ramp
-from skewlab.live.driver.experiment import ExperimentSettings, run_experiment
+from skewlab.control.scaleout.settings import parse_ramp
+from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.producer import ramp_events
+from skewlab.live.driver.run import run_experiment
 from skewlab.services import get_service
 from skewlab.workload._common import sample_cdf, zipf_cdf
 from skewlab.workload.zipf import rank_key

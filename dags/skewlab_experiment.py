@@ -2,7 +2,7 @@
 ### skewlab_experiment: one live experiment, triggered from the UI
 
 Runs the same library functions as the CLI. By default (`autoscale` = `none`) the grouping
-experiment of `skewlab run` (`skewlab.live.driver.experiment.run_experiment`): events produced into
+experiment of `skewlab run` (`skewlab.live.driver.run.run_experiment`): events produced into
 the embedded Kafka broker at the chosen rate, routed by the Spark route job with the chosen
 **grouping**, processed by W worker processes, written to Delta, checked exact against a
 plain count of the input, and logged as one MLflow run. On top of KEY grouping it can run a

@@ -55,7 +55,7 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task
 
 from skewlab.io.run_links import run_link, run_url
-from skewlab.orchestration.sweep import param_schemas
+from skewlab.orchestration.sweep_form import param_schemas
 
 log = logging.getLogger("skewlab.dags.sweep")
 """Named after the project (the DAG processor imports this file under a hashed name)."""
@@ -81,7 +81,8 @@ def skewlab_sweep() -> None:
         from airflow.sdk.exceptions import AirflowFailException
 
         from skewlab.errors import ConfigError
-        from skewlab.orchestration.sweep import grid_cells, settings_from_params
+        from skewlab.orchestration.sweep_form import settings_from_params
+        from skewlab.orchestration.sweep_grid import grid_cells
 
         try:
             settings = settings_from_params(dict(get_current_context()["params"]))
@@ -102,12 +103,13 @@ def skewlab_sweep() -> None:
     def start_parent(planned: dict[str, Any]) -> str:
         """Create (or find again) the parent MLflow run of this DAG run."""
         from skewlab.io.tracking import Tracker, TrackingSettings
-        from skewlab.orchestration import sweep
+        from skewlab.orchestration import sweep_cells
+        from skewlab.orchestration.sweep_grid import SweepSettings
 
-        settings = sweep.SweepSettings.from_dict(planned["settings"])
+        settings = SweepSettings.from_dict(planned["settings"])
         ti = get_current_context()["ti"]
         tracker = Tracker(TrackingSettings.for_runs(settings.home))
-        rid = sweep.start_parent(tracker, settings, key=f"{ti.dag_id}/{ti.run_id}")
+        rid = sweep_cells.start_parent(tracker, settings, key=f"{ti.dag_id}/{ti.run_id}")
         tracker.set_tags(rid, {"airflow.dag_id": ti.dag_id, "airflow.run_id": ti.run_id})
         log.info("parent MLflow run %s: %s", rid, run_link(tracker, rid))
         return rid
@@ -119,12 +121,13 @@ def skewlab_sweep() -> None:
 
         from skewlab.errors import SkewlabError
         from skewlab.io.tracking import Tracker, TrackingSettings
-        from skewlab.orchestration import sweep
+        from skewlab.orchestration import sweep_cells
+        from skewlab.orchestration.sweep_grid import SweepCell, SweepSettings
 
-        settings = sweep.SweepSettings.from_dict(planned["settings"])
+        settings = SweepSettings.from_dict(planned["settings"])
         tracker = Tracker(TrackingSettings.for_runs(settings.home))
         try:
-            row = sweep.run_cell(settings, sweep.SweepCell.from_dict(cell), parent, tracker)
+            row = sweep_cells.run_cell(settings, SweepCell.from_dict(cell), parent, tracker)
         except SkewlabError as exc:
             raise AirflowFailException(" ".join(str(exc).split())) from None
         rid = row["child_run_id"]
@@ -139,9 +142,10 @@ def skewlab_sweep() -> None:
         from airflow.sdk.exceptions import AirflowFailException
 
         from skewlab.io.tracking import Tracker, TrackingSettings
-        from skewlab.orchestration import sweep, sweep_compare
+        from skewlab.orchestration import sweep_compare
+        from skewlab.orchestration.sweep_grid import SweepSettings
 
-        settings = sweep.SweepSettings.from_dict(planned["settings"])
+        settings = SweepSettings.from_dict(planned["settings"])
         tracker = Tracker(TrackingSettings.for_runs(settings.home))
         ti = get_current_context()["ti"]
         out = Path(settings.home) / "sweeps" / ti.run_id.replace(":", "_").replace("+", "_")

@@ -300,8 +300,8 @@ def test_a_failed_quality_check_still_records_the_run_in_mlflow(
 ) -> None:
     from skewlab.io.delta import DeltaStore
     from skewlab.io.tracking import Tracker, TrackingSettings
-    from skewlab.live.driver.experiment import delta_root_of
     from skewlab.orchestration import live_tasks
+    from skewlab.rundir import delta_root_of
 
     real_aggregate = live_tasks.aggregate
 

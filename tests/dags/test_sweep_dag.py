@@ -51,7 +51,8 @@ def test_sweep_dag_shape(dagbag: Any) -> None:
 
 @pytest.mark.unit
 def test_sweep_form_defaults_are_submittable_and_plan_a_grid(dagbag: Any, tmp_path: Path) -> None:
-    from skewlab.orchestration.sweep import PRESETS, settings_from_params
+    from skewlab.orchestration.sweep_form import settings_from_params
+    from skewlab.orchestration.sweep_grid import PRESETS
 
     params = dagbag.dags["skewlab_sweep"].params
     assert {"preset", "mode", "strategies", "workloads", "workers", "seeds"} <= set(params.keys())
@@ -95,7 +96,7 @@ def test_a_bad_value_is_refused_by_the_form_and_again_by_plan(
     from airflow.sdk.exceptions import ParamValidationError
 
     from skewlab.errors import ConfigError
-    from skewlab.orchestration.sweep import settings_from_params
+    from skewlab.orchestration.sweep_form import settings_from_params
 
     params = dagbag.dags["skewlab_sweep"].params
     bad = BAD[name]

@@ -13,7 +13,9 @@ Layers, lowest first (a package may import its own layer or lower ones):
 An import inside a function is allowed only for an optional dependency (any
 third-party package but numpy and mmh3: pyspark, mlflow, airflow, deltalake,
 ...) or a skewlab module that imports one when loaded: a DAG file or a light
-command must not pay for it.
+command must not pay for it. No module-level import cycle between modules either,
+and no import inside a function whose target imports (at module level, through any
+chain) the importing module: that import only dodges a cycle.
 """
 
 from __future__ import annotations
@@ -215,3 +217,55 @@ def test_imports_inside_functions_are_only_for_optional_dependencies() -> None:
 
 _STDLIB_OK = frozenset(("importlib", "runpy", "signal", "sys"))
 """Standard-library modules a function may import where it needs them (process entry)."""
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the skewlab modules it imports at module level (names resolved to modules)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for mod, found in IMPORTS.items():
+        for target, _, inside in found:
+            if not inside and target.startswith("skewlab"):
+                resolved = _resolve(target)
+                if resolved and resolved != mod:
+                    graph[mod].add(resolved)
+    return graph
+
+
+def _resolve(target: str) -> str:
+    """The module a dotted import target names (``skewlab.a.b.NAME`` -> ``skewlab.a.b``)."""
+    while target and not _exists(target):
+        target = target.rpartition(".")[0]
+    return target
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = {start}, [start]
+    while todo:
+        node = todo.pop()
+        if node == goal:
+            return True
+        for nxt in graph.get(node, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def test_no_module_level_import_cycles() -> None:
+    assert cycles(_module_graph()) == []
+
+
+def test_no_import_inside_a_function_dodges_a_cycle() -> None:
+    graph = _module_graph()
+    bad = [
+        f"{mod}:{line} imports {target} inside a function; {target} imports {mod}"
+        for mod, found in IMPORTS.items()
+        for target, line, inside in found
+        if inside and target.startswith("skewlab") and _reaches(graph, _resolve(target), mod)
+    ]
+    assert bad == []
+
+
+def test_the_reach_check_follows_chains() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": set()}
+    assert _reaches(graph, "a", "c") and not _reaches(graph, "c", "a")

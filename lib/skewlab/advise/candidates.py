@@ -23,9 +23,9 @@ from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, make_grouping
 from skewlab.metrics import imb_score
 from skewlab.rebalance import REBALANCER_NAMES, make_rebalancer
-from skewlab.sim import ConstantService, SimConfig, simulate
-from skewlab.sim.engine import Progress
+from skewlab.sim.engine import Progress, SimConfig, simulate
 from skewlab.sim.rebalance_hook import RebalanceHook, StateTransfer
+from skewlab.sim.service import ConstantService
 from skewlab.spec import scaled_grouping_params
 
 __all__ = [

@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewlab.advise import Advice, Stream
+from skewlab.advise import Advice
+from skewlab.advise.base import Stream
 from skewlab.advise.plots import plot_key_distribution, plot_tradeoffs
 from skewlab.commands._sim_tracking import quiet_mlflow
 from skewlab.io.tracking import Tracker, TrackingSettings

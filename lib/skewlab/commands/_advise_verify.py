@@ -23,8 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skewlab.advise import Advice, Candidate, SimSettings, Stream, StreamWorkload, evaluate
-from skewlab.advise.candidates import rebalance_interval, window_imbalance, window_of
+from skewlab.advise import Advice
+from skewlab.advise.base import Stream, StreamWorkload
+from skewlab.advise.candidates import (
+    Candidate,
+    SimSettings,
+    evaluate,
+    rebalance_interval,
+    window_imbalance,
+    window_of,
+)
 from skewlab.advise.readers import write_trace_csv
 from skewlab.report.table import format_table
 
@@ -187,7 +195,7 @@ def _experiment(c: Candidate, s: AdviseSettings, workload: str, events: int, rat
 
 def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> VerifyResult:
     """Steps 1-4 of the module doc; live runs report progress on stderr."""
-    from skewlab.live.driver.experiment import run_experiment
+    from skewlab.live.driver.run import run_experiment
     from skewlab.live.report.watch import ProgressLine
 
     n = min(s.verify_events, len(stream))

@@ -14,7 +14,7 @@ from skewlab.errors import ConfigError
 from skewlab.registry import normalize
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import Setting
-from skewlab.workload import parse_workload
+from skewlab.workload.spec import parse_workload
 
 
 def count(text: str) -> int:

@@ -23,9 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skewlab.advise import TRACE_FORMATS, Advice, Stream, advise, read_trace
+from skewlab.advise import Advice, advise
+from skewlab.advise.base import Stream
 from skewlab.advise.command import run_args, run_command
-from skewlab.advise.readers import count_rows, trace_format, write_trace_csv
+from skewlab.advise.readers import (
+    TRACE_FORMATS,
+    count_rows,
+    read_trace,
+    trace_format,
+    write_trace_csv,
+)
 from skewlab.commands._advise_report import advice_doc, log_mlflow, report, write_files
 from skewlab.commands._advise_verify import verify
 from skewlab.commands._args import count, out_dir, positive_float, positive_int

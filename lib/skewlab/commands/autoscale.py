@@ -21,7 +21,11 @@ import dataclasses
 import json
 import sys
 
-from skewlab.autoscale import ALGORITHMS, AnyFit, BinPacker, KafkaAssignor, ModifiedAnyFit
+from skewlab.autoscale.algorithms import ALGORITHMS
+from skewlab.autoscale.base import BinPacker
+from skewlab.autoscale.binpack import AnyFit
+from skewlab.autoscale.kafka_assignor import KafkaAssignor
+from skewlab.autoscale.modified import ModifiedAnyFit
 from skewlab.commands._args import add_flag, flag_values, names
 from skewlab.errors import ConfigError
 from skewlab.live.autoscale.settings import AutoscaleSettings, monitor_timing

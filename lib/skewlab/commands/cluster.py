@@ -19,7 +19,7 @@ from pathlib import Path
 
 from skewlab.commands.airflow import plan
 from skewlab.errors import SkewlabError
-from skewlab.report import format_table
+from skewlab.report.table import format_table
 from skewlab.services.cluster import AirflowLaunch, Cluster, environment
 from skewlab.services.datadir import resolve_home
 from skewlab.services.postgres import Postgres, pg_bin_dir

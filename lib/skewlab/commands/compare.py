@@ -25,8 +25,8 @@ import numpy as np
 
 from skewlab.errors import ConfigError
 from skewlab.io.tracking import Tracker, TrackingError, TrackingSettings
-from skewlab.report import format_table
 from skewlab.report.plots import LoadPanel, plot_load_panels
+from skewlab.report.table import format_table
 from skewlab.services.datadir import resolve_home
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from skewlab.experiments import ExperimentArgs, get, registry
 from skewlab.experiments.reproduce import REPRODUCE_SCALES, describe
 from skewlab.io.run_links import run_link
 from skewlab.io.tracking import Tracker, TrackingSettings
-from skewlab.report import format_table
+from skewlab.report.table import format_table
 from skewlab.services.datadir import resolve_home
 
 HELP = "reproduce a seed paper's experiment (table + plots + MLflow run)"

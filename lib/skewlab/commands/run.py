@@ -34,7 +34,7 @@ from skewlab.services.datadir import resolve_home
 from skewlab.spec import DKG_TIMINGS, SETTINGS
 
 if TYPE_CHECKING:
-    from skewlab.services import ServiceStatus
+    from skewlab.services.process import ServiceStatus
 
 HELP = "run a live experiment: Kafka -> Spark route job -> workers -> Delta, exact, in MLflow"
 
@@ -114,7 +114,7 @@ COLUMNS = (
 
 def run(args: argparse.Namespace) -> int:
     """Validate all settings first, then run each experiment and report."""
-    from skewlab.live.driver.experiment import run_experiment
+    from skewlab.live.driver.run import run_experiment
     from skewlab.live.report.watch import ProgressLine
 
     todo = settings_list(args)

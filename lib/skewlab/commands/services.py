@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from skewlab.live.driver.lifecycle import run_states
-from skewlab.report import format_table
+from skewlab.report.table import format_table
 from skewlab.services import SERVICES, get_service
 from skewlab.services.datadir import resolve_home
 

@@ -25,14 +25,13 @@ from skewlab.grouping import GROUPING_NAMES, make_grouping
 from skewlab.report.plots import plot_latency_cdf, plot_worker_loads
 from skewlab.report.table import sim_table
 from skewlab.services.datadir import resolve_home
-from skewlab.sim import SimConfig, simulate
+from skewlab.sim.engine import SimConfig, simulate
 from skewlab.sim.service import parse_service_us
-from skewlab.workload import parse_workload
-from skewlab.workload.spec import WORKLOAD_NAMES
+from skewlab.workload.spec import WORKLOAD_NAMES, parse_workload
 from skewlab.workload.trace import TraceWorkload
 
 if TYPE_CHECKING:
-    from skewlab.sim import Progress
+    from skewlab.sim.engine import Progress
     from skewlab.workload.spec import AnyWorkload
 
 HELP = "simulate groupings over one seeded stream; print metrics, save plots"

@@ -1,5 +1,9 @@
 """Control steps: one rebalance / autoscale / scale-out decision per data interval.
 
+:data:`STEPS` registers each step (:mod:`.rebalance`, :mod:`.autoscale`,
+:mod:`.scaleout.step`) with its switch, policies and check; every step reads its loop's
+Delta input for the interval, runs the policy through the library function the in-process
+loop uses, and writes its decision idempotently (app transaction = interval end).
 Details: docs/control.md, section ``skewlab.control``.
 """
 
@@ -8,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from skewlab.control import autoscale, rebalance, scaleout
+from skewlab.control import autoscale, rebalance
 from skewlab.control.autoscale import (
     AutoscaleParams,
     autoscale_step,
@@ -16,21 +20,16 @@ from skewlab.control.autoscale import (
     reassignment_row,
     record_reassignment,
 )
-from skewlab.control.base import (
-    ControlStep,
-    StepFunction,
-    StepResult,
-    StepStatus,
-    app_id,
-    check_interval,
-)
+from skewlab.control.base import ControlStep, StepFunction, StepResult, StepStatus, check_interval
 from skewlab.control.rebalance import (
     RebalanceParams,
     RebalanceState,
     rebalance_step,
 )
-from skewlab.control.scaleout import ScaleOutParams, scaleout_step
+from skewlab.control.scaleout import step as scaleout
+from skewlab.control.scaleout.step import ScaleOutParams, scaleout_step
 from skewlab.registry import resolve
+from skewlab.rundir import app_id
 
 if TYPE_CHECKING:
     from skewlab.pipeline.store import Store

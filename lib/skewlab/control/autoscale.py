@@ -1,6 +1,15 @@
 """The autoscale step: Delta ``partition_loads`` -> bin packing -> ``consumer_assignments``.
 
-Details: docs/control.md, section ``skewlab.control.autoscale``.
+:func:`autoscale_step` decides one data interval ``[start, end)`` (the code marks each step):
+
+1. ``v`` = the version (``interval_end_ms``); ``consumer_assignments`` holds ``v``: done;
+2. the interval's speed per partition (mean summed ``bytes_per_s`` over its windows);
+3. the previous iteration ``X(t_{k-1})`` of the run's ``consumer_assignments``;
+4. the Sentinel's reason and ``reassign(config, k - 1, X, speeds)`` (Landau Sec. V-C);
+5. :func:`record_reassignment`: the ``decisions`` row, then the assignment rows, both
+   version ``v``; the assignment rows go last, so a retry completes the same decision.
+
+Rationale and the table columns: docs/control.md, section ``skewlab.control.autoscale``.
 """
 
 from __future__ import annotations
@@ -13,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skewlab.autoscale import ALGORITHM_NAMES, Assignment, AutoscalerConfig, Reassignment
+from skewlab.autoscale.algorithms import ALGORITHM_NAMES, AutoscalerConfig, Reassignment
+from skewlab.autoscale.base import Assignment
 from skewlab.autoscale.controller import reassign, sentinel_reason, sized
 from skewlab.clock import Clock, EpochClock
-from skewlab.control.base import StepCall, StepResult, StepStatus, app_id
+from skewlab.control.base import StepCall, StepResult, StepStatus
 from skewlab.errors import ConfigError
+from skewlab.rundir import app_id
 
 if TYPE_CHECKING:
     from skewlab.pipeline.store import Store

@@ -23,20 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skewlab.errors import ConfigError
-from skewlab.rundir import app_id
 
 if TYPE_CHECKING:
     from skewlab.pipeline.store import Store
 
-__all__ = [
-    "ControlStep",
-    "StepCall",
-    "StepFunction",
-    "StepResult",
-    "StepStatus",
-    "app_id",
-    "check_interval",
-]
+__all__ = ["ControlStep", "StepCall", "StepFunction", "StepResult", "StepStatus", "check_interval"]
 
 
 class StepStatus(enum.Enum):

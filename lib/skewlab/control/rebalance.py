@@ -1,6 +1,17 @@
 """The rebalance step: Delta ``key_loads`` -> rebalancer -> ``assignments`` + ``decisions``.
 
-Details: docs/control.md, section ``skewlab.control.rebalance``.
+:func:`rebalance_step` is the decision of both loops (in-process and the DAG), per interval:
+
+1. ``v`` = the version (``interval_end_ms``); ``decisions`` holds ``v``: done;
+2. the :class:`RebalanceState`: the caller's, or restored from the newest checkpoint before
+   ``v`` (none: seeded from the run's newest ``assignments`` and saved as checkpoint 0);
+3. the interval's loads per key (``key_loads``, placed by the state's map);
+4. ``decision = rebalancer.decide(now, snapshot)``;
+5. a key changes worker: ``assignments`` version ``n + 1`` (every key the map named);
+6. restored state only: the state after the decision, as checkpoint ``v``;
+7. the ``decisions`` row, last: it marks the interval decided (a retry redoes 5-7 alike).
+
+Why each step is safe to redo: docs/control.md, section ``skewlab.control.rebalance``.
 """
 
 from __future__ import annotations
@@ -14,13 +25,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skewlab.clock import Clock, EpochClock
-from skewlab.control.base import StepCall, StepResult, StepStatus, app_id
+from skewlab.control.base import StepCall, StepResult, StepStatus
 from skewlab.errors import ConfigError
-from skewlab.rebalance import Decision, LoadSnapshot, Rebalancer, RebalancerConfig, make_rebalancer
-from skewlab.rebalance.base import hash_worker
+from skewlab.rebalance import make_rebalancer
+from skewlab.rebalance.base import Decision, LoadSnapshot, Rebalancer, RebalancerConfig, hash_worker
 from skewlab.rebalance.codec import seeded, snapshot_from_dict, snapshot_to_dict
+from skewlab.rundir import app_id
 from skewlab.spec import DEFAULTS, REBALANCE_POLICIES
-from skewlab.state import Checkpoint, OperatorState
+from skewlab.state.checkpoint import Checkpoint
+from skewlab.state.operator_state import OperatorState
 
 if TYPE_CHECKING:
     from skewlab.pipeline.store import Store

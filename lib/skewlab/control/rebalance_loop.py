@@ -1,6 +1,6 @@
 """The live rebalancer loop: Delta ``key_loads`` -> policy -> ``assignments`` + ``decisions``.
 
-A thread of the experiment process (:func:`skewlab.live.driver.experiment.run_experiment` starts it
+A thread of the experiment process (:func:`skewlab.live.driver.run.run_experiment` starts it
 when ``rebalance`` is set): every ``interval_s`` of its injected clock :class:`RebalanceLoop`
 runs the shared control step :func:`~skewlab.control.rebalance_step` (its two steps are in
 the class docstring), and holds the crash point :data:`MID_REASSIGNMENT`.
@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from skewlab.clock import Clock, EpochClock
-from skewlab.control import RebalanceParams, RebalanceState, rebalance_step
 from skewlab.control.loop import ThreadLoop
-from skewlab.control.rebalance import POLICIES
+from skewlab.control.rebalance import POLICIES, RebalanceParams, RebalanceState, rebalance_step
 from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
-from skewlab.io.delta import DeltaStore
-from skewlab.rebalance import Decision
+from skewlab.io.delta.store import DeltaStore
+from skewlab.rebalance.base import Decision
 from skewlab.rundir import app_id
 from skewlab.spec import DEFAULTS
 

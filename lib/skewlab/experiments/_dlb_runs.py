@@ -13,14 +13,18 @@ from typing import cast
 
 import numpy as np
 
-from skewlab.grouping import GroupingConfig, make_grouping
+from skewlab.grouping import make_grouping
+from skewlab.grouping.base import GroupingConfig
 from skewlab.grouping.partitioner import PartitionerConfig
 from skewlab.keys import KeyBatch, KeyVocab
 from skewlab.metrics import imb_score, key_floor
-from skewlab.rebalance import Decision, make_rebalancer
-from skewlab.sim import ConstantService, LoadView, RoutingOverride, SimConfig, simulate
+from skewlab.rebalance import make_rebalancer
+from skewlab.rebalance.base import Decision
+from skewlab.sim.base import LoadView, RoutingOverride
+from skewlab.sim.engine import SimConfig, simulate
 from skewlab.sim.rebalance_hook import RebalanceHook
-from skewlab.workload import EpsSwitchWorkload
+from skewlab.sim.service import ConstantService
+from skewlab.workload.switching import EpsSwitchWorkload
 from skewlab.workload.zipf import rank_key
 
 __all__ = [

@@ -15,20 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from skewlab.autoscale import (
-    ALGORITHM_NAMES,
-    DELTAS,
-    START_CONDITIONS,
-    MeasurementStream,
-    average_rscore,
-    cbs,
-    pareto_front,
-    run_stream,
-)
+from skewlab.autoscale.algorithms import ALGORITHM_NAMES, run_stream
+from skewlab.autoscale.metrics import average_rscore, cbs, pareto_front
+from skewlab.autoscale.streams import DELTAS, START_CONDITIONS, MeasurementStream
 from skewlab.experiments import Experiment, ExperimentArgs, ExperimentReport
 from skewlab.experiments.autoscale_latency import latency
 from skewlab.experiments.claims import Claim, Rule, exactly, near, true
-from skewlab.report import format_table
+from skewlab.report.table import format_table
 
 log = logging.getLogger(__name__)
 

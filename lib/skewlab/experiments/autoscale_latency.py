@@ -14,18 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from skewlab.autoscale import (
-    Assignment,
-    KafkaAssignor,
-    LatencyModel,
-    MeasurementStream,
-    load_measurements,
-    run_stream,
-)
+from skewlab.autoscale.algorithms import run_stream
+from skewlab.autoscale.base import Assignment
+from skewlab.autoscale.kafka_assignor import KafkaAssignor
+from skewlab.autoscale.latency import LatencyModel
+from skewlab.autoscale.streams import MeasurementStream, load_measurements
 from skewlab.errors import ConfigError
 from skewlab.experiments import ExperimentArgs, ExperimentReport
 from skewlab.experiments.claims import Claim, Rule, exactly, near
-from skewlab.report import format_table
+from skewlab.report.table import format_table
 
 __all__ = [
     "C_BAR",

@@ -22,8 +22,9 @@ from skewlab.experiments import Experiment, ExperimentArgs, ExperimentReport
 from skewlab.experiments.claims import Claim, Rule, at_least, at_most
 from skewlab.grouping import make_grouping
 from skewlab.metrics import dist_cost, std_dev_pct
-from skewlab.report import format_table
-from skewlab.workload import CountryHalfWorkload, CountryWorkload, EventChunk, Workload
+from skewlab.report.table import format_table
+from skewlab.workload.base import EventChunk, Workload
+from skewlab.workload.country import CountryHalfWorkload, CountryWorkload
 
 __all__ = ["EXPERIMENTS", "Case", "Plan", "claims_of", "route_stream", "run_plan", "setup_lines"]
 

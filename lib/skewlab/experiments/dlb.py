@@ -26,8 +26,8 @@ from skewlab.experiments._dlb_runs import (
 from skewlab.experiments.claims import Claim, at_least
 from skewlab.experiments.dlb_claims import SEED, switch_claims
 from skewlab.grouping import make_grouping
-from skewlab.report import format_table
-from skewlab.workload import EpsSwitchWorkload
+from skewlab.report.table import format_table
+from skewlab.workload.switching import EpsSwitchWorkload
 
 __all__ = [
     "EXPERIMENTS",

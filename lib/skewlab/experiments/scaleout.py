@@ -17,8 +17,9 @@ import numpy as np
 
 from skewlab.experiments import Experiment, ExperimentArgs, ExperimentReport
 from skewlab.experiments import scaleout_claims as claims
-from skewlab.report import format_table
-from skewlab.sim.scaleout import ScaleOutResult, ScaleOutSimConfig, simulate_scaleout
+from skewlab.report.table import format_table
+from skewlab.sim.scaleout import ScaleOutSimConfig, simulate_scaleout
+from skewlab.sim.scaleout_result import ScaleOutResult
 from skewlab.state.policies import PolicyConfig, make_policy
 from skewlab.state.score import ThresholdConfig
 

@@ -37,9 +37,11 @@ from skewlab.experiments.smalops_runs import (
     spread,
 )
 from skewlab.experiments.smalops_runs import us as fmt_us
-from skewlab.report import format_table
 from skewlab.report.plots import CdfCurve, plot_cdf_curves
-from skewlab.workload import DynamicWorkload, Workload, ZipfWorkload
+from skewlab.report.table import format_table
+from skewlab.workload.base import Workload
+from skewlab.workload.dynamic import DynamicWorkload
+from skewlab.workload.zipf import ZipfWorkload
 
 __all__ = ["EXPERIMENTS"]
 

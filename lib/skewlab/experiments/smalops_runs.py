@@ -17,16 +17,18 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from skewlab.experiments.claims import Claim, Rule, at_most, near, true
-from skewlab.grouping import GroupingConfig
+from skewlab.grouping.base import GroupingConfig
 from skewlab.grouping.partitioner import PartitionerConfig
 from skewlab.hashing import partitioner
 from skewlab.keys import KeyBatch, KeyVocab
 from skewlab.rebalance import make_rebalancer
 from skewlab.rebalance.base import DEFAULT_TUPLE_BYTES
-from skewlab.sim import ConstantService, SimConfig, SimResult, simulate
+from skewlab.sim.engine import SimConfig, simulate
 from skewlab.sim.rebalance_hook import RebalanceHook, StateTransfer
-from skewlab.workload import EventChunk, Workload
+from skewlab.sim.result import SimResult
+from skewlab.sim.service import ConstantService
 from skewlab.workload._common import zipf_weights
+from skewlab.workload.base import EventChunk, Workload
 
 __all__ = [
     "HASHING",

@@ -18,7 +18,8 @@ from typing import Any
 
 from skewlab.advise.base import AdviseError, Stream, stream_of
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaSettings
 from skewlab.workload.trace_check import check_values
 
 __all__ = ["read_delta", "sample_topic", "topic_values"]

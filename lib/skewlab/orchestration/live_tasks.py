@@ -1,5 +1,9 @@
 """The phase tasks of ``skewlab_experiment``: one phase of a live run per Airflow task.
 
+In DAG order: :func:`ensure_services`, :func:`create_topics`, :func:`start_route_job`,
+:func:`produce`, :func:`poke_drained` (a sensor: the route job and workers drained),
+:func:`aggregate` (the verdict), :func:`summarize`, and :func:`stop_run` whatever happened.
+Each task reopens the run from its handle and calls :mod:`skewlab.live.driver.phases`.
 Details: docs/live-run.md, section ``skewlab.orchestration.live_tasks``.
 """
 
@@ -22,8 +26,8 @@ from skewlab.rundir import RunDir, delta_root_of
 
 if TYPE_CHECKING:
     from skewlab.live.autoscale.run import AutoscaleRun
-    from skewlab.live.driver.phases import RunContext
-    from skewlab.quality import QualityReport
+    from skewlab.live.driver.context import RunContext
+    from skewlab.quality.report import QualityReport
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,8 @@ def _autoscale_run(ref: Mapping[str, Any]) -> Iterator[AutoscaleRun]:
 def _resumed(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iterator[RunContext]:
     """The run's context in this task; its loops stopped and client closed at the end
     (processes and topics stay: they belong to the run, ``stop_jobs`` ends them)."""
-    from skewlab.live.driver.phases import release, resume
+    from skewlab.live.driver.context import resume
+    from skewlab.live.driver.ending import release
 
     ctx = resume(ref["run_dir"], progress)
     try:
@@ -81,8 +86,8 @@ def _resumed(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iter
 
 def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
     """A new run of the settings (XCom dict): its run dir and handle, the broker running."""
+    from skewlab.live.driver.context import new_run
     from skewlab.live.driver.phases import ensure_services as ensure
-    from skewlab.live.driver.phases import new_run
 
     s = settings_from_xcom(settings)
     if isinstance(s, AutoscaleSettings):
@@ -298,7 +303,7 @@ def quality_report(home: str | Path, run_id: str, window_s: float) -> QualityRep
     A run with a handle (a DAG run) is checked with its input counts and the
     report is saved for the summarize task; otherwise only the tables.
     """
-    from skewlab.io.delta import DeltaStore
+    from skewlab.io.delta.store import DeltaStore
     from skewlab.live.driver import phases
     from skewlab.quality import check_run
 
@@ -348,7 +353,7 @@ def stop_run(ref: Mapping[str, Any] | None) -> list[str]:
     Safe after any task, and when no run started (``ref`` None): returns the
     names of the processes it killed.
     """
-    from skewlab.live.driver import phases
+    from skewlab.live.driver import ending
 
     if not ref or "run_dir" not in ref:
         return []
@@ -358,4 +363,4 @@ def stop_run(ref: Mapping[str, Any] | None) -> list[str]:
         with _autoscale_run(ref) as run:
             return run.stop()
     with _resumed(ref) as ctx:
-        return phases.stop(ctx)
+        return ending.stop(ctx)

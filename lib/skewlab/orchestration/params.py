@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from skewlab.autoscale import ALGORITHM_NAMES
-from skewlab.control.scaleout_settings import parse_ramp
+from skewlab.autoscale.algorithms import ALGORITHM_NAMES
+from skewlab.control.scaleout.settings import parse_ramp
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, GROUPINGS
 from skewlab.live.autoscale.protocol import speed_plan
@@ -46,8 +46,8 @@ from skewlab.spec import (
     Setting,
     setting,
 )
-from skewlab.state import ThresholdConfig
 from skewlab.state.policies import POLICIES
+from skewlab.state.score import ThresholdConfig
 from skewlab.workload.spec import WORKLOAD_NAMES, parse_workload
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.orchestration.paramspec import OFF, one_line
 
 if TYPE_CHECKING:
-    from skewlab.live.autoscale.run import AutoscaleSummary
+    from skewlab.live.autoscale.summary import AutoscaleSummary
     from skewlab.live.driver.experiment import ExperimentSettings
     from skewlab.live.report.summary import RunSummary
 
@@ -92,14 +92,14 @@ def run_for_xcom(
 ) -> dict[str, Any]:
     """Run the experiment ``settings`` select and return :func:`result_for_xcom`'s row.
 
-    Grouping settings run :func:`skewlab.live.driver.experiment.run_experiment` (with
+    Grouping settings run :func:`skewlab.live.driver.run.run_experiment` (with
     ``progress``); autoscale settings :func:`skewlab.live.autoscale.run.run_autoscale`.
     """
     if isinstance(settings, AutoscaleSettings):
         from skewlab.live.autoscale.run import run_autoscale
 
         return result_for_xcom(run_autoscale(settings))
-    from skewlab.live.driver.experiment import run_experiment
+    from skewlab.live.driver.run import run_experiment
 
     return result_for_xcom(run_experiment(settings, progress=progress))
 

@@ -17,8 +17,9 @@ from skewlab.orchestration.sweep_grid import (
     SweepCell,
     SweepSettings,
 )
-from skewlab.sim import ConstantService, SimConfig, simulate
-from skewlab.workload import parse_workload
+from skewlab.sim.engine import SimConfig, simulate
+from skewlab.sim.service import ConstantService
+from skewlab.workload.spec import parse_workload
 
 if TYPE_CHECKING:
     from skewlab.io.tracking import RunSummary, Tracker
@@ -111,7 +112,7 @@ def _sim_metrics(settings: SweepSettings, cell: SweepCell) -> dict[str, float]:
 
 def _extra_partials(delta_root: Path, run_id: str) -> int:
     """Rows of ``key_loads`` beyond one per (window, key): the partials to merge."""
-    from skewlab.io.delta import DeltaStore
+    from skewlab.io.delta.store import DeltaStore
 
     t = DeltaStore(delta_root).read("key_loads", run_id=run_id, columns=["window_start", "key"])
     pairs = set(zip(t["window_start"].to_pylist(), t["key"].to_pylist()))
@@ -119,7 +120,8 @@ def _extra_partials(delta_root: Path, run_id: str) -> int:
 
 
 def _live_metrics(settings: SweepSettings, cell: SweepCell) -> dict[str, float]:
-    from skewlab.live.driver.experiment import ExperimentSettings, run_experiment
+    from skewlab.live.driver.experiment import ExperimentSettings
+    from skewlab.live.driver.run import run_experiment
 
     s = ExperimentSettings(
         strategy=cell.strategy,

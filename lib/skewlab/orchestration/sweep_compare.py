@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewlab.orchestration.sweep import (
+from skewlab.orchestration.sweep_cells import cell_row
+from skewlab.orchestration.sweep_grid import (
     CELL_METRICS,
     CELL_TAG,
     PLOT_METRICS,
     TABLE_COLUMNS,
     SweepSettings,
-    cell_row,
     grid_cells,
 )
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, make_grouping
-from skewlab.workload import parse_workload
+from skewlab.workload.spec import parse_workload
 
 __all__ = [
     "CELL_METRICS",

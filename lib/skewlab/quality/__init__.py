@@ -53,7 +53,7 @@ from skewlab.quality.suites import (
 from skewlab.services.datadir import HOME_ENV
 
 if TYPE_CHECKING:
-    from skewlab.io.delta import DeltaStore
+    from skewlab.io.delta.store import DeltaStore
     from skewlab.quality.suites import Runner
 
 __all__ = [

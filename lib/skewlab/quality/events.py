@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from skewlab.errors import ConfigError, SkewlabError
-from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaSettings
 from skewlab.pipeline import events as wire
 from skewlab.rundir import RunDir
 

@@ -14,7 +14,7 @@ from skewlab.errors import StateError
 from skewlab.rebalance.base import Rebalancer, RebalancerConfig
 from skewlab.rebalance.dlb import MapSnapshot
 from skewlab.rebalance.smalops import SmalopsSnapshot
-from skewlab.sketch import LossyCountingSnapshot
+from skewlab.sketch.lossy_counting import LossyCountingSnapshot
 
 __all__ = ["seeded", "snapshot_from_dict", "snapshot_to_dict"]
 

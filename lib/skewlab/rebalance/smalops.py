@@ -31,8 +31,8 @@ from skewlab.rebalance.base import (
     imbalance,
 )
 from skewlab.rebalance.dlb import check_bytes
-from skewlab.sketch import LossyCountingConfig, LossyCountingSnapshot
 from skewlab.sketch.base import Threshold
+from skewlab.sketch.lossy_counting import LossyCountingConfig, LossyCountingSnapshot
 
 __all__ = [
     "SmalopsConfig",

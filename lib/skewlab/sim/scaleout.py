@@ -40,7 +40,7 @@ from skewlab.state.fairness import FairnessTracker
 from skewlab.state.policies import PolicyConfig
 from skewlab.state.score import ScoreConfig, Signals, bottleneck_score
 
-__all__ = ["ScaleOutEvent", "ScaleOutResult", "ScaleOutSimConfig", "simulate_scaleout"]
+__all__ = ["ScaleOutSimConfig", "simulate_scaleout"]
 
 log = logging.getLogger(__name__)
 

@@ -185,7 +185,7 @@ class RouteSink:
     def _reader(self) -> Any:
         """The delta-rs store the sink reads ``assignments`` from (the rebalancer's table)."""
         if self._store is None:
-            from skewlab.io.delta import DeltaStore
+            from skewlab.io.delta.store import DeltaStore
 
             self._store = DeltaStore(self.delta_root or self.s.delta_root)
         return self._store

@@ -1,8 +1,14 @@
 """The route job's warm-up: one micro-batch of synthetic events through the route code.
 
 :func:`run_warmup` pays Spark's lazy start-up costs (Python workers, imports, producer,
-delta-rs) before any real event exists, writing nothing that is counted. Steps and
-why a batch job: docs/throughput.md, "skewlab.spark.warmup".
+Delta) before any real event exists, writing nothing that is counted:
+
+1. synthetic ``events`` records over two source partitions, one invalid (quarantine);
+2. the route query's own decode and splitter functions on them, as a new splitter starts;
+3. a ``dry`` :class:`~skewlab.spark.route_sink.RouteSink` writes the batch: routed records
+   built, not produced; Delta writes to a scratch root deleted afterwards.
+
+Why a batch job: docs/throughput.md, "skewlab.spark.warmup".
 """
 
 from __future__ import annotations

@@ -23,12 +23,9 @@ import pytest
 from skewlab.errors import SkewlabError
 from skewlab.faults import crash_env, fired
 from skewlab.io.tracking import Tracker, TrackingSettings
-from skewlab.live.autoscale.run import (
-    AutoscaleRun,
-    AutoscaleSettings,
-    AutoscaleSummary,
-    run_autoscale,
-)
+from skewlab.live.autoscale.run import AutoscaleRun, run_autoscale
+from skewlab.live.autoscale.settings import AutoscaleSettings
+from skewlab.live.autoscale.summary import AutoscaleSummary
 from skewlab.live.driver.handle import Phase, RunHandle, Status
 from skewlab.live.driver.lifecycle import gc
 from skewlab.live.driver.run import open_run

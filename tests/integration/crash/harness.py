@@ -76,9 +76,9 @@ class Crashes:
 
 def supervised() -> bool:
     """Whether the driver restarts crashed children (the supervision of issue 18)."""
-    from skewlab.live.driver import phases
+    from skewlab.live.driver.context import RunContext
 
-    return hasattr(phases.RunContext, "guard")
+    return hasattr(RunContext, "guard")
 
 
 def worker_resumes(run: RunRefs) -> int:

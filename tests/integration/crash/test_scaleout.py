@@ -21,7 +21,7 @@ points at once; they fire at different times, so one run covers them all:
 - ``scaleout.between_checkpoint_and_switch``: the driver (its state manager
   thread) dies with the new instances started and the routing switch not done;
   the next driver's state manager is rebuilt from ``decisions`` and
-  ``assignments`` (:mod:`skewlab.control.scaleout_recovery`) and finishes the
+  ``assignments`` (:mod:`skewlab.control.scaleout.recovery`) and finishes the
   switch (restart: at once; checkpoint / active backup: when the instances are
   ready / the load is at scale_out).
 
@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from skewlab.control.scaleout_recovery import ORDER
+from skewlab.control.scaleout.recovery import ORDER
 from tests.integration.crash.driver import drive
 from tests.integration.crash.harness import Crashes, supervised
 from tests.integration.fixtures.live import LiveRun

@@ -10,7 +10,9 @@ import pytest
 from skewlab.io.delta import DeltaStore
 from skewlab.io.delta.store import DamagedTableError
 from skewlab.live.driver import phases
-from skewlab.live.driver.experiment import BOOTSTRAP_ENV, DELTA_ROOT_ENV, ExperimentSettings
+from skewlab.live.driver.context import new_run
+from skewlab.live.driver.experiment import BOOTSTRAP_ENV, ExperimentSettings
+from skewlab.rundir import DELTA_ROOT_ENV
 from skewlab.services import get_service
 
 pytestmark = pytest.mark.integration
@@ -36,7 +38,7 @@ def test_a_damaged_table_fails_the_run_before_the_broker_starts(home: Path) -> N
     data = last.read_bytes()
     last.write_bytes(data[: len(data) // 2])  # a truncated commit
 
-    ctx = phases.new_run(ExperimentSettings(home=str(home), workers=2), run_id="r-damaged")
+    ctx = new_run(ExperimentSettings(home=str(home), workers=2), run_id="r-damaged")
     with pytest.raises(DamagedTableError) as info:
         phases.ensure_services(ctx)
     err = info.value
@@ -49,7 +51,7 @@ def test_a_damaged_table_fails_the_run_before_the_broker_starts(home: Path) -> N
 
 def test_healthy_tables_pass_the_check(home: Path) -> None:
     _quarantine(home / "delta", 2)
-    ctx = phases.new_run(
+    ctx = new_run(
         ExperimentSettings(home=str(home), workers=2, bootstrap="127.0.0.1:1"), run_id="r-ok"
     )
     assert phases.ensure_services(ctx) == "127.0.0.1:1"  # a given broker: nothing to start

@@ -3,7 +3,8 @@
 * ``skewlab run`` SIGTERMed mid-produce: exits 143, no process of the run is left
   (route job, its JVM, workers), the handle says failed;
 * a worker SIGKILLed mid-produce is restarted by the driver (counted in the
-  handle) and the run ends exact;
+  handle) and the run ends exact; one SIGSTOPped (hung, alive) is named, killed
+  and restarted the same way once it made no progress with records waiting;
 * the driver crashes mid-produce (crash point ``driver.mid_produce``): its
   children run on; ``skewlab gc`` stops them and records the run as stopped;
   ``Run.resume`` finishes the run (children restarted, the missing events
@@ -14,6 +15,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -141,6 +144,45 @@ def test_a_worker_killed_mid_produce_is_restarted_and_the_run_stays_exact(run_li
     # back"): the route job is restarted then too, and the run must stay exact all the same
     assert set(h.restarts) <= {"worker-1", "route"}
     assert h.procs["worker-1"].pid != killed[0]
+    assert run.log("worker-1.log").count("worker 1 resumes at routed offset") == 2
+    assert h.status == Status.DONE.value
+
+
+def test_a_worker_stopped_mid_produce_is_named_killed_restarted_and_the_run_stays_exact(
+    run_live: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 37 point 5: a SIGSTOPped worker is alive, so only its progress shows it hung:
+    the supervisor names it, kills its group and restarts it; the run ends EXACT."""
+    n = LIVE_DEFAULTS["events"]
+    stopped: list[tuple[int, float]] = []
+
+    def stop_worker_1(sent: int, procs: Any, refs: RunRefs) -> None:
+        if stopped or sent < 0.4 * n:
+            return
+        p = procs.workers[1]
+        os.kill(p.pid, signal.SIGSTOP)  # hung, not dead: the driver must notice by progress
+        stopped.append((p.pid, psutil.Process(p.pid).create_time()))
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="skewlab.live.driver.supervise"):
+            run = run_live("pkg", hook=stop_worker_1)  # drains only once worker 1 runs again
+    finally:
+        for pid, created in stopped:  # a failed run may leave the stopped process behind
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(pid).create_time() == created:
+                    os.kill(pid, signal.SIGKILL)
+    assert stopped
+    named = [r.getMessage() for r in caplog.records if "made no progress" in r.getMessage()]
+    assert len(named) == 1, named
+    assert named[0].startswith("worker-1 made no progress for ")
+    assert named[0].endswith(" records waiting; restarting it")
+    s = run.summary
+    assert s is not None and s.exact, s.exactness
+    assert s.events == n
+    h = RunHandle.load(run.run_dir)
+    assert h.restarts["worker-1"] == 1
+    assert set(h.restarts) <= {"worker-1", "route"}  # a Spark start may fail on a busy machine
+    assert h.procs["worker-1"].pid != stopped[0][0]
     assert run.log("worker-1.log").count("worker 1 resumes at routed offset") == 2
     assert h.status == Status.DONE.value
 

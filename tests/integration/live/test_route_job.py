@@ -1,7 +1,7 @@
 """The live route job end to end: groupings, a crash and restart, bad input.
 
 Every test runs a real experiment (broker, Spark route job, worker processes, Delta)
-through :func:`skewlab.live.driver.experiment.run_experiment` and then checks its evidence:
+through :func:`skewlab.live.driver.run.run_experiment` and then checks its evidence:
 
 * the run is exact (merged ``results`` == a plain count of ``events``);
 * the per-(key, worker) loads are the grouping's decisions: recomputed offline by

@@ -53,12 +53,12 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _fake_runs(monkeypatch: pytest.MonkeyPatch, results: dict[str, RunSummary]) -> None:
-    import skewlab.live.driver.experiment as live_experiment
+    import skewlab.live.driver.run as live_run
 
     def fake(s: Any, progress: Any = None) -> RunSummary:
         return results[s.strategy]
 
-    monkeypatch.setattr(live_experiment, "run_experiment", fake)
+    monkeypatch.setattr(live_run, "run_experiment", fake)
 
 
 @pytest.mark.parametrize(
@@ -174,14 +174,14 @@ def test_no_note_and_no_broker_lookup_with_another_kafka(
 def test_the_note_is_printed_when_the_run_fails(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import skewlab.live.driver.experiment as live_experiment
+    import skewlab.live.driver.run as live_run
 
     _, broker, _ = _run_with_broker(monkeypatch, [False, True])
 
     def failing(s: Any, progress: Any = None) -> RunSummary:
         raise ExperimentError("route job exited with 1")
 
-    monkeypatch.setattr(live_experiment, "run_experiment", failing)
+    monkeypatch.setattr(live_run, "run_experiment", failing)
     capsys.readouterr()
     broker.asked = 0
     assert cli.main(["run", "--no-progress", "--strategy", "key"]) == 1

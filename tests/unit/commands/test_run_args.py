@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
 def _nothing_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Any attempt to reach a service or run an experiment is recorded (and fails)."""
     import skewlab.commands.run as run_cmd
-    import skewlab.live.driver.experiment as live_experiment
+    import skewlab.live.driver.run as live_run
 
     started: list[Any] = []
 
@@ -31,7 +31,7 @@ def _nothing_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any
 
     monkeypatch.setenv("SKEWLAB_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(run_cmd, "get_service", refuse)
-    monkeypatch.setattr(live_experiment, "run_experiment", refuse)
+    monkeypatch.setattr(live_run, "run_experiment", refuse)
     return started
 
 

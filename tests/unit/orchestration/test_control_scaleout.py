@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 
 from skewlab.control import STEPS, StepStatus, run_step, scaleout_step
-from skewlab.control.scaleout import (
+from skewlab.control.scaleout.settings import POLICIES as LIVE_POLICIES
+from skewlab.control.scaleout.step import (
     POLICIES,
     snapshot_from_dict,
     snapshot_to_dict,
     state_run_id,
 )
-from skewlab.control.scaleout_loop import POLICIES as LIVE_POLICIES
 from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
 from skewlab.io.state_store import CheckpointStore
@@ -293,7 +293,7 @@ def test_retry_after_a_crash_writes_what_one_clean_run_writes(tmp_path: Path) ->
 
 
 def test_snapshot_json_round_trip() -> None:
-    from skewlab.control.scaleout_loop import StateManagerSettings
+    from skewlab.control.scaleout.settings import StateManagerSettings
 
     cfg = StateManagerSettings("r", "/d", "checkpoint", W, SVC).policy_config()
     pol = cfg.build(clock=FakeClock(5.0))

@@ -9,7 +9,7 @@ import pytest
 
 from skewlab.errors import ConfigError
 from skewlab.orchestration.form_schema import allowed, check, check_params, form_param
-from skewlab.orchestration.sweep import param_schemas
+from skewlab.orchestration.sweep_form import param_schemas
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "int": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 65},

@@ -13,7 +13,8 @@ import pytest
 from skewlab.autoscale import ALGORITHM_NAMES
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES
-from skewlab.live.autoscale.run import AutoscaleSettings, AutoscaleSummary
+from skewlab.live.autoscale.settings import AutoscaleSettings
+from skewlab.live.autoscale.summary import AutoscaleSummary
 from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.report.summary import RunSummary
 from skewlab.orchestration.params import (
@@ -489,7 +490,7 @@ def test_policy_keys_of_the_form_are_the_library_fields() -> None:
 
 def test_policy_names_match_the_live_runtimes() -> None:
     from skewlab.control import rebalance_loop as rebalancer
-    from skewlab.control import scaleout_loop as state_manager
+    from skewlab.control.scaleout import settings as state_manager
 
     assert param_schemas()["rebalance"]["enum"] == [OFF, *rebalancer.POLICIES]
     assert SCALE_OUT_POLICIES == state_manager.POLICIES
@@ -635,7 +636,7 @@ def test_run_for_xcom_runs_the_selected_experiment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from skewlab.live.autoscale import run as autoscale_run
-    from skewlab.live.driver import experiment
+    from skewlab.live.driver import run as live_run
 
     calls: list[object] = []
 
@@ -647,7 +648,7 @@ def test_run_for_xcom_runs_the_selected_experiment(
         calls.append(s)
         return _autoscale_summary()
 
-    monkeypatch.setattr(experiment, "run_experiment", fake_run)
+    monkeypatch.setattr(live_run, "run_experiment", fake_run)
     monkeypatch.setattr(autoscale_run, "run_autoscale", fake_autoscale)
     grouping = settings_from_params({}, home=str(tmp_path))
     auto = settings_from_params({"autoscale": "mwf"}, home=str(tmp_path))

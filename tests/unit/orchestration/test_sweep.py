@@ -13,17 +13,16 @@ import pytest
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES
 from skewlab.io.tracking import Tracker
-from skewlab.orchestration import sweep, sweep_compare
-from skewlab.orchestration.sweep import (
+from skewlab.orchestration import sweep_cells, sweep_compare
+from skewlab.orchestration.sweep_compare import markdown_table
+from skewlab.orchestration.sweep_form import param_schemas, settings_from_params
+from skewlab.orchestration.sweep_grid import (
     MAX_CELLS,
     PRESETS,
     SweepCell,
     SweepSettings,
     grid_cells,
-    param_schemas,
-    settings_from_params,
 )
-from skewlab.orchestration.sweep_compare import markdown_table
 
 
 def _schema(name: str) -> dict[str, Any]:
@@ -133,15 +132,15 @@ def small(tmp_path: Path) -> SweepSettings:
 def test_cells_are_child_runs_and_retries_do_not_rerun(
     small: SweepSettings, tracking: Tracker
 ) -> None:
-    parent = sweep.start_parent(tracking, small, key="dag/run-1")
-    assert sweep.start_parent(tracking, small, key="dag/run-1") == parent
+    parent = sweep_cells.start_parent(tracking, small, key="dag/run-1")
+    assert sweep_cells.start_parent(tracking, small, key="dag/run-1") == parent
     cells = grid_cells(small)
-    rows = [sweep.run_cell(small, c, parent, tracking) for c in cells]
+    rows = [sweep_cells.run_cell(small, c, parent, tracking) for c in cells]
     assert [r["status"] for r in rows] == ["FINISHED", "FINISHED"]
     key, shuffle = rows
     assert key["moved_state"] == 0.0 and shuffle["moved_state"] > 0  # KEY never splits a key
     assert key["imb_score"] > shuffle["imb_score"]  # R80 overloads KEY's hot worker
-    again = sweep.run_cell(small, cells[0], parent, tracking)
+    again = sweep_cells.run_cell(small, cells[0], parent, tracking)
     assert again["child_run_id"] == key["child_run_id"]
     assert len(tracking.child_runs(parent)) == 2
 
@@ -150,8 +149,8 @@ def test_cells_are_child_runs_and_retries_do_not_rerun(
 def test_compare_writes_table_and_plots_and_flags_missing_cells(
     small: SweepSettings, tracking: Tracker, tmp_path: Path
 ) -> None:
-    parent = sweep.start_parent(tracking, small, key="dag/run-2")
-    sweep.run_cell(small, grid_cells(small)[0], parent, tracking)  # the second cell never ran
+    parent = sweep_cells.start_parent(tracking, small, key="dag/run-2")
+    sweep_cells.run_cell(small, grid_cells(small)[0], parent, tracking)  # the second cell never ran
     result = sweep_compare.compare(small, parent, tracking, tmp_path / "out")
     assert result["cells"] == 2 and result["finished"] == 1
     assert result["missing"] == [grid_cells(small)[1].name]

@@ -23,7 +23,7 @@ Move = tuple[str, int, int, int]
 
 
 class EventTracking:
-    """Mixin of :class:`~skewlab.control.scaleout_loop.StateManager`: its scale events.
+    """Mixin of :class:`~skewlab.control.scaleout.manager.StateManager`: its scale events.
 
     **Switch markers.** A switch is a new ``assignments`` version; each splitter
     of the route job applies it at its first event whose time reaches the

@@ -1,6 +1,17 @@
 """The live state manager: worker scores -> scale-out policy -> processes, checkpoints, routing.
 
-Details: docs/control.md, section ``skewlab.control.scaleout_loop``.
+A thread of the run's driver when ``scale_out`` is set; each of the W workers is one group
+with its own policy. One :meth:`StateManager.step` (every ``interval_s`` of the injected clock,
+or at once when a group's pending instances are ready):
+
+1. read every running instance's signals (input rate, lag, busy) and score it;
+2. past start-up, feed each group's policy (``observe``, ``on_ready``, ``on_caught_up``);
+3. execute the actions: start / stop workers, checkpoint, switch routing;
+4. sweep keys seen since the last switch onto their instance (:mod:`.sweep`);
+5. log every action as a ``decisions`` row and sample instances and fairness.
+
+When it steps: :mod:`.pacing`. Start-up, instance ids and each policy's semantics:
+docs/control.md, section ``skewlab.control.scaleout.manager``.
 """
 
 from __future__ import annotations
@@ -15,30 +26,28 @@ from typing import Any
 
 from skewlab.clock import Clock, EpochClock
 from skewlab.control.loop import ThreadLoop
-from skewlab.control.scaleout_events import EventTracking, Move
-from skewlab.control.scaleout_pacing import READY_POLL_S, Pacing, event_wait
-from skewlab.control.scaleout_recovery import recover
-from skewlab.control.scaleout_settings import (
-    POLICIES,
+from skewlab.control.scaleout.events import EventTracking, Move
+from skewlab.control.scaleout.pacing import Pacing, event_wait
+from skewlab.control.scaleout.recovery import recover
+from skewlab.control.scaleout.settings import (
     Group,
     Processes,
     StateManagerSettings,
-    parse_ramp,
 )
-from skewlab.control.scaleout_state import (
+from skewlab.control.scaleout.state import (
     Placement,
     VersionRows,
     changed_share,
     score_from_backlog,
     write_checkpoint,
 )
-from skewlab.control.scaleout_sweep import Sweeping
+from skewlab.control.scaleout.sweep import Sweeping
 from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
-from skewlab.io.delta import DeltaStore
+from skewlab.io.delta.store import DeltaStore
 from skewlab.rundir import RunDir
-from skewlab.state import (
-    Level,
+from skewlab.state.base import (
+    Action,
     Phase,
     Replay,
     SplitState,
@@ -46,20 +55,11 @@ from skewlab.state import (
     StopInstances,
     SwitchRouting,
     TakeCheckpoint,
-    app_fairness,
 )
-from skewlab.state.base import Action
+from skewlab.state.fairness import app_fairness
+from skewlab.state.score import Level
 
-__all__ = [
-    "POLICIES",
-    "READY_POLL_S",
-    "Group",
-    "Processes",
-    "StateManager",
-    "StateManagerSettings",
-    "parse_ramp",
-    "start_loop",
-]
+__all__ = ["StateManager", "start_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class StateManager(Pacing, EventTracking, Sweeping):
         (:meth:`execute`), moved sets ended, scale events tracked, one timeline row added."""
         now = self.clock.now()
         self._write_deferred()
-        scores = self.scores(now)
+        scores = self.scores(now)  # 1.
         t_sig = self.clock.now()
         dt = now - self.timeline[-1][0] - self.t0 if self.timeline else 0.0
         self.instance_s += dt * len(self.running)
@@ -238,20 +238,20 @@ class StateManager(Pacing, EventTracking, Sweeping):
             if not self._past_startup(grp, now):
                 continue
             pol = grp.policy
-            actions = pol.observe(score, self._changed_share(grp))
+            actions = pol.observe(score, self._changed_share(grp))  # 2.
             log.debug("group %d: score %.1f need %.2f level %s", grp.g, score, need, pol.phase)
             if pol.detector.level >= Level.ALARMING and grp.event is None:
                 grp.event = {"group": grp.g, "t_alarm": self.wall(), "score": score}
             elif pol.detector.level < Level.ALARMING and pol.phase is Phase.NORMAL:
                 grp.event = None  # back to normal without a scale event
             self._last_score[grp.g] = score
-            self.execute(grp, actions + self._when_ready(grp), score)
+            self.execute(grp, actions + self._when_ready(grp), score)  # 3.
         self._after_actions()
         t_act = self.clock.now()
-        self._sweep()
+        self._sweep()  # 4.
         t_sw = self.clock.now()
         self.end_moved_sets()
-        self.track_events()
+        self.track_events()  # 5.
         log.debug(
             "step %.3f s: signals %.3f, actions %.3f, sweep %.3f, sets + events %.3f",
             self.clock.now() - now,

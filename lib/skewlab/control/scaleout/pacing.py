@@ -1,7 +1,7 @@
 """When the state manager steps: its loop, the early step on ready instances, settling.
 
-A mixin of :class:`~skewlab.control.scaleout_loop.StateManager` (details: docs/control.md,
-section ``skewlab.control.scaleout_loop``).
+A mixin of :class:`~skewlab.control.scaleout.manager.StateManager` (details: docs/control.md,
+section ``skewlab.control.scaleout.manager``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from skewlab.clock import Clock
-from skewlab.control.scaleout_settings import Group, Processes
-from skewlab.state import Phase
+from skewlab.control.scaleout.settings import Group, Processes
+from skewlab.state.base import Phase
 
 __all__ = ["READY_POLL_S", "Pacing", "event_wait"]
 
@@ -30,7 +30,7 @@ def event_wait(ev: threading.Event, seconds: float) -> bool:
 
 
 class Pacing:
-    """Mixin of :class:`~skewlab.control.scaleout_loop.StateManager`: when it steps and
+    """Mixin of :class:`~skewlab.control.scaleout.manager.StateManager`: when it steps and
     when it is done."""
 
     s: Any

@@ -4,7 +4,7 @@
 events and routing version from the run's ``decisions`` and ``assignments`` rows, so a resumed
 driver neither re-runs scale events nor writes versions the store drops as replays.
 What is rebuilt from which rows, and the tie and restart rules: docs/control.md,
-"skewlab.control.scaleout_recovery".
+"skewlab.control.scaleout.recovery".
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import app_id
-from skewlab.state import Level, Phase
+from skewlab.state.base import Phase
+from skewlab.state.score import Level
 
 if TYPE_CHECKING:
-    from skewlab.control.scaleout_loop import StateManager, StateManagerSettings
+    from skewlab.control.scaleout.manager import StateManager
+    from skewlab.control.scaleout.settings import StateManagerSettings
 
 __all__ = ["ORDER", "GroupRecord", "Record", "recover", "replay_decisions"]
 
@@ -72,7 +74,7 @@ class GroupRecord:
 @dataclass
 class Record:
     """What :func:`replay_decisions` rebuilt (see docs/control.md,
-    "skewlab.control.scaleout_recovery")."""
+    "skewlab.control.scaleout.recovery")."""
 
     groups: list[GroupRecord]
     running: set[int]

@@ -1,6 +1,6 @@
 """The state manager's configuration and what it is lent: settings, processes, groups.
 
-Details: docs/control.md, section ``skewlab.control.scaleout_loop``.
+Details: docs/control.md, section ``skewlab.control.scaleout.manager``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from typing import Any
 
 from skewlab.errors import ConfigError
 from skewlab.spec import DEFAULTS, SCALE_OUT_LIBRARY
-from skewlab.state import FairnessTracker, ThresholdConfig, make_policy
+from skewlab.state.fairness import FairnessTracker
+from skewlab.state.policies import make_policy
+from skewlab.state.score import ThresholdConfig
 
 POLICIES = dict(SCALE_OUT_LIBRARY)
 """``skewlab run --scale-out`` names -> library policy names."""

@@ -21,8 +21,8 @@ from skewlab.pipeline.handoff import META_KEY
 from skewlab.pipeline.store import Store
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import RunDir
-from skewlab.state import Signals, bottleneck_score
 from skewlab.state.operator_state import SplitHashes
+from skewlab.state.score import Signals, bottleneck_score
 
 log = logging.getLogger(__name__)
 

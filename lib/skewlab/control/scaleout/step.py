@@ -1,6 +1,18 @@
 """The scale-out step: worker signals from Delta -> policy -> ``operator_state`` + ``decisions``.
 
-Details: docs/control.md, section ``skewlab.control.scaleout``.
+:func:`scaleout_step` is the scheduled DAG's decision for one interval ``[start, end)``:
+
+1. ``v`` = the version (``interval_end_ms``); the loop's state holds ``v``: done;
+2. each operator's policy snapshot restored from the state checkpoint before ``v``;
+3. signals per worker from Delta only (input rate, lag, busy), scored; no rows: no load;
+4. per operator: the policy, on data time, observes the score (and acknowledgements);
+5. ``TakeCheckpoint`` carried out (the operator's committed worker state);
+6. one ``decisions`` row per action, in one commit under ``(scale-out:<run>, v)``;
+7. the state after the decision, as checkpoint ``v``: written last, it marks the interval.
+
+Starting and stopping instances stays with the live state manager
+(:mod:`skewlab.control.scaleout.manager`). Details: docs/control.md, section
+``skewlab.control.scaleout.step``.
 """
 
 from __future__ import annotations
@@ -14,24 +26,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from skewlab.clock import Clock, EpochClock, ManualClock
-from skewlab.control.base import StepCall, StepResult, StepStatus, app_id
+from skewlab.control.base import StepCall, StepResult, StepStatus
+from skewlab.control.scaleout.settings import StateManagerSettings
 from skewlab.errors import ConfigError
 from skewlab.rebalance.base import hash_worker
+from skewlab.rundir import app_id
 from skewlab.spec import DEFAULTS, SCALE_OUT_POLICIES
-from skewlab.state import (
-    Checkpoint,
-    Level,
-    OperatorState,
-    Phase,
-    PolicySnapshot,
-    Signals,
-    TakeCheckpoint,
-    ThresholdConfig,
-    bottleneck_score,
-)
+from skewlab.state.base import Phase, PolicySnapshot, TakeCheckpoint
+from skewlab.state.checkpoint import Checkpoint
+from skewlab.state.operator_state import OperatorState
+from skewlab.state.score import Level, Signals, ThresholdConfig, bottleneck_score
 
 if TYPE_CHECKING:
-    from skewlab.control.scaleout_loop import StateManagerSettings
     from skewlab.pipeline.store import Store
     from skewlab.state.base import Action
 
@@ -55,7 +61,7 @@ log = logging.getLogger(__name__)
 STEP = "scale-out"
 POLICIES = SCALE_OUT_POLICIES
 """The ``scale_out`` values, as ``skewlab run --scale-out`` names them
-(:data:`skewlab.control.scaleout_loop.POLICIES` maps them to library policies)."""
+(:data:`skewlab.control.scaleout.manager.POLICIES` maps them to library policies)."""
 THRESHOLD_KEYS = tuple(f.name for f in dataclasses.fields(ThresholdConfig))
 POLICY_KEYS = (*THRESHOLD_KEYS, "cooldown_s", "interval_s")
 """Keys passed to the policy config (thresholds, cool-down, checkpoint interval)."""
@@ -135,8 +141,6 @@ class ScaleOutParams:
         interval_s: float = DEFAULTS["scale_out_interval_s"],
     ) -> StateManagerSettings:
         """The in-process loop's settings (its ``policy_config()`` builds the policy)."""
-        from skewlab.control.scaleout_loop import StateManagerSettings
-
         return StateManagerSettings(
             run_id=run_id,
             delta_root=delta_root,
@@ -319,7 +323,7 @@ def scaleout_step(
             on data time: the interval's end).
         version: the app-transaction version (default ``interval_end_ms``).
     """
-    from skewlab.control.scaleout_state import write_checkpoint
+    from skewlab.control.scaleout.state import write_checkpoint
     from skewlab.io.state_store import CheckpointStore
 
     call = StepCall.begin(STEP, run_id, policy, interval_start_ms, interval_end_ms, version)

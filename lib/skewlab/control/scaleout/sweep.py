@@ -1,7 +1,7 @@
 """Step 4 of the state manager: the routing sweep and the switch's ``assignments`` version.
 
-A mixin of :class:`~skewlab.control.scaleout_loop.StateManager` (details: docs/control.md,
-section ``skewlab.control.scaleout_loop``).
+A mixin of :class:`~skewlab.control.scaleout.manager.StateManager` (details: docs/control.md,
+section ``skewlab.control.scaleout.manager``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewlab.control.scaleout_events import Move
-from skewlab.control.scaleout_settings import Group
-from skewlab.control.scaleout_state import Placement, VersionRows
+from skewlab.control.scaleout.events import Move
+from skewlab.control.scaleout.settings import Group
+from skewlab.control.scaleout.state import Placement, VersionRows
 from skewlab.rundir import app_id
 
 __all__ = ["Sweeping"]
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 class Sweeping:
-    """Mixin of :class:`~skewlab.control.scaleout_loop.StateManager`: where each key goes."""
+    """Mixin of :class:`~skewlab.control.scaleout.manager.StateManager`: where each key goes."""
 
     s: Any
     store: Any

@@ -9,7 +9,7 @@ Two lazy implementations of one contract (:data:`CLIENTS`: ``confluent`` default
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from skewlab.io.kafka.base import (
@@ -20,12 +20,11 @@ from skewlab.io.kafka.base import (
     KafkaError,
     KafkaSettings,
     Record,
+    split_extra,
 )
 from skewlab.registry import resolve
 
 log = logging.getLogger(__name__)
-
-ROLES = ("producer", "consumer", "admin")
 
 
 def _confluent() -> type[KafkaClient]:
@@ -53,23 +52,6 @@ def connect(settings: KafkaSettings) -> KafkaClient:
     """
     cls = resolve(CLIENTS, settings.client, "kafka client")()
     return cls(settings)  # type: ignore[call-arg]
-
-
-def split_extra(extra: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """Split ``KafkaSettings.extra`` into per-role configs (``producer``, ``consumer``, ``admin``).
-
-    A key prefixed ``producer.``, ``consumer.`` or ``admin.`` goes only to that role (prefix
-    removed); any other key goes to all three, where a role-specific value wins.
-    """
-    out: dict[str, dict[str, str]] = {role: {} for role in ROLES}
-    for key, value in extra.items():
-        role, _, rest = key.partition(".")
-        if role in ROLES and rest:
-            out[role][rest] = value
-        else:
-            for cfg in out.values():
-                cfg.setdefault(key, value)
-    return out
 
 
 def fetch_range(client: object, topic: str, partition: int, start: int, end: int) -> FetchedRange:

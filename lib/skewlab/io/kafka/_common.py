@@ -22,13 +22,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import split_extra
 from skewlab.io.kafka.base import (
     BrokerUnavailableError,
     FetchedRange,
     KafkaError,
     KafkaSettings,
     Record,
+    split_extra,
 )
 
 SLICE_S = 1.0

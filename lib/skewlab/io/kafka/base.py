@@ -217,3 +217,24 @@ class KafkaClient(Protocol):
         is dropped, with a warning) and close every underlying client created. ``0``
         when the broker is known to be gone."""
         ...
+
+
+ROLES = ("producer", "consumer", "admin")
+"""The client roles ``KafkaSettings.extra`` keys may be prefixed with."""
+
+
+def split_extra(extra: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Split ``KafkaSettings.extra`` into per-role configs (``producer``, ``consumer``, ``admin``).
+
+    A key prefixed ``producer.``, ``consumer.`` or ``admin.`` goes only to that role (prefix
+    removed); any other key goes to all three, where a role-specific value wins.
+    """
+    out: dict[str, dict[str, str]] = {role: {} for role in ROLES}
+    for key, value in extra.items():
+        role, _, rest = key.partition(".")
+        if role in ROLES and rest:
+            out[role][rest] = value
+        else:
+            for cfg in out.values():
+                cfg.setdefault(key, value)
+    return out

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 
 from skewlab.faults import crash_point
-from skewlab.io.kafka import KafkaClient, connect
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaClient
 from skewlab.live.autoscale.protocol import (
     CONTROLLER_INBOX,
     LiveSettings,

@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skewlab.autoscale import (
+from skewlab.autoscale.algorithms import Reassignment
+from skewlab.autoscale.base import Assignment
+from skewlab.autoscale.controller import (
     Action,
-    Assignment,
     Controller,
     ControllerConfig,
     ControllerSnapshot,
     Phase,
     QueryAssignment,
-    Reassignment,
     StartConsumer,
     StartPartition,
     StopConsumer,
@@ -37,8 +37,9 @@ from skewlab.autoscale import (
 from skewlab.clock import Clock, SystemClock
 from skewlab.control.autoscale import record_reassignment
 from skewlab.faults import crash_point
-from skewlab.io.delta import DeltaStore
-from skewlab.io.kafka import KafkaClient, connect
+from skewlab.io.delta.store import DeltaStore
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaClient
 from skewlab.live.autoscale.protocol import (
     CONTROLLER_INBOX,
     LiveSettings,

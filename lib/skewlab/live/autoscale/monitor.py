@@ -24,8 +24,9 @@ import numpy as np
 
 from skewlab.clock import Clock, SystemClock
 from skewlab.errors import ConfigError
-from skewlab.io.delta import DeltaStore
-from skewlab.io.kafka import KafkaClient, connect
+from skewlab.io.delta.store import DeltaStore
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaClient
 from skewlab.live.autoscale.protocol import LiveSettings, Measurement
 from skewlab.rundir import app_id
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from skewlab.autoscale import AutoscalerConfig, MeasurementStream
+from skewlab.autoscale.algorithms import AutoscalerConfig
+from skewlab.autoscale.streams import MeasurementStream
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import KafkaClient, KafkaSettings
+from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.rundir import RunDir
 from skewlab.spec import AUTOSCALE_DEFAULTS, AUTOSCALE_SETTINGS
 

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from skewlab.errors import SkewlabError
-from skewlab.io.kafka import KafkaClient, connect
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaClient
 from skewlab.live.autoscale.controller import ConsumerProc
 from skewlab.live.autoscale.protocol import (
     LiveSettings,
@@ -64,7 +65,7 @@ from skewlab.live.report.tracking import LiveRun, fail_run
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
 
-__all__ = ["AutoscaleRun", "AutoscaleSettings", "AutoscaleSummary", "Hook", "run_autoscale"]
+__all__ = ["AutoscaleRun", "Hook", "run_autoscale"]
 
 log = logging.getLogger(__name__)
 

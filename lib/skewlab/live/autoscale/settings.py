@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from skewlab.autoscale import Capacity
+from skewlab.autoscale.base import Capacity
 from skewlab.errors import ConfigError
 from skewlab.live.autoscale.protocol import GroupSettings, LiveSettings, speed_plan
 from skewlab.spec import AUTOSCALE_DEFAULTS

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skewlab.io.delta import DeltaStore
-from skewlab.io.kafka import KafkaClient
+from skewlab.io.delta.store import DeltaStore
+from skewlab.io.kafka.base import KafkaClient
 from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.protocol import LiveSettings, Processed
 from skewlab.live.report.tracking import (

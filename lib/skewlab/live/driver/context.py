@@ -12,16 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.control.loop import ThreadLoop
-from skewlab.control.scaleout_loop import StateManager
-from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
-from skewlab.live.driver.experiment import (
-    ExperimentError,
-    ExperimentSettings,
-    Hook,
-    ProgressFn,
-    delta_root_of,
-    new_run_id,
-)
+from skewlab.control.scaleout.manager import StateManager
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaClient, KafkaSettings
+from skewlab.live.driver.experiment import ExperimentError, ExperimentSettings, Hook, new_run_id
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import (
     Launcher,
@@ -35,13 +29,13 @@ from skewlab.live.driver.producer import ProduceReport
 from skewlab.live.driver.settings import kafka_settings, worker_settings
 from skewlab.live.driver.supervise import BrokerProbe, RestartPolicy, Supervisor
 from skewlab.live.report.tracking import LiveRun
-from skewlab.live.report.watch import Watcher
-from skewlab.live.worker.process import settings_to_json
+from skewlab.live.report.watch import ProgressFn, Watcher
+from skewlab.live.worker.settings import settings_to_json
 from skewlab.pipeline.exactness import ExactnessReport
-from skewlab.rundir import RunDir
+from skewlab.rundir import RunDir, delta_root_of
 
 if TYPE_CHECKING:
-    from skewlab.quality import QualityReport
+    from skewlab.quality.report import QualityReport
 
 log = logging.getLogger(__name__)
 
@@ -143,12 +137,14 @@ class RunContext:
 
     def supervise(self) -> None:
         """One look at the broker (fails fast when it is gone) and the children (restarts
-        the ones that exited)."""
+        the ones that exited, and the workers hung with records waiting: their offsets
+        come from the :meth:`watcher`'s reads)."""
         if self.probe is None and self.handle.bootstrap is not None:
             self.probe = BrokerProbe(self.handle.bootstrap)
         if self.probe is not None:
             self.probe.check()
         if self.supervisor is None:
+            routed = bool(self.handle.routed_topic) and self.handle.bootstrap is not None
             self.supervisor = Supervisor(
                 self.procs,
                 self.handle,
@@ -156,6 +152,7 @@ class RunContext:
                 self.supervised,
                 self.restart,
                 broker=self.probe,
+                progress=self.watcher().worker_offsets if routed else None,
             )
         self.supervisor.check()
 

@@ -1,6 +1,10 @@
-"""One live experiment on the embedded (or a real) stack, start to verdict.
+"""The settings of one live run: :class:`ExperimentSettings`, its error and its run ids.
 
-Details: docs/live-run.md, section ``skewlab.live.driver.experiment``.
+The CLI, the DAG, the benches and the tests build an :class:`ExperimentSettings`; it is
+validated once, here (bounds, allowed names, the grouping and policy it names, the
+workload's length), and every process's settings derive from its
+:class:`~skewlab.spec.RunSpec` (:mod:`skewlab.live.driver.settings`). Running it:
+:func:`skewlab.live.driver.run.run_experiment`. Settings reference: docs/run-settings.md.
 """
 
 from __future__ import annotations
@@ -11,12 +15,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from skewlab.control.scaleout_settings import parse_ramp
+from skewlab.control.scaleout.settings import parse_ramp
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.grouping import make_grouping
-from skewlab.live.driver.launch import SPARK_MASTER_ENV, Procs
+from skewlab.live.driver.launch import Procs
 from skewlab.live.driver.settings import (
     grouping_params,
     n_events,
@@ -24,34 +28,17 @@ from skewlab.live.driver.settings import (
     state_manager_settings,
     time_scale,
 )
-from skewlab.live.report.watch import ProgressFn
 from skewlab.rebalance import make_rebalancer
-from skewlab.rundir import DELTA_ROOT_ENV, delta_root_of
 from skewlab.spec import (
     DEFAULTS,
     SETTINGS,
     RunSpec,
     default,
 )
-from skewlab.workload import parse_workload
+from skewlab.workload.spec import parse_workload
 from skewlab.workload.trace import check_events
 
-if TYPE_CHECKING:
-    from skewlab.live.report.summary import RunSummary
-
-__all__ = [
-    "BOOTSTRAP_ENV",
-    "DELTA_ROOT_ENV",
-    "SPARK_MASTER_ENV",
-    "ExperimentError",
-    "ExperimentSettings",
-    "Hook",
-    "Procs",
-    "ProgressFn",
-    "delta_root_of",
-    "new_run_id",
-    "run_experiment",
-]
+__all__ = ["BOOTSTRAP_ENV", "ExperimentError", "ExperimentSettings", "Hook", "new_run_id"]
 
 log = logging.getLogger(__name__)
 
@@ -171,21 +158,3 @@ def new_run_id(strategy: str) -> str:
     """A new run id: ``<strategy>-<UTC time>-<6 hex>`` (unique, sorts by start)."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     return f"{strategy}-{stamp}-{uuid.uuid4().hex[:6]}"
-
-
-def run_experiment(
-    s: ExperimentSettings,
-    progress: ProgressFn | None = None,
-    hook: Hook | None = None,
-    run_id: str | None = None,
-) -> RunSummary:
-    """Run one live experiment (steps 1-6 of the module doc) and return its summary.
-
-    The phases of :mod:`skewlab.live.driver.phases` in order, in this process (the
-    route job and workers are its children); whatever happens,
-    :func:`~skewlab.live.driver.phases.stop` runs last: loops stopped, processes killed,
-    topics deleted unless ``keep_topics``.
-    """
-    from skewlab.live.driver.run import Run
-
-    return Run.new(s, run_id, progress=progress, hook=hook).run_all()

@@ -1,6 +1,6 @@
 """The state of one live run between its phases: a small JSON file in the run directory.
 
-:func:`skewlab.live.driver.experiment.run_experiment` runs every phase in one process;
+:func:`skewlab.live.driver.run.run_experiment` runs every phase in one process;
 the ``skewlab_experiment`` DAG runs each phase as its own task, so each phase
 reads the run's :class:`RunHandle` from ``<run dir>/handle.json``, does its
 part and saves the handle again. The handle holds only what the next phase

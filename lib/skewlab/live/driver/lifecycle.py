@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from skewlab.errors import SkewlabError
 from skewlab.live.driver.handle import TERMINAL, HandleError, RunHandle, Status
 from skewlab.live.driver.launch import Detached
+from skewlab.live.report.tracking import fail_run
 from skewlab.rundir import RunDir
 
 __all__ = [
@@ -212,11 +213,9 @@ def stop_run(
         names = [p.rec.name for p in procs if p.alive()]
         log.warning("still running after SIGKILL: %s", ", ".join(names))
     if Status(h.status) is not Status.DONE:
-        from skewlab.live.driver.phases import fail_tracking
-
         h.status, h.error = Status.RUNNING.value, None
         h.finish(Status.STOPPED, reason)
-        fail_tracking(RunDir.of(h.run_dir), reason)
+        fail_run(RunDir.of(h.run_dir), reason)
     return Stopped(h.run_id, killed, h.status)
 
 

@@ -1,6 +1,16 @@
-"""The phases of one live run, each a function over a :class:`RunContext`.
+"""The phases of one live run, each a function over a :class:`RunContext`, in run order:
 
-Details: docs/live-run.md, section ``skewlab.live.driver.phases``.
+1. :func:`ensure_services`: the broker (embedded or given) and the Delta root;
+2. :func:`create_topics`: ``events`` and ``routed`` (plus a scale-out run's spare partitions);
+3. :func:`start_jobs`: the route job and the workers (and a control loop), started and
+   waited for;
+4. :func:`produce`: the workload to ``events`` at its rate, with progress;
+5. :func:`drain`: end of stream; the route job and then the workers drain and exit;
+6. :func:`aggregate`: ``partials`` merged into ``results``, checked against a plain count;
+7. :func:`check_quality` and :func:`summarize`: the quality suites and the run's summary.
+
+Each phase saves the handle, so the DAG runs one per task. Details: docs/live-run.md,
+section ``skewlab.live.driver.phases``.
 """
 
 from __future__ import annotations
@@ -16,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from skewlab.control.loop import ThreadLoop
 from skewlab.control.rebalance_loop import start_loop as start_rebalance_loop
-from skewlab.control.scaleout_loop import Processes, StateManagerSettings
-from skewlab.control.scaleout_loop import start_loop as start_manager_loop
+from skewlab.control.scaleout.manager import start_loop as start_manager_loop
+from skewlab.control.scaleout.settings import Processes, StateManagerSettings
 from skewlab.faults import crash_point
-from skewlab.io.delta import DeltaStore
 from skewlab.io.delta.recovery import check_tables
-from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
+from skewlab.io.delta.store import DeltaStore
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.live.driver.experiment import (
     BOOTSTRAP_ENV,
     ExperimentError,
@@ -52,41 +63,28 @@ from skewlab.pipeline import events
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
-from skewlab.workload import parse_workload
+from skewlab.workload.spec import parse_workload
 
 if TYPE_CHECKING:
     from skewlab.live.report.summary import RunSummary
-    from skewlab.quality import QualityReport
+    from skewlab.quality.report import QualityReport
 
 from skewlab.live.driver.context import (
     TICK_S,
-    Counts,
     RunContext,
-    new_run,
-    resume,
     worker_file,
 )
-from skewlab.live.driver.ending import fail, fail_tracking, release, stop
 
 __all__ = [
-    "TICK_S",
-    "Counts",
-    "RunContext",
     "aggregate",
     "check_quality",
     "create_topics",
     "drain",
     "ensure_services",
-    "fail",
-    "fail_tracking",
     "load_expected",
-    "new_run",
     "produce",
     "produce_and_drain",
-    "release",
-    "resume",
     "start_jobs",
-    "stop",
     "summarize",
 ]
 
@@ -340,7 +338,7 @@ def summarize(ctx: RunContext) -> RunSummary:
 
 
 def _load_quality(run_dir: Path) -> QualityReport | None:
-    from skewlab.quality import QualityReport
+    from skewlab.quality.report import QualityReport
 
     try:
         return QualityReport.from_dict(json.loads(RunDir.of(run_dir).quality.read_text()))

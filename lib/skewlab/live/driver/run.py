@@ -1,4 +1,17 @@
-"""A live run as one object: its phases as methods, its resources owned and released."""
+"""A live run as one object, its phases as methods; :func:`run_experiment` runs them all.
+
+1. the broker runs (embedded Apache Kafka unless a bootstrap is given); the run's topics;
+2. the Spark route job and the W worker processes start; wait for the route query;
+3. produce the workload at its rate with progress (and the rebalancer or state manager);
+4. stop: the control loop stops, the route job drains and exits, then the workers;
+5. merge ``partials`` into ``results``, check them against a plain count (the verdict),
+   summarise, log the MLflow run;
+6. delete the run's topics (unless ``keep_topics``).
+
+:class:`Run` owns its resources and releases them whatever happens; the DAG runs one
+phase per task over the same handle (:func:`open_run`). Details: docs/live-run.md,
+section ``skewlab.live.driver.experiment``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +20,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
-from skewlab.live.driver import phases
+from skewlab.live.driver import ending, phases
+from skewlab.live.driver.context import RunContext
+from skewlab.live.driver.context import new_run as new_context
+from skewlab.live.driver.context import resume as resume_context
 from skewlab.live.driver.experiment import ExperimentSettings, Hook
 from skewlab.live.driver.handle import Phase, RunHandle, Status
 from skewlab.live.driver.lifecycle import INTERRUPT_GRACE_S, EndsOnExit
@@ -19,7 +35,7 @@ if TYPE_CHECKING:
     from skewlab.live.report.summary import RunSummary
     from skewlab.pipeline.exactness import ExactnessReport
 
-__all__ = ["INTERRUPT_GRACE_S", "PhasedRun", "Run", "new_run", "open_run"]
+__all__ = ["INTERRUPT_GRACE_S", "PhasedRun", "Run", "new_run", "open_run", "run_experiment"]
 
 
 class PhasedRun(Protocol):
@@ -116,7 +132,7 @@ class Run(EndsOnExit):
     after any phase and runs when a ``with`` block leaves.
     """
 
-    def __init__(self, ctx: phases.RunContext) -> None:
+    def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
 
     @classmethod
@@ -129,12 +145,12 @@ class Run(EndsOnExit):
         detached: bool = False,
     ) -> Run:
         """A new run of ``s`` (its run dir and handle written; nothing started)."""
-        return cls(phases.new_run(s, run_id, progress=progress, hook=hook, detached=detached))
+        return cls(new_context(s, run_id, progress=progress, hook=hook, detached=detached))
 
     @classmethod
     def resume(cls, run_dir: str | Path, progress: ProgressFn | None = None) -> Run:
         """The run saved in ``run_dir``, its processes found again from their records."""
-        return cls(phases.resume(run_dir, progress))
+        return cls(resume_context(run_dir, progress))
 
     @property
     def run_id(self) -> str:
@@ -184,16 +200,16 @@ class Run(EndsOnExit):
     def stop(self, grace_s: float = 0.0) -> list[str]:
         """Loops stopped, processes killed, topics deleted (unless kept); the names killed.
         With ``grace_s`` > 0 the children first get that long to drain and exit."""
-        return phases.stop(self.ctx, grace_s)
+        return ending.stop(self.ctx, grace_s)
 
     def fail(self, exc: BaseException) -> str:
         """Record the run as failed because of ``exc`` (handle status and error); the
         one-line reason."""
-        return phases.fail(self.ctx, exc)
+        return ending.fail(self.ctx, exc)
 
     def release(self) -> None:
         """Leave the run in this process (loop signalled, client closed; processes stay)."""
-        phases.release(self.ctx)
+        ending.release(self.ctx)
 
     def run_all(self) -> RunSummary:
         """Every phase not done yet, in order, then :meth:`stop` whatever happened; a
@@ -215,3 +231,19 @@ class Run(EndsOnExit):
             if not h.done(Phase.AGGREGATED):
                 self.aggregate()
             return self.summarize()
+
+
+def run_experiment(
+    s: ExperimentSettings,
+    progress: ProgressFn | None = None,
+    hook: Hook | None = None,
+    run_id: str | None = None,
+) -> RunSummary:
+    """Run one live experiment (steps 1-6 of the module doc) and return its summary.
+
+    The phases of :mod:`skewlab.live.driver.phases` in order, in this process (the
+    route job and workers are its children); whatever happens,
+    :func:`~skewlab.live.driver.ending.stop` runs last: loops stopped, processes killed,
+    topics deleted unless ``keep_topics``.
+    """
+    return Run.new(s, run_id, progress=progress, hook=hook).run_all()

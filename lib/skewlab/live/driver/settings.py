@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 
 from skewlab.control.rebalance_loop import RebalanceSettings
-from skewlab.control.scaleout_settings import StateManagerSettings, parse_ramp
-from skewlab.io.kafka import KafkaSettings
+from skewlab.control.scaleout.settings import StateManagerSettings, parse_ramp
+from skewlab.io.kafka.base import KafkaSettings
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import SPARK_MASTER_ENV
 from skewlab.live.driver.producer import ProduceSettings, ramp_events
-from skewlab.live.worker.process import WorkerSettings
+from skewlab.live.worker.settings import WorkerSettings
 from skewlab.rundir import RunDir
 from skewlab.spark.route import RouteSettings
 from skewlab.spec import (

@@ -11,9 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from skewlab.errors import SkewlabError
-from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.io.kafka import connect
+from skewlab.io.kafka.base import KafkaSettings
 from skewlab.live.driver.producer import ProduceSettings, produce
-from skewlab.workload import parse_workload
+from skewlab.workload.spec import parse_workload
 
 
 def _fail(prog: str, exc: Exception) -> int:
@@ -52,7 +53,7 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
 
 def aggregate_main(argv: Sequence[str] | None = None) -> int:
     """Merge a run's partials into results and check them against the events topic."""
-    from skewlab.io.delta import DeltaStore
+    from skewlab.io.delta.store import DeltaStore
     from skewlab.live.report.aggregate import merge, verify
 
     ap = argparse.ArgumentParser(prog="aggregate", description=aggregate_main.__doc__)

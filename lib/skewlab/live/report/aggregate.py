@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pyarrow as pa
 
-from skewlab.io.delta import DeltaStore
+from skewlab.io.delta.store import DeltaStore
 from skewlab.io.kafka.base import KafkaClient
 from skewlab.pipeline import events
 from skewlab.pipeline.exactness import Counts, ExactnessReport, check

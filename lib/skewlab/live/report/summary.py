@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
-from skewlab.io.delta import DeltaStore
+from skewlab.io.delta.store import DeltaStore
 from skewlab.live.report.control import add_rebalance, add_scale_out, final_key_state
 from skewlab.live.report.plots import PLOT_NAMES, draw
 from skewlab.metrics import dist_cost, imb_score, std_dev_pct

@@ -30,12 +30,12 @@ from skewlab.io.run_links import run_link, run_url
 from skewlab.io.tracking import Tracker, TrackingError, TrackingSettings
 from skewlab.metrics import std_dev_pct
 from skewlab.rundir import RunDir
-from skewlab.workload import parse_workload
+from skewlab.workload.spec import parse_workload
 
 if TYPE_CHECKING:
     from skewlab.live.driver.experiment import ExperimentSettings
     from skewlab.live.report.summary import RunSummary
-    from skewlab.quality import QualityReport
+    from skewlab.quality.report import QualityReport
 
 log = logging.getLogger(__name__)
 
@@ -375,7 +375,7 @@ class LiveRun:
         try:
             _log_summary(self.tracker, rid, summary)
             if quality is not None:
-                from skewlab.quality import log_quality
+                from skewlab.quality.report import log_quality
 
                 log_quality(self.tracker, rid, quality)
             tags = {"exact": str(summary.exact).lower()}

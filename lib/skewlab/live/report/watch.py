@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from skewlab.io.delta import DeltaStore
+from skewlab.io.delta.store import DeltaStore
 from skewlab.metrics import imb_score
 
 __all__ = ["ProgressFn", "ProgressLine", "Watcher", "progress_text"]
@@ -52,6 +52,8 @@ class Watcher:
         produce them (a DAG task after ``produce``), then the producer's :meth:`tick`."""
         self._total = total
         self._processed: tuple[float, float] | None = None
+        self._offsets: tuple[float, dict[int, int], dict[int, int]] | None = None
+        """(clock time, end offsets of ``routed``, committed offset per worker) of the last read."""
 
     def tick(self, sent: int | None, total: int | None) -> None:
         """Note the producer's ``sent`` of ``total`` events (a None keeps both) and call
@@ -69,14 +71,8 @@ class Watcher:
         processed = the workers' highest committed offsets in ``worker_progress``, imbalance
         = :func:`~skewlab.metrics.imb_score` of the routed counts per partition, rate =
         processed per second since the previous call (which it remembers)."""
-        routed = self.client.end_offsets(self.routed_topic)
+        routed, done = self._read(now)
         loads = [routed.get(w, 0) for w in sorted(routed)]
-        prog = self.store.read(
-            "worker_progress", run_id=self.run_id, columns=["worker", "routed_offset"]
-        )
-        done: dict[int, int] = {}
-        for w, o in zip(prog["worker"].to_pylist(), prog["routed_offset"].to_pylist()):
-            done[w] = max(done.get(w, 0), o)
         processed = float(sum(done.values()))
         rate = 0.0
         if self._processed is not None and now > self._processed[0]:
@@ -91,6 +87,33 @@ class Watcher:
             "rate": rate,
             "imbalance": imb_score(loads) if sum(loads) else 0.0,
         }
+
+    def _read(self, now: float) -> tuple[dict[int, int], dict[int, int]]:
+        """The end offsets of ``routed`` and each worker's highest committed offset in
+        ``worker_progress`` (kept for :meth:`worker_offsets`)."""
+        routed = self.client.end_offsets(self.routed_topic)
+        prog = self.store.read(
+            "worker_progress", run_id=self.run_id, columns=["worker", "routed_offset"]
+        )
+        done: dict[int, int] = {}
+        for w, o in zip(prog["worker"].to_pylist(), prog["routed_offset"].to_pylist()):
+            done[w] = max(done.get(w, 0), o)
+        self._offsets = (now, routed, done)
+        return routed, done
+
+    def worker_offsets(self, worker: int) -> tuple[int, int] | None:
+        """(committed offset, end offset of its partition of ``routed``) of ``worker``
+        (0 committed before its first commit), from the last read of :meth:`counters`
+        or of this method, read again once ``every_s`` old; None when ``routed`` has no
+        such partition. The :class:`~skewlab.live.driver.supervise.Supervisor`'s progress."""
+        now = self.clock()
+        if self._offsets is None or now - self._offsets[0] >= self.every_s:
+            self._read(now)
+        assert self._offsets is not None
+        _, routed, done = self._offsets
+        if worker not in routed:
+            return None
+        return done.get(worker, 0), routed[worker]
 
 
 LINE_WIDTH = 80

@@ -15,7 +15,7 @@ from typing import Any
 
 from skewlab.pipeline.store import Store
 from skewlab.rundir import app_id
-from skewlab.state import SplitHashes, owner, split_hash
+from skewlab.state.operator_state import SplitHashes, owner, split_hash
 
 __all__ = ["CutSpec", "cuts_of", "read_decisions", "switches", "write_cut"]
 

@@ -1,6 +1,16 @@
 """A worker process of the live pipeline: partition ``i`` of ``routed`` -> Delta.
 
-Details: docs/live-run.md, section ``skewlab.live.worker.process``.
+It reads its partition by manual assignment, runs the windowed per-key operator at a
+per-event cost, samples latency, and commits a flush at routed offset ``o`` in order
+(app transaction ``work-<i>:<run>``, version ``o``):
+
+1. ``worker_progress`` gets (worker, ``o``, watermarks);
+2. ``partials`` gets the increments: the commit point (a flush is done when it is in);
+3. ``latency`` gets the flush's latency rows.
+
+A restart resumes from the committed ``partials`` version, so a crash in 1-3 loses and
+doubles nothing. With message sets a flush first flushes the producer and writes
+``operator_state`` and ``handoffs``: docs/live-run.md, section ``skewlab.live.worker.process``.
 """
 
 from __future__ import annotations
@@ -15,16 +25,16 @@ import numpy as np
 
 from skewlab.clock import Clock, SystemClock
 from skewlab.faults import crash_point
-from skewlab.io.delta import DeltaStore
-from skewlab.io.kafka import KafkaSettings, connect, fetch_range
-from skewlab.io.kafka.base import FetchedRange
+from skewlab.io.delta.store import DeltaStore
+from skewlab.io.kafka import connect, fetch_range
+from skewlab.io.kafka.base import FetchedRange, KafkaSettings
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
 from skewlab.live.driver.launch import process_age_s, process_args
 from skewlab.live.worker.batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.worker.fetch import end_offset, fetch_available
 from skewlab.live.worker.rows import handoff_row, latency_rows, ms, partial_rows, state_table
-from skewlab.live.worker.settings import WorkerReport, WorkerSettings, settings_to_json
+from skewlab.live.worker.settings import WorkerReport, WorkerSettings
 from skewlab.live.worker.shadow import Shadow, newest_plan
 from skewlab.live.worker.switch_watch import SwitchWatch
 from skewlab.pipeline import events
@@ -33,7 +43,7 @@ from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_st
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Worker", "WorkerReport", "WorkerSettings", "settings_from_json", "settings_to_json"]
+__all__ = ["Worker", "settings_from_json"]
 
 
 def spin(seconds: float) -> None:

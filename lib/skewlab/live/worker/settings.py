@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka import KafkaSettings
+from skewlab.io.kafka.base import KafkaSettings
 from skewlab.rundir import RunDir
 
 

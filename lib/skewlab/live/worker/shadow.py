@@ -1,9 +1,13 @@
 """A started instance's shadow of its hash part of the instances it replaces (scale-out).
 
-:class:`Shadow` follows the state manager's plan: restore the part (step 1), replay the
-sources' routed partitions into shadow sets (step 2), take each key over at its routing
-switch (step 3). Plan, offsets and dedup watermarks are committed with the worker's state,
-so a restarted instance resumes. Details: docs/scaleout.md, "One mechanism".
+:class:`Shadow` follows the state manager's plan:
+
+1. restore the part from the replaced instances' checkpoint;
+2. replay the sources' routed partitions into shadow sets;
+3. take each key over at its routing switch.
+
+Plan, offsets and dedup watermarks are committed with the worker's state, so a
+restarted instance resumes. Details: docs/scaleout.md, "One mechanism".
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewlab.faults import crash_point
-from skewlab.io.delta import DeltaStore
+from skewlab.io.delta.store import DeltaStore
 from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import committed_progress, progress_at
@@ -28,7 +32,7 @@ from skewlab.live.worker.batch import DATA, END, EOS, classify
 from skewlab.live.worker.cut import CUT, cuts_of, read_decisions
 from skewlab.pipeline.handoff import META_KEY, KeySets, Rec
 from skewlab.rundir import RunDir
-from skewlab.state import owner, split_hash, split_hashes
+from skewlab.state.operator_state import owner, split_hash, split_hashes
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable
 
 from skewlab.clock import Clock
-from skewlab.io.delta import DeltaStore
+from skewlab.io.delta.store import DeltaStore
 from skewlab.live.worker.cut import CutSpec, cuts_of, read_decisions, switches, write_cut
 from skewlab.pipeline.handoff import KeySets
-from skewlab.state import SplitHashes
+from skewlab.state.operator_state import SplitHashes
 
 log = logging.getLogger(__name__)
 

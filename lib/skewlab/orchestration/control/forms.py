@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skewlab.control import autoscale, rebalance, scaleout
+from skewlab.control import autoscale, rebalance
+from skewlab.control.scaleout import step as scaleout
 from skewlab.orchestration.params import REBALANCE_KEYS, SCALE_OUT_KEYS
 from skewlab.orchestration.paramspec import OFF, ParamSpec
 

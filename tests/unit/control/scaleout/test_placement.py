@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-from skewlab.control.scaleout_state import Placement, VersionRows
+from skewlab.control.scaleout.state import Placement, VersionRows
 from skewlab.rebalance.base import hash_worker
 from skewlab.state import owner, split_hash
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from skewlab.control.scaleout_loop import Processes, StateManager, StateManagerSettings
+from skewlab.control.scaleout.manager import StateManager
+from skewlab.control.scaleout.settings import Processes, StateManagerSettings
 from skewlab.io.delta import DeltaStore
 from skewlab.io.progress import encode_watermarks
 from skewlab.io.state_store import CheckpointStore

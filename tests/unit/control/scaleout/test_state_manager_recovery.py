@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from skewlab.control import scaleout_loop
-from skewlab.control.scaleout_loop import Processes, StateManager, StateManagerSettings
-from skewlab.control.scaleout_recovery import recover
+from skewlab.control.scaleout import manager as scaleout_loop
+from skewlab.control.scaleout.manager import StateManager
+from skewlab.control.scaleout.recovery import recover
+from skewlab.control.scaleout.settings import Processes, StateManagerSettings
 from skewlab.io.delta import DeltaStore
 from skewlab.testing import FakeClock
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from skewlab.control.scaleout_loop import Processes, StateManager, StateManagerSettings
+from skewlab.control.scaleout.manager import StateManager
+from skewlab.control.scaleout.settings import Processes, StateManagerSettings
 from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
 from skewlab.testing import FakeClock

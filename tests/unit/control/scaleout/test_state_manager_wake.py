@@ -10,8 +10,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from skewlab.control.scaleout_loop import READY_POLL_S, Processes
-from tests.unit.live.test_state_manager_policy import Operator
+from skewlab.control.scaleout.pacing import READY_POLL_S
+from skewlab.control.scaleout.settings import Processes
+from tests.unit.control.scaleout.test_state_manager_policy import Operator
 
 
 class Readiness:

@@ -21,7 +21,7 @@ from skewlab.live.autoscale.protocol import (
     percentiles,
     speed_plan,
 )
-from skewlab.live.autoscale.run import AutoscaleSettings
+from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.pipeline.exactness import ExactnessReport, check
 
 pytestmark = pytest.mark.unit

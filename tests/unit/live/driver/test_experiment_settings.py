@@ -113,12 +113,12 @@ PROCESS_SETTINGS = ("RouteSettings", "WorkerSettings", "RebalanceSettings",
 BUILT_ELSEWHERE = {
     "skewlab.live.worker.process": "a worker's settings read back from its JSON file",
     "skewlab.live.mains.jobs": "the stand-alone produce job, from its own flags",
-    "skewlab.control.scaleout": "the scheduled scale-out step, from its DAG params",
+    "skewlab.control.scaleout.step": "the scheduled scale-out step, from its DAG params",
 }
 
 
 def test_process_settings_are_built_from_a_run_only_in_live_settings() -> None:
-    lib = Path(__file__).resolve().parents[3] / "lib"
+    lib = Path(__file__).resolve().parents[4] / "lib"
     builders: dict[str, set[str]] = {}
     for path in sorted((lib / "skewlab").rglob("*.py")):
         module = ".".join(path.relative_to(lib).with_suffix("").parts)

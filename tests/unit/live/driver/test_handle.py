@@ -105,7 +105,7 @@ def test_route_command_uses_spark_submit_when_asked(
     cmd = route_command(path, "spark://head:7077")
     assert Path(cmd[0]).name == "spark-submit" and Path(cmd[0]).is_file()
     assert cmd[1:5] == ["--master", "spark://head:7077", "--name", "skewlab-route-run-1"]
-    assert cmd[-2:] == [str(Path(__file__).resolve().parents[3] / "jobs" / "route.py"), str(path)]
+    assert cmd[-2:] == [str(Path(__file__).resolve().parents[4] / "jobs" / "route.py"), str(path)]
 
     monkeypatch.setenv("SKEWLAB_SPARK_MASTER", "local[2]")
     monkeypatch.setenv("SKEWLAB_SPARK_SUBMIT", "1")

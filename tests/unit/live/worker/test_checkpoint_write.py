@@ -17,15 +17,16 @@ from typing import Any
 
 import pytest
 
-from skewlab.control.scaleout_state import write_checkpoint
+from skewlab.control.scaleout.state import write_checkpoint
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka.base import KafkaSettings, Record
 from skewlab.io.state_store import CheckpointStore, state_rows_at
 from skewlab.live.worker import process as worker_mod
-from skewlab.live.worker.process import Worker, WorkerSettings
+from skewlab.live.worker.process import Worker
+from skewlab.live.worker.settings import WorkerSettings
 from skewlab.pipeline import events
 from skewlab.pipeline.handoff import META_KEY
-from tests.unit.live.fake_kafka import LogClient
+from tests.unit.live.worker.fake_kafka import LogClient
 
 RUN = "cp-run"
 TOPIC = "routed"

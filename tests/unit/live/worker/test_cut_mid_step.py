@@ -5,7 +5,7 @@ source; with ``switch_at_start`` the plan and the switch come at once, while it 
 inside such a step. It pays its cost a chunk (``1 / FOLLOWED_STEP`` of a step) at a
 time and looks for a switch after each, so its cut ``P`` comes a chunk after the
 switch, not a step: the replacement has that much less to replay. Same in-memory
-topic and helpers as :mod:`tests.unit.live.test_shadow_worker`.
+topic and helpers as :mod:`tests.unit.live.worker.test_shadow_worker`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from skewlab.control.scaleout_state import write_checkpoint
+from skewlab.control.scaleout.state import write_checkpoint
 from skewlab.io.kafka.base import FetchedRange, Record
 from skewlab.live.worker.process import Worker
 from skewlab.pipeline import events
 from skewlab.state import owner, split_hash
-from tests.unit.live.test_shadow_worker import (
+from tests.unit.live.worker.test_shadow_worker import (
     KEYS,
     MOVED,
     RUN,

@@ -21,9 +21,10 @@ from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange, KafkaSettings, Record
 from skewlab.live.worker import process as worker_mod
 from skewlab.live.worker.batch import DATA, END, EOS, HANDOFF, INVALID, classify
-from skewlab.live.worker.process import Worker, WorkerSettings
+from skewlab.live.worker.process import Worker
+from skewlab.live.worker.settings import WorkerSettings
 from skewlab.pipeline import events
-from tests.unit.live.fake_kafka import LogClient
+from tests.unit.live.worker.fake_kafka import LogClient
 
 TOPIC = "routed"
 

@@ -27,7 +27,8 @@ from skewlab.io.kafka.base import KafkaSettings, Record
 from skewlab.live.report.summary import final_key_state
 from skewlab.live.worker import process as worker_mod
 from skewlab.live.worker import switch_watch
-from skewlab.live.worker.process import Worker, WorkerSettings
+from skewlab.live.worker.process import Worker
+from skewlab.live.worker.settings import WorkerSettings
 from skewlab.pipeline import events
 from skewlab.state import owner, split_hash
 
@@ -355,7 +356,7 @@ def test_restored_keys_are_not_rewritten_and_a_restart_restores_them_again(env: 
 def test_replacement_restores_the_newest_checkpoint_and_replays_up_to_the_cut(env: Any) -> None:
     """Checkpointing: theta at tau from ``operator_state``, beta and the rest replayed
     suppressed up to the cut, the primary's backlog after it live."""
-    from skewlab.control.scaleout_state import write_checkpoint
+    from skewlab.control.scaleout.state import write_checkpoint
 
     topic, store, tmp, inp, primary = primed(env, 2)
     inp.send(1)  # received, not yet processed: beta of the checkpoint
@@ -389,7 +390,7 @@ def test_a_checkpoint_is_restored_by_reference_before_its_copy_is_written(env: A
     """The plan names the checkpoint with the commit version and routed end it was taken
     at (``refs``): the replacement reads theta there (the rows the copy is made from) at
     once, never waiting for the copy, and restores what the copy holds; exact."""
-    from skewlab.control.scaleout_state import write_checkpoint
+    from skewlab.control.scaleout.state import write_checkpoint
     from skewlab.io.state_store import CheckpointStore
 
     topic, store, tmp, inp, primary = primed(env, 2)

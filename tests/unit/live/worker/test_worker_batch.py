@@ -17,9 +17,10 @@ import pytest
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka.base import KafkaSettings, Record
 from skewlab.live.worker import process as worker_mod
-from skewlab.live.worker.process import Worker, WorkerSettings
+from skewlab.live.worker.process import Worker
+from skewlab.live.worker.settings import WorkerSettings
 from skewlab.pipeline import events
-from tests.unit.live.fake_kafka import LogClient
+from tests.unit.live.worker.fake_kafka import LogClient
 
 RUN = "batch-run"
 TOPIC = "routed"

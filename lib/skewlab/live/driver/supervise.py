@@ -1,8 +1,9 @@
 """Supervision of a live run while it produces and drains: children and the broker.
 
 :class:`Supervisor` restarts a child that exited unasked (after a backoff, :class:`RestartPolicy`)
-and fails the run once its restarts are used; :class:`BrokerProbe` fails it when the broker
-cannot be reached for ``grace_s``. Why restarts keep the run exact, and scale-out instances
+and a worker hung with records waiting (no committed progress for ``stall_s``), and fails the
+run once its restarts are used; :class:`BrokerProbe` fails it when the broker cannot be reached
+for ``grace_s``. Why restarts keep the run exact, the hang rule, and scale-out instances
 stopped on purpose: docs/live-run.md, "skewlab.live.driver.supervise".
 """
 
@@ -28,10 +29,20 @@ __all__ = [
     "ChildFailed",
     "RestartPolicy",
     "Supervisor",
+    "WorkerProgress",
     "stop_guarded",
 ]
 
 log = logging.getLogger(__name__)
+
+WorkerProgress = Callable[[int], tuple[int, int] | None]
+"""Worker index -> (its committed offset of ``routed``, the end offset of its partition of
+``routed``), or None while that is not known (:meth:`Watcher.worker_offsets
+<skewlab.live.report.watch.Watcher.worker_offsets>`)."""
+
+STALL_S = 15.0
+"""Default seconds (of the supervisor's clock) a worker may go without committed progress
+while records wait for it before it is declared hung."""
 
 
 class ChildFailed(ExperimentError):
@@ -74,12 +85,19 @@ class RestartPolicy:
 
 @dataclass
 class Supervisor:
-    """Restarts the run's children that exit unasked (see docs/live-run.md).
+    """Restarts the run's children that exit unasked, and workers that hang (see
+    docs/live-run.md).
 
     ``workers()`` lists the worker indexes to watch (for a scale-out run the
     instances its state manager runs: it starts and stops them itself, and a
     worker that left the list was stopped, not crashed). A child that exits
     with 0 after its stop marker was touched has finished, not failed.
+
+    With ``progress`` set, a watched worker is hung when, its ready marker written,
+    its committed offset has not moved for ``stall_s`` of :attr:`clock` while its
+    partition's end offset is above it (the time counts from the last look that saw it
+    move, saw no record waiting, or saw a new process). A hung worker's group is killed
+    and it is restarted like one that exited: same backoff, same budget.
     """
 
     procs: Procs
@@ -95,6 +113,16 @@ class Supervisor:
     """Process name -> clock time its restart is due."""
     _dead: dict[str, Any] = field(default_factory=dict)
     """Process name -> the process whose exit scheduled that restart."""
+    progress: WorkerProgress | None = None
+    """Where the workers' committed and end offsets come from; None: hangs are not watched."""
+    stall_s: float = STALL_S
+    _stall: dict[str, tuple[Any, int, float]] = field(default_factory=dict)
+    """Worker name -> (its process, committed offset, clock time since when that offset
+    has not moved while records waited)."""
+
+    def __post_init__(self) -> None:
+        if not self.stall_s > 0:
+            raise ConfigError(f"stall_s must be > 0, got {self.stall_s}")
 
     def _children(self) -> list[tuple[str, Any, Callable[[], None]]]:
         out: list[tuple[str, Any, Callable[[], None]]] = [
@@ -143,7 +171,11 @@ class Supervisor:
                     restart()  # saves the handle with the new process record
                 continue
             rc = proc.poll()
-            if rc is None or self._finished(name, rc) or not self._watched(name):
+            if rc is None:
+                if name != "route" and (stalled := self._stalled(name, proc, now)) is not None:
+                    self._hung(name, proc, now, *stalled)
+                continue
+            if self._finished(name, rc) or not self._watched(name):
                 continue
             cause = exit_cause(rc, self.files.log(name))
             used = self.handle.restarts.get(name, 0)
@@ -155,6 +187,50 @@ class Supervisor:
             log.warning("%s exited (%s); restart in %.1f s", _what(name), cause, delay)
             self.pending[name] = now + delay
             self._dead[name] = proc
+
+    def _stalled(self, name: str, proc: Any, now: float) -> tuple[float, int] | None:
+        """(seconds without progress, records waiting) once worker ``name`` (alive) has
+        made no progress for ``stall_s`` with records waiting; None otherwise.
+
+        Not judged before its ready marker exists: a worker writes it after restoring
+        its state (a scale-out shadow's restore may wait for a checkpoint), a warm
+        instance not yet released has none, and a restart removes the old one. An
+        unknown progress (the look failed) neither starts nor stops the count."""
+        if self.progress is None:
+            return None
+        i = int(name.split("-", 1)[1])
+        if not self.files.worker_ready(i).exists():
+            self._stall.pop(name, None)
+            return None
+        try:
+            seen = self.progress(i)
+        except Exception as exc:  # a failed look is no evidence either way
+            log.debug("progress of %s not read: %s", name, exc)
+            return None
+        if seen is None:
+            return None
+        committed, end = seen
+        last = self._stall.get(name)
+        if last is None or last[0] is not proc or last[1] != committed or end <= committed:
+            self._stall[name] = (proc, committed, now)
+            return None
+        if now - last[2] < self.stall_s:
+            return None
+        return now - last[2], end - committed
+
+    def _hung(self, name: str, proc: Any, now: float, stalled: float, waiting: int) -> None:
+        """Kill hung worker ``name``'s group (SIGKILL ends a stopped process too) and
+        schedule its restart like an exit's, on the same budget."""
+        self._stall.pop(name, None)
+        what = f"{name} made no progress for {stalled:.1f} s with {waiting:,} records waiting"
+        proc.kill()
+        self._broker_alive(name, f"it made no progress for {stalled:.1f} s")
+        used = self.handle.restarts.get(name, 0)
+        if used >= self.policy.max_restarts:
+            raise ChildFailed(f"{what}; killed, and it has no restart left ({used} used)")
+        log.warning("%s; restarting it", what)
+        self.pending[name] = now + self.policy.delay(used)
+        self._dead[name] = proc
 
     def _broker_alive(self, name: str, what: str) -> None:
         """Raise :class:`BrokerLost` (one line naming the broker) instead of restarting

@@ -230,3 +230,137 @@ def test_a_due_restart_waits_for_no_dead_broker(tmp_path: Path) -> None:
     with pytest.raises(BrokerLost, match="route job not restarted"):
         sup.check()
     assert started == [] and handle.restarts == {}
+
+
+class Offsets:
+    """A fake progress source: worker -> (committed, end), None while unknown."""
+
+    def __init__(self, **at: tuple[int, int]) -> None:
+        self.at: dict[int, tuple[int, int] | None] = {int(k[1:]): v for k, v in at.items()}
+
+    def __call__(self, worker: int) -> tuple[int, int] | None:
+        return self.at.get(worker)
+
+
+def _progress_watched(
+    tmp_path: Path, offsets: Offsets, max_restarts: int = 3
+) -> tuple[Procs, RunHandle, RunDir, list[str], Supervisor, Clock]:
+    """Two ready workers watched for hangs with ``stall_s`` 15 and no backoff."""
+    procs, handle, files, started = _run(tmp_path)
+    for i in (0, 1):
+        files.worker_ready(i).touch()
+    clock = Clock()
+    policy = RestartPolicy(max_restarts, 0.0, 1.0, 0.0)
+    sup = Supervisor(
+        procs, handle, files, lambda: [0, 1], policy, clock, progress=offsets, stall_s=15.0
+    )
+    return procs, handle, files, started, sup, clock
+
+
+def test_a_stalled_worker_with_records_waiting_is_killed_and_restarted_after_stall_s(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    offsets = Offsets(w0=(500, 500), w1=(100, 1304))
+    procs, handle, _, started, sup, clock = _progress_watched(tmp_path, offsets)
+    hung = procs.workers[1]
+    for t in (100.0, 105.0, 114.9):
+        clock.t = t
+        sup.check()
+    assert started == [] and hung.killed == 0 and sup.pending == {}
+    clock.t = 115.3
+    with caplog.at_level("WARNING"):
+        sup.check()
+    assert hung.killed == 1 and sup.pending == {"worker-1": 115.3}
+    assert "worker-1 made no progress for 15.3 s with 1,204 records waiting; restarting it" in (
+        caplog.text
+    )
+    sup.check()  # the restart is due at once (no backoff)
+    assert started == ["worker-1"] and handle.restarts == {"worker-1": 1}
+    assert procs.workers[1] is not hung and procs.workers[0].killed == 0
+    # the new process gets its own stall_s from when it is seen (its ready marker anew)
+    clock.t = 120.0
+    sup.check()
+    clock.t = 134.9
+    sup.check()
+    assert started == ["worker-1"]
+    clock.t = 135.0
+    sup.check()
+    sup.check()
+    assert started == ["worker-1", "worker-1"] and handle.restarts == {"worker-1": 2}
+
+
+def test_a_worker_without_records_waiting_is_never_killed(tmp_path: Path) -> None:
+    offsets = Offsets(w0=(700, 700), w1=(0, 0))
+    procs, _, _, started, sup, clock = _progress_watched(tmp_path, offsets)
+    for t in range(100, 400, 5):
+        clock.t = float(t)
+        sup.check()
+    assert started == [] and procs.workers[0].killed == procs.workers[1].killed == 0
+    # records arrive: the count starts at the last look that saw none waiting (395 s),
+    # not at the last advance long ago
+    offsets.at[0] = (700, 750)
+    clock.t = 400.0
+    sup.check()
+    clock.t = 409.9
+    sup.check()
+    assert started == [] and procs.workers[0].killed == 0
+    clock.t = 410.0
+    sup.check()
+    assert procs.workers[0].killed == 1 and "worker-0" in sup.pending
+
+
+def test_a_slow_worker_that_advances_is_never_killed(tmp_path: Path) -> None:
+    offsets = Offsets(w0=(0, 100_000), w1=(0, 100_000))
+    procs, _, _, started, sup, clock = _progress_watched(tmp_path, offsets)
+    for step in range(60):  # 10 records every 14 s, always far behind
+        clock.t = 100.0 + 14 * step
+        offsets.at[0] = (10 * step, 100_000)
+        offsets.at[1] = (10 * step, 100_000)
+        sup.check()
+    assert started == [] and procs.workers[0].killed == procs.workers[1].killed == 0
+
+
+def test_unknown_progress_and_a_missing_ready_marker_judge_nothing(tmp_path: Path) -> None:
+    offsets = Offsets(w0=(10, 90), w1=(10, 90))
+    procs, _, files, started, sup, clock = _progress_watched(tmp_path, offsets)
+    files.worker_ready(1).unlink()  # starting: restoring its state, or a warm instance
+    sup.check()
+    offsets.at[0] = None  # the look failed: neither starts nor stops the count
+    clock.t = 200.0
+    sup.check()
+    assert started == [] and procs.workers[0].killed == procs.workers[1].killed == 0
+    offsets.at[0] = (10, 90)
+    sup.check()  # 100 s since the count started: hung
+    assert procs.workers[0].killed == 1 and procs.workers[1].killed == 0
+    files.worker_ready(1).touch()  # ready now: its count starts here
+    clock.t = 214.0
+    sup.check()
+    assert procs.workers[1].killed == 0
+
+
+def test_hung_restarts_count_against_the_same_budget_as_exits(tmp_path: Path) -> None:
+    offsets = Offsets(w0=(5, 5), w1=(40, 60))
+    procs, handle, _, started, sup, clock = _progress_watched(tmp_path, offsets, 2)
+    procs.workers[1].returncode = -9  # an exit first: restart 1 of 2
+    sup.check()
+    sup.check()
+    assert handle.restarts == {"worker-1": 1}
+    sup.check()  # the new process seen: its count starts
+    clock.t = 120.0
+    sup.check()  # no progress since 100 s with records waiting: restart 2 of 2
+    sup.check()
+    assert handle.restarts == {"worker-1": 2} and started == ["worker-1", "worker-1"]
+    last = procs.workers[1]
+    sup.check()
+    clock.t = 140.0
+    with pytest.raises(ChildFailed, match=r"worker-1 made no progress for 20\.0 s") as info:
+        sup.check()
+    msg = str(info.value)
+    assert "20 records waiting" in msg and "no restart left (2 used)" in msg
+    assert last.killed == 1 and started == ["worker-1", "worker-1"]
+
+
+def test_stall_s_must_be_positive(tmp_path: Path) -> None:
+    procs, handle, files, _ = _run(tmp_path)
+    with pytest.raises(ConfigError, match="stall_s"):
+        Supervisor(procs, handle, files, lambda: [0], stall_s=0.0)

@@ -128,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
             prog = None if args.no_progress else ProgressLine(s.strategy, sys.stderr)
             try:
                 with signals_as_interrupts():
-                    summaries.append(run_experiment(s, progress=prog))
+                    say = None if prog is None else prog.say
+                    summaries.append(run_experiment(s, progress=prog, say=say))
             except Interrupted as exc:
                 print(f"skewlab run: {failure_reason(exc)}; run {s.strategy} recorded as failed",
                       file=sys.stderr)  # fmt: skip

@@ -15,6 +15,7 @@ section ``skewlab.live.driver.experiment``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +28,7 @@ from skewlab.live.driver.context import resume as resume_context
 from skewlab.live.driver.experiment import ExperimentSettings, Hook
 from skewlab.live.driver.handle import Phase, RunHandle, Status
 from skewlab.live.driver.lifecycle import INTERRUPT_GRACE_S, EndsOnExit
+from skewlab.live.driver.startup import startup_line
 from skewlab.live.report.watch import ProgressFn
 from skewlab.rundir import RunDir
 
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from skewlab.live.report.summary import RunSummary
     from skewlab.pipeline.exactness import ExactnessReport
 
-__all__ = ["INTERRUPT_GRACE_S", "PhasedRun", "Run", "new_run", "open_run", "run_experiment"]
+__all__ = ["INTERRUPT_GRACE_S", "PhasedRun", "Run", "Say", "new_run", "open_run", "run_experiment"]
 
 
 class PhasedRun(Protocol):
@@ -120,6 +122,14 @@ def open_run(run_dir: str | Path, progress: ProgressFn | None = None) -> PhasedR
     return Run.resume(run_dir, progress)
 
 
+Say = Callable[[str], None]
+"""Told one line of what a run is doing (:meth:`~skewlab.live.report.watch.ProgressLine.say`)."""
+
+
+def _silent(_line: str) -> None:
+    """The :data:`Say` of a run nobody watches."""
+
+
 class Run(EndsOnExit):
     """One live run in this process: its context (handle, processes, loop, client).
 
@@ -132,8 +142,10 @@ class Run(EndsOnExit):
     after any phase and runs when a ``with`` block leaves.
     """
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, say: Say | None = None) -> None:
         self.ctx = ctx
+        self.say: Say = say or _silent
+        """Told, in a line, what each phase of :meth:`run_all` is about to do and what it did."""
 
     @classmethod
     def new(
@@ -143,9 +155,11 @@ class Run(EndsOnExit):
         progress: ProgressFn | None = None,
         hook: Hook | None = None,
         detached: bool = False,
+        say: Say | None = None,
     ) -> Run:
         """A new run of ``s`` (its run dir and handle written; nothing started)."""
-        return cls(new_context(s, run_id, progress=progress, hook=hook, detached=detached))
+        ctx = new_context(s, run_id, progress=progress, hook=hook, detached=detached)
+        return cls(ctx, say)
 
     @classmethod
     def resume(cls, run_dir: str | Path, progress: ProgressFn | None = None) -> Run:
@@ -220,16 +234,30 @@ class Run(EndsOnExit):
             if h.status != Status.DONE.value:  # a resumed run runs again
                 h.status, h.error = Status.RUNNING.value, None
                 h.save()
-            if not h.done(Phase.SERVICES):
-                self.services()
+            s, say = self.ctx.settings, self.say
+            if not h.done(Phase.SERVICES):  # 1.
+                say("connecting to the broker (the embedded Apache Kafka starts if needed)")
+                bootstrap = self.services()
+                took = h.startup.get("services")
+                say(f"broker {bootstrap}" + (f", started in {took:.1f} s" if took else ""))
             if not h.done(Phase.TOPICS):
                 self.topics()
-            if not h.done(Phase.STARTED):
+                say(f"topics {h.events_topic} ({s.partitions} partitions), "
+                    f"{h.routed_topic} ({h.n_routed})")  # fmt: skip
+            if not h.done(Phase.STARTED):  # 2.
+                say(f"starting the route job (Spark session, warm-up batch) and {s.workers} "
+                    "workers")  # fmt: skip
                 self.start()
+                say(startup_line(h.startup, h.spark_ui) or "route job and workers ready")
+            say(f"producing {s.n_events:,} events at {s.rate:,.0f}/s")  # 3.
             self.produce()
+            say("draining: the route job, then the workers, finish what is queued")  # 4.
             self.drain()
-            if not h.done(Phase.AGGREGATED):
-                self.aggregate()
+            if not h.done(Phase.AGGREGATED):  # 5.
+                say("merging the workers' partials and counting the input for the verdict")
+                verdict = self.aggregate()
+                say(f"verdict: {'EXACT' if verdict.exact else 'NOT EXACT'}")
+            say("summary: quality suites, plots and the MLflow run")
             return self.summarize()
 
 
@@ -238,12 +266,14 @@ def run_experiment(
     progress: ProgressFn | None = None,
     hook: Hook | None = None,
     run_id: str | None = None,
+    say: Say | None = None,
 ) -> RunSummary:
-    """Run one live experiment (steps 1-6 of the module doc) and return its summary.
+    """Run one live experiment (steps 1-6 of the module doc) and return its summary;
+    ``say`` is told each phase in a line as it starts (the CLI prints them).
 
     The phases of :mod:`skewlab.live.driver.phases` in order, in this process (the
     route job and workers are its children); whatever happens,
     :func:`~skewlab.live.driver.ending.stop` runs last: loops stopped, processes killed,
     topics deleted unless ``keep_topics``.
     """
-    return Run.new(s, run_id, progress=progress, hook=hook).run_all()
+    return Run.new(s, run_id, progress=progress, hook=hook, say=say).run_all()

@@ -191,6 +191,16 @@ class ProgressLine:
             self.stream.write(text + "\n")
             self.stream.flush()
 
+    def say(self, text: str) -> None:
+        """One line on what the run is doing now: above the redrawn line on a terminal (it
+        stays put), else a line of its own."""
+        line = f"{self.label}: {text}"
+        if self._live is not None:
+            self._live.console.print(line, highlight=False, markup=False, soft_wrap=True)
+            return
+        self.stream.write(line + "\n")
+        self.stream.flush()
+
     def close(self) -> None:
         """End the line: stop the terminal redraw, or write the last counters not yet shown."""
         if self._live is not None:

@@ -164,3 +164,20 @@ def test_a_resumed_run_context_seeds_its_watcher_from_the_handle(tmp_path: Any) 
     ctx = RunContext(h, s, detached=True, progress=seen.append, client=cast(Any, Ends()))
     ctx.watcher().tick(None, None)
     assert seen[-1]["produced"] == 1_000 and seen[-1]["total"] == s.n_events
+
+
+def test_say_writes_a_line_of_its_own_and_keeps_the_progress_line() -> None:
+    plain = io.StringIO()
+    line = ProgressLine("key", plain, tty=False)
+    line.say("starting the route job")
+    assert plain.getvalue() == "key: starting the route job\n"
+
+    term = io.StringIO()
+    live = ProgressLine("key", term, tty=True)
+    counters = {"produced": 10.0, "total": 100.0, "routed": 8.0, "processed": 5.0, "lag": 5.0}
+    live({**counters, "rate": 1.0, "imbalance": 0.0})
+    live.say("draining")
+    live.close()
+    out = term.getvalue()
+    assert "key: draining" in out and "produced" in out
+    assert out.index("key: draining") < out.rindex("produced")  # the line stays below

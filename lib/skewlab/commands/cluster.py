@@ -41,7 +41,13 @@ LABELS = {
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """``action`` (up, down, status) and ``--home``."""
-    parser.add_argument("action", choices=("up", "down", "status"), help="what to do")
+    parser.add_argument(
+        "action",
+        nargs="?",
+        default="status",
+        choices=("up", "down", "status"),
+        help="what to do (default: status)",
+    )
     parser.add_argument(
         "--home", default=None, help="data directory (default: $SKEWLAB_HOME, else ./.skewlab)"
     )

@@ -201,8 +201,8 @@ class DeltaAppender:
        are on disk before Spark commits the batch;
     2. one background thread appends the queued batches in batch order: all batches
        queued at that moment in one commit per table (their rows concatenated, app
-       version = the newest batch id; the tables one after another, so the stream's own
-       jobs wait for one Delta task at most), then deletes their files.
+       version = the newest batch id, the tables at once: :func:`delta_appends`), then
+       deletes their files.
 
     Exactly once: Delta skips an append whose version is not above the app's last.
     A process that starts queues the files a crash left behind (:meth:`recover`)
@@ -364,16 +364,15 @@ class DeltaAppender:
             for item in part:
                 for name, rows in item.data.items():
                     tables.setdefault(name, []).append(rows)
-            for name, rows in tables.items():  # one at a time: the stream's jobs go first
-                delta_append(
-                    self.spark,
-                    self.root,
-                    name,
-                    pa.concat_tables(rows),
-                    app_id=self.app_id,
-                    version=part[-1].batch,
-                    run_id=self.run_id,
-                )
+            appends = [Append(name, pa.concat_tables(rows)) for name, rows in tables.items()]
+            delta_appends(
+                self.spark,
+                self.root,
+                appends,
+                app_id=self.app_id,
+                version=part[-1].batch,
+                run_id=self.run_id,
+            )
             for item in part:
                 (self.pending / str(item.batch)).unlink(missing_ok=True)
         log.info(

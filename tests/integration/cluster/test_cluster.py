@@ -194,6 +194,64 @@ def test_run_on_the_master_ends_exact_and_is_a_master_application(running: Runni
     print(f"run {run_id} on the cluster: {time.monotonic() - t0:.1f} s")
 
 
+DAG = "skewlab_experiment"
+DAG_CONF = {
+    "strategy": "pkg",
+    "workers": 4,
+    "partitions": 2,
+    "workload": "zipf",
+    "zipf_s": 1.1,
+    "rate": 2000,
+    "duration": 5,
+    "window": 2.0,
+    "seed": 11,
+}
+"""10,000 events; the task's route job runs on the cluster's master (Airflow has its env)."""
+DAG_TIMEOUT_S = 2400.0
+
+
+def test_experiment_dag_on_the_local_executor_ends_exact(running: Running) -> None:
+    import httpx
+
+    routes_before = set(route_apps(running))
+    airflow_home = running.cluster.airflow_home
+    login = json.loads((airflow_home / "simple_auth_manager_passwords.json.generated").read_text())
+    port = running.cluster.ports()["airflow"]
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120.0) as http:
+        r = http.post("/auth/token", json={"username": "admin", "password": login["admin"]})
+        assert r.status_code == 201, r.text
+        http.headers["Authorization"] = f"Bearer {r.json()['access_token']}"
+        deadline = time.monotonic() + 600.0
+        while http.get(f"/api/v2/dags/{DAG}").status_code != 200:  # the dag-processor's parse
+            assert time.monotonic() < deadline, f"{DAG} never parsed"
+            time.sleep(2.0)
+        assert http.patch(f"/api/v2/dags/{DAG}", json={"is_paused": False}).status_code == 200
+        body = {"logical_date": None, "conf": DAG_CONF}
+        r = http.post(f"/api/v2/dags/{DAG}/dagRuns", json=body)
+        assert r.status_code == 200, r.text
+        run_id = r.json()["dag_run_id"]
+        deadline = time.monotonic() + DAG_TIMEOUT_S
+        state = ""
+        while state not in ("success", "failed"):
+            assert time.monotonic() < deadline, f"DAG run {run_id} still {state}"
+            time.sleep(5.0)
+            state = http.get(f"/api/v2/dags/{DAG}/dagRuns/{run_id}").json()["state"]
+        tis = http.get(f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances").json()
+        states = {t["task_id"]: t["state"] for t in tis["task_instances"]}
+        assert state == "success", states
+        path = f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/record_result/xcomEntries/exact"
+        exact = http.get(path, params={"deserialize": True}).json()["value"]
+        assert exact in (True, "true", "True"), exact
+    assert len(set(route_apps(running)) - routes_before) == 1
+
+
+def route_apps(running: Running) -> list[str]:
+    """The names of the route job applications the master knows (running or finished)."""
+    status = master_json("127.0.0.1", running.master_ui) or {}
+    apps = status.get("activeapps", []) + status.get("completedapps", [])
+    return [a["name"] for a in apps if a["name"].startswith("skewlab-route-")]
+
+
 def test_down_stops_everything_and_leaves_no_process(running: Running) -> None:
     assert processes_of(running.home), "the cluster's processes should be found while it runs"
     done = skewlab("cluster", "down", "--home", str(running.home), timeout=300.0)

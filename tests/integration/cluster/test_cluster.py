@@ -31,7 +31,7 @@ from skewlab.services.cluster import Cluster, airflow_health, airflow_healthy, e
 from skewlab.services.postgres import Postgres
 from skewlab.services.spark_standalone import alive_workers, master_json
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.cluster]
 
 UP_TIMEOUT_S = 1200.0
 RUN_TIMEOUT_S = 1500.0

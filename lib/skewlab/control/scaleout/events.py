@@ -1,6 +1,10 @@
 """Scale events of the live state manager: the switch's end-of-set markers, closing events.
 
-Details: docs/scaleout.md (take-over at the switch; pause).
+:class:`EventTracking` (a mixin of the state manager) ends the sets a switch moved once the
+input is produced and routed (a switch decided after the last event applies at no
+splitter, so the manager sends each splitter's end-of-set marker itself; duplicates are
+ignored by the workers), and closes each scale event with its pause, drain and
+throughput figures for the summary. Details: docs/scaleout.md (take-over at the switch; pause).
 """
 
 from __future__ import annotations

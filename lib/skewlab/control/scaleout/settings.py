@@ -1,5 +1,9 @@
 """The state manager's configuration and what it is lent: settings, processes, groups.
 
+:class:`StateManagerSettings` (frozen, validated once; ``policy_config()`` builds the
+policy of :mod:`skewlab.state.policies`), :class:`Processes` (how the manager starts and
+stops worker processes: lent by the run's driver), :class:`Group` (one operator: its
+policy, logical -> physical instances, fairness), :func:`parse_ramp` (``--load-ramp``).
 Details: docs/control.md, section ``skewlab.control.scaleout.manager``.
 """
 

@@ -1,6 +1,11 @@
 """What the live state manager computes from Delta and offsets: its score, its checkpoints.
 
-Details: docs/scaleout.md (score and triggering; checkpoints ``(theta, tau, beta)``).
+:func:`score_from_backlog` scores one instance over a signal window (the backlog still
+queued at every look, against capacity ``1 / service_s``); :func:`write_checkpoint` writes
+an operator's committed worker state as one checkpoint ``(theta, tau, beta)``;
+:class:`Placement` and :class:`VersionRows` keep the sweep's per-key operator and hash and
+build a routing version as columns. Details: docs/scaleout.md (score and triggering;
+checkpoints).
 """
 
 from __future__ import annotations

@@ -64,8 +64,10 @@ def test_every_phase_is_named_as_it_starts_and_the_first_line_comes_at_once(
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        out, _ = proc.communicate(timeout=900)
-        reader.join(timeout=30)
+        assert proc.stdout is not None
+        out = proc.stdout.read()  # stderr is the reader's alone (communicate would share it)
+        proc.wait(timeout=900)
+        reader.join(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

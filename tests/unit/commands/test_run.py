@@ -55,7 +55,7 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _fake_runs(monkeypatch: pytest.MonkeyPatch, results: dict[str, RunSummary]) -> None:
     import skewlab.live.driver.run as live_run
 
-    def fake(s: Any, progress: Any = None) -> RunSummary:
+    def fake(s: Any, progress: Any = None, say: Any = None) -> RunSummary:
         return results[s.strategy]
 
     monkeypatch.setattr(live_run, "run_experiment", fake)
@@ -178,7 +178,7 @@ def test_the_note_is_printed_when_the_run_fails(
 
     _, broker, _ = _run_with_broker(monkeypatch, [False, True])
 
-    def failing(s: Any, progress: Any = None) -> RunSummary:
+    def failing(s: Any, progress: Any = None, say: Any = None) -> RunSummary:
         raise ExperimentError("route job exited with 1")
 
     monkeypatch.setattr(live_run, "run_experiment", failing)

@@ -109,9 +109,18 @@ def test_scale_out_exact(run_live: Any, policy: str) -> None:
     assert meta.get("taken", 0) >= 1, f"instance {new} restored and shadowed but took no key"
 
 
-def test_crash_between_checkpoint_and_take_over(run_live: Any) -> None:
-    """Kill the alarmed worker after its first checkpoint, before any key moved; restart it."""
+def test_crash_between_checkpoint_and_take_over(
+    run_live: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kill the alarmed worker after its first checkpoint, before any key moved; restart it.
+
+    The window is the replacement's start: no warm spare here (``$SKEWLAB_WARM_SPARES=0``),
+    so it starts cold and the producer's hook sees the checkpoint before the switch even
+    on a busy machine (with a warm spare the switch sometimes came first)."""
     from skewlab.io.state_store import CheckpointStore
+    from skewlab.live.driver.phases import WARM_SPARES_ENV
+
+    monkeypatch.setenv(WARM_SPARES_ENV, "0")
 
     crashed: list[int] = []
 

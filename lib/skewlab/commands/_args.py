@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from skewlab.errors import ConfigError
-from skewlab.registry import normalize
+from skewlab.errors import ConfigError, UnknownNameError
+from skewlab.registry import known, normalize
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import Setting
 from skewlab.workload.spec import parse_workload
@@ -86,11 +86,26 @@ def flag_type(s: Setting) -> Any:
         return count
     if s.name == "workload" and s.part == "workload":  # a grouping run's workload spec
         return workload
+    if s.choices is not None and all(isinstance(c, str) for c in s.choices):
+        return one_of(s.choices, s.name.replace("_", "-"))
     if s.kind == "integer":
         return positive_int if s.minimum is not None and s.minimum >= 1 else int
     if s.kind == "number":
         return positive_float if s.exclusive_minimum == 0 else float
     return str
+
+
+def one_of(names: tuple[str, ...], kind: str) -> Any:
+    """The argparse type of a flag with allowed names: the registered spelling of the value,
+    or the registries' one line with its "did you mean" (:func:`skewlab.registry.known`)."""
+
+    def check(text: str) -> str:
+        try:
+            return known(text, names, kind)
+        except UnknownNameError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return check
 
 
 def flag_dest(s: Setting) -> str:

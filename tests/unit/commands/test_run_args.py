@@ -72,7 +72,16 @@ def test_every_parameter_of_a_grouping_passes_the_check(
 
 @pytest.mark.parametrize(
     ("argv", "meant"),
-    [(("--strategy", "dgk"), "dkg"), (("--workload", "cuntry:R80"), "country")],
+    [
+        (("--strategy", "dgk"), "dkg"),
+        (("--workload", "cuntry:R80"), "country"),
+        (("--strategy", "key", "--service-us", "100", "--rebalance", "smalop"), "smalops"),
+        (
+            ("--strategy", "key", "--service-us", "100", "--scale-out", "activ-backup"),
+            "active-backup",
+        ),
+        (("--client", "confluen"), "confluent"),
+    ],
 )
 def test_a_misspelt_name_gets_a_did_you_mean(
     capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], meant: str

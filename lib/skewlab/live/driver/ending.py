@@ -13,7 +13,6 @@ from skewlab.live.driver.handle import Status
 from skewlab.live.driver.launch import Proc
 from skewlab.live.driver.lifecycle import failure_reason
 from skewlab.live.report.tracking import fail_run
-from skewlab.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +33,8 @@ def fail(ctx: RunContext, exc: BaseException) -> str:
     reason = failure_reason(exc)
     ctx.handle.finish(Status.FAILED, reason)
     log.info("run %s failed: %s", ctx.handle.run_id, reason)
-    fail_tracking(ctx.files, reason)
+    fail_run(ctx.files, reason)  # never raises: MLflow must not hide the run's failure
     return reason
-
-
-def fail_tracking(files: RunDir, reason: str) -> bool:
-    """End the run's open MLflow run FAILED with ``reason``; whether there was one
-    (:func:`~skewlab.live.report.tracking.fail_run`: never raises, an MLflow problem must not
-    hide the run's own failure)."""
-    return fail_run(files, reason)
 
 
 def stop(ctx: RunContext, grace_s: float = 0.0) -> list[str]:

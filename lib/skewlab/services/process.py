@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.services.datadir import DataDir, ServiceState
 
@@ -44,6 +46,27 @@ class BinaryNotFoundError(ServiceError):
 
 class ServiceStartError(ServiceError):
     """The process started but died or never became healthy."""
+
+
+SPAWN_ATTEMPTS = 3
+"""Spawns of a service on a free port of its choosing before a lost port race is an error."""
+
+
+def spawn_retrying(name: str, attempts: int) -> Retrying:
+    """The retry policy of a spawn: again at once on :class:`PortInUseError` (another process
+    took the chosen free port meanwhile), at most ``attempts`` times, then that error itself."""
+
+    def _note(state: Any) -> None:
+        log.info(
+            "%s: the port was taken meanwhile; retrying (attempt %d)", name, state.attempt_number
+        )
+
+    return Retrying(
+        retry=retry_if_exception_type(PortInUseError),
+        stop=stop_after_attempt(attempts),
+        before_sleep=_note,
+        reraise=True,
+    )
 
 
 # --------------------------------------------------------------------------- ports
@@ -323,16 +346,11 @@ class Service(abc.ABC):
 
     def _spawn(self, port: int | None, host: str, timeout_s: float) -> ServiceState:
         exe = self.executable()
-        attempts = 1 if port is not None else 3
-        for attempt in range(1, attempts + 1):
-            chosen = port if port is not None else free_port(host)
-            require_free_port(host, chosen)
-            try:
+        for attempt in spawn_retrying(self.name, 1 if port is not None else SPAWN_ATTEMPTS):
+            with attempt:
+                chosen = port if port is not None else free_port(host)
+                require_free_port(host, chosen)
                 return self._spawn_once(exe, host, chosen, timeout_s)
-            except PortInUseError:
-                if attempt == attempts:
-                    raise
-                log.info("%s: port %d was taken meanwhile; retrying", self.name, chosen)
         raise AssertionError("unreachable")
 
     def _spawn_once(self, exe: Path, host: str, port: int, timeout_s: float) -> ServiceState:

@@ -20,6 +20,7 @@ import pyarrow.dataset as pds
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.schema import Field as DeltaField
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt
 
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.io.delta.convert import to_arrow
@@ -29,6 +30,15 @@ from skewlab.io.delta.schemas import ASSIGNMENTS, TableSpec, table_spec
 log = logging.getLogger(__name__)
 
 _ALIAS = "t"
+
+
+def commit_retrying(attempts: int) -> Retrying:
+    """The retry policy of an append: again at once after a :class:`CommitFailedError` (a
+    concurrent writer won the commit), at most ``attempts`` times; then a ``RetryError``
+    holding the last conflict. Any other error ends the append at once."""
+    return Retrying(
+        retry=retry_if_exception_type(CommitFailedError), stop=stop_after_attempt(attempts)
+    )
 
 
 class DeltaStoreError(SkewlabError):
@@ -240,40 +250,48 @@ class DeltaStore:
         arrow = to_arrow(spec, data, run_id)
         dt = self._open(spec, create=True)
         assert dt is not None
-        last_error: Exception | None = None
-        for attempt in range(1, self.max_attempts + 1):
-            done = dt.transaction_version(app_id)
-            if done is not None and version <= done:
-                log.debug(
-                    "skip %s app_id=%s version=%d (committed %d)", spec.name, app_id, version, done
-                )
-                return False
-            try:
-                write_deltalake(
-                    dt,
-                    arrow,
-                    mode="append",
-                    commit_properties=CommitProperties(
-                        app_transactions=[Transaction(app_id, version)]
-                    ),
-                )
-            except CommitFailedError as exc:
-                last_error = exc
-                log.debug("commit conflict on %s (attempt %d): %s", spec.name, attempt, exc)
-                dt.update_incremental()
-                continue
+        try:
+            for attempt in commit_retrying(self.max_attempts):
+                with attempt:
+                    return self._append_once(dt, spec, arrow, app_id, version)
+        except RetryError as exc:
+            raise DeltaStoreError(
+                f"append to {spec.name!r} (app_id={app_id!r}, version={version}) failed after "
+                f"{self.max_attempts} attempts: {exc.last_attempt.exception()}"
+            ) from exc.last_attempt.exception()
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _append_once(
+        dt: DeltaTable, spec: TableSpec, arrow: pa.Table, app_id: str, version: int
+    ) -> bool:
+        """One attempt of :meth:`append`: skip a committed ``version``, else commit; on a
+        conflict, refresh ``dt`` to the winner's version and raise it for the retry."""
+        done = dt.transaction_version(app_id)
+        if done is not None and version <= done:
             log.debug(
-                "appended %d rows to %s app_id=%s version=%d",
-                arrow.num_rows,
-                spec.name,
-                app_id,
-                version,
+                "skip %s app_id=%s version=%d (committed %d)", spec.name, app_id, version, done
             )
-            return True
-        raise DeltaStoreError(
-            f"append to {spec.name!r} (app_id={app_id!r}, version={version}) failed after "
-            f"{self.max_attempts} attempts: {last_error}"
+            return False
+        try:
+            write_deltalake(
+                dt,
+                arrow,
+                mode="append",
+                commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]),
+            )
+        except CommitFailedError as exc:
+            log.debug("commit conflict on %s: %s", spec.name, exc)
+            dt.update_incremental()
+            raise
+        log.debug(
+            "appended %d rows to %s app_id=%s version=%d",
+            arrow.num_rows,
+            spec.name,
+            app_id,
+            version,
         )
+        return True
 
     def committed_version(self, table: str, app_id: str) -> int | None:
         """The last batch version committed for ``app_id`` (``None``: none or no table)."""

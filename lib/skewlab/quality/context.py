@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import logging
 import shutil
 import threading
@@ -19,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
+
+from filelock import FileLock
 
 if TYPE_CHECKING:
     from skewlab.quality.suites import Expect, FrameCheck
@@ -171,21 +172,17 @@ class Project:
         """
         home = Path(home).resolve()
         home.mkdir(parents=True, exist_ok=True)
-        with (home / LOCK_FILE).open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                gx = _gx()
-                context = gx.get_context(mode="file", project_root_dir=str(home))
-                _quiet_progress(context)
-                sites = context.get_config().data_docs_sites or {}
-                if SITE not in sites:
-                    context.add_data_docs_site(site_name=SITE, site_config=site_config())
-                when = now or dt.datetime.now(dt.UTC)
-                project = cls(home, run_id, context, when)
-                yield project
-                project.publish()
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with FileLock(home / LOCK_FILE, preserve_lock_file=True):
+            gx = _gx()
+            context = gx.get_context(mode="file", project_root_dir=str(home))
+            _quiet_progress(context)
+            sites = context.get_config().data_docs_sites or {}
+            if SITE not in sites:
+                context.add_data_docs_site(site_name=SITE, site_config=site_config())
+            when = now or dt.datetime.now(dt.UTC)
+            project = cls(home, run_id, context, when)
+            yield project
+            project.publish()
 
     @property
     def index(self) -> Path:

@@ -7,14 +7,13 @@ Layout (``HOME`` is the argument, else ``$SKEWLAB_HOME``, else ``./.skewlab``)::
         service.pid      the pid of the running process (plain text)
         state.json       what a client needs: pid, host, port, url, log, command
         service.log      stdout + stderr of the process (appended across runs)
-        lock             flock(2) target that serialises start/stop
+        lock             filelock's lock file that serialises start/stop
       mlflow/ ...        later services get the same shape (and keep their own files here)
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -22,6 +21,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from skewlab.errors import ConfigError
 
@@ -120,13 +121,8 @@ class DataDir:
     @contextlib.contextmanager
     def lock(self, service: str) -> Iterator[None]:
         """Hold an exclusive lock on ``service`` (start and stop never interleave)."""
-        path = self.service_dir(service) / "lock"
-        with open(path, "a+") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        with FileLock(self.service_dir(service) / "lock", preserve_lock_file=True):
+            yield
 
     def read_state(self, service: str) -> ServiceState | None:
         """The recorded state of ``service`` or None (no file, or an unreadable one)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from filelock import FileLock, Timeout
 
 from skewlab.errors import ConfigError, UnknownNameError
 from skewlab.services import (
@@ -132,3 +133,13 @@ def test_registry_lists_valid_services(tmp_path: Path) -> None:
     assert get_service("BROKER", tmp_path).name == "broker"
     with pytest.raises(UnknownNameError, match=", ".join(sorted(SERVICES))):
         get_service("zookeeper", tmp_path)
+
+
+def test_the_service_lock_excludes_another_holder_until_released(tmp_path: Path) -> None:
+    datadir = DataDir(tmp_path)
+    path = datadir.service_dir("echo") / "lock"
+    with datadir.lock("echo"), pytest.raises(Timeout):
+        FileLock(path, timeout=0).acquire()
+    with FileLock(path, timeout=0):
+        pass
+    assert path.exists()

@@ -181,7 +181,7 @@ class Supervisor:
             used = self.handle.restarts.get(name, 0)
             proc.kill()  # what is left of its group (the route job's JVM)
             self._broker_alive(name, f"it exited ({cause})")
-            if used >= self.policy.max_restarts:
+            if used >= self.policy.max_restarts or getattr(proc, "retried_by_engine", False):
                 raise ChildFailed(f"{_what(name)} failed after {used} restart(s): {cause}")
             delay = self.policy.delay(used)
             log.warning("%s exited (%s); restart in %.1f s", _what(name), cause, delay)

@@ -4,12 +4,14 @@
 the workers' committed offsets in ``worker_progress``; produced comes from the
 producer) at most every ``every_s`` and hands them to a progress function.
 :class:`ProgressLine` is the one the CLI uses: on a terminal one line per run,
-redrawn in place (rich); otherwise a plain line every ``plain_every_s`` (CI and
-Airflow logs), and a last one when it closes.
+redrawn in place by tqdm (the CLI's one progress library, also behind the command
+bars) and at most :data:`LINE_WIDTH` columns; otherwise a plain line every
+``plain_every_s`` (CI and Airflow logs), and a last one when it closes.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from typing import IO, Any
@@ -131,7 +133,7 @@ def compact(n: float) -> str:
 def progress_text(label: str, p: dict[str, float], width: int = LINE_WIDTH) -> str:
     """The progress line of one run (no trailing newline), at most ``width`` characters:
     produced of the total, processed, rate and imbScore always; routed and lag while
-    they fit (the label is cut only if even the core does not fit)."""
+    they fit (the label is shortened, ending in "…", only if even the core does not fit)."""
     total = max(p.get("total", 0.0), 1.0)
     core = [
         f"produced {compact(p['produced'])}/{compact(total)}",
@@ -145,8 +147,12 @@ def progress_text(label: str, p: dict[str, float], width: int = LINE_WIDTH) -> s
         for at, text in optional:
             parts.insert(at, text)
         line = f"{label}: " + " ".join(parts)
-        if len(line) <= width or not optional:
-            return line[:width]
+        if len(line) <= width:
+            return line
+        if not optional:
+            room = width - len(line) + len(label) - 1
+            short = label[: max(room, 1)] + "…" if room > 0 else ""
+            return (f"{short}: " + " ".join(parts))[:width]
         optional.pop()
 
 
@@ -169,21 +175,15 @@ class ProgressLine:
         self._last_plain: float | None = None
         self._last: dict[str, float] | None = None
         self._unshown = False
-        self._live: Any = None
+        self.width = LINE_WIDTH
+        self._bar: Any = None
 
     def __call__(self, p: dict[str, float]) -> None:
         self._last = p
-        text = progress_text(self.label, p)
         if self.tty:
-            if self._live is None:
-                from rich.console import Console
-                from rich.live import Live
-
-                console = Console(file=self.stream, force_terminal=True, highlight=False)
-                self._live = Live(text, console=console, auto_refresh=False, transient=False)
-                self._live.start()
-            self._live.update(text, refresh=True)
+            self._draw(p)
             return
+        text = progress_text(self.label, p)
         now = self.clock()
         self._unshown = True
         if self._last_plain is None or now - self._last_plain >= self.plain_every_s:
@@ -191,21 +191,39 @@ class ProgressLine:
             self.stream.write(text + "\n")
             self.stream.flush()
 
+    def _draw(self, p: dict[str, float]) -> None:
+        """Redraw the terminal line: a tqdm bar that is only its description, cut to the
+        width (the terminal's, at most :data:`LINE_WIDTH`)."""
+        if self._bar is None:
+            from tqdm import tqdm
+
+            columns = shutil.get_terminal_size((LINE_WIDTH, 24)).columns or LINE_WIDTH
+            self.width = min(columns, LINE_WIDTH)
+            self._bar = tqdm(
+                file=self.stream,
+                bar_format="{desc}",
+                ncols=self.width,
+                dynamic_ncols=False,
+                leave=True,
+                mininterval=0,
+            )
+        self._bar.set_description_str(progress_text(self.label, p, self.width), refresh=True)
+
     def say(self, text: str) -> None:
         """One line on what the run is doing now: above the redrawn line on a terminal (it
         stays put), else a line of its own."""
         line = f"{self.label}: {text}"
-        if self._live is not None:
-            self._live.console.print(line, highlight=False, markup=False, soft_wrap=True)
+        if self._bar is not None:
+            self._bar.write(line, file=self.stream)
             return
         self.stream.write(line + "\n")
         self.stream.flush()
 
     def close(self) -> None:
         """End the line: stop the terminal redraw, or write the last counters not yet shown."""
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
         elif self._last is not None and self._unshown:
             self._unshown = False
             self.stream.write(progress_text(self.label, self._last) + "\n")

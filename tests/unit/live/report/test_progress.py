@@ -181,3 +181,27 @@ def test_say_writes_a_line_of_its_own_and_keeps_the_progress_line() -> None:
     out = term.getvalue()
     assert "key: draining" in out and "produced" in out
     assert out.index("key: draining") < out.rindex("produced")  # the line stays below
+
+
+def _drawn_lines(text: str) -> list[str]:
+    """Every state a terminal shows: the text split at carriage returns and newlines."""
+    import re
+
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    return [part for part in re.split(r"[\r\n]", plain) if part.strip()]
+
+
+@pytest.mark.parametrize("label", ["dkg", "a-very-long-label-" * 6])
+def test_the_terminal_line_never_draws_past_80_columns(label: str) -> None:
+    out = io.StringIO()
+    line = ProgressLine(label, out, tty=True)
+    big = 10**9
+    for t in range(1, 4):
+        line({"produced": 0.3 * t * big, "total": 99.0 * big, "routed": 0.2 * t * big,
+              "processed": 0.1 * t * big, "lag": 0.1 * t * big, "rate": 5.5e8,
+              "imbalance": 100.0})  # fmt: skip
+    line.say("draining")
+    line.close()
+    drawn = [d for d in _drawn_lines(out.getvalue()) if not d.endswith(": draining")]
+    assert any("processed" in d for d in drawn)  # the redrawn line, "draining" is a message
+    assert max(len(d) for d in drawn) <= 80, max(drawn, key=len)

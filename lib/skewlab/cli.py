@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError, SettingError, SkewlabError
 from skewlab.services.datadir import resolve_home
 
@@ -130,7 +131,7 @@ def _write_details(args: argparse.Namespace, text: str) -> Path | None:
 def _unexpected(args: argparse.Namespace, argv: Sequence[str], exc: Exception) -> int:
     """Report an exception that is not a SkewlabError: one line, the traceback in a file."""
     text = "".join(traceback.format_exception(exc))
-    if getattr(args, "debug", False) or os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+    if getattr(args, "debug", False) or env_settings().debug:
         sys.stderr.write(text)
     path = _write_details(args, f"skewlab {' '.join(argv)}\n{text}")
     where = f" (details: {path})" if path is not None else ""

@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from skewlab.envsettings import env_settings
+
 __all__ = ["CRASH_EXIT", "ENV_DIR", "ENV_POINTS", "crash_env", "crash_point", "fired", "parse"]
 
 CRASH_EXIT = 86
@@ -50,8 +52,8 @@ def crash_point(name: str, env: Mapping[str, str] | None = None) -> None:
     Counts hits per process. With ``SKEWLAB_CRASH_DIR`` set, a point whose
     marker exists never fires again (the restarted process runs on).
     """
-    env = os.environ if env is None else env
-    spec = env.get(ENV_POINTS)
+    settings = env_settings(env)
+    spec = settings.crash
     if not spec:
         return
     want = parse(spec).get(name)
@@ -60,7 +62,7 @@ def crash_point(name: str, env: Mapping[str, str] | None = None) -> None:
     _hits[name] = _hits.get(name, 0) + 1
     if _hits[name] != want:
         return
-    directory = env.get(ENV_DIR)
+    directory = settings.crash_dir
     if directory:
         marker = _marker(directory, name)
         marker.parent.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,9 @@ holding the same sets (an installed package has no repository beside it).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 
 JARS_ENV = "SKEWLAB_JARS"
@@ -20,7 +20,7 @@ JARS_ENV = "SKEWLAB_JARS"
 
 def jars_root() -> Path:
     """``$SKEWLAB_JARS``, else ``.jars`` of the repository this package sits in."""
-    override = os.environ.get(JARS_ENV, "").strip()
+    override = env_settings().jars
     if override:
         return Path(override)
     return Path(__file__).resolve().parents[2] / ".jars"

@@ -17,9 +17,9 @@ The Delta root is ``--delta-root``, else ``$SKEWLAB_DELTA_ROOT``, else
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from skewlab.envsettings import env_settings
 from skewlab.services.datadir import resolve_home
 
 HELP = "check the Delta tables of a data dir; repair or isolate a damaged table"
@@ -45,7 +45,7 @@ def _root(args: argparse.Namespace) -> Path:
 
     if args.delta_root:
         return Path(args.delta_root).expanduser()
-    env = os.environ.get("SKEWLAB_DELTA_ROOT")
+    env = env_settings().delta_root
     return Path(env) if env else resolve_home(args.home) / "delta"
 
 

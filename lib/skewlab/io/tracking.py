@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.services.datadir import resolve_home
 
@@ -113,7 +114,7 @@ class TrackingSettings:
         """``MLFLOW_TRACKING_URI`` / ``SKEWLAB_ARTIFACT_LOCATION`` if set, else the defaults."""
         return cls(
             tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", ""),
-            artifact_location=os.environ.get("SKEWLAB_ARTIFACT_LOCATION", ""),
+            artifact_location=env_settings().artifact_location or "",
         )
 
     @property

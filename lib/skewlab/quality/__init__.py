@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 from skewlab.quality.events import (
     EVENTS_LIMIT,
@@ -50,7 +50,6 @@ from skewlab.quality.suites import (
     run_suite,
     window_grid,
 )
-from skewlab.services.datadir import HOME_ENV
 
 if TYPE_CHECKING:
     from skewlab.io.delta.store import DeltaStore
@@ -165,8 +164,9 @@ def data_dir_of(store: DeltaStore, home: str | Path | None = None) -> Path | Non
     root = str(store.root)
     if "://" not in root and Path(root).name == "delta":
         return Path(root).parent
-    if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV]).expanduser().resolve()
+    home = env_settings().home
+    if home:
+        return Path(home).expanduser().resolve()
     return None
 
 

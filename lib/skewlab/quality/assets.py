@@ -15,12 +15,13 @@ says how to fetch them.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
+
+from skewlab.envsettings import env_settings
 
 __all__ = [
     "ASSETS_ENV",
@@ -82,7 +83,7 @@ _CHECKS = re.compile(r"""\s+(?:integrity|crossorigin)\s*=\s*(["'])[^"']*\1""", r
 
 def assets_dir() -> Path:
     """``$SKEWLAB_ASSETS/data-docs``, else ``.assets/data-docs`` of this repository."""
-    override = os.environ.get(ASSETS_ENV, "").strip()
+    override = env_settings().assets
     root = Path(override) if override else Path(__file__).resolve().parents[3] / ".assets"
     return root / "data-docs"
 

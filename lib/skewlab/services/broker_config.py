@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from uuid import uuid4
 
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 from skewlab.jars import jar_dir
 from skewlab.services.process import BinaryNotFoundError
@@ -167,7 +168,7 @@ def java_command(
     ``props`` become system properties (``log4j2_configurationFile`` is
     ``-Dlog4j2.configurationFile``: underscores become dots).
     """
-    extra = os.environ.get(JVM_OPTS_ENV, "").split()
+    extra = (env_settings().broker_jvm_opts or "").split()
     defs = [f"-D{key.replace('_', '.')}={value}" for key, value in props.items()]
     return [str(java), *JVM_OPTIONS, *options, *extra, *defs, "-cp", f"{jars}/*", main, *args]
 

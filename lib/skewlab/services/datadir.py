@@ -24,6 +24,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """The data directory: ``home`` if given, else ``$SKEWLAB_HOME``, else ``./.skewlab``."""
     if home is not None and str(home).strip() == "":
         raise ConfigError("data directory must not be an empty path")
-    raw = home if home is not None else os.environ.get(HOME_ENV) or DEFAULT_HOME
+    raw = home if home is not None else env_settings().home or DEFAULT_HOME
     return Path(raw).expanduser().resolve()
 
 

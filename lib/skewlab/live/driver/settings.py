@@ -9,13 +9,11 @@ module copies a run setting into a process's settings.
 
 from __future__ import annotations
 
-import os
-
 from skewlab.control.rebalance_loop import RebalanceSettings
 from skewlab.control.scaleout.settings import StateManagerSettings, parse_ramp
+from skewlab.envsettings import env_settings
 from skewlab.io.kafka.base import KafkaSettings
 from skewlab.live.driver.handle import RunHandle
-from skewlab.live.driver.launch import SPARK_MASTER_ENV
 from skewlab.live.driver.producer import ProduceSettings, ramp_events
 from skewlab.live.worker.settings import WorkerSettings
 from skewlab.rundir import RunDir
@@ -139,7 +137,7 @@ def route_settings(spec: RunSpec, h: RunHandle) -> RouteSettings:
         trigger_s=rt.trigger_s,
         max_events_per_trigger=rt.max_events_per_trigger,
         message_sets=spec.message_sets,
-        spark_master=os.environ.get(SPARK_MASTER_ENV) or DEFAULT_SPARK_MASTER,
+        spark_master=env_settings().spark_master or DEFAULT_SPARK_MASTER,
     )
 
 

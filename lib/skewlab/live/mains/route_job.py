@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skewlab.envsettings import env_settings
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaSettings
 from skewlab.pipeline import events
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     s = RouteSettings.from_json(Path(args[0]).read_text() if Path(args[0]).exists() else args[0])
     data_dir = args[1] if len(args) > 1 else str(s.files.spark_data)
-    ui = s.spark_ui and os.environ.get(SPARK_UI_ENV, "1").strip() != "0"
+    ui = s.spark_ui and env_settings().spark_ui
     spark = spark_session(
         f"skewlab-route-{s.run_id}", data_dir, master=s.spark_master, ui=ui, site_pyspark=True
     )

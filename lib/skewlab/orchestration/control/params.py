@@ -18,13 +18,13 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from skewlab.control import STEPS
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 from skewlab.orchestration.control.forms import FORMS
 from skewlab.orchestration.paramspec import OFF, ParamSpec, one_line
@@ -199,7 +199,7 @@ def uses_variable(run_type: object) -> bool:
 
 def control_schedule(env: Mapping[str, str] | None = None) -> str | None:
     """The cron schedule from ``$SKEWLAB_CONTROL_SCHEDULE`` (``None``: manual runs only)."""
-    raw = (os.environ if env is None else env).get(SCHEDULE_ENV, "").strip()
+    raw = env_settings(env).control_schedule or ""
     if not raw:
         return DEFAULT_SCHEDULE
     if raw.lower() in OFF_SCHEDULES:

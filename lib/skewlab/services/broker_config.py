@@ -150,8 +150,13 @@ def render_properties(settings: dict[str, str]) -> str:
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (22 chars)."""
-    return urlsafe_b64encode(uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (22 chars),
+    never starting with ``-`` (``kafka-storage format --cluster-id -x...`` reads that as a
+    flag; Kafka's own ``Uuid.randomUuid`` draws again in that case, so do we)."""
+    while True:
+        cid = urlsafe_b64encode(uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def java_command(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,6 +140,18 @@ def test_cluster_ids_look_like_kafkas() -> None:
     ids = {new_cluster_id() for _ in range(20)}
     assert len(ids) == 20
     assert all(len(i) == 22 and "=" not in i for i in ids)
+
+
+def test_a_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kafka-storage format --cluster-id -abc`` reads the id as a flag (1 in 64 draws)."""
+    import skewlab.services.broker_config as bc
+
+    first = uuid.UUID(bytes=b"\xf8" + bytes(15))  # base64url of 0xf8... starts with "-"
+    draws = iter([first, uuid.UUID(int=1)])
+    monkeypatch.setattr(bc, "uuid4", lambda: next(draws))
+    assert bc.urlsafe_b64encode(first.bytes).decode().startswith("-")
+    cid = bc.new_cluster_id()
+    assert not cid.startswith("-") and len(cid) == 22
 
 
 def test_java_command_names_the_main_class_and_takes_extra_options(

@@ -14,6 +14,8 @@ live. The same code as `skewlab advise` (docs/advise.md).
   offsets untouched), or `delta` (a Delta table's path).
 - `workers`, `service_us` (per-event service time), `rate` (empty: from the
   timestamps, else 80 % of capacity), `slack`, `seed`.
+- `verify` (true / false) and `verify_events`: also run the recommendation and KEY
+  grouping live and compare them with the simulator (`skewlab advise --verify`).
 
 **Tasks**
 
@@ -22,8 +24,9 @@ live. The same code as `skewlab advise` (docs/advise.md).
 2. `advise`: reads the stream (bad rows counted and logged), runs the advice, writes
    `advice.json` and the plots under `$SKEWLAB_HOME/runs/advise-<UTC time>/` and one
    MLflow run (`skewlab-advise` experiment: the ranking table, the plots, the
-   recommendation as tags). XCom: the recommendation, its reason, the command, the
-   MLflow run id. The live check (`skewlab advise --verify`) stays on the command line.
+   recommendation as tags); with `verify`, the live runs and the simulator-vs-live
+   table (logged, and `verify.csv` in the MLflow run). XCom: the recommendation, its
+   reason, the command, the MLflow run id, the verify records.
 
 Data directory: `$SKEWLAB_HOME` (set by `skewlab airflow`), else `./.skewlab`.
 """
@@ -31,6 +34,7 @@ Data directory: `$SKEWLAB_HOME` (set by `skewlab airflow`), else `./.skewlab`.
 from __future__ import annotations
 
 import logging
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -76,7 +80,7 @@ def skewlab_advise() -> None:
         """Run the advice and log its MLflow run; return the recommendation."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        from skewlab.commands.advise import AdviseSettings, execute
+        from skewlab.commands.advise import AdviseSettings, execute, run_verify
         from skewlab.errors import SkewlabError
         from skewlab.io.run_links import run_link
 
@@ -91,6 +95,20 @@ def skewlab_advise() -> None:
                 done.run_id, {"airflow.dag_id": ti.dag_id, "airflow.run_id": ti.run_id}
             )
             log.info("MLflow run %s: %s", done.run_id, run_link(done.tracker, done.run_id))
+        checked: list[dict[str, Any]] = []
+        if settings.verify:
+            try:
+                result = run_verify(done, settings)
+            except BaseException:
+                done.end("FAILED")
+                raise
+            for line in result.table().splitlines():
+                log.info("%s", line)
+            checked = [  # plain JSON for XCom: no inf
+                {k: (v if not isinstance(v, float) or math.isfinite(v) else None)
+                 for k, v in rec.items()}
+                for rec in result.records()
+            ]  # fmt: skip
         done.end("FINISHED")
         doc = done.doc
         log.info("recommended: %s", doc["recommended"])
@@ -102,6 +120,7 @@ def skewlab_advise() -> None:
             "run": doc["run"],
             "mlflow_run_id": done.run_id,
             "advice": str(done.files["advice"]),
+            "verify": checked,
         }
 
     advise(plan())  # type: ignore[arg-type]  # an XComArg stands for the dict at parse time

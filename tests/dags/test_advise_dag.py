@@ -29,8 +29,9 @@ def test_advise_form_refuses_values_outside_the_flags_bounds(dagbag: Any) -> Non
     params = dagbag.dags["skewlab_advise"].params
     params.validate()
     assert params.get_param("format").schema["enum"] == list(TRACE_FORMATS)
+    assert params.get_param("verify").resolve(True) is True
     for name, bad in {"workers": 0, "service_us": 0, "rate": -1, "records": 0, "slack": -0.5,
-                      "format": "xml"}.items():  # fmt: skip
+                      "format": "xml", "verify": "yes", "verify_events": 0}.items():  # fmt: skip
         with pytest.raises(ParamValidationError):
             params.get_param(name).resolve(bad)
 
@@ -45,7 +46,32 @@ def test_the_form_and_the_command_take_the_same_settings() -> None:
     with pytest.raises(ConfigError):
         AdviseSettings.from_params({"workers": 4, "topic": "t"})  # no bootstrap
     with pytest.raises(ConfigError):
-        AdviseSettings.from_params({"workers": 4, "verify": True})  # not a form field
+        AdviseSettings.from_params({"workers": 4, "verify_rate": 500})  # not a form field
+
+
+@pytest.mark.unit
+def test_the_forms_verify_switch(tmp_path: Path) -> None:
+    from skewlab.commands.advise import DEFAULT_VERIFY_EVENTS, PARAMS, AdviseSettings
+    from skewlab.errors import ConfigError
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("key\nk\n")
+    form = {k: v["default"] for k, v in PARAMS.items()} | {"trace": str(trace)}
+    off = AdviseSettings.from_params(form)
+    assert (off.verify, off.verify_events) == (False, DEFAULT_VERIFY_EVENTS)
+    on = AdviseSettings.from_params(form | {"verify": True, "verify_events": 3000})
+    assert (on.verify, on.verify_events) == (True, 3000)
+    assert AdviseSettings.from_params({"workers": 2, "trace": str(trace)}).verify is False
+    bads = [
+        ({"verify": "yes"}, "verify must be true or false, got 'yes'"),
+        ({"verify": 1}, "verify must be true or false, got 1"),
+        ({"verify_events": 0}, "verify_events must be an integer >= 1, got 0"),
+        ({"verify_events": True}, "verify_events must be an integer >= 1"),
+    ]
+    for bad, said in bads:
+        with pytest.raises(ConfigError) as err:
+            AdviseSettings.from_params(form | bad)
+        assert said in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.integration

@@ -34,7 +34,7 @@ from skewlab.advise.readers import (
     write_trace_csv,
 )
 from skewlab.commands._advise_report import advice_doc, log_mlflow, report, write_files
-from skewlab.commands._advise_verify import verify
+from skewlab.commands._advise_verify import VerifyResult, verify
 from skewlab.commands._args import count, out_dir, positive_float, positive_int
 from skewlab.commands._progress import EventProgress
 from skewlab.errors import ConfigError
@@ -262,6 +262,12 @@ class AdviseSettings:
             )
         records = given("records")
         rate = given("rate")
+        verify = params.get("verify", False)
+        if not isinstance(verify, bool):
+            raise ConfigError(f"verify must be true or false, got {verify!r}")
+        verify_events = params.get("verify_events", DEFAULT_VERIFY_EVENTS)
+        if type(verify_events) is not int or verify_events < 1:  # a bool is no count
+            raise ConfigError(f"verify_events must be an integer >= 1, got {verify_events!r}")
         return cls(
             workers=int(params["workers"]),
             service_us=float(params.get("service_us") or 1000.0),
@@ -276,6 +282,8 @@ class AdviseSettings:
             seed=int(params.get("seed", 0)),
             home=resolve_home(None),
             progress=False,
+            verify=verify,
+            verify_events=verify_events,
         )
 
     @property
@@ -319,9 +327,14 @@ PARAMS: dict[str, dict[str, Any]] = {
     "slack": {"default": 0.25, "type": "number", "minimum": 0,
               "description": "how far above the best p99 still counts as keeping up"},
     "seed": {"default": 0, "type": "integer", "description": "service and arrival seed"},
+    "verify": {"default": False, "type": "boolean",
+               "description": "also run the recommendation and KEY grouping live (a broker: "
+                              "$SKEWLAB_KAFKA_BOOTSTRAP, else an embedded one) and compare"},
+    "verify_events": {"default": DEFAULT_VERIFY_EVENTS, "type": "integer", "minimum": 1,
+                      "description": "events each live run replays (with verify)"},
 }  # fmt: skip
 """The ``skewlab_advise`` DAG's form: each field's JSON schema (``airflow.sdk.Param`` kwargs),
-the flags of ``skewlab advise`` without the output switches and ``--verify``."""
+the flags of ``skewlab advise`` without the output switches."""
 
 
 def read_stream(s: AdviseSettings) -> Stream:
@@ -456,15 +469,22 @@ def _report(done: Done, s: AdviseSettings) -> None:
 
     # 6. --verify
     if s.verify:
-        result = verify(advice, done.stream, s, done.out)
-        if tracker is not None and run_id is not None:
-            tracker.log_table(run_id, result.records(), "verify.csv")
-            tracker.log_metrics(run_id, result.metrics())
+        result = run_verify(done, s)
         if s.as_json:
             print(json.dumps({**doc, "verify": result.to_dict()}, indent=1, default=str))
         else:
             print()
             print(result.table())
+
+
+def run_verify(done: Done, s: AdviseSettings) -> VerifyResult:
+    """``--verify`` for :func:`execute`'s result (the command and the DAG): the live runs,
+    the simulator-vs-live table logged to the MLflow run (``verify.csv``, errors)."""
+    result = verify(done.advice, done.stream, s, done.out)
+    if done.tracker is not None and done.run_id is not None:
+        done.tracker.log_table(done.run_id, result.records(), "verify.csv")
+        done.tracker.log_metrics(done.run_id, result.metrics())
+    return result
 
 
 def _live_workload(stream: Stream, s: AdviseSettings, out: Path) -> str:

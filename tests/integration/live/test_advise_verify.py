@@ -63,3 +63,10 @@ def test_verify_runs_the_advice_and_key_live_and_compares(
     assert [r["exact"] for r in verify["runs"]] == [True, True]
     for r in verify["records"]:
         assert math.isfinite(r["sim"]) and math.isfinite(r["live"])
+        assert r["ratio"] == pytest.approx(r["sim"] / r["live"]) if r["live"] else True
+    # calibrated on the KEY run: the route job's micro-batch and the pipeline's fixed delay
+    # only ever add to what the simulator saw, for every strategy
+    assert verify["trigger_s"] > 0 and verify["p99_offset_ms"] >= 0 and verify["fitted_on"] == "key"
+    for s in strategies:
+        p99 = by[(s, "p99_ms")]
+        assert p99["sim"] >= p99["sim_uncalibrated"]

@@ -26,7 +26,11 @@ def test_relative_error() -> None:
 
 def test_live_figures_use_the_simulators_definitions() -> None:
     summary = SimpleNamespace(
-        window_loads=[[10, 10], [30, 10], [0, 0]], dist_cost=1.5, p99_ms=800.0, keys_moved=6
+        window_loads=[[10, 10], [30, 10], [0, 0]],
+        dist_cost=1.5,
+        p99_ms=800.0,
+        p50_ms=90.0,
+        keys_moved=6,
     )
     f = live_figures(summary, events=6_000, rate=1_000.0)  # one tenth of a minute
     assert f["keys_moved_min"] == pytest.approx(60.0)
@@ -60,3 +64,17 @@ def test_every_candidates_command_is_a_valid_skewlab_run(candidate, tmp_path: Pa
     assert s.strategy_params == dict(candidate.params)
     assert s.rebalance_params == dict(candidate.rebalance_params)
     assert (s.workers, s.events, s.rate, s.service_us, s.window_s) == (4, 100, 50.0, 250.0, 0.5)
+
+
+def test_verify_records_carry_the_ratio_and_the_p99_before_calibration() -> None:
+    sim = {"imbalance": 2.0, "dist_cost": 1.5, "p99_ms": 600.0, "keys_moved_min": 0.0}
+    live = {"imbalance": 2.5, "dist_cost": 1.5, "p99_ms": 500.0, "keys_moved_min": 0.0}
+    row = VerifyRow("pkg", sim, live, "r", True, sim_uncalibrated_p99_ms=50.0)
+    result = VerifyResult(100, 10.0, 300.0, [row], 1000.0, 0.5)
+    recs = {r["metric"]: r for r in result.records()}
+    p99 = recs["p99_ms"]
+    assert (p99["ratio"], p99["rel_error"], p99["within"]) == (1.2, pytest.approx(0.2), True)
+    assert (p99["sim_uncalibrated"], p99["rel_error_uncalibrated"]) == (50.0, 0.9)
+    assert not p99["within_uncalibrated"]
+    assert recs["imbalance"]["sim_uncalibrated"] == recs["imbalance"]["sim"] == 2.0
+    assert "0.5 s micro-batch" in result.table() and "90.0 %" in result.table()

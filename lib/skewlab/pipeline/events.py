@@ -314,6 +314,22 @@ def parse_src(headers: Sequence[tuple[str, bytes]]) -> tuple[int, int]:
     raise ValueError(f"routed record has no {SRC_HEADER!r} header")
 
 
+PRODUCER_HEADER = "skewlab.producer"
+"""Header of an input event sent by a run's own producer: the run's ``events`` topic (unique
+to the run). A record of ``events`` without it was written from outside the run."""
+
+
+def producer_mark(topic: str) -> tuple[str, bytes]:
+    """The header a run's producer puts on each event it sends to ``topic``."""
+    return (PRODUCER_HEADER, topic.encode("utf-8"))
+
+
+def marked(headers: Sequence[tuple[str, bytes | None]] | None, topic: str) -> bool:
+    """Whether a record of ``topic`` with ``headers`` came from the run's own producer."""
+    want = topic.encode("utf-8")
+    return any(n == PRODUCER_HEADER and v == want for n, v in headers or ())
+
+
 SET_HEADER = "skewlab.set"
 """Header of a routed record of a moved key: ``"<set id>:<source worker>"``."""
 

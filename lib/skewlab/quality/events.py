@@ -8,14 +8,14 @@ run's handle (``<home>/runs/<run_id>/handle.json``) names the broker, the topic
 and the client, and its produce report the number of events sent.
 
 Up to ``limit`` records are read: all of them when the topic holds no more
-(then the frame must hold every produced event less the records rejected on
-decoding), else the same prefix of every partition (a sample; every
-partition's first records in offset order, so ``ts`` order is still checked
-within each).
+(then the frame must hold every event the run's producer sent plus the valid
+foreign ones, without the producer's mark: what the route job read), else the
+same prefix of every partition (a sample, in offset order per partition).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Iterable
@@ -51,7 +51,9 @@ class RunEvents:
     ``total``: records in the topic; ``read``: records read (``== total``: the
     whole topic); ``rejected``: records read that do not decode (the route job
     quarantines them); ``produced``: events the run's producer sent (None if
-    unknown); ``frame``: the valid records read, :data:`EVENTS_COLUMNS` order.
+    unknown); ``foreign``: valid records read without the run's producer mark
+    (written into the topic from outside the run); ``frame``: the valid records
+    read, :data:`EVENTS_COLUMNS` order.
     """
 
     topic: str
@@ -60,6 +62,7 @@ class RunEvents:
     read: int
     rejected: int
     produced: int | None = None
+    foreign: int = 0
 
     @property
     def full(self) -> bool:
@@ -68,10 +71,11 @@ class RunEvents:
 
     @property
     def expected_rows(self) -> int | None:
-        """Valid events the frame must hold: every produced one (only if the whole topic)."""
+        """Valid events the frame must hold (only if the whole topic): every one the run's
+        producer sent, plus the foreign ones the topic holds (the route job read them too)."""
         if not self.full or self.produced is None:
             return None
-        return self.produced - self.rejected
+        return self.produced + self.foreign
 
     def note(self) -> str:
         """What the ``events`` suite validated, in words (sample or full count, rows)."""
@@ -81,7 +85,10 @@ class RunEvents:
             else f"sample: the first {self.read:,} of {self.total:,} records of topic "
             f"{self.topic} (the same prefix of every partition)"
         )
-        return f"{what}; {len(self.frame):,} valid events validated, {self.rejected:,} rejected"
+        return (
+            f"{what}; {len(self.frame):,} valid events validated ({self.foreign:,} foreign), "
+            f"{self.rejected:,} rejected"
+        )
 
 
 def events_frame(records: Iterable[tuple[int, int, bytes | None]]) -> pd.DataFrame:
@@ -124,11 +131,18 @@ def read_topic(client: KafkaClient, topic: str, limit: int | None = None) -> Run
         share = max(1, limit // max(1, len(ranges)))
         ranges = {p: (b, min(e, b + share)) for p, (b, e) in ranges.items()}
     records: list[tuple[int, int, bytes | None]] = []
+    own: set[tuple[int, int]] = set()
     for p, (begin, end) in ranges.items():
         if end > begin:
-            records.extend((p, r.offset, r.value) for r in client.fetch(topic, p, begin, end))
+            for r in client.fetch(topic, p, begin, end):
+                records.append((p, r.offset, r.value))
+                if wire.marked(r.headers, topic):
+                    own.add((p, r.offset))
     frame = events_frame(records)
-    return RunEvents(topic, frame, total, len(records), len(records) - len(frame))
+    mine = sum(1 for k in zip(frame["partition"], frame["offset"]) if k in own)
+    return RunEvents(
+        topic, frame, total, len(records), len(records) - len(frame), foreign=len(frame) - mine
+    )
 
 
 def read_events(client: KafkaClient, topic: str) -> pd.DataFrame:
@@ -172,6 +186,6 @@ def run_events(home: Path, run_id: str, limit: int | None = EVENTS_LIMIT) -> Run
         raise EventsUnavailable(f"cannot read events topic {topic} on {bootstrap}: {exc}") from exc
     finally:
         client.close()
-    out = RunEvents(got.topic, got.frame, got.total, got.read, got.rejected, produced)
+    out = dataclasses.replace(got, produced=produced)
     log.info("events of %s: %s", run_id, out.note())
     return out

@@ -226,8 +226,9 @@ def totals_frame(results: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
 def events_checks(frame: pd.DataFrame, expected_rows: int | None = None) -> list[FrameCheck]:
     """Schema, key present, ``ts`` monotone per partition (offset order); the row count.
 
-    ``expected_rows``: how many valid events the frame must hold (the produced
-    count less the records rejected on decoding), when the frame is the whole topic.
+    ``expected_rows``: how many valid events the frame must hold (every event the
+    run's producer sent plus the valid foreign ones: what the route job read), when
+    the frame is the whole topic.
     """
     expects = [
         *(

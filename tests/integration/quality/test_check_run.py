@@ -21,7 +21,7 @@ import pytest
 
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka import KafkaSettings, connect
-from skewlab.pipeline.events import REASONS, encode
+from skewlab.pipeline.events import REASONS, encode, producer_mark
 from skewlab.quality import (
     DATA_DOCS,
     REPORT_JSON,
@@ -110,15 +110,16 @@ def _produce_run_events(
     """
     client = connect(KafkaSettings(broker.bootstrap))
     seq = 0
+    mark = [producer_mark(topic)]  # sent as the run's own producer sends them
     try:
         for w in WINDOWS:
             for i, k in enumerate(KEYS):
                 for _ in range(i + 1):
                     ts = w / 1000 + 0.01 * seq
-                    client.produce(topic, encode(k, ts, seq), partition=seq % 2)
+                    client.produce(topic, encode(k, ts, seq), partition=seq % 2, headers=mark)
                     seq += 1
         if late:
-            client.produce(topic, encode("a", 0.5, seq), partition=0)
+            client.produce(topic, encode("a", 0.5, seq), partition=0, headers=mark)
             seq += 1
         client.flush()
     finally:

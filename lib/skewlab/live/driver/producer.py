@@ -3,7 +3,9 @@
 Event ``seq`` goes to partition ``seq % P`` (the spout -> splitter shuffle of
 DKG's topology: every splitter sees a sample of every key). Each event is
 stamped with the producer's wall time when it is sent (``ts``), which the
-workers use for windows and end-to-end latency.
+workers use for windows and end-to-end latency, and carries the run's producer mark
+(header ``skewlab.producer`` = the topic, :func:`skewlab.pipeline.events.producer_mark`)
+so the run's count can tell its own events from records written from outside.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from skewlab.errors import ConfigError
 from skewlab.io.kafka import producer_fn
 from skewlab.io.kafka.base import KafkaClient
+from skewlab.pipeline.events import producer_mark
 from skewlab.workload.base import Workload
 
 log = logging.getLogger(__name__)
@@ -133,6 +136,7 @@ def produce(
     open_producer(client, s.topic)
     send = producer_fn(client)
     topic = s.topic
+    mark = [producer_mark(topic)]
     pad = "x" * max(0, s.payload_bytes - 60)
     start = wall()
     sent = 0
@@ -153,7 +157,7 @@ def produce(
                 known = escaped[key] = (json.dumps(key), key.encode("utf-8"))
             js, kb = known
             value = f'{{"key":{js},"ts":{now:.6f},"seq":{sent},"payload":"{pad}"}}'
-            send(topic, value.encode("utf-8"), kb, part, None)
+            send(topic, value.encode("utf-8"), kb, part, mark)
             sent += 1
             new += 1
         ahead = start + s.due(new) - wall()

@@ -14,9 +14,10 @@ from collections import defaultdict
 import pyarrow as pa
 
 from skewlab.io.delta.store import DeltaStore
+from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import KafkaClient
 from skewlab.pipeline import events
-from skewlab.pipeline.exactness import Counts, ExactnessReport, check
+from skewlab.pipeline.exactness import ExactnessReport, InputCounts, check
 from skewlab.pipeline.worker import window_start
 from skewlab.rundir import app_id
 
@@ -60,20 +61,22 @@ def results_counts(store: DeltaStore, run_id: str) -> dict[tuple[float, str], tu
     }
 
 
-def plain_count(client: KafkaClient, topic: str, window_s: float) -> tuple[Counts, int]:
-    """(window_start ms, key) -> (count, bytes) of every valid event in ``topic``; + rejects."""
+def plain_count(client: KafkaClient, topic: str, window_s: float) -> tuple[InputCounts, int]:
+    """(window_start ms, key) -> (count, bytes) of every valid event in ``topic``, with how
+    many of them are foreign (no producer mark of ``topic``); + rejects."""
     acc: dict[tuple[float, str], list[int]] = defaultdict(lambda: [0, 0])
     begins = client.begin_offsets(topic)
-    rejects = 0
+    rejects = foreign = 0
     for p, end in client.end_offsets(topic).items():
-        values = [r.value for r in client.fetch(topic, p, begins.get(p, 0), end)]
-        dec = events.decode(values)
+        got = fetch_range(client, topic, p, begins.get(p, 0), end)
+        dec = events.decode(got.values)
         rejects += len(dec.rejects)
+        foreign += sum(1 for i in dec.index if not events.marked(got.headers[i], topic))
         for key, ts, size in zip(dec.keys, dec.ts, dec.sizes):
             slot = acc[(float(_window_ms(ts, window_s)), key)]
             slot[0] += 1
             slot[1] += size
-    return {k: (v[0], v[1]) for k, v in acc.items()}, rejects
+    return InputCounts({k: (v[0], v[1]) for k, v in acc.items()}, foreign), rejects
 
 
 def verify(

@@ -18,11 +18,13 @@ from urllib.parse import unquote
 import numpy as np
 
 from skewlab.io.delta.store import DeltaStore
+from skewlab.live.driver.supervise import hangs
 from skewlab.live.report.control import add_rebalance, add_scale_out, final_key_state
 from skewlab.live.report.plots import PLOT_NAMES, draw
 from skewlab.metrics import dist_cost, imb_score, std_dev_pct
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rebalance.base import hash_worker
+from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
     from skewlab.live.driver.experiment import ExperimentSettings
@@ -50,6 +52,8 @@ class RunSummary:
     strategy: str
     workers: int
     events: int
+    """Valid events the run consumed: its ``events`` topic's records less the quarantined
+    ones (the verdict's expected count), foreign ones included."""
     quarantined: int
     produce_rate: float
     throughput: float
@@ -64,6 +68,10 @@ class RunSummary:
     exactness: str
     wall_s: float
     window_s: float
+    foreign: int = 0
+    """Of :attr:`events`, those not sent by the run's own producer (written from outside)."""
+    hangs: list[str] = field(default_factory=list)
+    """Workers found hung (no progress with input waiting) and what was done, one line each."""
     keys_over_2: int = 0
     """Keys routed to more than 2 workers (for DKG: keys whose pool grew past 2)."""
     time_scale: float = 1.0
@@ -340,7 +348,8 @@ def summarize(
         run_id=run_id,
         strategy=s.strategy,
         workers=s.workers,
-        events=produced.events,
+        events=exactness.expected_events,  # the one count of what the run consumed
+        foreign=exactness.foreign_events or 0,
         quarantined=quarantined,
         produce_rate=produced.rate,
         throughput=exactness.actual_events / max(t_done - t_produce, 1e-9),
@@ -367,6 +376,7 @@ def summarize(
         window_latency_ms=[lat_series.get(w, (float("nan"), float("nan"))) for w in windows],
         latency_values_ms=lat_v[order].tolist(),
         latency_frac=frac.tolist(),
+        hangs=hangs(RunDir.of(run_dir)),
     )
     if s.rebalance:
         add_rebalance(summary, store, run_id, s.rebalance, loads, home, key_counts)

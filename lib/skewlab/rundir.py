@@ -42,7 +42,8 @@ class RunDir:
     ``worker-<i>.json`` (per-process settings), markers ``route.ready``,
     ``route.stop``, ``workers.stop``, ``spares.stop``, ``worker-<i>.ready``,
     ``stop`` (autoscale), ``expected.json`` / ``quality.json`` (results a later
-    task reads), ``mlflow.json`` (the open MLflow run), logs ``<role>.log``,
+    task reads), ``hangs.txt`` (hung workers found, a line each), ``mlflow.json``
+    (the open MLflow run), logs ``<role>.log``,
     and the route job's Spark ``checkpoint/`` and ``spark/`` data folders.
     """
 
@@ -159,6 +160,11 @@ class RunDir:
     def stop(self) -> Path:
         """The autoscale run's stop marker."""
         return self.path / "stop"
+
+    @property
+    def hangs(self) -> Path:
+        """Hung workers the supervisor found and what it did, one line each (summary)."""
+        return self.path / "hangs.txt"
 
     # ------------------------------------------------------------ logs and data
 

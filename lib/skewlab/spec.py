@@ -164,6 +164,9 @@ SETTINGS: tuple[Setting, ...] = (
        flag="--max-events-per-trigger", minimum=1, nullable=True),
     _s("flush_interval_s", "runtime", 1.0, "number", "s between worker flushes",
        exclusive_minimum=0),
+    _s("stall_s", "runtime", 15.0, "number",
+       "s a ready worker may make no progress while records wait before it is killed and "
+       "restarted as hung", flag="--stall-s", exclusive_minimum=0, maximum=3600),
     _s("mlflow", "runtime", True, "boolean", "do not log to MLflow", flag="--no-mlflow"),
     _s("experiment", "runtime", None, "string", "MLflow experiment", nullable=True),
     _s("keep_topics", "runtime", False, "boolean", "keep the run's topics"),
@@ -319,6 +322,7 @@ class RuntimeSpec:
     trigger_s: float
     max_events_per_trigger: int | None
     flush_interval_s: float
+    stall_s: float
     mlflow: bool
     experiment: str | None
     keep_topics: bool

@@ -157,6 +157,8 @@ def report(summaries: list[Any], home: str, as_json: bool = False) -> None:
         )
         for r in summaries:
             print(f"{r.run_id}: {r.exactness}")
+            for hang in r.hangs:
+                print(f"  hung: {hang}")
             line = _startup(home, r.run_id)
             if line:
                 print(f"  {line}")

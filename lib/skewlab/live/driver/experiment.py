@@ -68,6 +68,8 @@ class ExperimentSettings:
     trigger_s: float = DEFAULTS["trigger_s"]
     max_events_per_trigger: int | None = DEFAULTS["max_events_per_trigger"]
     flush_interval_s: float = DEFAULTS["flush_interval_s"]
+    stall_s: float = DEFAULTS["stall_s"]
+    """A ready worker without progress this long while records wait is hung (restarted)."""
     strategy_params: dict[str, Any] = field(default_factory=lambda: default("strategy_params"))
     mlflow: bool = DEFAULTS["mlflow"]
     experiment: str | None = DEFAULTS["experiment"]

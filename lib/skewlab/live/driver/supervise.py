@@ -4,7 +4,9 @@
 and a worker hung with records waiting (no committed progress for ``stall_s``), and fails the
 run once its restarts are used; :class:`BrokerProbe` fails it when the broker cannot be reached
 for ``grace_s``. Why restarts keep the run exact, the hang rule, and scale-out instances
-stopped on purpose: docs/live-run.md, "skewlab.live.driver.supervise".
+stopped on purpose: docs/live-run.md, "skewlab.live.driver.supervise". ``stall_s`` is the
+run's setting (``--stall-s``); each hang is also written to the run dir's ``hangs.txt``
+(:func:`hangs`), which the run's summary lists.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from skewlab.live.driver.experiment import ExperimentError
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import Procs, exit_cause
 from skewlab.rundir import RunDir
+from skewlab.spec import DEFAULTS
 
 __all__ = [
     "BrokerLost",
@@ -30,6 +33,7 @@ __all__ = [
     "RestartPolicy",
     "Supervisor",
     "WorkerProgress",
+    "hangs",
     "stop_guarded",
 ]
 
@@ -40,7 +44,7 @@ WorkerProgress = Callable[[int], tuple[int, int] | None]
 ``routed``), or None while that is not known (:meth:`Watcher.worker_offsets
 <skewlab.live.report.watch.Watcher.worker_offsets>`)."""
 
-STALL_S = 15.0
+STALL_S: float = DEFAULTS["stall_s"]
 """Default seconds (of the supervisor's clock) a worker may go without committed progress
 while records wait for it before it is declared hung."""
 
@@ -115,12 +119,16 @@ class Supervisor:
     """Process name -> the process whose exit scheduled that restart."""
     progress: WorkerProgress | None = None
     """Where the workers' committed and end offsets come from; None: hangs are not watched."""
-    stall_s: float = STALL_S
+    stall_s: float | None = None
+    """Seconds without progress that make a worker hung; None: the run's setting
+    (``stall_s`` of the handle's settings, else :data:`STALL_S`)."""
     _stall: dict[str, tuple[Any, int, float]] = field(default_factory=dict)
     """Worker name -> (its process, committed offset, clock time since when that offset
     has not moved while records waited)."""
 
     def __post_init__(self) -> None:
+        if self.stall_s is None:
+            self.stall_s = float(self.handle.settings.get("stall_s") or STALL_S)
         if not self.stall_s > 0:
             raise ConfigError(f"stall_s must be > 0, got {self.stall_s}")
 
@@ -214,20 +222,25 @@ class Supervisor:
         if last is None or last[0] is not proc or last[1] != committed or end <= committed:
             self._stall[name] = (proc, committed, now)
             return None
+        assert self.stall_s is not None  # set by __post_init__
         if now - last[2] < self.stall_s:
             return None
         return now - last[2], end - committed
 
     def _hung(self, name: str, proc: Any, now: float, stalled: float, waiting: int) -> None:
         """Kill hung worker ``name``'s group (SIGKILL ends a stopped process too) and
-        schedule its restart like an exit's, on the same budget."""
+        schedule its restart like an exit's, on the same budget; the cause goes to the
+        run dir's ``hangs.txt`` either way."""
         self._stall.pop(name, None)
         what = f"{name} made no progress for {stalled:.1f} s with {waiting:,} records waiting"
         proc.kill()
         self._broker_alive(name, f"it made no progress for {stalled:.1f} s")
         used = self.handle.restarts.get(name, 0)
+        cause = f"{name} hung {stalled:.0f} s with {waiting:,} records waiting"
         if used >= self.policy.max_restarts:
+            _record_hang(self.files, f"{cause}: killed, no restart left")
             raise ChildFailed(f"{what}; killed, and it has no restart left ({used} used)")
+        _record_hang(self.files, f"{cause}: killed and restarted")
         log.warning("%s; restarting it", what)
         self.pending[name] = now + self.policy.delay(used)
         self._dead[name] = proc
@@ -242,6 +255,25 @@ class Supervisor:
             f"broker {self.broker.bootstrap} unreachable ({self.broker.error}): "
             f"{_what(name)} not restarted ({what}); the run cannot go on"
         )
+
+
+def _record_hang(files: RunDir, line: str) -> None:
+    """Append ``line`` to the run's ``hangs.txt`` (a write that fails is logged, not raised:
+    the restart matters more than its record)."""
+    try:
+        with files.hangs.open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+    except OSError as exc:
+        log.warning("could not record the hang (%s) in %s: %s", line, files.hangs, exc)
+
+
+def hangs(files: RunDir) -> list[str]:
+    """The hung workers the run's supervisors found and what they did, oldest first."""
+    try:
+        text = files.hangs.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [line for line in text.splitlines() if line.strip()]
 
 
 def stop_guarded(loop: Any, guard: Callable[[], None], tick_s: float = 0.25) -> None:

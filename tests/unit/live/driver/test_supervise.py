@@ -7,17 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from skewlab.errors import ConfigError
+from skewlab.errors import ConfigError, SettingError
+from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import Procs
 from skewlab.live.driver.supervise import (
+    STALL_S,
     BrokerLost,
     BrokerProbe,
     ChildFailed,
     RestartPolicy,
     Supervisor,
+    hangs,
 )
 from skewlab.rundir import RunDir
+from skewlab.spec import DEFAULTS
 
 pytestmark = pytest.mark.unit
 
@@ -364,3 +368,53 @@ def test_stall_s_must_be_positive(tmp_path: Path) -> None:
     procs, handle, files, _ = _run(tmp_path)
     with pytest.raises(ConfigError, match="stall_s"):
         Supervisor(procs, handle, files, lambda: [0], stall_s=0.0)
+
+
+def test_a_hang_is_written_to_the_run_dir_for_the_summary(tmp_path: Path) -> None:
+    offsets = Offsets(w0=(500, 500), w1=(100, 1304))
+    _, _, files, started, sup, clock = _progress_watched(tmp_path, offsets, max_restarts=1)
+    assert hangs(files) == []
+    for t in (100.0, 115.3):
+        clock.t = t
+        sup.check()
+    sup.check()
+    assert started == ["worker-1"]
+    assert hangs(files) == ["worker-1 hung 15 s with 1,204 records waiting: killed and restarted"]
+    clock.t = 120.0  # the new process is seen; hung again, no restart left: recorded
+    sup.check()
+    clock.t = 136.0
+    with pytest.raises(ChildFailed):
+        sup.check()
+    assert (
+        hangs(files)[1] == "worker-1 hung 16 s with 1,204 records waiting: killed, no restart left"
+    )
+
+
+def test_stall_s_comes_from_the_runs_setting_unless_given(tmp_path: Path) -> None:
+    procs, handle, files, _ = _run(tmp_path)
+    assert Supervisor(procs, handle, files, lambda: [0]).stall_s == STALL_S == DEFAULTS["stall_s"]
+    handle.settings["stall_s"] = 4.5
+    assert Supervisor(procs, handle, files, lambda: [0]).stall_s == 4.5
+    assert Supervisor(procs, handle, files, lambda: [0], stall_s=2.0).stall_s == 2.0
+    with pytest.raises(ConfigError):
+        Supervisor(procs, handle, files, lambda: [0], stall_s=0.0)
+
+
+@pytest.mark.parametrize("value", [0.0, -3.0, float("nan"), 7200.0])
+def test_a_bad_stall_s_setting_is_one_line_naming_the_flag(value: float) -> None:
+    with pytest.raises(SettingError) as err:
+        ExperimentSettings(stall_s=value)
+    assert str(err.value).count("\n") == 0 and err.value.flag == "--stall-s"
+    assert ExperimentSettings(stall_s=3.0).stall_s == 3.0
+
+
+def test_skewlab_run_refuses_a_bad_stall_s_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from skewlab.cli import main
+
+    assert main(["run", "--stall-s", "0", "--home", str(tmp_path), "--no-mlflow"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("skewlab run: error: argument --stall-s: ") and "\n" not in err
+    assert "0" in err.split("--stall-s: ", 1)[1]
+    assert not (tmp_path / "runs").exists()  # refused before anything started

@@ -17,7 +17,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from skewlab.commands._args import positive_float
+from skewlab.commands._args import one_of, positive_float
 from skewlab.experiments import registry
 from skewlab.experiments.reproduce import (
     REPRODUCE_SCALES,
@@ -37,7 +37,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     defaults = ", ".join(f"{n} ({s:g})" for n, s in REPRODUCE_SCALES.items())
     parser.epilog = f"experiments and their default scales: {defaults}"
     parser.add_argument(
-        "names", nargs="*", metavar="NAME", help="experiments to run (default: all of --list)"
+        "names",
+        nargs="*",
+        metavar="NAME",
+        type=one_of(tuple(REPRODUCE_SCALES), "experiment"),
+        help="experiments to run (default: all of --list); a misspelt one gets a did-you-mean",
     )
     parser.add_argument("--list", action="store_true", help="list the experiments and exit")
     parser.add_argument(

@@ -28,7 +28,7 @@ from skewlab.live.driver.context import resume as resume_context
 from skewlab.live.driver.experiment import ExperimentSettings, Hook
 from skewlab.live.driver.handle import Phase, RunHandle, Status
 from skewlab.live.driver.lifecycle import INTERRUPT_GRACE_S, EndsOnExit
-from skewlab.live.driver.startup import startup_line
+from skewlab.live.driver.startup import preload, preload_modules, startup_line
 from skewlab.live.report.watch import ProgressFn
 from skewlab.rundir import RunDir
 
@@ -244,6 +244,7 @@ class Run(EndsOnExit):
                 self.topics()
                 say(f"topics {h.events_topic} ({s.partitions} partitions), "
                     f"{h.routed_topic} ({h.n_routed})")  # fmt: skip
+            preload(preload_modules(s.quality, s.mlflow))  # imported while Spark starts
             if not h.done(Phase.STARTED):  # 2.
                 say(f"starting the route job (Spark session, warm-up batch) and {s.workers} "
                     "workers")  # fmt: skip

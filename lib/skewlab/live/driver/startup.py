@@ -10,11 +10,16 @@ started reading.
 The times go to the run handle (``startup``), split per component, so the
 summary can report them apart from steady-state latency; :func:`startup_line`
 renders them as the one ``start-up:`` line ``skewlab run`` prints.
+:func:`preload` imports, in a background thread while Spark starts, the heavy libraries
+the run's end needs (Great Expectations ~10 s, MLflow), so the end does not pay for them.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import logging
+import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -25,7 +30,17 @@ from skewlab.live.driver.experiment import ExperimentError
 from skewlab.live.driver.launch import Procs, exit_cause
 from skewlab.rundir import RunDir
 
-__all__ = ["RouteReady", "read_route_ready", "read_worker_ready", "startup_line", "wait_ready"]
+__all__ = [
+    "RouteReady",
+    "preload",
+    "preload_modules",
+    "read_route_ready",
+    "read_worker_ready",
+    "startup_line",
+    "wait_ready",
+]
+
+log = logging.getLogger(__name__)
 
 _ROUTE_STEPS = ("t_process", "t_session", "t_query", "t_warm")
 
@@ -160,3 +175,30 @@ def startup_line(startup: dict[str, Any], spark_ui: str | None = None) -> str | 
     line = "start-up: " + "; ".join(parts)
     ui = spark_ui or startup.get("spark_ui")
     return f"{line}; Spark UI {ui}" if ui else line
+
+
+def preload_modules(quality: bool, mlflow: bool) -> list[str]:
+    """The heavy modules a run's end imports: GX's if it checks quality, MLflow's if it logs."""
+    return (["great_expectations", "great_expectations.expectations"] if quality else []) + (
+        ["mlflow"] if mlflow else []
+    )
+
+
+def preload(modules: Collection[str]) -> threading.Thread | None:
+    """Import ``modules`` in a daemon thread (started; ``None`` when there are none).
+
+    An import that fails is only logged: the end imports the module again and reports
+    the error where it is used."""
+    if not modules:
+        return None
+
+    def load() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # the end's own import reports it
+                log.debug("preloading %s failed: %s", name, exc)
+
+    thread = threading.Thread(target=load, name="skewlab-preload", daemon=True)
+    thread.start()
+    return thread

@@ -11,6 +11,8 @@ from skewlab.errors import SkewlabError
 from skewlab.live.driver.launch import Procs
 from skewlab.live.driver.startup import (
     RouteReady,
+    preload,
+    preload_modules,
     read_route_ready,
     read_worker_ready,
     route_startup,
@@ -145,3 +147,22 @@ def test_with_a_guard_a_child_that_dies_while_starting_is_restarted(tmp_path: Pa
     with pytest.raises(SkewlabError, match="worker 0 exited before it was ready"):
         wait_ready(files, procs, [0], {}, clock=lambda: 0.0, sleep=lambda dt: None,
                    guard=lambda: None, guarded={"route"})  # fmt: skip
+
+
+def test_the_end_s_heavy_modules_are_preloaded_only_when_used() -> None:
+    assert preload_modules(quality=False, mlflow=False) == []
+    assert preload_modules(quality=True, mlflow=False)[0] == "great_expectations"
+    assert preload_modules(quality=False, mlflow=True) == ["mlflow"]
+    assert preload([]) is None
+
+
+def test_preload_imports_in_a_thread_and_survives_a_missing_module(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    thread = preload(["no_such_module_for_skewlab", "colorsys"])
+    assert thread is not None and thread.daemon
+    thread.join(timeout=60)
+    assert not thread.is_alive() and "colorsys" in sys.modules

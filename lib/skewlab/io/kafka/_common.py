@@ -12,14 +12,16 @@ answer :meth:`ClientBase._require_broker` opens a TCP connection to each bootstr
 server and raises :class:`BrokerUnavailableError` when none accepts. A dead broker
 is then an error in about a second instead of after the call's whole timeout (30 s
 for admin calls, five minutes for a producer's delivery), and a slow but live
-broker still gets the whole timeout.
+broker still gets the whole timeout. librdkafka's own log: :data:`LIBRDKAFKA_LOG`.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from skewlab.errors import ConfigError
 from skewlab.io.kafka.base import (
@@ -30,6 +32,27 @@ from skewlab.io.kafka.base import (
     Record,
     split_extra,
 )
+
+LIBRDKAFKA_LOG = logging.getLogger("skewlab.librdkafka")
+"""Every client's librdkafka log (its ``logger``): kept out of the terminal's handlers
+(no propagation), written only where :func:`log_librdkafka_to` says."""
+LIBRDKAFKA_LOG.propagate = False
+LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
+LIBRDKAFKA_LOG.setLevel(logging.INFO)
+
+
+def log_librdkafka_to(path: Path | None) -> None:
+    """Write librdkafka's log (of every client of this process, those made before too) to
+    the file ``path`` from now on, appended; None: nowhere. Replaces the earlier file."""
+    for handler in list(LIBRDKAFKA_LOG.handlers):
+        if isinstance(handler, logging.FileHandler):
+            LIBRDKAFKA_LOG.removeHandler(handler)
+            handler.close()
+    if path is not None:
+        handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+        handler.setFormatter(logging.Formatter("%(asctime)s librdkafka %(message)s"))
+        LIBRDKAFKA_LOG.addHandler(handler)
+
 
 SLICE_S = 1.0
 """How long a call waits on the broker before it checks that the broker is there."""

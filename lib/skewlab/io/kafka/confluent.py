@@ -7,10 +7,11 @@ range. The consumer never joins a group: ranges are read with ``assign`` at an
 offset, and ``enable.partition.eof`` tells where a partition ends.
 
 One client serves one thread; one :meth:`ConfluentClient.fetch` at a time.
-
 Every call that waits on the broker waits in slices and checks between them that the
 broker is still there (:mod:`skewlab.io.kafka._common`): a killed broker is a
 :class:`~skewlab.io.kafka.base.BrokerUnavailableError` in about a second.
+librdkafka's own log (``%4|...``) and error callbacks go to ``LIBRDKAFKA_LOG`` (a run's
+``kafka.log``, :func:`~skewlab.io.kafka._common.log_librdkafka_to`), never to the terminal.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from skewlab.errors import ConfigError
-from skewlab.io.kafka._common import SLICE_S, ClientBase
+from skewlab.io.kafka._common import LIBRDKAFKA_LOG, SLICE_S, ClientBase
 from skewlab.io.kafka.base import FetchedRange, Headers, KafkaError, KafkaSettings, Record
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class ConfluentClient(ClientBase):
             **defaults,
             "bootstrap.servers": self.settings.bootstrap,
             "error_cb": self._on_client_error,
+            "logger": LIBRDKAFKA_LOG,
             **self._extra[role],
         }
 
@@ -146,7 +148,9 @@ class ConfluentClient(ClientBase):
     def _on_client_error(self, err: RdKafkaError) -> None:
         if err.code() == RdKafkaError._ALL_BROKERS_DOWN:
             self._all_down = True
-        log.warning("kafka client error (%s): %s", self.settings.bootstrap, err)
+        # librdkafka's own report (it retries): its log, not the terminal's; a lost broker
+        # is told in one line by whoever waits on it (BrokerUnavailableError)
+        LIBRDKAFKA_LOG.warning("kafka client error (%s): %s", self.settings.bootstrap, err)
 
     def _check_down(self, doing: str) -> None:
         """After librdkafka said all brokers are down (its error callback, served by

@@ -7,6 +7,7 @@ import logging
 import time
 
 from skewlab.errors import SkewlabError
+from skewlab.io.kafka._common import log_librdkafka_to
 from skewlab.live.driver.context import RunContext
 from skewlab.live.driver.handle import Phase as P
 from skewlab.live.driver.handle import Status
@@ -69,6 +70,7 @@ def stop(ctx: RunContext, grace_s: float = 0.0) -> list[str]:
     if ctx.client is not None:
         ctx.client.close(flush_s=0 if broker_lost else 10)  # no broker, no flush
         ctx.client = None
+    log_librdkafka_to(None)  # the run's kafka.log is complete
     h.mark(P.STOPPED)
     return killed
 

@@ -6,7 +6,8 @@ run once its restarts are used; :class:`BrokerProbe` fails it when the broker ca
 for ``grace_s``. Why restarts keep the run exact, the hang rule, and scale-out instances
 stopped on purpose: docs/live-run.md, "skewlab.live.driver.supervise". ``stall_s`` is the
 run's setting (``--stall-s``); each hang is also written to the run dir's ``hangs.txt``
-(:func:`hangs`), which the run's summary lists.
+(:func:`hangs`), which the run's summary lists. While a run is supervised, librdkafka's
+log of this process goes to the run's ``kafka.log``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skewlab.errors import ConfigError
+from skewlab.io.kafka._common import log_librdkafka_to
 from skewlab.live.driver.experiment import ExperimentError
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import Procs, exit_cause
@@ -131,6 +133,7 @@ class Supervisor:
             self.stall_s = float(self.handle.settings.get("stall_s") or STALL_S)
         if not self.stall_s > 0:
             raise ConfigError(f"stall_s must be > 0, got {self.stall_s}")
+        log_librdkafka_to(self.files.log("kafka"))  # the driver's clients: the run's log
 
     def _children(self) -> list[tuple[str, Any, Callable[[], None]]]:
         out: list[tuple[str, Any, Callable[[], None]]] = [

@@ -37,7 +37,8 @@ unless it keeps its default):
 so each task may run in its own process):
 
 1. `validate_params`: params -> `ExperimentSettings` or `AutoscaleSettings`; a bad value or
-   combination fails the run with one line saying what is allowed, before anything starts.
+   combination, or a run too large for the data dir's disk, fails the run with one line
+   saying what is allowed, before anything starts.
 2. `ensure_services`: a new run id and run dir; the embedded broker started if no bootstrap
    is configured.
 3. `create_topics`: `events-<run>` and `routed-<run>`.
@@ -147,14 +148,17 @@ def skewlab_experiment() -> None:
         from airflow.sdk.exceptions import AirflowFailException
 
         from skewlab.errors import ConfigError
-        from skewlab.orchestration.params import settings_from_params
+        from skewlab.orchestration.params import check_size, settings_from_params
         from skewlab.orchestration.runs import settings_to_xcom
 
         params = dict(get_current_context()["params"])
         try:
             settings = settings_from_params(params)
+            warnings = check_size(settings)  # before any service starts
         except ConfigError as exc:
             raise AirflowFailException(f"bad params: {exc}") from None
+        for warning in warnings:
+            log.warning("%s", warning)
         log.info("settings: %s", settings)
         return settings_to_xcom(settings)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from skewlab.autoscale.algorithms import ALGORITHM_NAMES
@@ -20,6 +21,7 @@ from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, GROUPINGS
 from skewlab.live.autoscale.protocol import speed_plan
 from skewlab.live.autoscale.settings import AutoscaleSettings, monitor_timing
+from skewlab.live.driver.preflight import check_run_size
 from skewlab.orchestration.paramspec import OFF, Kind, ParamSpec, one_line
 from skewlab.orchestration.patterns import (
     AUTOSCALE_WORKLOAD_PATTERN,
@@ -63,6 +65,7 @@ __all__ = [
     "SCALE_OUT_POLICIES",
     "ParamSpec",
     "autoscale_timing",
+    "check_size",
     "grouping_keys",
     "one_line",
     "param_schemas",
@@ -489,6 +492,29 @@ def settings_from_params(
     for switch in ("rebalance", "scale_out"):
         fields[switch] = None if fields[switch] == OFF else fields[switch]
     return _build(ExperimentSettings, {**fields, **base}, overrides)
+
+
+DAG_FIX = (
+    "lower the params rate, duration or events (a DAG run has no override; "
+    "skewlab run --allow-large runs it anyway)"
+)
+"""What a DAG run refused as too large can do about it."""
+
+
+def check_size(
+    settings: Settings, free_bytes: Callable[[Path], int] | None = None, cores: int | None = None
+) -> list[str]:
+    """:func:`~skewlab.live.driver.preflight.check_run_size` for a DAG run, before any
+    service starts: a grouping run too large for its data dir's disk is refused
+    (:class:`ConfigError`, one line naming the params to lower); returns the warnings
+    (workers vs cores). An autoscale run (its own load plan) is not checked here."""
+    from skewlab.live.driver.experiment import ExperimentSettings
+
+    if not isinstance(settings, ExperimentSettings):
+        return []
+    if free_bytes is None:
+        return check_run_size(settings, cores=cores, fix=DAG_FIX)
+    return check_run_size(settings, free_bytes=free_bytes, cores=cores, fix=DAG_FIX)
 
 
 def _check_parts(values: Mapping[str, Any]) -> None:

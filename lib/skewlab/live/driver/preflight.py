@@ -31,6 +31,9 @@ WORKERS_PER_CORE = 4
 
 ALLOW_FLAG = "--allow-large"
 
+CLI_FIX = f"lower --rate, --duration or --events, or pass {ALLOW_FLAG} to run it anyway"
+"""What a refused ``skewlab run`` can do about it (the DAG says its own)."""
+
 
 def bytes_per_event(payload_bytes: int) -> int:
     """Disk one event costs a run: two copies (``events``, ``routed``) with overhead."""
@@ -46,9 +49,11 @@ def check_run_size(
     allow_large: bool = False,
     free_bytes: Callable[[Path], int] = lambda p: shutil.disk_usage(p).free,
     cores: int | None = None,
+    fix: str = CLI_FIX,
 ) -> list[str]:
     """Refuse (:class:`ConfigError`) a run ``s`` (an ``ExperimentSettings``) too large for
-    its data dir's disk unless ``allow_large``; return warnings (workers vs cores)."""
+    its data dir's disk unless ``allow_large``; return warnings (workers vs cores).
+    ``fix``: what the refused caller can do, ending the message (the CLI's flags)."""
     home = Path(s.home).expanduser()
     where = next((p for p in (home, *home.parents) if p.exists()), Path("/"))
     per = bytes_per_event(int(s.payload_bytes))
@@ -57,8 +62,7 @@ def check_run_size(
         raise ConfigError(
             f"this run plans {s.n_events:,} events: about {_gb(need)} on the broker's disk at "
             f"{per} bytes per event (two copies, events and routed), more than "
-            f"{DISK_SHARE:.0%} of the {_gb(free)} free under {where}; lower --rate, "
-            f"--duration or --events, or pass {ALLOW_FLAG} to run it anyway"
+            f"{DISK_SHARE:.0%} of the {_gb(free)} free under {where}; {fix}"
         )
     n_cores = cores or os.cpu_count() or 1
     if s.workers > WORKERS_PER_CORE * n_cores:

@@ -1,0 +1,161 @@
+"""The simulator's error against live runs, per metric, through ``skewlab advise --verify``.
+
+Issue 36's measurement: three streams (a Zipf trace, DKG's country skew, a trace whose
+hot set drifts) at two worker counts. Each cell is one ``skewlab advise --trace ...
+--verify`` (the recommendation and KEY grouping, simulated and live on the same events
+through Kafka, MLflow runs logged under the bench's data dir). Small live runs: a few
+thousand events at a modest rate on a shared machine. Targets: imbalance and DIST_COST
+within 15 %, p99 within 30 %. Prints one table (absolute figures, sim/live, relative
+error, within target, p99's error before calibration) and writes it as JSON.
+
+    .venv/bin/python bench/bench_sim_vs_live.py [--events 3000] [--rate 400]
+        [--service-us 3000] [--workers 2 4] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import say
+from skewlab.advise.base import stream_of
+from skewlab.advise.readers import write_trace_csv
+from skewlab.report.table import format_table
+from skewlab.services import get_service
+from skewlab.workload.spec import parse_workload
+
+SKEWLAB = str(Path(sys.executable).with_name("skewlab"))
+
+
+def workload_keys(spec: str, n: int) -> list[str]:
+    """The first ``n`` keys of a skewlab workload (seed 1)."""
+    keys: list[str] = []
+    for chunk in parse_workload(spec, seed=1).events(n):
+        keys.extend(map(str, chunk.keys.keys()))
+    return keys[:n]
+
+
+def drifting_keys(n: int, phases: int = 4, keys: int = 200, s: float = 1.2) -> list[str]:
+    """Zipf(``s``) over ``keys`` keys whose ranks are reshuffled ``phases`` times: the hot
+    set of each quarter of the trace is a different set of keys."""
+    rng = np.random.default_rng(7)
+    p = 1.0 / np.arange(1, keys + 1) ** s
+    ranks = rng.choice(keys, size=n, p=p / p.sum())
+    out: list[str] = []
+    for phase in range(phases):
+        perm = rng.permutation(keys)
+        lo, hi = phase * n // phases, (phase + 1) * n // phases
+        out.extend(f"d{perm[r]}" for r in ranks[lo:hi])
+    return out
+
+
+STREAMS = {
+    "zipf s=1.1": lambda n: workload_keys("zipf:s=1.1,v=2.72,keys=1000", n),
+    "country:R80": lambda n: workload_keys("country:R80", n),
+    "drifting hot set": drifting_keys,
+}
+
+
+def one(trace: Path, workers: int, a: argparse.Namespace, home: Path, log: Any) -> dict[str, Any]:
+    """``skewlab advise --verify`` on ``trace`` at ``workers``; its JSON document."""
+    argv = [SKEWLAB, "advise", "--trace", str(trace), "--workers", str(workers),
+            "--service-us", str(a.service_us), "--rate", str(a.rate), "--verify",
+            "--verify-events", str(a.events), "--json", "--no-progress",
+            "--home", str(home)]  # fmt: skip
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=log, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(
+            f"advise failed ({done.returncode}) on {trace} W={workers}; see {log.name}"
+        )
+    return json.loads(done.stdout)
+
+
+def rows_of(stream: str, workers: int, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The bench's table rows of one advise document."""
+    v = doc["verify"]
+    return [{"stream": stream, "workers": workers, "recommended": doc["recommended"],
+             "delay_ms": v["p99_offset_ms"], "trigger_s": v["trigger_s"],
+             "runs": v["runs"], **r} for r in v["records"]]  # fmt: skip
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The printed table."""
+
+    def pct(x: float) -> str:
+        return "inf" if x == float("inf") else f"{100 * x:.0f} %"
+
+    cells = []
+    for r in rows:
+        within = "-" if r["target"] == float("inf") else ("yes" if r["within"] else "NO")
+        uncal = pct(r["rel_error_uncalibrated"]) if r["metric"] == "p99_ms" else ""
+        cells.append([r["stream"], r["workers"], r["strategy"], r["metric"], f"{r['sim']:.3g}",
+                      f"{r['live']:.3g}", f"{r['ratio']:.2f}", pct(r["rel_error"]), within,
+                      uncal])  # fmt: skip
+    head = ("stream", "W", "strategy", "metric", "sim", "live", "sim/live", "rel. error",
+            "within target", "p99 error uncalibrated")  # fmt: skip
+    return format_table(head, cells)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=3000)
+    ap.add_argument("--rate", type=float, default=400.0)
+    ap.add_argument("--service-us", type=float, default=3000.0)
+    ap.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--json", type=Path, help="also write the rows here")
+    a = ap.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="skewlab-bench-simlive-"))
+    load0 = Path("/proc/loadavg").read_text().strip()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    say(f"{started}; load {load0}; data dir {home}")
+    say(f"{a.events:,} events per live run at {a.rate:,.0f}/s, {a.service_us:,.0f} us per event")
+    bootstrap = get_service("broker", str(home)).start().url
+    os.environ["SKEWLAB_KAFKA_BOOTSTRAP"] = bootstrap
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    try:
+        with open(home / "advise.log", "w") as log:
+            for name, make in STREAMS.items():
+                keys = make(a.events)
+                trace = write_trace_csv(
+                    stream_of(name, ((k, None, None) for k in keys)),
+                    home / f"{name.split()[0].replace(':', '_')}.csv",
+                    len(keys),
+                )
+                for w in a.workers:
+                    doc = one(trace, w, a, home, log)
+                    rows.extend(rows_of(name, w, doc))
+                    if a.json:  # after every cell: a cut-short bench keeps what it measured
+                        doc_out = {"started": started, "load": load0, "rows": rows}
+                        a.json.write_text(json.dumps(doc_out, indent=1, default=str))
+                    v = doc["verify"]
+                    load = Path("/proc/loadavg").read_text().split()[:3]
+                    say(f"  {name} W={w}: recommended {doc['recommended']}; calibration: "
+                        f"{v['trigger_s']:g} s micro-batches + {v['p99_offset_ms']:,.0f} ms; "
+                        f"runs {v['runs']}; load {' '.join(load)}")  # fmt: skip
+    finally:
+        get_service("broker", str(home)).stop()
+    say("")
+    say(table(rows))
+    n = [r for r in rows if r["target"] != float("inf")]
+    say(f"\nwithin target: {sum(r['within'] for r in n)} / {len(n)} (calibrated), "
+        f"{sum(r['within_uncalibrated'] for r in n)} / {len(n)} (uncalibrated); "
+        f"{time.perf_counter() - t0:,.0f} s; load at the end "
+        f"{Path('/proc/loadavg').read_text().strip()}")  # fmt: skip
+    if a.json:
+        doc_out = {"started": started, "load": load0, "rows": rows}
+        a.json.write_text(json.dumps(doc_out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

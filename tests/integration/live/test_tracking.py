@@ -27,7 +27,7 @@ def test_live_run_is_logged_to_mlflow(run_live, tmp_path):
     from skewlab.io.tracking import TrackingSettings
 
     experiment = f"live-test-{uuid.uuid4().hex[:8]}"
-    run = run_live("pkg", mlflow=True, experiment=experiment)
+    run = run_live("pkg", mlflow=True, quality=True, experiment=experiment)
     s = run.summary
     assert s.exact, s.exactness
     assert s.mlflow_run_id

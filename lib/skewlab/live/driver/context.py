@@ -27,6 +27,7 @@ from skewlab.live.driver.launch import (
 from skewlab.live.driver.lifecycle import this_process
 from skewlab.live.driver.producer import ProduceReport
 from skewlab.live.driver.settings import kafka_settings, worker_settings
+from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
 from skewlab.live.driver.supervise import BrokerProbe, RestartPolicy, Supervisor
 from skewlab.live.report.tracking import LiveRun
 from skewlab.live.report.watch import ProgressFn, Watcher
@@ -85,7 +86,10 @@ class RunContext:
 
     @property
     def launcher(self) -> Launcher:
-        """Where this run's processes start (local processes, detached for the DAG)."""
+        """Where this run's processes start (local processes, detached for the DAG; the
+        workers as Spark tasks when ``$SKEWLAB_WORKER_ENGINE=spark``)."""
+        if worker_engine() == "spark":
+            return SparkLauncher(self.run_dir, LocalLauncher(self.detached))
         return LocalLauncher(self.detached)
 
     @property

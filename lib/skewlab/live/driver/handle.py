@@ -69,6 +69,8 @@ class ProcRecord:
     ``create_time`` (psutil's, seconds since the epoch) tells the process from a
     later one that reused its pid; ``rc_file`` is where a detached process's
     wrapper writes its exit code (``None``: a child of the process that started it).
+    ``request`` names the request file of a worker run as a Spark task
+    (:mod:`skewlab.live.driver.spark_launcher`; ``pid`` is then the workers app's).
     """
 
     name: str
@@ -77,6 +79,7 @@ class ProcRecord:
     cmd: list[str]
     log: str
     rc_file: str | None = None
+    request: str | None = None
 
 
 @dataclass

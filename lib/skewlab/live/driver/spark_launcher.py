@@ -1,0 +1,278 @@
+"""The worker tier as long-running tasks of a Spark application (``$SKEWLAB_WORKER_ENGINE=spark``).
+
+:class:`SparkLauncher` runs ``worker-<i>`` processes as tasks of the run's own Spark app
+(:mod:`skewlab.live.mains.workers_app`); other names start as local processes. Files in
+``<run dir>/spark-workers/`` (:class:`EngineDir`) are the whole protocol:
+
+1. ``start`` starts the app once (detached; its record in ``app.json``) and writes a request
+   ``<id>.json`` (name, command, log); the app submits it as one job in job group ``<id>``;
+2. each task attempt appends ``{attempt, pid, ...}`` to ``<id>.attempts`` and runs the command
+   as its child; a non-zero exit fails the task, so Spark's task retry restarts it;
+3. ``kill`` touches ``<id>.cancel`` (the app cancels the group; a task seeing it does not fail)
+   and kills the current attempt's process tree;
+4. the app writes the job's end to ``<id>.rc``: 0, the last attempt's exit code, or ``-9`` if
+   cancelled. :class:`SparkProc` reads these files; docs/beyond-one-machine.md says more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skewlab.errors import ConfigError
+from skewlab.live.driver.handle import ProcRecord
+from skewlab.live.driver.launch import (
+    Detached,
+    LocalLauncher,
+    Proc,
+    _clear_strays,
+    module_command,
+    spawn_detached,
+)
+
+ENGINE_ENV = "SKEWLAB_WORKER_ENGINE"
+"""``local`` (default): workers are local processes; ``spark``: tasks of a Spark app."""
+ENGINES = ("local", "spark")
+APP_MODULE = "skewlab.live.mains.workers_app"
+
+_APP_LOCK = threading.Lock()
+
+
+def worker_engine() -> str:
+    """The engine ``$SKEWLAB_WORKER_ENGINE`` names (``local`` when unset)."""
+    engine = os.environ.get(ENGINE_ENV, "").strip() or "local"
+    if engine not in ENGINES:
+        raise ConfigError(f"{ENGINE_ENV}={engine!r}: expected one of {', '.join(ENGINES)}")
+    return engine
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One instance to run as a Spark job (step 1)."""
+
+    id: str
+    name: str
+    cmd: list[str]
+    log: str
+
+
+@dataclass(frozen=True)
+class EngineDir:
+    """The files of the protocol under ``<run dir>/spark-workers/``."""
+
+    path: Path
+
+    @classmethod
+    def of_run(cls, run_dir: str | Path) -> EngineDir:
+        """The engine directory of the run in ``run_dir`` (created)."""
+        d = cls(Path(run_dir) / "spark-workers")
+        d.path.mkdir(parents=True, exist_ok=True)
+        return d
+
+    @property
+    def app(self) -> Path:
+        """The app process's :class:`ProcRecord` (JSON)."""
+        return self.path / "app.json"
+
+    @property
+    def events(self) -> Path:
+        """The app's Spark event log directory."""
+        return self.path / "events"
+
+    def request(self, rid: str) -> Path:
+        """Step 1: the request file of ``rid``."""
+        return self.path / f"{rid}.json"
+
+    def attempts(self, rid: str) -> Path:
+        """Step 2: the attempt lines of ``rid``."""
+        return self.path / f"{rid}.attempts"
+
+    def cancel(self, rid: str) -> Path:
+        """Step 3: the cancel marker of ``rid``."""
+        return self.path / f"{rid}.cancel"
+
+    def rc(self, rid: str) -> Path:
+        """Step 4: the job end code of ``rid``."""
+        return self.path / f"{rid}.rc"
+
+    def write_request(self, name: str, cmd: list[str], log: Path) -> Request:
+        """Step 1: a new request for ``name`` (written atomically; ids sort by time)."""
+        req = Request(f"{name}-{time.time_ns()}-{uuid.uuid4().hex[:6]}", name, cmd, str(log))
+        _write_json(self.request(req.id), req.__dict__)
+        return req
+
+    def requests(self) -> list[Request]:
+        """Every request written so far, oldest first."""
+        out = []
+        for p in sorted(self.path.glob("*.json")):
+            if p.name != self.app.name:
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    out.append(Request(**json.loads(p.read_text())))
+        return out
+
+    def add_attempt(self, rid: str, entry: dict[str, Any]) -> None:
+        """Step 2: one line per task attempt (``attempt``, ``pid``, ``create_time``...),
+        and again with ``rc`` once it exited."""
+        with open(self.attempts(rid), "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def read_attempts(self, rid: str) -> list[dict[str, Any]]:
+        """The attempt lines of request ``rid`` in order (a torn last line skipped)."""
+        try:
+            lines = self.attempts(rid).read_text().splitlines()
+        except OSError:
+            return []
+        out = []
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+    def finish(self, rid: str, rc: int) -> None:
+        """Step 4: the job of ``rid`` ended with ``rc``."""
+        tmp = self.rc(rid).with_suffix(".rc.tmp")
+        tmp.write_text(str(rc))
+        os.replace(tmp, self.rc(rid))
+
+    def job_rc(self, rid: str, failed: bool) -> int:
+        """Step 4: the code of a finished job: ``-9`` if cancelled, 0 if it succeeded,
+        else the last attempt's exit code (1 if none recorded one)."""
+        if self.cancel(rid).exists():
+            return -signal.SIGKILL
+        if not failed:
+            return 0
+        codes = [a["rc"] for a in self.read_attempts(rid) if "rc" in a]
+        return int(codes[-1]) if codes and codes[-1] != 0 else 1
+
+    def read_rc(self, rid: str) -> int | None:
+        """The job's recorded end, or None while it runs."""
+        try:
+            return int(self.rc(rid).read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+
+def _kill_tree(pid: int, create_time: float) -> None:
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        if create_time and abs(p.create_time() - create_time) > 0.01:
+            return  # the number was reused
+        for child in p.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        p.kill()
+    except psutil.Error:
+        pass
+
+
+class SparkProc:
+    """A worker running as a Spark job (``Popen``-like), known by its request's files.
+
+    ``poll`` stays ``None`` while Spark retries a failed attempt: only the job's end
+    (step 4) is an exit. ``retried_by_engine`` tells the supervisor not to restart it."""
+
+    retried_by_engine = True
+
+    def __init__(self, rec: ProcRecord) -> None:
+        if rec.request is None:
+            raise ConfigError(f"{rec.name} is not a Spark worker (no request)")
+        self.rec = rec
+        self.dir = EngineDir(Path(rec.request).parent)
+        self.rid = Path(rec.request).stem
+        self.returncode: int | None = None
+
+    def attempts(self) -> list[dict[str, Any]]:
+        """The task attempts started so far (step 2)."""
+        return [a for a in self.dir.read_attempts(self.rid) if "rc" not in a]
+
+    @property
+    def pid(self) -> int:
+        """The pid of the current attempt's process (waits up to 120 s for the first)."""
+        deadline = time.monotonic() + 120
+        while not (started := self.attempts()):
+            if self.poll() is not None or time.monotonic() > deadline:
+                raise ChildProcessError(f"{self.rec.name}: no task attempt started")
+            time.sleep(0.1)
+        return int(started[-1]["pid"])
+
+    def poll(self) -> int | None:
+        """The job's exit code (step 4) once it ended; ``-SIGKILL`` if the app is gone."""
+        if self.returncode is not None:
+            return self.returncode
+        rc = self.dir.read_rc(self.rid)
+        if rc is None and Detached(self.rec).alive():
+            return None
+        if rc is None:
+            rc = self.dir.read_rc(self.rid)
+        self.returncode = rc if rc is not None else -signal.SIGKILL
+        return self.returncode
+
+    def kill(self) -> None:
+        """Step 3: cancel the job (no retry follows) and kill the current attempt's tree."""
+        self.dir.cancel(self.rid).touch()
+        for a in self.attempts()[-1:]:
+            _kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Poll every 0.1 s until the job ends; ``subprocess.TimeoutExpired`` after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (rc := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.rec.cmd, timeout or 0.0)
+            time.sleep(0.1)
+        return rc
+
+
+@dataclass(frozen=True)
+class SparkLauncher:
+    """``worker-<i>`` as Spark jobs of the run's workers app; other names as ``local``."""
+
+    run_dir: Path
+    local: LocalLauncher = field(default_factory=LocalLauncher)
+
+    def app(self) -> ProcRecord:
+        """The running workers app's record, started (detached) if none runs."""
+        d = EngineDir.of_run(self.run_dir)
+        with _APP_LOCK:
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                rec = ProcRecord(**json.loads(d.app.read_text()))
+                if Detached(rec).alive():
+                    return rec
+            cmd = module_command(APP_MODULE, str(self.run_dir))
+            _, rec = spawn_detached("workers-app", cmd, self.run_dir / "workers-app.log")
+            _write_json(d.app, rec.__dict__)
+            return rec
+
+    def start(self, name: str, cmd: list[str], log: Path) -> tuple[Proc, ProcRecord]:
+        """Steps 1-2 for ``worker-<i>``: request it of the app; the job's :class:`SparkProc`."""
+        if not name.startswith("worker-"):
+            return self.local.start(name, cmd, log)
+        _clear_strays(name, log)
+        app = self.app()
+        req = EngineDir.of_run(self.run_dir).write_request(name, cmd, log)
+        rec = ProcRecord(
+            name, app.pid, app.create_time, list(cmd), str(log), app.rc_file,
+            request=str(EngineDir.of_run(self.run_dir).request(req.id)),
+        )  # fmt: skip
+        return SparkProc(rec), rec
+
+    def attach(self, rec: ProcRecord) -> Proc:
+        """A :class:`SparkProc` for a request's record, else the local launcher's process."""
+        return SparkProc(rec) if rec.request is not None else self.local.attach(rec)

@@ -1,0 +1,173 @@
+"""The workers app of a run: ``python -m skewlab.live.mains.workers_app RUN_DIR``.
+
+A Spark application named ``skewlab-workers <run id>`` on ``$SKEWLAB_SPARK_MASTER`` (default
+``local[N,F]``: N task slots, F attempts per task), speculation off, event log in
+``<run dir>/spark-workers/events``. The file protocol is numbered in
+:mod:`skewlab.live.driver.spark_launcher`; this process:
+
+1. submits each new request as one job (one partition) in its own job group, from its own thread;
+2. each task runs the request's command as its child (:func:`run_instance`), which dies with it;
+3. cancels the job group of a request whose cancel marker appeared;
+4. writes each job's end code; exits once the run is stopped or ended (its handle says so).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skewlab.live.driver.handle import TERMINAL, Phase, RunHandle, Status
+from skewlab.live.driver.launch import PROC_ENV, SPARK_MASTER_ENV, process_args
+from skewlab.live.driver.spark_launcher import EngineDir, Request
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+log = logging.getLogger(__name__)
+
+SLOTS = 32
+"""Task slots of the local master: one per instance (workers, spares), each mostly waiting."""
+ATTEMPTS = 4
+"""Attempts per task (Spark's ``maxFailures``): a worker is restarted up to 3 times."""
+TICK_S = 0.2
+
+
+def master() -> str:
+    """``$SKEWLAB_SPARK_MASTER`` if it names a cluster, else ``local[SLOTS,ATTEMPTS]``
+    (plain ``local[N]`` never retries a task)."""
+    m = os.environ.get(SPARK_MASTER_ENV, "")
+    return m if m and not m.startswith("local") else f"local[{SLOTS},{ATTEMPTS}]"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the task's Python worker dies (a
+    cancelled task's worker is killed by Spark; its command must not outlive it)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_instance(engine_dir: str, req: Request) -> None:
+    """Step 2, in the Spark task: run ``req.cmd`` with output appended to its log,
+    recording the attempt; a non-zero exit fails the task unless it was cancelled."""
+    import psutil
+    from pyspark import TaskContext
+
+    d = EngineDir(Path(engine_dir))
+    if d.cancel(req.id).exists():
+        return
+    tc = TaskContext.get()
+    attempt = tc.attemptNumber() if tc is not None else 0
+    task = tc.taskAttemptId() if tc is not None else -1
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{PROC_ENV: req.log})
+    with open(req.log, "ab") as out:
+        out.write(f"--- {req.name}: Spark task {task}, attempt {attempt}\n".encode())
+        out.flush()
+        p = subprocess.Popen(
+            req.cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            env=env, preexec_fn=_die_with_parent,
+        )  # fmt: skip
+    try:
+        created = psutil.Process(p.pid).create_time()
+    except psutil.Error:
+        created = 0.0
+    entry = {"attempt": attempt, "task": task, "pid": p.pid, "create_time": created}
+    d.add_attempt(req.id, {**entry, "host": os.uname().nodename, "t": time.time()})
+    rc = p.wait()
+    d.add_attempt(req.id, {**entry, "rc": rc})
+    if rc != 0 and not d.cancel(req.id).exists():
+        raise RuntimeError(f"{req.name} exited with {rc} (attempt {attempt}); log: {req.log}")
+
+
+def _run_all(engine_dir: str, reqs: Iterable[Request]) -> None:
+    for r in reqs:
+        run_instance(engine_dir, r)
+
+
+def _submit(sc: SparkContext, d: EngineDir, req: Request) -> None:
+    """Step 1 and step 4 for one request (in its own thread: the job blocks it)."""
+    sc.setJobGroup(req.id, f"{req.name} ({' '.join(req.cmd[-2:])})", interruptOnCancel=True)
+    failed = False
+    where = str(d.path)
+    try:
+        sc.parallelize([req], 1).foreachPartition(functools.partial(_run_all, where))
+    except Exception as exc:
+        failed = True
+        log.warning("job of %s ended: %s", req.name, str(exc).splitlines()[0])
+    d.finish(req.id, d.job_rc(req.id, failed))
+
+
+def _ended(run_dir: Path) -> bool:
+    try:
+        h = RunHandle.load(run_dir)
+    except Exception:
+        return True  # the run dir is gone or unreadable: nothing to serve
+    return h.done(Phase.STOPPED) or Status(h.status) in TERMINAL
+
+
+def serve(sc: SparkContext, run_dir: Path) -> None:
+    """Steps 1, 3 and 4 until the run ends (:func:`_ended`)."""
+    from pyspark import InheritableThread
+
+    d = EngineDir.of_run(run_dir)
+    submitted: dict[str, Any] = {}
+    cancelled: set[str] = set()
+    while not _ended(run_dir):
+        for req in d.requests():
+            if req.id not in submitted:
+                t = InheritableThread(target=_submit, args=(sc, d, req), daemon=True)
+                submitted[req.id] = t
+                t.start()
+                log.info("submitted %s as job group %s", req.name, req.id)
+        for rid, t in submitted.items():
+            if rid not in cancelled and t.is_alive() and d.cancel(rid).exists():
+                sc.cancelJobGroup(rid)
+                cancelled.add(rid)
+                log.info("cancelled job group %s", rid)
+        time.sleep(TICK_S)
+    sc.cancelAllJobs()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the app on the run dir given, serve it, stop the Spark context."""
+    args = process_args(argv, "workers_app RUN_DIR")
+    if args is None:
+        return 2
+    from pyspark.sql import SparkSession
+
+    run_dir = Path(args[0]).resolve()
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # tasks import skewlab from this venv
+    d = EngineDir.of_run(run_dir)
+    d.events.mkdir(exist_ok=True)
+    spark = (
+        SparkSession.builder.appName(f"skewlab-workers {run_dir.name}")
+        .master(master())
+        .config("spark.speculation", "false")
+        .config("spark.task.maxFailures", str(ATTEMPTS))
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", d.events.as_uri())
+        .config("spark.eventLog.compress", "false")
+        .config("spark.eventLog.rolling.enabled", "false")  # one JSON-lines file
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.port", "0")
+        .config("spark.python.worker.reuse", "false")
+        .getOrCreate()
+    )
+    sc = spark.sparkContext
+    log.info("workers app %s on %s, UI %s", sc.applicationId, sc.master, sc.uiWebUrl)
+    try:
+        serve(sc, run_dir)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The worker tier as Spark tasks (``$SKEWLAB_WORKER_ENGINE=spark``), real Spark and broker.
+
+* a KEY run ends EXACT and each worker ran as a task of the app ``skewlab-workers <run id>``:
+  its Spark event log names the app, one job group per worker, each task ended Success;
+* a worker SIGKILLed mid-run is restarted by Spark's task retry (attempt 1 of the same
+  job, a failed attempt 0 in the event log), not by the driver's supervisor (no restart
+  counted in the handle), and the run ends EXACT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, wait_for
+
+from skewlab.live.driver.handle import RunHandle, Status
+from skewlab.live.driver.spark_launcher import ENGINE_ENV, EngineDir, SparkProc
+
+pytestmark = pytest.mark.integration
+
+
+def _event_log(run_dir: Path) -> list[dict[str, Any]]:
+    """The workers app's finished Spark event log (waits for the app to stop)."""
+    events = EngineDir(run_dir / "spark-workers").events
+
+    def finished() -> list[Path]:
+        return [p for p in events.glob("*") if p.is_file() and "inprogress" not in p.name]
+
+    wait_for("the workers app's event log to be complete", lambda: bool(finished()))
+    (path,) = finished()
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _tasks_by_group(log: list[dict[str, Any]]) -> dict[str, list[tuple[int, str]]]:
+    """Job group -> ``(attempt, end reason)`` of every task of its jobs."""
+    group_of: dict[int, str] = {}
+    for e in log:
+        if e["Event"] == "SparkListenerJobStart":
+            for stage in e["Stage IDs"]:
+                group_of[stage] = e["Properties"]["spark.jobGroup.id"]
+    out: dict[str, list[tuple[int, str]]] = {}
+    for e in log:
+        if e["Event"] == "SparkListenerTaskEnd":
+            reason = e["Task End Reason"]["Reason"]
+            out.setdefault(group_of[e["Stage ID"]], []).append((e["Task Info"]["Attempt"], reason))
+    return out
+
+
+def _request_of(h: RunHandle, name: str) -> str:
+    req = h.procs[name].request
+    assert req is not None, f"{name} did not run as a Spark task"
+    return Path(req).stem
+
+
+def test_a_key_run_ends_exact_with_its_workers_as_spark_tasks(
+    run_live: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENGINE_ENV, "spark")
+    run = run_live("key")
+    s = run.summary
+    assert s is not None and s.exact, s.exactness
+    h = RunHandle.load(run.run_dir)
+    assert h.status == Status.DONE.value and not h.restarts
+    log = _event_log(run.run_dir)
+    (app,) = [e for e in log if e["Event"] == "SparkListenerApplicationStart"]
+    assert app["App Name"] == f"skewlab-workers {run.run_id}"
+    tasks = _tasks_by_group(log)
+    d = EngineDir(run.run_dir / "spark-workers")
+    for i in range(LIVE_DEFAULTS["workers"]):
+        rid = _request_of(h, f"worker-{i}")
+        assert tasks[rid] == [(0, "Success")]
+        assert [a["rc"] for a in d.read_attempts(rid) if "rc" in a] == [0]
+        assert d.read_rc(rid) == 0
+        assert f"worker-{i}: Spark task" in run.log(f"worker-{i}.log")
+
+
+def test_a_killed_worker_is_restarted_by_spark_task_retry_and_the_run_stays_exact(
+    run_live: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENGINE_ENV, "spark")
+    n = LIVE_DEFAULTS["events"]
+    killed: list[int] = []
+
+    def kill_worker_1(sent: int, procs: Any, refs: RunRefs) -> None:
+        if killed or sent < 0.4 * n:
+            return
+        p = procs.workers[1]
+        assert isinstance(p, SparkProc)
+        pid = p.pid
+        os.kill(pid, signal.SIGKILL)  # not restarted here: Spark must retry the task
+        killed.append(pid)
+        wait_for("Spark to start attempt 1 of worker 1", lambda: len(p.attempts()) == 2)
+        assert p.poll() is None  # the job runs on: no exit for the supervisor to see
+
+    run = run_live("pkg", hook=kill_worker_1)
+    assert killed
+    s = run.summary
+    assert s is not None and s.exact, s.exactness
+    h = RunHandle.load(run.run_dir)
+    assert "worker-1" not in h.restarts  # the supervisor restarted nothing of worker 1
+    assert h.status == Status.DONE.value
+    rid = _request_of(h, "worker-1")
+    attempts = EngineDir(run.run_dir / "spark-workers").read_attempts(rid)
+    ends = [(a["attempt"], a["pid"], a["rc"]) for a in attempts if "rc" in a]
+    assert ends[0] == (0, killed[0], -signal.SIGKILL) and ends[1][0::2] == (1, 0)
+    assert run.log("worker-1.log").count("worker 1 resumes at routed offset") == 2
+    tasks = _tasks_by_group(_event_log(run.run_dir))
+    assert [a for a, _ in tasks[rid]] == [0, 1]
+    assert tasks[rid][0][1] != "Success" and tasks[rid][1][1] == "Success"

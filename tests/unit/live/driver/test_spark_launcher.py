@@ -1,0 +1,125 @@
+"""The Spark workers engine's file protocol (:mod:`skewlab.live.driver.spark_launcher`),
+with real files and real processes standing in for the app and a task attempt."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from skewlab.errors import ConfigError
+from skewlab.live.driver.handle import ProcRecord, RunHandle
+from skewlab.live.driver.launch import Detached, LocalLauncher
+from skewlab.live.driver.spark_launcher import (
+    ENGINE_ENV,
+    EngineDir,
+    SparkLauncher,
+    SparkProc,
+    worker_engine,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def _proc(d: EngineDir, app: subprocess.Popen[bytes], name: str = "worker-0") -> SparkProc:
+    req = d.write_request(name, ["true"], d.path / f"{name}.log")
+    created = psutil.Process(app.pid).create_time()
+    rec = ProcRecord(name, app.pid, created, ["true"], "log", request=str(d.request(req.id)))
+    return SparkProc(rec)
+
+
+def test_the_engine_setting_defaults_to_local_and_rejects_unknown_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ENGINE_ENV, raising=False)
+    assert worker_engine() == "local"
+    monkeypatch.setenv(ENGINE_ENV, "spark")
+    assert worker_engine() == "spark"
+    monkeypatch.setenv(ENGINE_ENV, "yarn")
+    with pytest.raises(ConfigError, match="SKEWLAB_WORKER_ENGINE='yarn'"):
+        worker_engine()
+
+
+def test_requests_are_listed_in_order_and_the_app_record_is_not_one(tmp_path: Path) -> None:
+    d = EngineDir.of_run(tmp_path)
+    d.app.write_text("{}")
+    a = d.write_request("worker-0", ["a"], tmp_path / "w0.log")
+    b = d.write_request("worker-1", ["b"], tmp_path / "w1.log")
+    assert [r.id for r in d.requests()] == [a.id, b.id]
+    assert d.requests()[1].cmd == ["b"] and d.requests()[1].log == str(tmp_path / "w1.log")
+
+
+def test_a_job_runs_through_retries_and_its_end_code_is_the_apps(tmp_path: Path) -> None:
+    d = EngineDir.of_run(tmp_path)
+    app = _sleeper()
+    try:
+        p = _proc(d, app)
+        assert p.poll() is None and p.attempts() == []
+        d.add_attempt(p.rid, {"attempt": 0, "pid": 11, "create_time": 0.0})
+        d.add_attempt(p.rid, {"attempt": 0, "pid": 11, "create_time": 0.0, "rc": -9})
+        d.add_attempt(p.rid, {"attempt": 1, "pid": 12, "create_time": 0.0})
+        assert p.pid == 12 and [a["attempt"] for a in p.attempts()] == [0, 1]
+        assert p.poll() is None  # a failed attempt is no exit while Spark retries
+        d.add_attempt(p.rid, {"attempt": 1, "pid": 12, "create_time": 0.0, "rc": 3})
+        assert d.job_rc(p.rid, failed=True) == 3
+        assert d.job_rc(p.rid, failed=False) == 0
+        d.finish(p.rid, 0)
+        assert p.poll() == 0 and p.wait(timeout=1) == 0
+    finally:
+        app.kill()
+        app.wait()
+
+
+def test_a_job_whose_app_died_reads_as_killed(tmp_path: Path) -> None:
+    d = EngineDir.of_run(tmp_path)
+    app = _sleeper()
+    p = _proc(d, app)
+    app.kill()
+    app.wait()
+    assert p.poll() == -signal.SIGKILL
+    with pytest.raises(ChildProcessError, match="no task attempt started"):
+        _ = p.pid
+
+
+def test_kill_cancels_the_job_and_kills_the_current_attempts_process(tmp_path: Path) -> None:
+    d = EngineDir.of_run(tmp_path)
+    app, attempt = _sleeper(), _sleeper()
+    try:
+        p = _proc(d, app)
+        created = psutil.Process(attempt.pid).create_time()
+        d.add_attempt(p.rid, {"attempt": 0, "pid": attempt.pid, "create_time": created})
+        p.kill()
+        assert attempt.wait(timeout=10) == -signal.SIGKILL
+        assert d.cancel(p.rid).exists()
+        assert d.job_rc(p.rid, failed=True) == -signal.SIGKILL  # cancelled: not a failure
+    finally:
+        for q in (app, attempt):
+            q.kill()
+            q.wait()
+
+
+def test_only_workers_go_to_spark_and_records_round_trip_through_the_handle(
+    tmp_path: Path,
+) -> None:
+    launcher = SparkLauncher(tmp_path, LocalLauncher())
+    proc, rec = launcher.start("route", ["true"], tmp_path / "route.log")
+    assert rec.request is None and proc.wait(timeout=10) == 0
+    assert isinstance(launcher.attach(rec), Detached)
+    d = EngineDir.of_run(tmp_path)
+    req = d.write_request("worker-2", ["true"], tmp_path / "w.log")
+    spark_rec = ProcRecord(
+        "worker-2", os.getpid(), 0.0, ["true"], "w", None, str(d.request(req.id))
+    )
+    h = RunHandle("r", str(tmp_path), str(tmp_path), "delta", {}, procs={"worker-2": spark_rec})
+    back = RunHandle.from_json(h.to_json()).procs["worker-2"]
+    assert back == spark_rec
+    assert isinstance(launcher.attach(back), SparkProc)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -165,7 +166,8 @@ def test_a_worker_stopped_mid_produce_is_named_killed_restarted_and_the_run_stay
 
     try:
         with caplog.at_level(logging.WARNING, logger="skewlab.live.driver.supervise"):
-            run = run_live("pkg", hook=stop_worker_1)  # drains only once worker 1 runs again
+            # drains only once worker 1 runs again; the hang time is the run's setting
+            run = run_live("pkg", hook=stop_worker_1, stall_s=8.0)
     finally:
         for pid, created in stopped:  # a failed run may leave the stopped process behind
             with contextlib.suppress(psutil.Error):
@@ -179,7 +181,15 @@ def test_a_worker_stopped_mid_produce_is_named_killed_restarted_and_the_run_stay
     s = run.summary
     assert s is not None and s.exact, s.exactness
     assert s.events == n
+    # the cause is in the run's summary: which worker, how long, what was done
+    (hang,) = s.hangs
+    found = re.fullmatch(
+        r"worker-1 hung (\d+) s with ([\d,]+) records waiting: killed and restarted", hang
+    )
+    assert found is not None, hang
+    assert int(found[1]) >= 8 and int(found[2].replace(",", "")) > 0
     h = RunHandle.load(run.run_dir)
+    assert h.settings["stall_s"] == 8.0
     assert h.restarts["worker-1"] == 1
     assert set(h.restarts) <= {"worker-1", "route"}  # a Spark start may fail on a busy machine
     assert h.procs["worker-1"].pid != stopped[0][0]

@@ -10,6 +10,8 @@ error, within target, p99's error before calibration) and writes it as JSON.
 
     .venv/bin/python bench/bench_sim_vs_live.py [--events 3000] [--rate 400]
         [--service-us 3000] [--workers 2 4] [--json out.json]
+    .venv/bin/python bench/bench_sim_vs_live.py --reanalyse out.json  # no live run
+(``--reanalyse``: the recorded runs through today's calibration, :func:`calibrate`.)
 """
 
 from __future__ import annotations
@@ -29,7 +31,22 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import say
 from skewlab.advise.base import stream_of
-from skewlab.advise.readers import write_trace_csv
+from skewlab.advise.candidates import (
+    Candidate,
+    SimSettings,
+    candidates,
+    rebalance_interval,
+    window_of,
+)
+from skewlab.advise.readers import read_trace, write_trace_csv
+from skewlab.commands._advise_verify import (
+    DEFAULT_VERIFY_RATE,
+    VerifyResult,
+    VerifyRow,
+    batched_workload,
+    calibrate,
+    evaluate,
+)
 from skewlab.report.table import format_table
 from skewlab.services import get_service
 from skewlab.workload.spec import parse_workload
@@ -88,8 +105,8 @@ def rows_of(stream: str, workers: int, doc: dict[str, Any]) -> list[dict[str, An
              "runs": v["runs"], **r} for r in v["records"]]  # fmt: skip
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """The printed table."""
+def table(rows: list[dict[str, Any]], before: bool = False) -> str:
+    """The printed table (``before``: also the p99 error as the bench ran)."""
 
     def pct(x: float) -> str:
         return "inf" if x == float("inf") else f"{100 * x:.0f} %"
@@ -98,12 +115,57 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         within = "-" if r["target"] == float("inf") else ("yes" if r["within"] else "NO")
         uncal = pct(r["rel_error_uncalibrated"]) if r["metric"] == "p99_ms" else ""
+        if before and r["metric"] == "p99_ms":
+            uncal += f" / {pct(r['rel_error_before'])}"
         cells.append([r["stream"], r["workers"], r["strategy"], r["metric"], f"{r['sim']:.3g}",
                       f"{r['live']:.3g}", f"{r['ratio']:.2f}", pct(r["rel_error"]), within,
                       uncal])  # fmt: skip
     head = ("stream", "W", "strategy", "metric", "sim", "live", "sim/live", "rel. error",
-            "within target", "p99 error uncalibrated")  # fmt: skip
+            "within target",
+            "p99 error uncalibrated" + (" / trigger only" if before else ""))  # fmt: skip
     return format_table(head, cells)
+
+
+def reanalyse(saved: dict[str, Any], home: Path) -> list[dict[str, Any]]:
+    """The saved cells' live figures against the simulator calibrated as ``--verify``
+    calibrates today (:func:`calibrate`); the saved rows' p99 error becomes
+    ``rel_error_before`` (the calibration the bench ran with)."""
+    cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in saved["rows"]:
+        cells.setdefault((r["stream"], r["workers"]), []).append(r)
+    dirs = sorted(d for d in (home / "runs").glob("advise-*") if (d / "verify.csv").exists())
+    out = []
+    for ((_, w), recs), d in zip(cells.items(), dirs, strict=False):
+        st = json.loads((d / "advice.json").read_text())["settings"]
+        rate = min(st["rate"], DEFAULT_VERIFY_RATE)
+        prefix = read_trace(str(d / "verify.csv"))
+        span = len(prefix) / rate
+        sim = SimSettings(w, st["service_us"] * 1e-6 * st["rate"] / rate, window_of(span),
+                          rebalance_interval(span), seed=st["seed"])  # fmt: skip
+        known = {c.label: c for c in candidates(w)} | {"key": Candidate("key")}
+        labels = list(dict.fromkeys(r["strategy"] for r in recs))
+        todo = [known[x] for x in labels]
+        before = {(r["strategy"], r["metric"]): r for r in recs}
+        key_old = evaluate(todo[0], batched_workload(prefix, rate, recs[0]["trigger_s"]), sim)
+        live_p50 = recs[0]["delay_ms"] + key_old.p50_ms + sim.service_s * 1e3
+        rows = []
+        for x in labels:
+            mine = [r for r in recs if r["strategy"] == x]
+            raw = before[(x, "p99_ms")]["sim_uncalibrated"]
+            row = VerifyRow(x, {r["metric"]: r["sim"] for r in mine},
+                            {r["metric"]: r["live"] for r in mine}, mine[0]["run_id"], True,
+                            sim_uncalibrated_p99_ms=raw)  # fmt: skip
+            rows.append(row)
+        rows[0].live["p50_ms"] = live_p50
+        cal = calibrate(rows, todo, prefix, rate, sim, recs[0]["trigger_s"], home / "runs")
+        result = VerifyResult(len(prefix), rate, cal.delay_ms, rows, sim.service_s * 1e6,
+                              cal.trigger_s, cal.fitted_on)  # fmt: skip
+        for r in result.records():
+            b = before[(r["strategy"], r["metric"])]
+            out.append({**b, **r, "delay_ms": cal.delay_ms, "trigger_s": cal.trigger_s,
+                        "rel_error_before": b["rel_error"],
+                        "within_before": b["within"]})  # fmt: skip
+    return out
 
 
 def main() -> None:
@@ -113,7 +175,24 @@ def main() -> None:
     ap.add_argument("--service-us", type=float, default=3000.0)
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--json", type=Path, help="also write the rows here")
+    ap.add_argument("--reanalyse", type=Path, help="a --json file of an earlier run")
     a = ap.parse_args()
+    if a.reanalyse:
+        saved = json.loads(a.reanalyse.read_text())
+        redone = reanalyse(saved, Path(saved["home"]))
+        say(f"{saved['started']}; load then {saved['load']}; recalibrated")
+        say(table(redone, before=True))
+        n = [r for r in redone if r["target"] != float("inf")]
+        say(f"\nwithin target: {sum(r['within'] for r in n)} / {len(n)} (calibrated), "
+            f"{sum(r['within_before'] for r in n)} / {len(n)} (as run), "
+            f"{sum(r['within_uncalibrated'] for r in n)} / {len(n)} (uncalibrated)")  # fmt: skip
+        for (stream, w), d in {(r["stream"], r["workers"]): r for r in redone}.items():
+            say(f"  {stream} W={w}: micro-batch {d['trigger_s']:.2f} s, "
+                f"delay {d['delay_ms']:,.0f} ms")  # fmt: skip
+        a.reanalyse.with_suffix(".recalibrated.json").write_text(
+            json.dumps({**saved, "rows": redone}, indent=1, default=str)
+        )
+        return
     home = Path(tempfile.mkdtemp(prefix="skewlab-bench-simlive-"))
     load0 = Path("/proc/loadavg").read_text().strip()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -136,7 +215,12 @@ def main() -> None:
                     doc = one(trace, w, a, home, log)
                     rows.extend(rows_of(name, w, doc))
                     if a.json:  # after every cell: a cut-short bench keeps what it measured
-                        doc_out = {"started": started, "load": load0, "rows": rows}
+                        doc_out = {
+                            "started": started,
+                            "load": load0,
+                            "home": str(home),
+                            "rows": rows,
+                        }
                         a.json.write_text(json.dumps(doc_out, indent=1, default=str))
                     v = doc["verify"]
                     load = Path("/proc/loadavg").read_text().split()[:3]
@@ -153,7 +237,7 @@ def main() -> None:
         f"{time.perf_counter() - t0:,.0f} s; load at the end "
         f"{Path('/proc/loadavg').read_text().strip()}")  # fmt: skip
     if a.json:
-        doc_out = {"started": started, "load": load0, "rows": rows}
+        doc_out = {"started": started, "load": load0, "home": str(home), "rows": rows}
         a.json.write_text(json.dumps(doc_out, indent=1, default=str))
 
 

@@ -2,14 +2,15 @@
 
 Pure Python + numpy. The simulator hands each event to its worker the moment it
 arrives; the live route job collects events for one trigger (``trigger_s``, Spark's
-micro-batch) and hands them over together, so a worker sees a burst of ``rate x
-trigger_s`` events at each trigger's end and queues it. Calibrated from a live run:
+micro-batch) and hands them over together; a micro-batch that runs longer than its
+trigger makes the next one wait and grow. Calibrated from the KEY live run:
 
-1. arrivals are released at the end of their micro-batch (:func:`release_times`);
-2. the pipeline's fixed delay (producer, broker, route job, the worker's fetch and the
-   mean wait for a trigger) is the KEY run's live p50 minus the batched simulation's
-   p50 sojourn (:func:`fit_delay`); it is added to every strategy's simulated p99.
-The p99 figures are predicted, not fitted. Errors: :func:`compare`.
+1. the micro-batch period: the route job's measured batch time, events-weighted, at
+   least ``trigger_s`` (:func:`effective_period`); arrivals are released at the end of
+   their micro-batch (:func:`release_times`);
+2. the pipeline's fixed delay: the live p50 minus the batched simulation's p50 sojourn
+   (:func:`fit_delay`), added to every strategy's simulated p99 (predicted, not fitted).
+Errors: :func:`compare`.
 """
 
 from __future__ import annotations
@@ -82,6 +83,17 @@ def release_times(n: int, rate: float, trigger_s: float) -> np.ndarray:
     return np.floor(arrivals / trigger_s + 1e-9) * trigger_s
 
 
+def effective_period(batches: list[tuple[int, float]], trigger_s: float) -> float:
+    """The micro-batch period events saw: the mean of the route job's measured batch
+    times (``(events, seconds)`` per batch) weighted by their events, at least the
+    configured ``trigger_s`` (no batch measured: ``trigger_s``)."""
+    rows = np.array([n for n, _ in batches], dtype=np.float64)
+    secs = np.array([t for _, t in batches], dtype=np.float64)
+    if rows.size == 0 or rows.sum() <= 0:
+        return trigger_s
+    return max(trigger_s, float((rows * secs).sum() / rows.sum()))
+
+
 def fit_delay(live_p50_ms: float, sim_p50_sojourn_ms: float) -> float:
     """The pipeline's fixed delay: what the live median has beyond the simulated median
     (at least 0: a live pipeline is never faster than its workers)."""
@@ -92,7 +104,8 @@ def fit_delay(live_p50_ms: float, sim_p50_sojourn_ms: float) -> float:
 
 @dataclass(frozen=True)
 class Calibration:
-    """What was measured on the live pipeline: its micro-batch period and fixed delay."""
+    """What was measured on the live pipeline: its micro-batch period (``trigger_s``, the
+    effective one) and fixed delay."""
 
     trigger_s: float
     delay_ms: float
@@ -105,6 +118,7 @@ class Calibration:
 
 def batched_workload(prefix: Stream, rate: float, trigger_s: float) -> StreamWorkload:
     """``prefix`` paced at ``rate`` and released per micro-batch of ``trigger_s``: what the
-    route job hands the workers (:func:`release_times`)."""
-    ts = release_times(len(prefix), rate, trigger_s)
+    route job hands the workers (:func:`release_times`); a nanosecond apart within a batch,
+    so a stream shorter than one batch still has a span."""
+    ts = release_times(len(prefix), rate, trigger_s) + np.arange(len(prefix)) * 1e-9
     return StreamWorkload(Stream(prefix.source, prefix.ids, prefix.vocab, ts, prefix.sizes))

@@ -3,19 +3,19 @@
 1. the stream's first ``--verify-events`` events are written as a trace (key, size; no
    timestamps: the producer and the simulator both pace it at the verify rate, the
    service time scaled so the offered load is the advice's);
-2. each strategy is simulated on exactly those events, as they arrive and as the route
-   job's micro-batches release them (:mod:`skewlab.advise.calibrate`);
+2. each strategy is simulated on exactly those events as they arrive;
 3. each runs live through ``skewlab run``'s machinery (:func:`run_experiment`) with
    ``--workload trace:<that file>``;
-4. per metric: the simulator's figure, the live one, the ratio and the relative error.
-
-Calibrated (p99 only): the micro-batch period and the pipeline's fixed delay, measured on
-the KEY run's live median; every p99 is then predicted. Details: docs/advise.md.
+4. p99 calibrated (:func:`calibrate`): simulated again as the KEY run's route job released
+   them (its measured micro-batch time) plus its fixed delay (from its live p50);
+5. per metric: the simulator's figure, the live one, the ratio and the relative error.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +30,7 @@ from skewlab.advise.calibrate import (
     Calibration,
     batched_workload,
     compare,
+    effective_period,
     fit_delay,
     rel_error,
 )
@@ -120,10 +121,10 @@ class VerifyResult:
         """The simulator-vs-live table with a head line and the calibration."""
         head = (
             f"verify: {self.events:,} events at {self.rate:,.0f} events/s, "
-            f"{self.service_us:,.0f} us per event, simulated and live; p99 calibrated: "
-            f"arrivals released per {self.trigger_s:g} s micro-batch, plus the pipeline's "
-            f"fixed delay {self.p99_offset_ms:,.0f} ms (the {self.fitted_on} run's live p50 "
-            "minus the simulated one; every p99 is predicted)"
+            f"{self.service_us:,.0f} us per event, simulated and live; p99 calibrated on the "
+            f"{self.fitted_on} run: arrivals released per {self.trigger_s:.2f} s micro-batch "
+            f"(its route job's batch time) plus the pipeline's fixed delay "
+            f"{self.p99_offset_ms:,.0f} ms (its live p50 minus the simulated one)"
         )
         runs = [f"  {r.label}: live run {r.run_id} ({'exact' if r.exact else 'NOT EXACT'})"
                 + "".join(f"; {n}" for n in r.notes) for r in self.rows]  # fmt: skip
@@ -213,7 +214,7 @@ def _experiment(c: Candidate, s: AdviseSettings, workload: str, events: int, rat
 
 
 def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> VerifyResult:
-    """Steps 1-4 of the module doc; live runs report progress on stderr."""
+    """Steps 1-5 of the module doc; live runs report progress on stderr."""
     from skewlab.live.driver.run import run_experiment
     from skewlab.live.report.watch import ProgressLine
 
@@ -237,16 +238,11 @@ def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> Veri
         todo.insert(0, Candidate("key"))
     rows: list[VerifyRow] = []
     trigger_s = 0.0
-    batched_p99: dict[str, float] = {}
-    batched_p50: dict[str, float] = {}
     for c in todo:
         sim = evaluate(c, workload, sim_settings, events=n)
         settings = _experiment(c, s, f"trace:{path}", n, rate, service_s * 1e6,
                                sim_settings.window_s, sim_settings.interval_s)  # fmt: skip
         trigger_s = float(settings.trigger_s)
-        b = evaluate(c, batched_workload(prefix, rate, trigger_s), sim_settings, events=n)
-        batched_p99[c.label] = b.sojourn_p99_ms
-        batched_p50[c.label] = b.p50_ms + service_s * 1e3  # constant service: wait + s
         prog = None if not s.progress else ProgressLine(c.label, sys.stderr)
         try:
             summary = run_experiment(settings, progress=prog)
@@ -267,10 +263,42 @@ def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> Veri
                 sim_uncalibrated_p99_ms=sim.sojourn_p99_ms,
             )
         )
-    key_row = rows[0]
-    cal = Calibration(
-        trigger_s, fit_delay(key_row.live["p50_ms"], batched_p50[key_row.label]), key_row.label
-    )
+    cal = calibrate(rows, todo, prefix, rate, sim_settings, trigger_s, Path(s.home) / "runs")
+    return VerifyResult(n, rate, cal.delay_ms, rows, service_s * 1e6, cal.trigger_s, cal.fitted_on)
+
+
+def calibrate(rows: list[VerifyRow], todo: list[Candidate], prefix: Stream, rate: float,
+              sim: SimSettings, trigger_s: float, runs: Path) -> Calibration:  # fmt: skip
+    """Fit the calibration on the first (KEY) run -- its route job's measured micro-batch
+    period and the delay of its live p50 -- and set every row's calibrated p99."""
+    fit = rows[0]
+    period = effective_period(route_batches(runs / fit.run_id / "route.log"), trigger_s)
+    work = batched_workload(prefix, rate, period)
+    batched = {c.label: evaluate(c, work, sim, events=len(prefix)) for c in todo}
+    p50 = batched[fit.label].p50_ms + sim.service_s * 1e3  # constant service: wait + s
+    cal = Calibration(period, fit_delay(fit.live["p50_ms"], p50), fit.label)
     for r in rows:
-        r.sim["p99_ms"] = cal.p99(batched_p99[r.label])
-    return VerifyResult(n, rate, cal.delay_ms, rows, service_s * 1e6, trigger_s, cal.fitted_on)
+        r.sim["p99_ms"] = cal.p99(batched[r.label].sojourn_p99_ms)
+    return cal
+
+
+PROGRESS = re.compile(r"progress batch (\d+): (\d+) rows, durationMs (\{.*\})")
+"""The route job's log line of one micro-batch (skewlab.live.mains.route_job)."""
+
+
+def route_batches(log: Path) -> list[tuple[int, float]]:
+    """``(events, seconds)`` of every micro-batch after the warm-up (batch 0) in a route
+    job's log (Spark's ``triggerExecution``); empty without the log."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return []
+    out = []
+    for m in PROGRESS.finditer(text):
+        try:
+            ms = json.loads(m.group(3)).get("triggerExecution")
+        except json.JSONDecodeError:
+            continue
+        if int(m.group(1)) > 0 and isinstance(ms, (int, float)):
+            out.append((int(m.group(2)), float(ms) / 1e3))
+    return out

@@ -12,6 +12,7 @@ from skewlab.advise.calibrate import (
     Calibration,
     batched_workload,
     compare,
+    effective_period,
     fit_delay,
     rel_error,
     release_times,
@@ -42,6 +43,23 @@ def test_a_micro_batch_queues_at_one_worker_as_the_live_route_job_makes_it() -> 
     assert batched.sojourn_p99_ms == pytest.approx(0.99 * per_batch * service * 1e3, abs=5.0)
     # the median event waits for half its batch
     assert batched.p50_ms == pytest.approx(0.5 * per_batch * service * 1e3, abs=5.0)
+
+
+def test_the_micro_batch_period_is_the_route_jobs_measured_batch_time() -> None:
+    # a busy route job: 2,048 events in a 5.9 s batch, 952 in a 5.6 s one (trigger 0.5 s)
+    measured = [(2048, 5.884), (952, 5.584)]
+    assert effective_period(measured, 0.5) == pytest.approx((2048 * 5.884 + 952 * 5.584) / 3000)
+    assert effective_period([], 0.5) == 0.5  # nothing measured: the trigger
+    assert effective_period([(100, 0.2), (100, 0.3)], 0.5) == 0.5  # never below the trigger
+    assert effective_period([(1, 10.0), (999, 1.0)], 0.5) == pytest.approx(1.009)  # by events
+
+
+def test_a_stream_shorter_than_one_micro_batch_is_one_burst() -> None:
+    n, service = 300, 0.002
+    stream = stream_of("t", ((f"k{i}", None, None) for i in range(n)))
+    settings = SimSettings(workers=1, service_s=service, window_s=1.0, interval_s=2.0)
+    burst = evaluate(Candidate("key"), batched_workload(stream, 100.0, 8.0), settings)
+    assert burst.sojourn_p99_ms == pytest.approx(0.99 * n * service * 1e3, abs=2 * service * 1e3)
 
 
 def test_the_fixed_delay_is_the_live_median_beyond_the_simulated_one() -> None:

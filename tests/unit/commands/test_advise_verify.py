@@ -11,7 +11,13 @@ import pytest
 from skewlab import cli
 from skewlab.advise import candidates
 from skewlab.advise.command import run_args
-from skewlab.commands._advise_verify import VerifyResult, VerifyRow, live_figures, rel_error
+from skewlab.commands._advise_verify import (
+    VerifyResult,
+    VerifyRow,
+    live_figures,
+    rel_error,
+    route_batches,
+)
 from skewlab.commands.run import settings_list
 
 pytestmark = pytest.mark.unit
@@ -77,4 +83,20 @@ def test_verify_records_carry_the_ratio_and_the_p99_before_calibration() -> None
     assert (p99["sim_uncalibrated"], p99["rel_error_uncalibrated"]) == (50.0, 0.9)
     assert not p99["within_uncalibrated"]
     assert recs["imbalance"]["sim_uncalibrated"] == recs["imbalance"]["sim"] == 2.0
-    assert "0.5 s micro-batch" in result.table() and "90.0 %" in result.table()
+    assert "0.50 s micro-batch" in result.table() and "90.0 %" in result.table()
+
+
+def test_the_route_jobs_batch_times_are_read_from_its_log(tmp_path: Path) -> None:
+    log = tmp_path / "route.log"
+    log.write_text(
+        "2026-11-28 14:13:36 __main__ progress batch 0: 398 rows, durationMs "
+        '{"triggerExecution": 38440}\n'  # the warm-up
+        "2026-11-28 14:13:43 __main__ progress batch 1: 2048 rows, durationMs "
+        '{"addBatch": 5611, "triggerExecution": 5884}\n'
+        "26/11/28 14:13:48 WARN ProcessingTimeExecutor: Current batch is falling behind.\n"
+        "2026-11-28 14:13:48 __main__ progress batch 2: 952 rows, durationMs "
+        '{"triggerExecution": 5584}\n'
+        "2026-11-28 14:13:49 __main__ progress batch 3: 10 rows, durationMs {not json}\n"
+    )
+    assert route_batches(log) == [(2048, 5.884), (952, 5.584)]
+    assert route_batches(tmp_path / "missing.log") == []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -34,10 +35,12 @@ from skewlab.live.driver.launch import (
     Detached,
     LocalLauncher,
     Proc,
-    _clear_strays,
+    kill_strays,
     module_command,
     spawn_detached,
 )
+
+logger = logging.getLogger(__name__)
 
 ENGINE_ENV = "SKEWLAB_WORKER_ENGINE"
 """``local`` (default): workers are local processes; ``spark``: tasks of a Spark app."""
@@ -150,14 +153,16 @@ class EngineDir:
         os.replace(tmp, self.rc(rid))
 
     def job_rc(self, rid: str, failed: bool) -> int:
-        """Step 4: the code of a finished job: ``-9`` if cancelled, 0 if it succeeded,
-        else the last attempt's exit code (1 if none recorded one)."""
+        """Step 4: the code of a finished job: 0 if its last attempt exited 0, else ``-9`` if
+        cancelled, else the last attempt's exit code if it failed (1 if none recorded one)."""
+        codes = [int(a["rc"]) for a in self.read_attempts(rid) if "rc" in a]
+        if codes and codes[-1] == 0:
+            return 0
         if self.cancel(rid).exists():
             return -signal.SIGKILL
-        if not failed:
-            return 0
-        codes = [a["rc"] for a in self.read_attempts(rid) if "rc" in a]
-        return int(codes[-1]) if codes and codes[-1] != 0 else 1
+        if failed:
+            return codes[-1] if codes else 1
+        return 0
 
     def read_rc(self, rid: str) -> int | None:
         """The job's recorded end, or None while it runs."""
@@ -264,7 +269,8 @@ class SparkLauncher:
         """Steps 1-2 for ``worker-<i>``: request it of the app; the job's :class:`SparkProc`."""
         if not name.startswith("worker-"):
             return self.local.start(name, cmd, log)
-        _clear_strays(name, log)
+        if strays := kill_strays(log):  # a process of this name no handle recorded
+            logger.warning("killed %d unrecorded process(es) of %s: %s", len(strays), name, strays)
         app = self.app()
         req = EngineDir.of_run(self.run_dir).write_request(name, cmd, log)
         rec = ProcRecord(

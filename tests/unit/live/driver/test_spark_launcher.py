@@ -71,6 +71,8 @@ def test_a_job_runs_through_retries_and_its_end_code_is_the_apps(tmp_path: Path)
         assert p.poll() is None  # a failed attempt is no exit while Spark retries
         d.add_attempt(p.rid, {"attempt": 1, "pid": 12, "create_time": 0.0, "rc": 3})
         assert d.job_rc(p.rid, failed=True) == 3
+        d.add_attempt(p.rid, {"attempt": 2, "pid": 13, "create_time": 0.0, "rc": 0})
+        d.cancel(p.rid).touch()  # killed after it ended: it still ended with 0
         assert d.job_rc(p.rid, failed=False) == 0
         d.finish(p.rid, 0)
         assert p.poll() == 0 and p.wait(timeout=1) == 0

@@ -71,6 +71,11 @@ RETRIED = frozenset(
         RdKafkaError._TRANSPORT,
         RdKafkaError._ALL_BROKERS_DOWN,
         RdKafkaError.REQUEST_TIMED_OUT,
+        # the group coordinator is moving or still loading __consumer_offsets (a fresh
+        # broker's first group request: seen as a failed committed() in a DAG task)
+        RdKafkaError.NOT_COORDINATOR,
+        RdKafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        RdKafkaError.COORDINATOR_NOT_AVAILABLE,
     }
 )
 """librdkafka errors that mean "no answer yet": check the broker, then wait again."""

@@ -60,6 +60,48 @@ def _request_of(h: RunHandle, name: str) -> str:
     return Path(req).stem
 
 
+# First in the module: it uses no broker, and the session broker stops after its last user,
+# so placed last it would outlive the broker that run_live's teardown deletes topics on.
+def test_the_app_retries_cancels_and_leaves_no_process_when_killed(tmp_path: Path) -> None:
+    """Without a broker: a stand-in worker (a sleeping Python) SIGKILLed is retried as
+    attempt 1 of its job; ``kill`` cancels the job with no retry (end code -9); a second
+    instance dies with the app when the app's group is killed (``skewlab stop``'s way)."""
+    import psutil
+
+    from skewlab.live.driver.launch import PROC_ENV, Detached, LocalLauncher
+    from skewlab.live.driver.spark_launcher import SparkLauncher
+
+    RunHandle("r", str(tmp_path), str(tmp_path), "delta", {}).save()  # the app serves it
+    launcher = SparkLauncher(tmp_path, LocalLauncher(detached=True))
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
+    p, _ = launcher.start("worker-0", sleep, tmp_path / "worker-0.log")
+    assert isinstance(p, SparkProc)
+    first = p.pid  # waits for the first attempt (the app's Spark start)
+    os.kill(first, signal.SIGKILL)
+    wait_for("attempt 1 of worker 0", lambda: len(p.attempts()) == 2)
+    assert p.poll() is None and p.pid != first
+    p.kill()
+    assert p.wait(timeout=120) == -signal.SIGKILL
+    assert len(p.attempts()) == 2  # cancelled: no attempt 2
+
+    q, _ = launcher.start("worker-1", sleep, tmp_path / "worker-1.log")
+    tagged = str(tmp_path / "worker-1.log")
+    pid = q.pid
+    Detached(launcher.app()).kill()
+
+    def gone() -> bool:
+        for proc in psutil.process_iter():
+            try:
+                if proc.environ().get(PROC_ENV) == tagged:
+                    return False
+            except psutil.Error:
+                continue
+        return True
+
+    wait_for(f"worker 1 (pid {pid}) to die with the app", gone, timeout_s=60)
+    assert q.poll() == -signal.SIGKILL
+
+
 def test_a_key_run_ends_exact_with_its_workers_as_spark_tasks(
     run_live: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -115,43 +157,3 @@ def test_a_killed_worker_is_restarted_by_spark_task_retry_and_the_run_stays_exac
     tasks = _tasks_by_group(_event_log(run.run_dir))
     assert [a for a, _ in tasks[rid]] == [0, 1]
     assert tasks[rid][0][1] != "Success" and tasks[rid][1][1] == "Success"
-
-
-def test_the_app_retries_cancels_and_leaves_no_process_when_killed(tmp_path: Path) -> None:
-    """Without a broker: a stand-in worker (a sleeping Python) SIGKILLed is retried as
-    attempt 1 of its job; ``kill`` cancels the job with no retry (end code -9); a second
-    instance dies with the app when the app's group is killed (``skewlab stop``'s way)."""
-    import psutil
-
-    from skewlab.live.driver.launch import PROC_ENV, Detached, LocalLauncher
-    from skewlab.live.driver.spark_launcher import SparkLauncher
-
-    RunHandle("r", str(tmp_path), str(tmp_path), "delta", {}).save()  # the app serves it
-    launcher = SparkLauncher(tmp_path, LocalLauncher(detached=True))
-    sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
-    p, _ = launcher.start("worker-0", sleep, tmp_path / "worker-0.log")
-    assert isinstance(p, SparkProc)
-    first = p.pid  # waits for the first attempt (the app's Spark start)
-    os.kill(first, signal.SIGKILL)
-    wait_for("attempt 1 of worker 0", lambda: len(p.attempts()) == 2)
-    assert p.poll() is None and p.pid != first
-    p.kill()
-    assert p.wait(timeout=120) == -signal.SIGKILL
-    assert len(p.attempts()) == 2  # cancelled: no attempt 2
-
-    q, _ = launcher.start("worker-1", sleep, tmp_path / "worker-1.log")
-    tagged = str(tmp_path / "worker-1.log")
-    pid = q.pid
-    Detached(launcher.app()).kill()
-
-    def gone() -> bool:
-        for proc in psutil.process_iter():
-            try:
-                if proc.environ().get(PROC_ENV) == tagged:
-                    return False
-            except psutil.Error:
-                continue
-        return True
-
-    wait_for(f"worker 1 (pid {pid}) to die with the app", gone, timeout_s=60)
-    assert q.poll() == -signal.SIGKILL

@@ -3,7 +3,9 @@
 In DAG order: :func:`ensure_services`, :func:`create_topics`, :func:`start_route_job`,
 :func:`produce`, :func:`poke_drained` (a sensor: the route job and workers drained),
 :func:`aggregate` (the verdict), :func:`summarize`, and :func:`stop_run` whatever happened.
-Each task reopens the run from its handle and calls :mod:`skewlab.live.driver.phases`.
+Each task reopens the run from its handle, as the object of its kind
+(:func:`~skewlab.live.driver.run.open_run`: a grouping run or an autoscale run), and
+calls that phase.
 Details: docs/live-run.md, section ``skewlab.orchestration.live_tasks``.
 """
 
@@ -27,6 +29,7 @@ from skewlab.rundir import RunDir, delta_root_of
 if TYPE_CHECKING:
     from skewlab.live.autoscale.run import AutoscaleRun
     from skewlab.live.driver.context import RunContext
+    from skewlab.live.driver.run import PhasedRun
     from skewlab.quality.report import QualityReport
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,19 @@ def _autoscale_run(ref: Mapping[str, Any]) -> Iterator[AutoscaleRun]:
     from skewlab.live.autoscale.run import AutoscaleRun
 
     run = AutoscaleRun.resume(ref["run_dir"])
+    try:
+        yield run
+    finally:
+        run.release()
+
+
+@contextmanager
+def _opened(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iterator[PhasedRun]:
+    """The run in this task, of either kind (:func:`~skewlab.live.driver.run.open_run`);
+    released at the end (processes and topics stay: ``stop_jobs`` ends them)."""
+    from skewlab.live.driver.run import open_run
+
+    run = open_run(ref["run_dir"], progress)
     try:
         yield run
     finally:
@@ -110,32 +126,20 @@ def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def create_topics(ref: Mapping[str, Any]) -> dict[str, Any]:
     """Create the run's ``events`` and ``routed`` topics."""
-    from skewlab.live.driver import phases
-
-    if _autoscale(ref):
-        with _autoscale_run(ref) as run:
-            run.topics()
-        return dict(ref)
-    with _resumed(ref) as ctx:
-        phases.create_topics(ctx)
-        log.info("topics %s, %s", ctx.handle.events_topic, ctx.handle.routed_topic)
+    with _opened(ref) as run:
+        run.topics()
+        log.info("topics %s, %s", run.handle.events_topic, run.handle.routed_topic)
     return dict(ref)
 
 
 def start_route_job(ref: Mapping[str, Any]) -> dict[str, Any]:
-    """Start the route job and the workers in the background; wait for the route query."""
-    from skewlab.live.driver import phases
-
-    if _autoscale(ref):
-        with _autoscale_run(ref) as run:
-            run.start()
-            pids = {name: rec.pid for name, rec in run.handle.procs.items()}
-            log.info("monitor and controller (pids): %s", pids)
-        return dict(ref)
-    with _resumed(ref) as ctx:
-        phases.start_jobs(ctx)
-        log.info("route job: %s", " ".join(ctx.handle.route_cmd))
-        pids = {name: rec.pid for name, rec in ctx.handle.procs.items()}
+    """Start the route job and the workers (an autoscale run: its monitor and controller)
+    in the background; wait until they are ready."""
+    with _opened(ref) as run:
+        run.start()
+        if run.handle.route_cmd:
+            log.info("route job: %s", " ".join(run.handle.route_cmd))
+        pids = {name: rec.pid for name, rec in run.handle.procs.items()}
         log.info("background processes (pids): %s", pids)
     return dict(ref)
 
@@ -145,29 +149,17 @@ def produce(
 ) -> dict[str, Any]:
     """Produce the workload (a scale-out run also drains here: its state manager owns the
     workers); an autoscale run produces its speed plan while its controller scales."""
-    from skewlab.live.driver import phases
-
-    if _autoscale(ref):
-        with _autoscale_run(ref) as run:
-            log.info("produced %s records", run.produce())
-        return dict(ref)
-    with _resumed(ref, progress) as ctx:
-        phases.produce_and_drain(ctx)
-        produced = ctx.handle.produced or {}
+    with _opened(ref, progress) as run:
+        run.produce_task()
+        produced = run.handle.produced or {}
         log.info("produced %s events in %.1f s", produced.get("events"), produced.get("seconds"))
     return dict(ref)
 
 
 def wait_for_completion(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> dict:
     """Stop the route job (it drains all input first), then wait for the workers to exit."""
-    from skewlab.live.driver import phases
-
-    if _autoscale(ref):
-        with _autoscale_run(ref) as run:
-            run.drain()
-        return dict(ref)
-    with _resumed(ref, progress) as ctx:
-        phases.drain(ctx)
+    with _opened(ref, progress) as run:
+        run.drain()
     return dict(ref)
 
 
@@ -286,15 +278,9 @@ def mlflow_url(home: str | Path, result: Mapping[str, Any]) -> str | None:
 
 def aggregate(ref: Mapping[str, Any]) -> dict[str, Any]:
     """Merge the partials into results; the row so far: run id and exactness verdict."""
-    from skewlab.live.driver import phases
-
-    if _autoscale(ref):
-        with _autoscale_run(ref) as run:
-            report = run.aggregate()
-            return {"run_id": ref["run_id"], "exact": run.exact, "exactness": report.summary()}
-    with _resumed(ref) as ctx:
-        report = phases.aggregate(ctx)
-    return {"run_id": ref["run_id"], "exact": report.exact, "exactness": report.summary()}
+    with _opened(ref) as run:
+        report = run.aggregate()
+        return {"run_id": ref["run_id"], "exact": run.exact, "exactness": report.summary()}
 
 
 def quality_report(home: str | Path, run_id: str, window_s: float) -> QualityReport:
@@ -332,15 +318,9 @@ def record_failed_quality(settings: Mapping[str, Any], result: Mapping[str, Any]
 
 def summarize(settings: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
     """Summary, plots and the MLflow run (with the quality report); the full row."""
-    from skewlab.live.driver import phases
-
     run_dir = RunDir.at(settings["home"], result["run_id"])
-    if settings.get("mode") == AUTOSCALE:
-        with _autoscale_run({"run_dir": str(run_dir)}) as run:
-            row = result_for_xcom(run.summarize())
-    else:
-        with _resumed({"run_dir": str(run_dir)}) as ctx:
-            row = result_for_xcom(phases.summarize(ctx))
+    with _opened({"run_dir": str(run_dir)}) as run:
+        row = result_for_xcom(run.summarize())
     for key in ("quality_ok", "quality"):
         if key in result:
             row[key] = result[key]
@@ -353,14 +333,9 @@ def stop_run(ref: Mapping[str, Any] | None) -> list[str]:
     Safe after any task, and when no run started (``ref`` None): returns the
     names of the processes it killed.
     """
-    from skewlab.live.driver import ending
-
     if not ref or "run_dir" not in ref:
         return []
     if not RunDir.of(ref["run_dir"]).handle.is_file():
         return []
-    if _autoscale(ref):
-        with _autoscale_run(ref) as run:
-            return run.stop()
-    with _resumed(ref) as ctx:
-        return ending.stop(ctx)
+    with _opened(ref) as run:
+        return run.stop()

@@ -334,6 +334,10 @@ class AutoscaleRun(EndsOnExit):
         self._progress(time.time() - t0, sent, 0)
         return True
 
+    def produce_task(self) -> None:
+        """:meth:`produce` as a DAG task (the drain is a task of its own)."""
+        log.info("produced %s records", self.produce())
+
     def drain(self) -> None:
         """Wait until the group committed every record, then stop the processes."""
         h = self.handle

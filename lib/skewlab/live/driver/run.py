@@ -30,12 +30,12 @@ from skewlab.live.driver.handle import Phase, RunHandle, Status
 from skewlab.live.driver.lifecycle import INTERRUPT_GRACE_S, EndsOnExit
 from skewlab.live.driver.startup import preload, preload_modules, startup_line
 from skewlab.live.report.watch import ProgressFn
+from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
     from skewlab.live.driver.producer import ProduceReport
     from skewlab.live.report.summary import RunSummary
-    from skewlab.pipeline.exactness import ExactnessReport
 
 __all__ = ["INTERRUPT_GRACE_S", "PhasedRun", "Run", "Say", "new_run", "open_run", "run_experiment"]
 
@@ -57,6 +57,21 @@ class PhasedRun(Protocol):
     @property
     def phase(self) -> Phase | None:
         """The last phase done (``None``: none yet)."""
+        ...
+
+    @property
+    def handle(self) -> RunHandle:
+        """The run's saved state (topics, processes, phases done)."""
+        ...
+
+    @property
+    def exact(self) -> bool | None:
+        """The run's verdict once aggregated (``None`` before)."""
+        ...
+
+    def produce_task(self) -> None:
+        """:meth:`produce` as one task of the DAG: also drains when the run's processes
+        are owned by this process (a scale-out run's state manager)."""
         ...
 
     def services(self) -> str:
@@ -182,6 +197,20 @@ class Run(EndsOnExit):
         done = self.ctx.handle.phases
         return Phase(done[-1]) if done else None
 
+    @property
+    def handle(self) -> RunHandle:
+        """The run's handle (saved in its run dir)."""
+        return self.ctx.handle
+
+    @property
+    def exact(self) -> bool | None:
+        """The verdict once aggregated: merged ``results`` equal the plain count of the
+        input (``None`` before :meth:`aggregate`)."""
+        saved = self.ctx.handle.exactness
+        if saved is None:
+            return None
+        return ExactnessReport(**{**saved, "examples": tuple(saved.get("examples", ()))}).exact
+
     def services(self) -> str:
         """The bootstrap servers (the embedded broker started if needed)."""
         return phases.ensure_services(self.ctx)
@@ -198,6 +227,10 @@ class Run(EndsOnExit):
     def produce(self) -> ProduceReport:
         """The workload produced while the control loop runs; needs :meth:`start`."""
         return phases.produce(self.ctx)
+
+    def produce_task(self) -> None:
+        """:meth:`produce`, then :meth:`drain` here if this process owns the state manager."""
+        phases.produce_and_drain(self.ctx)
 
     def drain(self) -> None:
         """The route job and workers drained and exited; needs :meth:`produce`."""

@@ -8,9 +8,10 @@ such a path or app id.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from skewlab.envsettings import env_settings
 
 __all__ = ["DELTA_ROOT_ENV", "RunDir", "app_id", "delta_root_of"]
 
@@ -20,7 +21,7 @@ DELTA_ROOT_ENV = "SKEWLAB_DELTA_ROOT"
 
 def delta_root_of(home: str | Path) -> str:
     """The Delta root of runs under data dir ``home`` (``$SKEWLAB_DELTA_ROOT`` wins)."""
-    return os.environ.get(DELTA_ROOT_ENV) or str(Path(home) / "delta")
+    return env_settings().delta_root or str(Path(home) / "delta")
 
 
 def app_id(job: str, run_id: str) -> str:

@@ -21,18 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "lib" / "skewlab"
 NAMES = {v.name for v in VARIABLES}
 
-PENDING: dict[str, int] = {
-    "live/driver/launch.py": 3,
-    "live/driver/phases.py": 2,
-    "live/driver/spark_launcher.py": 1,
-    "live/mains/workers_app.py": 1,
-    "spark/session.py": 3,
-    "rundir.py": 1,
-    "commands/advise.py": 1,
-    "commands/run.py": 1,
-}
-"""Reads in files other engineers were editing when the registry came: at most this many
-each, until their owners switch them to :func:`env_settings` (then lower or drop the entry)."""
+PENDING: dict[str, int] = {}
+"""Files allowed a direct read while their owners switch (none left)."""
 
 
 def _constants() -> set[str]:

@@ -37,6 +37,7 @@ from skewlab.commands._advise_report import advice_doc, log_mlflow, report, writ
 from skewlab.commands._advise_verify import VerifyResult, verify
 from skewlab.commands._args import count, out_dir, positive_float, positive_int
 from skewlab.commands._progress import EventProgress
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 from skewlab.io.run_links import run_link
 from skewlab.io.stream_sample import read_delta, sample_topic
@@ -220,7 +221,7 @@ class AdviseSettings:
         for a topic; the data dir resolved)."""
         bootstrap = args.bootstrap
         if args.topic is not None and bootstrap is None:
-            bootstrap = os.environ.get(BOOTSTRAP_ENV) or None
+            bootstrap = env_settings().kafka_bootstrap
         return cls(
             workers=args.workers,
             service_us=args.service_us,

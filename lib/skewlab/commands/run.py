@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
 from skewlab.commands._args import add_flag, flag_values, names
 from skewlab.commands.services import find_mlflow_ui
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPINGS, make_grouping
 from skewlab.io.run_links import MLFLOW_UI_DEFAULT, serve_hint
@@ -244,9 +244,7 @@ def _startup(home: str, run_id: str) -> str | None:
 def _embedded_broker(s: Any) -> ServiceStatus | None:
     """The embedded broker's status under the run's data dir; None when the run uses
     another Kafka (``--bootstrap`` or ``$SKEWLAB_KAFKA_BOOTSTRAP``)."""
-    from skewlab.live.driver.experiment import BOOTSTRAP_ENV
-
-    if s.bootstrap or os.environ.get(BOOTSTRAP_ENV):
+    if s.bootstrap or env_settings().kafka_bootstrap:
         return None
     return get_service("broker", s.home).status()
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from skewlab.envsettings import env_settings
 from skewlab.jars import jar_files
 
 if TYPE_CHECKING:
@@ -44,9 +45,9 @@ def driver_address(master: str, env: Mapping[str, str] | None = None) -> dict[st
     ``{}`` on a cluster master without ``$SKEWLAB_SPARK_DRIVER_HOST``: Spark then
     advertises the machine's address, which its executors need.
     """
-    env = os.environ if env is None else env
-    host = env.get(DRIVER_HOST_ENV, "").strip()
-    bind = env.get(BIND_ADDRESS_ENV, "").strip()
+    settings = env_settings(env)
+    host = settings.spark_driver_host or ""
+    bind = settings.spark_bind_address or ""
     if not host and master.strip().startswith("local"):
         host = LOOPBACK
     if not host:
@@ -182,7 +183,7 @@ def spark_session(
         **driver_address(master),
         **(ui_settings(master) if ui else {}),
     }
-    java = os.environ.get(JAVA_OPTIONS_ENV, JAVA_OPTIONS).strip()
+    java = env_settings().spark_java_opts or JAVA_OPTIONS
     if java:
         settings["spark.driver.extraJavaOptions"] = java
     settings.update(conf or {})

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 from skewlab.live.driver.handle import ProcRecord
 
@@ -98,9 +99,10 @@ def spark_submit_path() -> Path:
 
 def use_spark_submit() -> bool:
     """Launch by ``spark-submit``: forced by ``$SKEWLAB_SPARK_SUBMIT=1``, or a cluster master."""
-    if os.environ.get(SPARK_SUBMIT_ENV, "") == "1":
+    env = env_settings()
+    if env.spark_submit:
         return True
-    master = os.environ.get(SPARK_MASTER_ENV, "")
+    master = env.spark_master or ""
     return bool(master) and not master.startswith("local")
 
 
@@ -191,7 +193,7 @@ def kill_strays(log_path: Path) -> list[int]:
         if p.info["pid"] == me:
             continue
         try:
-            if p.environ().get(PROC_ENV) == tag:
+            if env_settings(p.environ()).proc == tag:
                 p.kill()
                 hit.append(p.info["pid"])
         except psutil.Error:

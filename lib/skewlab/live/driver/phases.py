@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -28,13 +27,13 @@ from skewlab.control.loop import ThreadLoop
 from skewlab.control.rebalance_loop import start_loop as start_rebalance_loop
 from skewlab.control.scaleout.manager import start_loop as start_manager_loop
 from skewlab.control.scaleout.settings import Processes, StateManagerSettings
+from skewlab.envsettings import env_settings
 from skewlab.faults import crash_point
 from skewlab.io.delta.recovery import check_tables
 from skewlab.io.delta.store import DeltaStore
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.live.driver.experiment import (
-    BOOTSTRAP_ENV,
     ExperimentError,
 )
 from skewlab.live.driver.handle import Phase as P
@@ -112,7 +111,7 @@ def start_services(h: RunHandle, bootstrap: str | None) -> str:
     if "://" not in h.delta_root:
         check_tables(h.delta_root)
     t0 = time.time()
-    bootstrap = bootstrap or os.environ.get(BOOTSTRAP_ENV)
+    bootstrap = bootstrap or env_settings().kafka_bootstrap
     if not bootstrap:
         bootstrap = get_service("broker", Path(h.home)).start().url
         h.startup["services"] = round(time.time() - t0, 3)
@@ -354,7 +353,7 @@ def warm_spares(sm: StateManagerSettings | None) -> list[int]:
     """The instances whose process a scale-out run starts at start-up, waiting
     (``skewlab.live.worker.warm``): the first spare of each operator, the instance its first
     scale-out starts (none without scale-out, or with ``$SKEWLAB_WARM_SPARES=0``)."""
-    if sm is None or os.environ.get(WARM_SPARES_ENV, "1") == "0":
+    if sm is None or not env_settings().warm_spares:
         return []
     return [sp[0] for g in range(sm.workers) if (sp := sm.spares(g))]
 

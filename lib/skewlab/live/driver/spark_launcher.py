@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 from skewlab.live.driver.handle import ProcRecord
 from skewlab.live.driver.launch import (
@@ -52,7 +53,7 @@ _APP_LOCK = threading.Lock()
 
 def worker_engine() -> str:
     """The engine ``$SKEWLAB_WORKER_ENGINE`` names (``local`` when unset)."""
-    engine = os.environ.get(ENGINE_ENV, "").strip() or "local"
+    engine = env_settings().worker_engine or "local"
     if engine not in ENGINES:
         raise ConfigError(f"{ENGINE_ENV}={engine!r}: expected one of {', '.join(ENGINES)}")
     return engine

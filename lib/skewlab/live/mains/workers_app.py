@@ -25,8 +25,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skewlab.envsettings import env_settings
 from skewlab.live.driver.handle import TERMINAL, Phase, RunHandle, Status
-from skewlab.live.driver.launch import PROC_ENV, SPARK_MASTER_ENV, process_args
+from skewlab.live.driver.launch import PROC_ENV, process_args
 from skewlab.live.driver.spark_launcher import EngineDir, Request
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ TICK_S = 0.2
 def master() -> str:
     """``$SKEWLAB_SPARK_MASTER`` if it names a cluster, else ``local[SLOTS,ATTEMPTS]``
     (plain ``local[N]`` never retries a task)."""
-    m = os.environ.get(SPARK_MASTER_ENV, "")
+    m = env_settings().spark_master or ""
     return m if m and not m.startswith("local") else f"local[{SLOTS},{ATTEMPTS}]"
 
 

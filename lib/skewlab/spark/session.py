@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from skewlab.envsettings import env_settings
 from skewlab.jars import jar_files
+from skewlab.services.process import free_port
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,13 +53,6 @@ def driver_address(master: str, env: Mapping[str, str] | None = None) -> dict[st
     if not host:
         return {"spark.driver.bindAddress": bind} if bind else {}
     return {"spark.driver.host": host, "spark.driver.bindAddress": bind or host}
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port free on ``host`` right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def ui_settings(master: str, env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -24,6 +24,8 @@ from typing import Any, Protocol
 from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 from skewlab.live.driver.handle import ProcRecord
+from skewlab.services.process import log_tail
+from skewlab.services.process import spawn_detached as start_detached
 
 log = logging.getLogger(__name__)
 
@@ -231,15 +233,8 @@ def spawn_detached(name: str, cmd: list[str], log_path: Path) -> tuple[Detached,
 
     rc_file = log_path.with_suffix(".rc")
     rc_file.unlink(missing_ok=True)
-    with open(log_path, "ab") as out:
-        p = subprocess.Popen(
-            ["sh", "-c", _WRAPPER, "skewlab-proc", str(rc_file), *cmd],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=_env(cmd, log_path),
-            start_new_session=True,
-        )
+    wrapped = ["sh", "-c", _WRAPPER, "skewlab-proc", str(rc_file), *cmd]
+    p = start_detached(wrapped, log_path, env=_env(cmd, log_path))
     try:
         created = psutil.Process(p.pid).create_time()
     except psutil.NoSuchProcess:
@@ -481,8 +476,5 @@ def exit_cause(rc: int | None, path: Path) -> str:
 
 
 def tail(path: Path, lines: int = 5) -> str:
-    """The last ``lines`` lines of a log, joined into one line."""
-    try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
+    """The last ``lines`` non-empty lines of a log, joined into one line."""
+    return " | ".join(log_tail(path, lines)) or "(no log)"

@@ -179,6 +179,12 @@ class RunDir:
         return self.path / "checkpoint"
 
     @property
+    def spark_workers(self) -> Path:
+        """The Spark worker engine's requests, attempts and event log
+        (:mod:`skewlab.live.driver.spark_launcher`, ``SKEWLAB_WORKER_ENGINE=spark``)."""
+        return self.path / "spark-workers"
+
+    @property
     def splitter_states(self) -> Path:
         """The route job's splitter states per micro-batch when the splitters run on the
         driver (inside the checkpoint: the two are recovered, or deleted, together)."""

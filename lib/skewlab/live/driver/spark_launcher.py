@@ -40,6 +40,7 @@ from skewlab.live.driver.launch import (
     module_command,
     spawn_detached,
 )
+from skewlab.rundir import RunDir
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class EngineDir:
     @classmethod
     def of_run(cls, run_dir: str | Path) -> EngineDir:
         """The engine directory of the run in ``run_dir`` (created)."""
-        d = cls(Path(run_dir) / "spark-workers")
+        d = cls(RunDir.of(run_dir).spark_workers)
         d.path.mkdir(parents=True, exist_ok=True)
         return d
 

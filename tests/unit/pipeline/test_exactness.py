@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skewlab.pipeline.exactness import check
@@ -28,6 +28,7 @@ def test_lost_doubled_and_sum_mismatch_are_told_apart():
     assert len(report.examples) == 5
 
 
+@settings(deadline=None)  # the first example imports the live report modules (~0.5 s)
 @given(
     st.floats(min_value=1.7e9, max_value=1.8e9, allow_nan=False),
     st.sampled_from([0.5, 1.0, 5.0, 15.0]),
@@ -48,3 +49,15 @@ def test_event_just_before_a_boundary_stays_in_its_window() -> None:
     from skewlab.live.report.aggregate import _window_ms
 
     assert _window_ms(1795314181.9996, 1.0) == 1795314181000
+
+
+def test_a_report_saved_as_a_dict_reads_back_equal() -> None:
+    import dataclasses
+    import json
+
+    from skewlab.pipeline.exactness import ExactnessReport
+
+    report = ExactnessReport(10, 9, 1, 0, 0, ("lost: w0 k", "x"), foreign_events=3)
+    saved = json.loads(json.dumps(dataclasses.asdict(report)))  # as the run handle keeps it
+    back = ExactnessReport.from_dict(saved)
+    assert back == report and not back.exact

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 Counts = Mapping[tuple[float, str], tuple[int, int]]
 """(window_start, key) -> (count, sum)."""
@@ -32,6 +33,11 @@ class ExactnessReport:
     examples: tuple[str, ...] = field(default=())
     foreign_events: int | None = None
     """Expected events not sent by the run's own producer (None: origin not counted)."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExactnessReport:
+        """The report saved as ``dataclasses.asdict`` (the run handle's ``exactness``)."""
+        return cls(**{**data, "examples": tuple(data.get("examples", ()))})
 
     @property
     def exact(self) -> bool:

@@ -179,7 +179,7 @@ class AutoscaleRun(EndsOnExit):
         h = self.handle
         if h.exactness is None or h.scale is None:
             return None
-        report = ExactnessReport(**{**h.exactness, "examples": tuple(h.exactness["examples"])})
+        report = ExactnessReport.from_dict(h.exactness)
         return report.exact and int(h.scale["overlaps"]) == 0
 
     def state(self) -> dict[str, Any]:
@@ -405,7 +405,7 @@ class AutoscaleRun(EndsOnExit):
         s, h = self.s, self.handle
         h.require(P.AGGREGATED, "summarize")
         assert h.exactness is not None and h.scale is not None and h.t_start is not None
-        report = ExactnessReport(**{**h.exactness, "examples": tuple(h.exactness["examples"])})
+        report = ExactnessReport.from_dict(h.exactness)
         n_overlaps = int(h.scale["overlaps"])
         summary = AutoscaleSummary(
             run_id=h.run_id, algorithm=s.algorithm, workload=s.workload,

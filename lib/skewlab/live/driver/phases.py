@@ -303,9 +303,7 @@ def summarize(ctx: RunContext) -> RunSummary:
     assert h.produced is not None and h.exactness is not None
     assert h.t_start is not None and h.t_produce is not None and h.t_done is not None
     report = ctx.report or ProduceReport(**h.produced)
-    exactness = ctx.exactness or ExactnessReport(
-        **{**h.exactness, "examples": tuple(h.exactness["examples"])}
-    )
+    exactness = ctx.exactness or ExactnessReport.from_dict(h.exactness)
     scale = ctx.scale if ctx.scale is not None else h.scale
     summary = summarize_run(
         DeltaStore(h.delta_root),

@@ -209,7 +209,7 @@ class Run(EndsOnExit):
         saved = self.ctx.handle.exactness
         if saved is None:
             return None
-        return ExactnessReport(**{**saved, "examples": tuple(saved.get("examples", ()))}).exact
+        return ExactnessReport.from_dict(saved).exact
 
     def services(self) -> str:
         """The bootstrap servers (the embedded broker started if needed)."""

@@ -9,7 +9,7 @@ within 15 %, p99 within 30 %. Prints one table (absolute figures, sim/live, rela
 error, within target, p99's error before calibration) and writes it as JSON.
 
     .venv/bin/python bench/bench_sim_vs_live.py [--events 3000] [--rate 400]
-        [--service-us 3000] [--workers 2 4] [--json out.json]
+        [--service-us 3000] [--workers 2 4] [--streams country:R80] [--json out.json]
     .venv/bin/python bench/bench_sim_vs_live.py --reanalyse out.json  # no live run
 (``--reanalyse``: the recorded runs through today's calibration, :func:`calibrate`.)
 """
@@ -43,10 +43,11 @@ from skewlab.commands._advise_verify import (
     DEFAULT_VERIFY_RATE,
     VerifyResult,
     VerifyRow,
-    batched_workload,
     calibrate,
-    evaluate,
+    model_run,
 )
+from skewlab.live.driver.experiment import ExperimentSettings
+from skewlab.live.driver.settings import produce_settings
 from skewlab.report.table import format_table
 from skewlab.services import get_service
 from skewlab.workload.spec import parse_workload
@@ -106,7 +107,8 @@ def rows_of(stream: str, workers: int, doc: dict[str, Any]) -> list[dict[str, An
 
 
 def table(rows: list[dict[str, Any]], before: bool = False) -> str:
-    """The printed table (``before``: also the p99 error as the bench ran)."""
+    """The printed table (``before``: also the figure and error of the model the bench ran
+    with)."""
 
     def pct(x: float) -> str:
         return "inf" if x == float("inf") else f"{100 * x:.0f} %"
@@ -115,21 +117,29 @@ def table(rows: list[dict[str, Any]], before: bool = False) -> str:
     for r in rows:
         within = "-" if r["target"] == float("inf") else ("yes" if r["within"] else "NO")
         uncal = pct(r["rel_error_uncalibrated"]) if r["metric"] == "p99_ms" else ""
-        if before and r["metric"] == "p99_ms":
-            uncal += f" / {pct(r['rel_error_before'])}"
+        extra = [f"{r['sim_before']:.3g} ({pct(r['rel_error_before'])})"] if before else []
         cells.append([r["stream"], r["workers"], r["strategy"], r["metric"], f"{r['sim']:.3g}",
                       f"{r['live']:.3g}", f"{r['ratio']:.2f}", pct(r["rel_error"]), within,
-                      uncal])  # fmt: skip
+                      uncal, *extra])  # fmt: skip
     head = ("stream", "W", "strategy", "metric", "sim", "live", "sim/live", "rel. error",
-            "within target",
-            "p99 error uncalibrated" + (" / trigger only" if before else ""))  # fmt: skip
+            "within target", "p99 error uncalibrated",
+            *(["sim as run (error)"] if before else []))  # fmt: skip
     return format_table(head, cells)
 
 
+def recorded_run(home: Path, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A recorded live run's settings and summary (its MLflow ``summary.json``)."""
+    run_dir = home / "runs" / run_id
+    settings = json.loads((run_dir / "settings.json").read_text())
+    mlflow_id = json.loads((run_dir / "mlflow.json").read_text())["mlflow_run_id"]
+    found = sorted(home.glob(f"mlartifacts/*/{mlflow_id}/artifacts/summary.json"))
+    return settings, json.loads(found[0].read_text())
+
+
 def reanalyse(saved: dict[str, Any], home: Path) -> list[dict[str, Any]]:
-    """The saved cells' live figures against the simulator calibrated as ``--verify``
-    calibrates today (:func:`calibrate`); the saved rows' p99 error becomes
-    ``rel_error_before`` (the calibration the bench ran with)."""
+    """The saved cells' live figures against the simulator as ``--verify`` models them today
+    (:func:`model_run`, :func:`calibrate`: the producer's chunks, each run's own route-job
+    batches, KEY's fixed delay); the saved rows' errors become ``rel_error_before``."""
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in saved["rows"]:
         cells.setdefault((r["stream"], r["workers"]), []).append(r)
@@ -144,26 +154,26 @@ def reanalyse(saved: dict[str, Any], home: Path) -> list[dict[str, Any]]:
                           rebalance_interval(span), seed=st["seed"])  # fmt: skip
         known = {c.label: c for c in candidates(w)} | {"key": Candidate("key")}
         labels = list(dict.fromkeys(r["strategy"] for r in recs))
-        todo = [known[x] for x in labels]
         before = {(r["strategy"], r["metric"]): r for r in recs}
-        key_old = evaluate(todo[0], batched_workload(prefix, rate, recs[0]["trigger_s"]), sim)
-        live_p50 = recs[0]["delay_ms"] + key_old.p50_ms + sim.service_s * 1e3
-        rows = []
+        rows, modelled, trigger_s = [], [], 0.5
         for x in labels:
             mine = [r for r in recs if r["strategy"] == x]
-            raw = before[(x, "p99_ms")]["sim_uncalibrated"]
-            row = VerifyRow(x, {r["metric"]: r["sim"] for r in mine},
-                            {r["metric"]: r["live"] for r in mine}, mine[0]["run_id"], True,
-                            sim_uncalibrated_p99_ms=raw)  # fmt: skip
-            rows.append(row)
-        rows[0].live["p50_ms"] = live_p50
-        cal = calibrate(rows, todo, prefix, rate, sim, recs[0]["trigger_s"], home / "runs")
+            settings, summary = recorded_run(home, mine[0]["run_id"])
+            trigger_s = settings["trigger_s"]
+            chunk = produce_settings(ExperimentSettings(**settings).spec, "bench").chunk
+            m = model_run(known[x], prefix, rate, chunk, sim, home / "runs" / mine[0]["run_id"],
+                          summary["t_first_s"])  # fmt: skip
+            live = {r["metric"]: r["live"] for r in mine} | {"p50_ms": summary["p50_ms"]}
+            rows.append(VerifyRow(x, m.outcome.figures(), live, mine[0]["run_id"], True,
+                                  sim_uncalibrated_p99_ms=m.outcome.sojourn_p99_ms))  # fmt: skip
+            modelled.append(m)
+        cal = calibrate(rows, modelled, trigger_s)
         result = VerifyResult(len(prefix), rate, cal.delay_ms, rows, sim.service_s * 1e6,
                               cal.trigger_s, cal.fitted_on)  # fmt: skip
         for r in result.records():
             b = before[(r["strategy"], r["metric"])]
             out.append({**b, **r, "delay_ms": cal.delay_ms, "trigger_s": cal.trigger_s,
-                        "rel_error_before": b["rel_error"],
+                        "rel_error_before": b["rel_error"], "sim_before": b["sim"],
                         "within_before": b["within"]})  # fmt: skip
     return out
 
@@ -174,6 +184,13 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=400.0)
     ap.add_argument("--service-us", type=float, default=3000.0)
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    ap.add_argument(
+        "--streams",
+        nargs="+",
+        choices=list(STREAMS),
+        default=list(STREAMS),
+        help="only these streams (e.g. to rerun the cells that missed)",
+    )
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ap.add_argument("--reanalyse", type=Path, help="a --json file of an earlier run")
     a = ap.parse_args()
@@ -204,7 +221,7 @@ def main() -> None:
     t0 = time.perf_counter()
     try:
         with open(home / "advise.log", "w") as log:
-            for name, make in STREAMS.items():
+            for name, make in ((x, STREAMS[x]) for x in a.streams):
                 keys = make(a.events)
                 trace = write_trace_csv(
                     stream_of(name, ((k, None, None) for k in keys)),

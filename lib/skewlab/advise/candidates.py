@@ -25,6 +25,7 @@ from skewlab.metrics import imb_score
 from skewlab.rebalance import REBALANCER_NAMES, make_rebalancer
 from skewlab.sim.engine import Progress, SimConfig, simulate
 from skewlab.sim.rebalance_hook import RebalanceHook, StateTransfer
+from skewlab.sim.result import SimResult
 from skewlab.sim.service import ConstantService
 from skewlab.spec import scaled_grouping_params
 
@@ -36,6 +37,7 @@ __all__ = [
     "candidates",
     "evaluate",
     "rebalance_interval",
+    "simulate_candidate",
     "window_of",
 ]
 
@@ -203,21 +205,19 @@ def window_imbalance(window_loads: np.ndarray) -> float:
     return float((scores * weights).sum() / weights.sum())
 
 
-def evaluate(
+def simulate_candidate(
     candidate: Candidate,
     workload: StreamWorkload,
     settings: SimSettings,
     events: int | None = None,
     progress: Progress | None = None,
-) -> Outcome:
-    """Simulate ``candidate`` over the first ``events`` events of ``workload`` (all by default).
-
-    DKG's timings are scaled to the stream's length as a live run scales them
-    (:func:`skewlab.spec.scaled_grouping_params`); a rebalancer runs every
-    ``settings.interval_s`` with SMALOPS' split-state hand-off (:data:`STATE`).
-    """
+    span_s: float | None = None,
+) -> tuple[SimResult, list[RebalanceHook], float]:
+    """One simulated run of ``candidate`` over the first ``events`` events of ``workload``:
+    the simulator's result, its rebalance hooks and the span DKG's timings were scaled to
+    (``span_s``, by default the replay's last arrival time)."""
     n = len(workload.stream) if events is None else events
-    span = max(float(workload.times()[n - 1]), 1e-9)
+    span = span_s if span_s is not None else max(float(workload.times()[n - 1]), 1e-9)
     params, _ = scaled_grouping_params(candidate.grouping, candidate.params, span)
     grouping = make_grouping(candidate.grouping, workers=settings.workers, **params)
     hooks: list[RebalanceHook] = []
@@ -235,6 +235,25 @@ def evaluate(
     r = simulate(
         grouping, workload, n, workload.arrival_rate, config=config, hooks=hooks, progress=progress
     )
+    return r, hooks, span
+
+
+def evaluate(
+    candidate: Candidate,
+    workload: StreamWorkload,
+    settings: SimSettings,
+    events: int | None = None,
+    progress: Progress | None = None,
+    span_s: float | None = None,
+) -> Outcome:
+    """Simulate ``candidate`` over the first ``events`` events of ``workload`` (all by default).
+
+    DKG's timings are scaled to the stream's length (``span_s``, by default its last
+    arrival time) as a live run scales them (:func:`skewlab.spec.scaled_grouping_params`);
+    a rebalancer runs every ``settings.interval_s`` with SMALOPS' split-state hand-off
+    (:data:`STATE`).
+    """
+    r, hooks, span = simulate_candidate(candidate, workload, settings, events, progress, span_s)
     minutes = span / 60.0
     moves = [m for h in hooks for d in (*h.decisions, *h.online) for m in d.moves]
     return Outcome(

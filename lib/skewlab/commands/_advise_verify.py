@@ -1,13 +1,14 @@
 """``skewlab advise --verify``: the recommendation and KEY grouping, simulated and live.
 
 1. the stream's first ``--verify-events`` events are written as a trace (key, size; no
-   timestamps: the producer and the simulator both pace it at the verify rate, the
-   service time scaled so the offered load is the advice's);
-2. each strategy is simulated on exactly those events as they arrive;
-3. each runs live through ``skewlab run``'s machinery (:func:`run_experiment`) with
-   ``--workload trace:<that file>``;
-4. p99 calibrated (:func:`calibrate`): simulated again as the KEY run's route job released
-   them (its measured micro-batch time) plus its fixed delay (from its live p50);
+   timestamps: the producer paces it at the verify rate, the service time scaled so the
+   offered load is the advice's);
+2. each strategy runs live through ``skewlab run``'s machinery (:func:`run_experiment`)
+   with ``--workload trace:<that file>``;
+3. each is simulated on exactly those events as that live run sent them: the producer's
+   chunks (:func:`chunk_arrivals`), its load windows at the run's clock phase;
+4. p99 modelled per run (:func:`modelled_latency`): released per that run's measured
+   route-job micro-batches, plus the pipeline's fixed delay fitted on KEY's live p50;
 5. per metric: the simulator's figure, the live one, the ratio and the relative error.
 """
 
@@ -24,18 +25,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skewlab.advise import Advice
-from skewlab.advise.base import Stream, StreamWorkload
+from skewlab.advise.base import Stream
 from skewlab.advise.calibrate import (
     TARGETS,
     Calibration,
-    batched_workload,
+    Latency,
+    chunk_arrivals,
     compare,
     effective_period,
     fit_delay,
+    modelled_latency,
     rel_error,
+    stamped_workload,
 )
 from skewlab.advise.candidates import (
     Candidate,
+    Outcome,
     SimSettings,
     evaluate,
     rebalance_interval,
@@ -216,6 +221,7 @@ def _experiment(c: Candidate, s: AdviseSettings, workload: str, events: int, rat
 def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> VerifyResult:
     """Steps 1-5 of the module doc; live runs report progress on stderr."""
     from skewlab.live.driver.run import run_experiment
+    from skewlab.live.driver.settings import produce_settings
     from skewlab.live.report.watch import ProgressLine
 
     n = min(s.verify_events, len(stream))
@@ -224,7 +230,6 @@ def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> Veri
     service_s = advice.settings.service_s * native / rate  # the same offered load
     path = write_trace_csv(stream, out / "verify.csv", n, timestamps=False)
     prefix = Stream(stream.source, stream.ids[:n], stream.vocab, None, stream.sizes[:n])
-    workload = StreamWorkload(prefix, rate=rate)
     span = n / rate
     sim_settings = SimSettings(
         workers=advice.settings.workers,
@@ -237,48 +242,67 @@ def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> Veri
     if advice.best.label != "key":
         todo.insert(0, Candidate("key"))
     rows: list[VerifyRow] = []
+    modelled: list[Modelled] = []
     trigger_s = 0.0
     for c in todo:
-        sim = evaluate(c, workload, sim_settings, events=n)
         settings = _experiment(c, s, f"trace:{path}", n, rate, service_s * 1e6,
                                sim_settings.window_s, sim_settings.interval_s)  # fmt: skip
         trigger_s = float(settings.trigger_s)
+        chunk = produce_settings(settings.spec, "verify").chunk
         prog = None if not s.progress else ProgressLine(c.label, sys.stderr)
         try:
             summary = run_experiment(settings, progress=prog)
         finally:
             if prog is not None:
                 prog.close()
+        m = model_run(c, prefix, rate, chunk, sim_settings,
+                      Path(s.home) / "runs" / summary.run_id, summary.t_first_s)  # fmt: skip
         notes = []
         if summary.backlog_max > 0.1 * n:
             notes.append(f"the live pipeline fell {summary.backlog_max:,.0f} events behind")
-        rows.append(
-            VerifyRow(
-                c.label,
-                {**sim.figures()},
-                live_figures(summary, n, rate),
-                summary.run_id,
-                bool(summary.exact),
-                notes,
-                sim_uncalibrated_p99_ms=sim.sojourn_p99_ms,
-            )
-        )
-    cal = calibrate(rows, todo, prefix, rate, sim_settings, trigger_s, Path(s.home) / "runs")
+        if not m.latency.batches_matched:
+            notes.append("its route job's micro-batches not found: p99 modelled as sent")
+        rows.append(VerifyRow(c.label, {**m.outcome.figures()}, live_figures(summary, n, rate),
+                              summary.run_id, bool(summary.exact), notes,
+                              sim_uncalibrated_p99_ms=m.outcome.sojourn_p99_ms))  # fmt: skip
+        modelled.append(m)
+    cal = calibrate(rows, modelled, trigger_s)
     return VerifyResult(n, rate, cal.delay_ms, rows, service_s * 1e6, cal.trigger_s, cal.fitted_on)
 
 
-def calibrate(rows: list[VerifyRow], todo: list[Candidate], prefix: Stream, rate: float,
-              sim: SimSettings, trigger_s: float, runs: Path) -> Calibration:  # fmt: skip
-    """Fit the calibration on the first (KEY) run -- its route job's measured micro-batch
-    period and the delay of its live p50 -- and set every row's calibrated p99."""
-    fit = rows[0]
-    period = effective_period(route_batches(runs / fit.run_id / "route.log"), trigger_s)
-    work = batched_workload(prefix, rate, period)
-    batched = {c.label: evaluate(c, work, sim, events=len(prefix)) for c in todo}
-    p50 = batched[fit.label].p50_ms + sim.service_s * 1e3  # constant service: wait + s
-    cal = Calibration(period, fit_delay(fit.live["p50_ms"], p50), fit.label)
-    for r in rows:
-        r.sim["p99_ms"] = cal.p99(batched[r.label].sojourn_p99_ms)
+@dataclass
+class Modelled:
+    """One strategy simulated as its live run was fed: the figures (the producer's chunks,
+    the run's window phase), the modelled latency, the route job's batches it used."""
+
+    outcome: Outcome
+    latency: Latency
+    batches: list[tuple[int, float]]
+
+
+def model_run(c: Candidate, prefix: Stream, rate: float, chunk: int, sim: SimSettings,
+              run_dir: Path, t_first_s: float) -> Modelled:  # fmt: skip
+    """Step 3 and 4 of the module doc for one live run (its directory, the wall time of its
+    first event, which sets where its load windows cut the stream)."""
+    n, span = len(prefix), len(prefix) / rate
+    arrivals = chunk_arrivals(n, rate, chunk)
+    phase = float(t_first_s) % sim.window_s if math.isfinite(t_first_s) else 0.0
+    outcome = evaluate(c, stamped_workload(prefix, arrivals, phase), sim, events=n, span_s=span)
+    batches = route_batches(run_dir / "route.log")
+    return Modelled(outcome, modelled_latency(c, prefix, arrivals, batches, sim, span), batches)
+
+
+def calibrate(rows: list[VerifyRow], modelled: list[Modelled], trigger_s: float) -> Calibration:
+    """The pipeline's fixed delay fitted on the first (KEY) run's live p50; every row's p99
+    is its own run's modelled p99 plus that delay. ``trigger_s`` of the result: the KEY
+    run's micro-batch time, events-weighted (at least the configured trigger)."""
+    fit, m = rows[0], modelled[0]
+    cal = Calibration(
+        effective_period(m.batches, trigger_s), fit_delay(fit.live["p50_ms"], m.latency.p50_ms),
+        fit.label,
+    )  # fmt: skip
+    for r, mr in zip(rows, modelled, strict=True):
+        r.sim["p99_ms"] = cal.p99(mr.latency.p99_ms)
     return cal
 
 

@@ -7,42 +7,74 @@ import math
 import numpy as np
 import pytest
 
-from skewlab.advise import Candidate, SimSettings, StreamWorkload, evaluate, stream_of
+from skewlab.advise import Candidate, SimSettings, stream_of
 from skewlab.advise.calibrate import (
     Calibration,
-    batched_workload,
+    bin_counts,
+    bin_values,
+    chunk_arrivals,
     compare,
     effective_period,
     fit_delay,
+    modelled_latency,
     rel_error,
-    release_times,
+    release_schedule,
 )
+from skewlab.metrics import LatencyHistogram
 
 pytestmark = pytest.mark.unit
 
 
-def test_events_are_released_at_their_micro_batchs_end() -> None:
-    # 4 events/s, 1 s micro-batches: each batch of 4 reaches the workers together
-    assert release_times(10, 4.0, 1.0).tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
-    assert release_times(3, 10.0, 0.05).tolist() == pytest.approx([0.0, 0.1, 0.2])  # T < gap
+def test_the_producer_sends_its_chunks_at_once_each_stamped_with_its_send_time() -> None:
+    # 4 events/s in chunks of 3: a chunk every 0.75 s, its events all stamped alike
+    assert chunk_arrivals(7, 4.0, 3).tolist() == [0, 0, 0, 0.75, 0.75, 0.75, 1.5]
+    assert chunk_arrivals(3, 10.0, 1).tolist() == pytest.approx([0.0, 0.1, 0.2])
     with pytest.raises(ValueError):
-        release_times(3, 10.0, 0.0)
+        chunk_arrivals(3, 10.0, 0)
 
 
-def test_a_micro_batch_queues_at_one_worker_as_the_live_route_job_makes_it() -> None:
-    # one worker, 100 events/s, 5 ms each (load 0.5), 0.5 s micro-batches: 50 events land
-    # together, the last of a batch waits for the 49 before it (sojourn 50 x 5 ms = 250 ms);
-    # paced one by one, nobody waits (sojourn = the service time)
-    n, rate, service, trigger = 2_000, 100.0, 0.005, 0.5
-    stream = stream_of("t", ((f"k{i % 7}", None, None) for i in range(n)))
-    settings = SimSettings(workers=1, service_s=service, window_s=2.0, interval_s=4.0)
-    even = evaluate(Candidate("key"), StreamWorkload(stream, rate=rate), settings, events=n)
-    batched = evaluate(Candidate("key"), batched_workload(stream, rate, trigger), settings)
-    assert even.sojourn_p99_ms == pytest.approx(service * 1e3)
-    per_batch = rate * trigger
-    assert batched.sojourn_p99_ms == pytest.approx(0.99 * per_batch * service * 1e3, abs=5.0)
-    # the median event waits for half its batch
-    assert batched.p50_ms == pytest.approx(0.5 * per_batch * service * 1e3, abs=5.0)
+def test_a_micro_batch_starts_when_its_events_are_in_and_the_one_before_has_ended() -> None:
+    arrivals = np.array([0, 0, 0, 2, 2], dtype=np.float64)
+    # a quick route job: each batch starts when its chunk is in
+    assert release_schedule(arrivals, [(3, 1.0), (2, 0.5)]).tolist() == [1, 1, 1, 2.5, 2.5]
+    # a busy one: the second chunk waits for the first batch to end (at 3 s)
+    assert release_schedule(arrivals, [(3, 3.0), (2, 0.5)]).tolist() == [3, 3, 3, 3.5, 3.5]
+    # batches that do not hold exactly the stream's events: no schedule
+    assert release_schedule(arrivals, [(3, 1.0)]) is None
+    assert release_schedule(arrivals, []) is None
+
+
+def test_the_wait_histogram_is_read_back_per_bin() -> None:
+    h = LatencyHistogram()
+    samples = [0.0, 0.0, 1e-4, 0.0123, 0.0124, 0.5, 0.5, 2.0, 7.77]
+    h.add(samples)
+    counts = bin_counts(h.cdf(), len(samples))
+    assert counts.tolist() == h._counts.tolist()
+    v = bin_values()[counts > 0]
+    assert v[0] == 0.0 and v[-1] == pytest.approx(7.77, rel=0.024)
+
+
+def test_latency_is_the_release_delay_plus_the_wait_behind_the_same_batch() -> None:
+    # one worker, 10 ms per event; chunks of 10 sent at 0 s and 1 s; the first micro-batch
+    # takes 0.5 s (released at 0.5 s: latencies 0.51 .. 0.60 s), the second 0.2 s
+    # (1.21 .. 1.30 s, i.e. 0.21 .. 0.30 s after their send time)
+    stream = stream_of("t", ((f"k{i}", None, None) for i in range(20)))
+    settings = SimSettings(workers=1, service_s=0.01, window_s=0.5, interval_s=1.0)
+    arrivals = chunk_arrivals(20, 10.0, 10)
+    lat = modelled_latency(Candidate("key"), stream, arrivals, [(10, 0.5), (10, 0.2)],
+                           settings, span_s=2.0)  # fmt: skip
+    assert lat.batches_matched
+    assert lat.p99_ms == pytest.approx(600.0, rel=0.024)
+    assert lat.p50_ms == pytest.approx(300.0, rel=0.024)
+    # the first batch runs 1.5 s: the second starts late, at 1.5 s (0.71 .. 0.80 s)
+    slow = modelled_latency(Candidate("key"), stream, arrivals, [(10, 1.5), (10, 0.2)],
+                            settings, span_s=2.0)  # fmt: skip
+    assert slow.p99_ms == pytest.approx(1_600.0, rel=0.024)
+    assert slow.p50_ms == pytest.approx(800.0, rel=0.024)
+    # no batches measured: sent, released at once, and queued behind their chunk only
+    bare = modelled_latency(Candidate("key"), stream, arrivals, [], settings, span_s=2.0)
+    assert not bare.batches_matched
+    assert bare.p99_ms == pytest.approx(100.0, rel=0.024)
 
 
 def test_the_micro_batch_period_is_the_route_jobs_measured_batch_time() -> None:
@@ -54,14 +86,6 @@ def test_the_micro_batch_period_is_the_route_jobs_measured_batch_time() -> None:
     assert effective_period([(1, 10.0), (999, 1.0)], 0.5) == pytest.approx(1.009)  # by events
 
 
-def test_a_stream_shorter_than_one_micro_batch_is_one_burst() -> None:
-    n, service = 300, 0.002
-    stream = stream_of("t", ((f"k{i}", None, None) for i in range(n)))
-    settings = SimSettings(workers=1, service_s=service, window_s=1.0, interval_s=2.0)
-    burst = evaluate(Candidate("key"), batched_workload(stream, 100.0, 8.0), settings)
-    assert burst.sojourn_p99_ms == pytest.approx(0.99 * n * service * 1e3, abs=2 * service * 1e3)
-
-
 def test_the_fixed_delay_is_the_live_median_beyond_the_simulated_one() -> None:
     assert fit_delay(620.0, 120.0) == 500.0
     assert fit_delay(100.0, 120.0) == 0.0  # a pipeline is never faster than its workers
@@ -71,19 +95,20 @@ def test_the_fixed_delay_is_the_live_median_beyond_the_simulated_one() -> None:
 
 
 def test_a_known_pipeline_is_recovered_and_predicts_the_other_strategys_p99() -> None:
-    # "live" = the batched simulation plus 180 ms: fitted on KEY's median, the delay is
-    # found and PKG's p99 (never fitted) comes out right
+    # "live" = the modelled latency plus 180 ms: fitted on KEY's median, the delay is
+    # found and PKG's p99 (never fitted) comes out right; PKG splits the hot key
     rng = np.random.default_rng(5)
     keys = ["hot" if x < 0.35 else f"k{int(x * 200)}" for x in rng.random(3_000)]
     stream = stream_of("t", ((k, None, None) for k in keys))
     settings = SimSettings(workers=2, service_s=0.002, window_s=1.0, interval_s=2.0)
-    work = batched_workload(stream, 400.0, 0.5)
-    key, pkg = (evaluate(Candidate(g), work, settings) for g in ("key", "pkg"))
-    live_key_p50 = key.p50_ms + 2.0 + 180.0
-    cal = Calibration(0.5, fit_delay(live_key_p50, key.p50_ms + 2.0), "key")
+    arrivals = chunk_arrivals(3_000, 400.0, 1_000)
+    batches = [(1_000, 0.8), (1_000, 0.6), (1_000, 0.7)]
+    key, pkg = (modelled_latency(Candidate(g), stream, arrivals, batches, settings, 7.5)
+                for g in ("key", "pkg"))  # fmt: skip
+    cal = Calibration(0.7, fit_delay(key.p50_ms + 180.0, key.p50_ms), "key")
     assert cal.delay_ms == pytest.approx(180.0)
-    assert cal.p99(pkg.sojourn_p99_ms) == pytest.approx(pkg.sojourn_p99_ms + 180.0)
-    assert pkg.sojourn_p99_ms < key.sojourn_p99_ms  # the hot key split: less queueing
+    assert cal.p99(pkg.p99_ms) == pytest.approx(pkg.p99_ms + 180.0)
+    assert pkg.p99_ms < key.p99_ms
 
 
 def test_relative_error_is_against_the_live_figure() -> None:

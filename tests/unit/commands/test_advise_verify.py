@@ -6,15 +6,18 @@ import math
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from skewlab import cli
-from skewlab.advise import candidates
+from skewlab.advise import Candidate, SimSettings, StreamWorkload, candidates, evaluate, stream_of
 from skewlab.advise.command import run_args
 from skewlab.commands._advise_verify import (
     VerifyResult,
     VerifyRow,
+    calibrate,
     live_figures,
+    model_run,
     rel_error,
     route_batches,
 )
@@ -100,3 +103,75 @@ def test_the_route_jobs_batch_times_are_read_from_its_log(tmp_path: Path) -> Non
     )
     assert route_batches(log) == [(2048, 5.884), (952, 5.584)]
     assert route_batches(tmp_path / "missing.log") == []
+
+
+def _two_keys_on_two_workers() -> tuple[str, str]:
+    """Two keys KEY grouping puts on different workers of two."""
+    settings = SimSettings(workers=2, service_s=0.001, window_s=1.0, interval_s=1.0)
+    home = {}
+    for k in (f"k{i}" for i in range(50)):
+        one = stream_of("t", ((k, None, None),))
+        loads = evaluate(Candidate("key"), StreamWorkload(one, rate=1.0), settings).worker_loads
+        home.setdefault(int(np.argmax(loads)), k)
+        if len(home) == 2:
+            return home[0], home[1]
+    raise AssertionError("no two keys on different workers")
+
+
+def test_the_simulator_windows_the_stream_as_the_live_producer_sent_it(tmp_path: Path) -> None:
+    # 1,000 events of one key, then 1,000 of a key on the other worker, at 100 events/s
+    # (2 s load windows): sent as one 2,048-event chunk, as skewlab's producer sends them,
+    # the whole stream carries one time stamp and falls in one window holding both keys
+    # (imbalance 0), which is what the live run measures; paced one by one, every window
+    # holds one key (imbalance 100: the drifting stream's miss)
+    a, b = _two_keys_on_two_workers()
+    stream = stream_of("t", ((k, None, None) for k in [a] * 1_000 + [b] * 1_000))
+    sim = SimSettings(workers=2, service_s=0.001, window_s=2.0, interval_s=2.0)
+    chunked = model_run(Candidate("key"), stream, 100.0, 2_048, sim, tmp_path, 1_000.0)
+    paced = model_run(Candidate("key"), stream, 100.0, 1, sim, tmp_path, 1_000.0)
+    assert chunked.outcome.imbalance == 0.0
+    assert paced.outcome.imbalance == pytest.approx(100.0)
+    assert not chunked.latency.batches_matched  # no route.log in that run directory
+
+
+def test_the_simulators_windows_start_where_the_live_runs_clock_put_them(tmp_path: Path) -> None:
+    # a chunk of 100 events a second, keys a and b by turns, 2 s windows: at the clock's
+    # phase 0 each window holds an a-chunk and a b-chunk (imbalance 0); a run whose first
+    # event was sent 1 s into a window has a window of one chunk at each end (100 each,
+    # 200 of 2,000 events: 10)
+    a, b = _two_keys_on_two_workers()
+    keys = [a if (i // 100) % 2 == 0 else b for i in range(2_000)]
+    stream = stream_of("t", ((k, None, None) for k in keys))
+    sim = SimSettings(workers=2, service_s=0.001, window_s=2.0, interval_s=2.0)
+    aligned = model_run(Candidate("key"), stream, 100.0, 100, sim, tmp_path, 1_000.0)
+    shifted = model_run(Candidate("key"), stream, 100.0, 100, sim, tmp_path, 1_001.0)
+    assert aligned.outcome.imbalance == pytest.approx(0.0)
+    assert shifted.outcome.imbalance == pytest.approx(10.0)
+
+
+def test_each_runs_p99_is_modelled_on_its_own_batches_plus_keys_delay(tmp_path: Path) -> None:
+    # two runs of the same stream; the second's route job was slower: its modelled p99
+    # (never fitted) grows by that, KEY's fitted delay is added to both
+    stream = stream_of("t", ((f"k{i % 9}", None, None) for i in range(300)))
+    sim = SimSettings(workers=2, service_s=0.001, window_s=0.5, interval_s=0.5)
+    runs = []
+    for name, secs in (("fast", 0.2), ("slow", 1.2)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "route.log").write_text(
+            f'x progress batch 1: 100 rows, durationMs {{"triggerExecution": {secs * 1e3}}}\n'
+            f'x progress batch 2: 200 rows, durationMs {{"triggerExecution": {secs * 1e3}}}\n'
+        )
+        runs.append(model_run(Candidate("key"), stream, 100.0, 100, sim, d, 0.0))
+    fast, slow = runs
+    assert fast.latency.batches_matched and slow.latency.batches_matched
+    live = {"imbalance": 0.0, "dist_cost": 1.0, "p99_ms": 0.0, "keys_moved_min": 0.0}
+    rows = [VerifyRow("key", fast.outcome.figures(), {**live, "p50_ms": fast.latency.p50_ms + 50},
+                      "r1", True),
+            VerifyRow("key", slow.outcome.figures(), dict(live), "r2", True)]  # fmt: skip
+    cal = calibrate(rows, runs, 0.5)
+    assert cal.delay_ms == pytest.approx(50.0)
+    assert cal.trigger_s == pytest.approx(0.5)  # 0.2 s batches: never below the trigger
+    assert rows[0].sim["p99_ms"] == pytest.approx(fast.latency.p99_ms + 50.0)
+    assert rows[1].sim["p99_ms"] == pytest.approx(slow.latency.p99_ms + 50.0)
+    assert slow.latency.p99_ms > fast.latency.p99_ms + 900.0

@@ -112,12 +112,13 @@ def test_scale_out_exact(run_live: Any, policy: str) -> None:
 def test_crash_between_checkpoint_and_take_over(
     run_live: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Kill the alarmed worker after its first checkpoint, before any key moved; restart it.
+    """Kill the alarmed worker once its checkpoint is taken, before any key moved; restart it.
 
-    The window is the replacement's start: no warm spare here (``$SKEWLAB_WARM_SPARES=0``),
-    so it starts cold and the producer's hook sees the checkpoint before the switch even
-    on a busy machine (with a warm spare the switch sometimes came first)."""
-    from skewlab.io.state_store import CheckpointStore
+    The hook waits for the ``TakeCheckpoint`` decision (what the checkpoint holds is fixed
+    then), not for the stored copy: when the alarm and the scale-out come in one step, the
+    copy is deferred until the scale event ends, i.e. after the switch (CI failed once on
+    that). The window is the replacement's start: no warm spare here
+    (``$SKEWLAB_WARM_SPARES=0``), so it starts cold, seconds after the decision."""
     from skewlab.live.driver.phases import WARM_SPARES_ENV
 
     monkeypatch.setenv(WARM_SPARES_ENV, "0")
@@ -127,16 +128,18 @@ def test_crash_between_checkpoint_and_take_over(
     def hook(sent: int, procs: Any, refs: RunRefs) -> None:
         if crashed:
             return
-        if refs.store.read("assignments", run_id=refs.run_id).num_rows:
+        details = [
+            json.loads(d)
+            for d in refs.store.read("decisions", run_id=refs.run_id)["detail"].to_pylist()
+        ]
+        taken = [d for d in details if d["action"] == "TakeCheckpoint"]
+        if any(d["action"] == "SwitchRouting" for d in details):
             crashed.append(-1)  # too late: the take-over happened first
-            return
-        for g in range(refs.settings.workers):
-            cps = CheckpointStore(refs.store, f"{refs.run_id}#g{g}", f"g{g}")
-            if cps.latest() is not None:
-                kill_and_wait(procs.workers[g])
-                procs.restart_worker(g)
-                crashed.append(g)
-                return
+        elif taken:
+            g = int(taken[0]["group"])
+            kill_and_wait(procs.workers[g])
+            procs.restart_worker(g)
+            crashed.append(g)
 
     run = run_live(
         "key",

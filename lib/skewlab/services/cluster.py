@@ -44,7 +44,13 @@ from skewlab.services.process import (
     port_is_free,
     wait_until,
 )
-from skewlab.services.spark_standalone import SparkMaster, SparkWorker, spark_defaults
+from skewlab.services.spark_standalone import (
+    NODE_CORES,
+    NODE_MEMORY,
+    SparkMaster,
+    SparkWorker,
+    spark_defaults,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +59,8 @@ PORTS_FILE = "ports.json"
 STARTUP_FILE = "startup.json"
 SPARK_CONF = "spark-conf"
 WORKERS = 2
-WORKER_CORES = 1
-WORKER_MEMORY = "2g"
+WORKER_CORES = NODE_CORES
+WORKER_MEMORY = NODE_MEMORY
 AIRFLOW_START_TIMEOUT_S = 600.0
 """Only a bound: readiness is polled (its first start migrates the metadata DB)."""
 
@@ -199,7 +205,11 @@ class Cluster:
         ]
         for i in range(1, self.workers + 1):
             ui = ports.get(f"spark-worker-{i}-ui")
-            found.append(SparkWorker(self.datadir, i, master, master_ui, ui_port=ui))
+            found.append(
+                SparkWorker(
+                    self.datadir, i, master, master_ui, ui, cores=WORKER_CORES, memory=WORKER_MEMORY
+                )
+            )
         found.append(MlflowServer(self.datadir))
         return found
 

@@ -39,6 +39,21 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 DAEMON_HEAP = "512m"
 """Heap of each daemon JVM (the executors get their own JVMs and memory)."""
 
+ROUTE_CORES = 2
+"""``spark.cores.max`` of an app that sets none (the route job), in 1-core executors."""
+WORKERS_APP_CORES = 16
+"""``spark.cores.max`` of a run's workers app: task slots for its worker instances and spares."""
+WORKERS_APP_EXECUTOR_CORES = 8
+"""Cores of each workers app executor: 2 executors, spread over the nodes, hold its slots."""
+WORKERS_APP_EXECUTOR_MEMORY = "512m"
+"""Heap of a workers app executor: its tasks only wait on their worker processes."""
+NODE_CORES = ROUTE_CORES + WORKERS_APP_CORES
+"""Cores a worker node declares: one node alone holds the route job and every worker task,
+so when the other node dies, all of both fit on the survivor. They count task slots; a
+waiting worker task uses no CPU."""
+NODE_MEMORY = "4g"
+"""Executor memory a node declares: the route job's 1g executors plus the workers app's."""
+
 
 def spark_home() -> Path:
     """The installed pyspark package: it carries ``jars/`` and ``bin/`` like a Spark dist."""
@@ -84,7 +99,10 @@ def daemon_command(
 
 
 def spark_defaults(jars: list[Path]) -> str:
-    """``spark-defaults.conf`` putting ``jars`` on the driver's and executors' class path.
+    """``spark-defaults.conf`` putting ``jars`` on the driver's and executors' class path,
+    and capping what an app that sets no cap takes (the route job: :data:`ROUTE_CORES` in
+    1-core executors, so the workers app gets executors too and a lost one is replaced on
+    the other node, where an app may run several executors).
 
     ``spark.jars`` set by a session reaches the executors but not the class loader of a
     driver that ``spark-submit`` already started, so ``spark.sql.extensions`` (delta) and
@@ -96,6 +114,9 @@ def spark_defaults(jars: list[Path]) -> str:
         "# written by `skewlab cluster up`: the project's Spark jars (Kafka connector, delta)",
         f"spark.driver.extraClassPath {path}",
         f"spark.executor.extraClassPath {path}",
+        "# an app without its own caps (the route job); the workers app sets its own",
+        f"spark.cores.max {ROUTE_CORES}",
+        "spark.executor.cores 1",
     ]
     return "\n".join(lines) + "\n"
 
@@ -200,8 +221,8 @@ class SparkWorker(_SparkDaemon):
         master: str,
         master_ui_port: int,
         ui_port: int | None = None,
-        cores: int = 1,
-        memory: str = "2g",
+        cores: int = NODE_CORES,
+        memory: str = NODE_MEMORY,
     ) -> None:
         self.name = f"spark-worker-{index}"  # type: ignore[misc]
         super().__init__(home, ui_port)

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,9 +28,17 @@ from typing import Any
 import psutil
 import pytest
 
-from skewlab.services.cluster import Cluster, airflow_health, airflow_healthy, environment
+from skewlab.live.driver.handle import RunHandle
+from skewlab.services.cluster import (
+    WORKER_CORES,
+    Cluster,
+    airflow_health,
+    airflow_healthy,
+    environment,
+)
 from skewlab.services.postgres import Postgres
-from skewlab.services.spark_standalone import alive_workers, master_json
+from skewlab.services.process import wait_until
+from skewlab.services.spark_standalone import WORKER_CLASS, alive_workers, master_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.cluster]
 
@@ -136,7 +145,7 @@ def test_master_lists_two_alive_workers(running: Running) -> None:
     workers = alive_workers(status)
     assert len(workers) == 2
     assert {w["host"] for w in workers} == {"127.0.0.1"}
-    assert sum(w["cores"] for w in workers) == 2
+    assert sum(w["cores"] for w in workers) == 2 * WORKER_CORES
 
 
 def test_mlflow_server_answers(running: Running) -> None:
@@ -180,17 +189,30 @@ def test_status_shows_every_component_up(running: Running) -> None:
     assert re.search(r"^airflow\s+up\s", done.stdout, re.M), done.stdout
 
 
-def test_run_on_the_master_ends_exact_and_is_a_master_application(running: Running) -> None:
+def master_apps(running: Running) -> list[str]:
+    """The names of every application the master knows (running or finished)."""
+    status = master_json("127.0.0.1", running.master_ui)
+    assert status is not None
+    return [a["name"] for a in status["activeapps"] + status["completedapps"]]
+
+
+def test_run_on_the_master_ends_exact_with_route_job_and_workers_as_master_apps(
+    running: Running,
+) -> None:
+    """The worker engine defaults to spark on a cluster master: the run's workers are tasks
+    of ``skewlab-workers <run id>``, an application of the same master as the route job."""
     t0 = time.monotonic()
-    done = skewlab(*SMALL_RUN, env=running.env, timeout=RUN_TIMEOUT_S)
+    done = skewlab(*SMALL_RUN, "--home", str(running.home), env=running.env, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     found = re.search(r"^(\S+): EXACT: expected 10240 events, merged 10240", done.stdout, re.M)
     assert found, done.stdout[-3000:]
     run_id = found.group(1)
-    status = master_json("127.0.0.1", running.master_ui)
-    assert status is not None
-    apps = [a["name"] for a in status["activeapps"] + status["completedapps"]]
+    apps = master_apps(running)
     assert f"skewlab-route-{run_id}" in apps, apps
+    assert f"skewlab-workers {run_id}" in apps, apps
+    handle = RunHandle.load(running.home / "runs" / run_id)
+    for i in range(4):
+        assert handle.procs[f"worker-{i}"].request, f"worker-{i} was not a Spark task"
     print(f"run {run_id} on the cluster: {time.monotonic() - t0:.1f} s")
 
 
@@ -250,6 +272,175 @@ def route_apps(running: Running) -> list[str]:
     status = master_json("127.0.0.1", running.master_ui) or {}
     apps = status.get("activeapps", []) + status.get("completedapps", [])
     return [a["name"] for a in apps if a["name"].startswith("skewlab-route-")]
+
+
+FAULT_EVENTS = 20480
+FAULT_RUN = [
+    "run", "--strategy", "pkg", "--workers", "4", "--partitions", "2",
+    "--events", str(FAULT_EVENTS), "--rate", "400", "--window", "1", "--no-progress",
+]  # fmt: skip
+"""51 s of input at 400 events/s: the node dies with a good share of it still to come."""
+KILL_AT = 0.25
+"""The node is killed once the workers committed this share of the input."""
+WORKERS = 4
+
+
+def new_run_dir(home: Path, before: set[str]) -> Path:
+    """The run dir a ``skewlab run`` started after ``before`` was listed creates."""
+    runs = home / "runs"
+    found: list[Path] = []
+
+    def created() -> bool:
+        found[:] = [
+            d
+            for d in (runs.iterdir() if runs.is_dir() else [])
+            if d.name not in before and (d / "handle.json").exists()
+        ]
+        return bool(found)
+
+    assert wait_until(created, 600.0, 0.5), "the run made no run dir"
+    return found[0]
+
+
+def committed(home: Path, run_id: str) -> dict[int, int]:
+    """Each worker's committed offset of ``routed`` (``worker_progress``; {} before any)."""
+    from skewlab.io.delta.store import DeltaStore
+
+    try:
+        t = DeltaStore(str(home / "delta")).read(
+            "worker_progress", run_id=run_id, columns=["worker", "routed_offset"]
+        )
+    except Exception:
+        return {}
+    out: dict[int, int] = {}
+    for w, o in zip(t["worker"].to_pylist(), t["routed_offset"].to_pylist(), strict=True):
+        out[w] = max(out.get(w, 0), o)
+    return out
+
+
+def current_attempts(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """Worker index -> its newest started task attempt (``attempt``, ``pid``...)."""
+    from skewlab.live.driver.spark_launcher import EngineDir
+
+    d = EngineDir(run_dir / "spark-workers")
+    try:
+        procs = RunHandle.load(run_dir).procs
+    except Exception:
+        return {}
+    out = {}
+    for i in range(WORKERS):
+        rec = procs.get(f"worker-{i}")
+        if rec is None or rec.request is None:
+            continue
+        started = [a for a in d.read_attempts(Path(rec.request).stem) if "rc" not in a]
+        if started:
+            out[i] = started[-1]
+    return out
+
+
+def node_of(pid: int) -> str | None:
+    """The ``spark-worker-N`` whose daemon runs process ``pid`` (an ancestor), if any."""
+    try:
+        for parent in psutil.Process(pid).parents():
+            cmd = parent.cmdline()
+            if WORKER_CLASS in cmd and "--work-dir" in cmd:
+                return Path(cmd[cmd.index("--work-dir") + 1]).parent.name
+    except psutil.Error:
+        return None
+    return None
+
+
+def test_a_killed_spark_worker_node_loses_nothing_its_workers_resume_on_the_other(
+    running: Running, tmp_path: Path
+) -> None:
+    """Mid-run, kill the process group of the Spark worker daemon that holds the most skewlab
+    workers (its executors and their worker processes go with it): Spark reschedules the lost
+    tasks on the other node, each resumes from its committed Delta state, the run is EXACT
+    and the final key state counts every event once. Prints the time from the kill to each
+    lost worker committing progress again."""
+    from skewlab.io.delta.store import DeltaStore
+    from skewlab.live.report.control import final_key_state
+
+    home = running.home
+    runs = home / "runs"
+    before = {d.name for d in runs.iterdir()} if runs.is_dir() else set()
+    out_path = tmp_path / "run.out"
+    victim = ""
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen(
+            [*SKEWLAB, *FAULT_RUN, "--home", str(home)],
+            env=running.env, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    try:
+        run_dir = new_run_dir(home, before)
+        run_id = run_dir.name
+        assert wait_until(lambda: len(current_attempts(run_dir)) == WORKERS, 900.0, 0.5)
+        share = KILL_AT * FAULT_EVENTS
+        assert wait_until(
+            lambda: proc.poll() is not None or sum(committed(home, run_id).values()) >= share,
+            900.0,
+            0.5,
+        ), "the workers never committed a quarter of the input"
+        assert proc.poll() is None, out_path.read_text()[-3000:]
+        first = current_attempts(run_dir)
+        nodes = {i: node_of(int(a["pid"])) for i, a in first.items()}
+        assert all(nodes.values()), f"a worker process is not under a Spark worker: {nodes}"
+        victim = max(set(nodes.values()), key=list(nodes.values()).count)  # type: ignore[arg-type]
+        lost = sorted(i for i, n in nodes.items() if n == victim)
+        at_kill = committed(home, run_id)
+        (daemon,) = [s for s in running.cluster.services() if s.name == victim]
+        state = daemon.status().state
+        assert state is not None
+        os.killpg(os.getpgid(state.pid), signal.SIGKILL)
+        t_kill = time.monotonic()
+        print(f"killed {victim} (pid {state.pid}) holding workers {lost} at {at_kill}")
+
+        old = [
+            psutil.Process(int(first[i]["pid"])) for i in lost if psutil.pid_exists(first[i]["pid"])
+        ]
+        _, alive = psutil.wait_procs(old, timeout=120)
+        assert not alive, f"lost workers outlived their node: {alive}"
+
+        back: dict[int, float] = {}
+        moved: dict[int, str | None] = {}
+
+        def resumed() -> bool:
+            now_attempts = current_attempts(run_dir)
+            offsets = committed(home, run_id)
+            for i in lost:
+                a = now_attempts.get(i)
+                if a is None or a["attempt"] <= first[i]["attempt"]:
+                    continue
+                moved.setdefault(i, node_of(int(a["pid"])))
+                if i not in back and offsets.get(i, 0) > at_kill.get(i, 0):
+                    back[i] = time.monotonic() - t_kill
+            return len(back) == len(lost) or proc.poll() is not None
+
+        assert wait_until(resumed, 900.0, 0.5)
+        assert sorted(back) == lost, f"processing again: {back}; the run ended first"
+        survivor = {"spark-worker-1": "spark-worker-2", "spark-worker-2": "spark-worker-1"}
+        assert set(moved.values()) <= {survivor[victim], None}, moved
+        for i in lost:
+            print(f"worker-{i}: processing again {back[i]:.1f} s after its node was killed")
+        rc = proc.wait(timeout=RUN_TIMEOUT_S)
+        text = out_path.read_text()
+        assert rc == 0, text[-3000:]
+        assert re.search(
+            rf"^{run_id}: EXACT: expected {FAULT_EVENTS} events, merged {FAULT_EVENTS}",
+            text,
+            re.M,
+        ), text[-3000:]
+        counts, _, _ = final_key_state(DeltaStore(str(home / "delta")), run_id)
+        assert sum(counts.values()) == FAULT_EVENTS  # no event lost or doubled in key state
+        handle = RunHandle.load(run_dir)
+        for i in lost:
+            assert f"worker-{i}" not in handle.restarts  # Spark rescheduled it, not skewlab
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if victim:  # the next tests want both nodes
+            done = skewlab("cluster", "up", "--home", str(home), timeout=UP_TIMEOUT_S)
+            assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_down_stops_everything_and_leaves_no_process(running: Running) -> None:

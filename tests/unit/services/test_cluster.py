@@ -24,7 +24,12 @@ from skewlab.services.postgres import Postgres, as_os_user, pg_bin_dir, sql_lite
 from skewlab.services.process import BinaryNotFoundError
 from skewlab.services.spark_standalone import (
     MASTER_CLASS,
+    NODE_CORES,
+    NODE_MEMORY,
+    ROUTE_CORES,
     WORKER_CLASS,
+    WORKERS_APP_CORES,
+    WORKERS_APP_EXECUTOR_CORES,
     SparkMaster,
     SparkWorker,
     alive_workers,
@@ -105,7 +110,15 @@ def test_spark_defaults_put_the_jars_on_both_class_paths() -> None:
     assert lines == [
         "spark.driver.extraClassPath /j/a.jar:/j/b.jar",
         "spark.executor.extraClassPath /j/a.jar:/j/b.jar",
+        f"spark.cores.max {ROUTE_CORES}",
+        "spark.executor.cores 1",
     ]
+
+
+def test_one_node_holds_the_route_job_and_every_worker_task() -> None:
+    assert NODE_CORES >= ROUTE_CORES + WORKERS_APP_CORES
+    assert WORKERS_APP_CORES % WORKERS_APP_EXECUTOR_CORES == 0
+    assert WORKERS_APP_CORES // WORKERS_APP_EXECUTOR_CORES >= 2  # one executor per node
 
 
 # ---------------------------------------------------------------- spark daemons
@@ -151,8 +164,8 @@ def test_master_and_worker_command_lines(tmp_path: Path) -> None:
         "--host": "127.0.0.1",
         "--port": "30000",
         "--webui-port": "18082",
-        "--cores": "1",
-        "--memory": "2g",
+        "--cores": str(NODE_CORES),
+        "--memory": NODE_MEMORY,
         "--work-dir": str(tmp_path / "spark-worker-2" / "work"),
     }
     assert worker.name == "spark-worker-2"

@@ -45,16 +45,28 @@ from skewlab.rundir import RunDir
 logger = logging.getLogger(__name__)
 
 ENGINE_ENV = "SKEWLAB_WORKER_ENGINE"
-"""``local`` (default): workers are local processes; ``spark``: tasks of a Spark app."""
+"""``local``: workers are local processes; ``spark``: tasks of a Spark app. Unset: ``spark``
+on a cluster master (:func:`on_cluster`), else ``local``."""
 ENGINES = ("local", "spark")
 APP_MODULE = "skewlab.live.mains.workers_app"
+PASSED_ENV = ("SKEWLAB_", "MLFLOW_", "AWS_")
+"""Prefixes of the launching process's variables a request carries to its task: an executor
+on a cluster has its node's environment, not the run's."""
 
 _APP_LOCK = threading.Lock()
 
 
+def on_cluster(master: str | None) -> bool:
+    """Whether a Spark master URL names a cluster (anything but ``local...``)."""
+    return bool(master) and not str(master).strip().startswith("local")
+
+
 def worker_engine() -> str:
-    """The engine ``$SKEWLAB_WORKER_ENGINE`` names (``local`` when unset)."""
-    engine = env_settings().worker_engine or "local"
+    """The engine ``$SKEWLAB_WORKER_ENGINE`` names; unset, ``spark`` when
+    ``$SKEWLAB_SPARK_MASTER`` names a cluster (the worker tier goes where the route job
+    goes), else ``local``."""
+    settings = env_settings()
+    engine = settings.worker_engine or ("spark" if on_cluster(settings.spark_master) else "local")
     if engine not in ENGINES:
         raise ConfigError(f"{ENGINE_ENV}={engine!r}: expected one of {', '.join(ENGINES)}")
     return engine
@@ -74,6 +86,8 @@ class Request:
     name: str
     cmd: list[str]
     log: str
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables set for the command on top of the executor's (:data:`PASSED_ENV`)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,9 @@ class EngineDir:
 
     def write_request(self, name: str, cmd: list[str], log: Path) -> Request:
         """Step 1: a new request for ``name`` (written atomically; ids sort by time)."""
-        req = Request(f"{name}-{time.time_ns()}-{uuid.uuid4().hex[:6]}", name, cmd, str(log))
+        env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV)}
+        rid = f"{name}-{time.time_ns()}-{uuid.uuid4().hex[:6]}"
+        req = Request(rid, name, cmd, str(log), env)
         _write_json(self.request(req.id), req.__dict__)
         return req
 

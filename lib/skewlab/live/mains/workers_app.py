@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any
 from skewlab.envsettings import env_settings
 from skewlab.live.driver.handle import TERMINAL, Phase, RunHandle, Status
 from skewlab.live.driver.launch import PROC_ENV, process_args
-from skewlab.live.driver.spark_launcher import EngineDir, Request
+from skewlab.live.driver.spark_launcher import EngineDir, Request, on_cluster
+from skewlab.services.spark_standalone import (
+    WORKERS_APP_CORES,
+    WORKERS_APP_EXECUTOR_CORES,
+    WORKERS_APP_EXECUTOR_MEMORY,
+)
+from skewlab.spark.session import driver_address
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -46,7 +52,20 @@ def master() -> str:
     """``$SKEWLAB_SPARK_MASTER`` if it names a cluster, else ``local[SLOTS,ATTEMPTS]``
     (plain ``local[N]`` never retries a task)."""
     m = env_settings().spark_master or ""
-    return m if m and not m.startswith("local") else f"local[{SLOTS},{ATTEMPTS}]"
+    return m if on_cluster(m) else f"local[{SLOTS},{ATTEMPTS}]"
+
+
+def cluster_conf(m: str) -> dict[str, str]:
+    """On a cluster master: the app's caps (its task slots, in executors the master spreads
+    over the nodes and replaces on a surviving node) and the driver's address; else none."""
+    if not on_cluster(m):
+        return {}
+    return {
+        "spark.cores.max": str(WORKERS_APP_CORES),
+        "spark.executor.cores": str(WORKERS_APP_EXECUTOR_CORES),
+        "spark.executor.memory": WORKERS_APP_EXECUTOR_MEMORY,
+        **driver_address(m),
+    }
 
 
 def _die_with_parent() -> None:
@@ -67,7 +86,7 @@ def run_instance(engine_dir: str, req: Request) -> None:
     tc = TaskContext.get()
     attempt = tc.attemptNumber() if tc is not None else 0
     task = tc.taskAttemptId() if tc is not None else -1
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{PROC_ENV: req.log})
+    env = {**os.environ, **req.env, "PYTHONUNBUFFERED": "1", PROC_ENV: req.log}
     with open(req.log, "ab") as out:
         out.write(f"--- {req.name}: Spark task {task}, attempt {attempt}\n".encode())
         out.flush()
@@ -147,9 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable  # tasks import skewlab from this venv
     d = EngineDir.of_run(run_dir)
     d.events.mkdir(exist_ok=True)
+    m = master()
+    builder = SparkSession.builder
+    for key, value in cluster_conf(m).items():
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.appName(f"skewlab-workers {run_dir.name}")
-        .master(master())
+        builder.appName(f"skewlab-workers {run_dir.name}")
+        .master(m)
         .config("spark.speculation", "false")
         .config("spark.task.maxFailures", str(ATTEMPTS))
         .config("spark.eventLog.enabled", "true")

@@ -37,11 +37,18 @@ def _proc(d: EngineDir, app: subprocess.Popen[bytes], name: str = "worker-0") ->
     return SparkProc(rec)
 
 
-def test_the_engine_setting_defaults_to_local_and_rejects_unknown_names(
+def test_the_engine_defaults_to_spark_on_a_cluster_master_else_local(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(ENGINE_ENV, raising=False)
+    monkeypatch.delenv("SKEWLAB_SPARK_MASTER", raising=False)
     assert worker_engine() == "local"
+    monkeypatch.setenv("SKEWLAB_SPARK_MASTER", "local[2]")
+    assert worker_engine() == "local"
+    monkeypatch.setenv("SKEWLAB_SPARK_MASTER", "spark://127.0.0.1:7077")
+    assert worker_engine() == "spark"  # on a cluster master the workers go to the cluster
+    monkeypatch.setenv(ENGINE_ENV, "local")
+    assert worker_engine() == "local"  # the setting still wins
     monkeypatch.setenv(ENGINE_ENV, "spark")
     assert worker_engine() == "spark"
     monkeypatch.setenv(ENGINE_ENV, "yarn")
@@ -56,6 +63,20 @@ def test_requests_are_listed_in_order_and_the_app_record_is_not_one(tmp_path: Pa
     b = d.write_request("worker-1", ["b"], tmp_path / "w1.log")
     assert [r.id for r in d.requests()] == [a.id, b.id]
     assert d.requests()[1].cmd == ["b"] and d.requests()[1].log == str(tmp_path / "w1.log")
+
+
+def test_a_request_carries_the_run_settings_to_its_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKEWLAB_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:15000")
+    monkeypatch.setenv("UNRELATED_VARIABLE", "x")
+    d = EngineDir.of_run(tmp_path)
+    d.write_request("worker-0", ["a"], tmp_path / "w0.log")
+    (req,) = d.requests()
+    assert req.env["SKEWLAB_KAFKA_BOOTSTRAP"] == "127.0.0.1:19092"
+    assert req.env["MLFLOW_TRACKING_URI"] == "http://127.0.0.1:15000"
+    assert "UNRELATED_VARIABLE" not in req.env
 
 
 def test_a_job_runs_through_retries_and_its_end_code_is_the_apps(tmp_path: Path) -> None:

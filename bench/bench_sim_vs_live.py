@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def one(trace: Path, workers: int, a: argparse.Namespace, home: Path, log: Any) 
     argv = [SKEWLAB, "advise", "--trace", str(trace), "--workers", str(workers),
             "--service-us", str(a.service_us), "--rate", str(a.rate), "--verify",
             "--verify-events", str(a.events), "--json", "--no-progress",
-            "--home", str(home)]  # fmt: skip
+            "--home", str(home), *(["--measure-service"] if a.measure_service else [])]  # fmt: skip
     done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=log, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(
@@ -136,10 +137,11 @@ def recorded_run(home: Path, run_id: str) -> tuple[dict[str, Any], dict[str, Any
     return settings, json.loads(found[0].read_text())
 
 
-def reanalyse(saved: dict[str, Any], home: Path) -> list[dict[str, Any]]:
+def reanalyse(saved: dict[str, Any], home: Path, measure: bool = False) -> list[dict[str, Any]]:
     """The saved cells' live figures against the simulator as ``--verify`` models them today
     (:func:`model_run`, :func:`calibrate`: the producer's chunks, each run's own route-job
-    batches, KEY's fixed delay); the saved rows' errors become ``rel_error_before``."""
+    batches, KEY's fixed delay; ``measure``: each run's measured service time); the saved
+    rows' errors become ``rel_error_before``."""
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in saved["rows"]:
         cells.setdefault((r["stream"], r["workers"]), []).append(r)
@@ -162,17 +164,20 @@ def reanalyse(saved: dict[str, Any], home: Path) -> list[dict[str, Any]]:
             trigger_s = settings["trigger_s"]
             chunk = produce_settings(ExperimentSettings(**settings).spec, "bench").chunk
             m = model_run(known[x], prefix, rate, chunk, sim, home / "runs" / mine[0]["run_id"],
-                          summary["t_first_s"])  # fmt: skip
+                          summary["t_first_s"], measure)  # fmt: skip
             live = {r["metric"]: r["live"] for r in mine} | {"p50_ms": summary["p50_ms"]}
             rows.append(VerifyRow(x, m.outcome.figures(), live, mine[0]["run_id"], True,
-                                  sim_uncalibrated_p99_ms=m.outcome.sojourn_p99_ms))  # fmt: skip
+                                  sim_uncalibrated_p99_ms=m.outcome.sojourn_p99_ms,
+                                  service_us=(m.service_s or math.nan) * 1e6))  # fmt: skip
             modelled.append(m)
         cal = calibrate(rows, modelled, trigger_s)
         result = VerifyResult(len(prefix), rate, cal.delay_ms, rows, sim.service_s * 1e6,
                               cal.trigger_s, cal.fitted_on)  # fmt: skip
         for r in result.records():
             b = before[(r["strategy"], r["metric"])]
+            service = {x.label: x.service_us for x in rows}[r["strategy"]]
             out.append({**b, **r, "delay_ms": cal.delay_ms, "trigger_s": cal.trigger_s,
+                        "service_us_measured": service,
                         "rel_error_before": b["rel_error"], "sim_before": b["sim"],
                         "within_before": b["within"]})  # fmt: skip
     return out
@@ -191,12 +196,17 @@ def main() -> None:
         default=list(STREAMS),
         help="only these streams (e.g. to rerun the cells that missed)",
     )
+    ap.add_argument(
+        "--measure-service",
+        action="store_true",
+        help="simulate each run with its workers' measured per-event work",
+    )
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ap.add_argument("--reanalyse", type=Path, help="a --json file of an earlier run")
     a = ap.parse_args()
     if a.reanalyse:
         saved = json.loads(a.reanalyse.read_text())
-        redone = reanalyse(saved, Path(saved["home"]))
+        redone = reanalyse(saved, Path(saved["home"]), a.measure_service)
         say(f"{saved['started']}; load then {saved['load']}; recalibrated")
         say(table(redone, before=True))
         n = [r for r in redone if r["target"] != float("inf")]
@@ -204,8 +214,15 @@ def main() -> None:
             f"{sum(r['within_before'] for r in n)} / {len(n)} (as run), "
             f"{sum(r['within_uncalibrated'] for r in n)} / {len(n)} (uncalibrated)")  # fmt: skip
         for (stream, w), d in {(r["stream"], r["workers"]): r for r in redone}.items():
+            services = sorted(
+                {
+                    f"{x['strategy']} {x['service_us_measured']:,.0f} us"
+                    for x in redone
+                    if (x["stream"], x["workers"]) == (stream, w)
+                }
+            )
             say(f"  {stream} W={w}: micro-batch {d['trigger_s']:.2f} s, "
-                f"delay {d['delay_ms']:,.0f} ms")  # fmt: skip
+                f"delay {d['delay_ms']:,.0f} ms; service: {', '.join(services)}")  # fmt: skip
         a.reanalyse.with_suffix(".recalibrated.json").write_text(
             json.dumps({**saved, "rows": redone}, indent=1, default=str)
         )

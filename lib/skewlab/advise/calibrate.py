@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -222,3 +223,25 @@ def modelled_latency(candidate: Candidate, prefix: Stream, arrivals: np.ndarray,
         prev, lo = now, end
     p50, p99 = weighted_quantiles(np.concatenate(lat), np.concatenate(weights), [0.5, 0.99])
     return Latency(p50 * 1e3, p99 * 1e3, release is not None)
+
+
+def service_from_flushes(flushes: list[tuple[int, float, int]]) -> float | None:
+    """The per-event work live workers spent, in seconds: from each worker's flushes
+    (``(worker, wall seconds, routed offset reached)``), the seconds per event between
+    two consecutive flushes of one worker that carried a full step (at least half the
+    largest step any worker flushed, and 20 events: the worker had events waiting, so the
+    interval is work, not idling), their median. ``None`` when no flush carried one."""
+    steps: list[tuple[int, float]] = []
+    by: dict[int, list[tuple[float, int]]] = {}
+    for w, t, off in flushes:
+        by.setdefault(int(w), []).append((float(t), int(off)))
+    for rows in by.values():
+        rows.sort()
+        for (t0, o0), (t1, o1) in pairwise(rows):
+            if o1 > o0 and t1 > t0:
+                steps.append((o1 - o0, t1 - t0))
+    if not steps:
+        return None
+    least = max(20, max(n for n, _ in steps) / 2)
+    full = [secs / n for n, secs in steps if n >= least]
+    return float(np.median(full)) if full else None

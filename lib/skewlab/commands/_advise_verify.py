@@ -18,7 +18,7 @@ import json
 import math
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from skewlab.advise.calibrate import (
     fit_delay,
     modelled_latency,
     rel_error,
+    service_from_flushes,
     stamped_workload,
 )
 from skewlab.advise.candidates import (
@@ -73,6 +74,8 @@ class VerifyRow:
     exact: bool
     notes: list[str] = field(default_factory=list)
     sim_uncalibrated_p99_ms: float = math.nan
+    service_us: float = math.nan
+    """The per-event work measured on the run's workers and simulated (NaN: not measured)."""
 
 
 @dataclass
@@ -162,7 +165,13 @@ class VerifyResult:
             "fitted_on": self.fitted_on,
             "service_us": self.service_us,
             "runs": [
-                {"strategy": r.label, "run_id": r.run_id, "exact": r.exact, "notes": r.notes}
+                {
+                    "strategy": r.label,
+                    "run_id": r.run_id,
+                    "exact": r.exact,
+                    "notes": r.notes,
+                    "service_us_measured": None if math.isnan(r.service_us) else r.service_us,
+                }
                 for r in self.rows
             ],
             "records": self.records(),
@@ -255,16 +264,23 @@ def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> Veri
         finally:
             if prog is not None:
                 prog.close()
-        m = model_run(c, prefix, rate, chunk, sim_settings,
-                      Path(s.home) / "runs" / summary.run_id, summary.t_first_s)  # fmt: skip
+        m = model_run(c, prefix, rate, chunk, sim_settings, Path(s.home) / "runs" / summary.run_id,
+                      summary.t_first_s, s.measure_service)  # fmt: skip
         notes = []
         if summary.backlog_max > 0.1 * n:
             notes.append(f"the live pipeline fell {summary.backlog_max:,.0f} events behind")
         if not m.latency.batches_matched:
             notes.append("its route job's micro-batches not found: p99 modelled as sent")
+        if s.measure_service:
+            notes.append(
+                "service not measured: the given one simulated" if m.service_s is None
+                else f"service measured on its workers: {m.service_s * 1e6:,.0f} us per event"
+            )  # fmt: skip
         rows.append(VerifyRow(c.label, {**m.outcome.figures()}, live_figures(summary, n, rate),
                               summary.run_id, bool(summary.exact), notes,
-                              sim_uncalibrated_p99_ms=m.outcome.sojourn_p99_ms))  # fmt: skip
+                              sim_uncalibrated_p99_ms=m.outcome.sojourn_p99_ms,
+                              service_us=math.nan if m.service_s is None
+                              else m.service_s * 1e6))  # fmt: skip
         modelled.append(m)
     cal = calibrate(rows, modelled, trigger_s)
     return VerifyResult(n, rate, cal.delay_ms, rows, service_s * 1e6, cal.trigger_s, cal.fitted_on)
@@ -278,18 +294,47 @@ class Modelled:
     outcome: Outcome
     latency: Latency
     batches: list[tuple[int, float]]
+    service_s: float | None = None
+    """The per-event work measured on the run's workers (``None``: the given one used)."""
 
 
 def model_run(c: Candidate, prefix: Stream, rate: float, chunk: int, sim: SimSettings,
-              run_dir: Path, t_first_s: float) -> Modelled:  # fmt: skip
+              run_dir: Path, t_first_s: float,
+              measure_service: bool = False) -> Modelled:  # fmt: skip
     """Step 3 and 4 of the module doc for one live run (its directory, the wall time of its
-    first event, which sets where its load windows cut the stream)."""
+    first event, which sets where its load windows cut the stream). ``measure_service``:
+    the simulator's service time is the per-event work the run's workers spent
+    (:func:`measured_service`) instead of the one given, when it could be measured."""
     n, span = len(prefix), len(prefix) / rate
+    measured = measured_service(run_dir) if measure_service else None
+    if measured is not None:
+        sim = replace(sim, service_s=measured)
     arrivals = chunk_arrivals(n, rate, chunk)
     phase = float(t_first_s) % sim.window_s if math.isfinite(t_first_s) else 0.0
     outcome = evaluate(c, stamped_workload(prefix, arrivals, phase), sim, events=n, span_s=span)
     batches = route_batches(run_dir / "route.log")
-    return Modelled(outcome, modelled_latency(c, prefix, arrivals, batches, sim, span), batches)
+    latency = modelled_latency(c, prefix, arrivals, batches, sim, span)
+    return Modelled(outcome, latency, batches, measured)
+
+
+def measured_service(run_dir: Path) -> float | None:
+    """Seconds of work per event the live run's workers spent (:func:`service_from_flushes`
+    on the time and routed offset of each flush: the files its workers added to the
+    ``worker_progress`` Delta table); ``None`` when not measurable."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        handle = json.loads((run_dir / "handle.json").read_text())
+        table = DeltaTable(str(Path(handle["delta_root"]) / "worker_progress"))
+    except (OSError, KeyError, ValueError, TableNotFoundError):
+        return None
+    flushes = []
+    for a in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+        if a.get("partition.run_id") == run_dir.name and a.get("min.worker") == a.get("max.worker"):
+            flushes.append((a["min.worker"], a["modification_time"] / 1e3, a["max.routed_offset"]))
+    return service_from_flushes(flushes)
 
 
 def calibrate(rows: list[VerifyRow], modelled: list[Modelled], trigger_s: float) -> Calibration:

@@ -155,6 +155,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="events/s of the live runs (default: the advice's rate, at most 1,500); the "
         "service time is scaled to keep the advice's offered load",
     )
+    parser.add_argument(
+        "--measure-service",
+        action="store_true",
+        help="with --verify: simulate each live run with the per-event work its workers "
+        "were measured to spend (from their flushes), not the given service time",
+    )
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,7 @@ class AdviseSettings:
     verify: bool = False
     verify_events: int = DEFAULT_VERIFY_EVENTS
     verify_rate: float | None = None
+    measure_service: bool = False
 
     def __post_init__(self) -> None:
         if self.workers is None:
@@ -212,6 +219,8 @@ class AdviseSettings:
             raise ConfigError(f"--delta: no such directory: {self.delta}")
         if self.verify_rate is not None and not self.verify:
             raise ConfigError("--verify-rate applies with --verify only")
+        if self.measure_service and not self.verify:
+            raise ConfigError("--measure-service applies with --verify only")
         if not self.experiment.strip():
             raise ConfigError("--experiment must be a non-empty MLflow experiment name")
 
@@ -245,6 +254,7 @@ class AdviseSettings:
             verify=args.verify,
             verify_events=args.verify_events,
             verify_rate=args.verify_rate,
+            measure_service=args.measure_service,
         )
 
     @classmethod

@@ -68,6 +68,7 @@ def _advise(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         ["--delta", ".", "--format", "csv", "--workers", "4"],
         ["--trace", "{trace}", "--bootstrap", "h:1", "--workers", "4"],
         ["--trace", "{trace}", "--workers", "4", "--verify-rate", "10"],
+        ["--trace", "{trace}", "--workers", "4", "--measure-service"],  # without --verify
     ],
 )
 def test_a_bad_flag_is_one_line_and_exit_2_before_any_work(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,12 +12,14 @@ import pytest
 
 from skewlab import cli
 from skewlab.advise import Candidate, SimSettings, StreamWorkload, candidates, evaluate, stream_of
+from skewlab.advise.calibrate import service_from_flushes
 from skewlab.advise.command import run_args
 from skewlab.commands._advise_verify import (
     VerifyResult,
     VerifyRow,
     calibrate,
     live_figures,
+    measured_service,
     model_run,
     rel_error,
     route_batches,
@@ -175,3 +178,45 @@ def test_each_runs_p99_is_modelled_on_its_own_batches_plus_keys_delay(tmp_path: 
     assert rows[0].sim["p99_ms"] == pytest.approx(fast.latency.p99_ms + 50.0)
     assert rows[1].sim["p99_ms"] == pytest.approx(slow.latency.p99_ms + 50.0)
     assert slow.latency.p99_ms > fast.latency.p99_ms + 900.0
+
+
+def test_the_service_time_is_the_work_per_event_of_the_full_steps_between_flushes() -> None:
+    # worker 1 (hot) flushes after every step of 300 events: 1.0, 1.1 and 1.2 s of work,
+    # then one after 3 s idle (waiting for the next chunk); worker 0's short steps (10
+    # events: it waited for them) are no measure of work
+    flushes = [(1, 0.0, 0), (1, 1.0, 300), (1, 2.1, 600), (1, 3.3, 900), (1, 7.3, 1200),
+               (0, 0.0, 0), (0, 2.0, 10), (0, 4.0, 20)]  # fmt: skip
+    # the median of 1.0, 1.1, 1.2 and 4.0 s per 300 events: the idle one moves it little
+    assert service_from_flushes(flushes) == pytest.approx(1.15 / 300)
+    assert service_from_flushes([(0, 0.0, 0), (0, 1.0, 5)]) is None  # no full step
+    assert service_from_flushes([(0, 0.0, 0)]) is None
+
+
+def test_the_service_time_is_read_from_the_runs_own_worker_flushes(tmp_path: Path) -> None:
+    # real Delta table, two runs: only the run's own flushes count (three per worker, a
+    # full step each); a run directory without its handle measures nothing
+    from skewlab.io.delta.store import DeltaStore
+
+    store = DeltaStore(str(tmp_path / "delta"))
+    for version, offset in enumerate((0, 400, 800), start=1):
+        for run, worker in (("run-a", 0), ("run-b", 1)):
+            row = {"worker": [worker], "routed_offset": [offset], "watermarks": ["{}"]}
+            store.append("worker_progress", row, app_id=f"{run}-{worker}", version=version,
+                         run_id=run)  # fmt: skip
+    run_dir = tmp_path / "runs" / "run-a"
+    run_dir.mkdir(parents=True)
+    assert measured_service(run_dir) is None
+    (run_dir / "handle.json").write_text(json.dumps({"delta_root": str(tmp_path / "delta")}))
+    got = measured_service(run_dir)
+    assert got is not None and got > 0
+    # --measure-service: the run is simulated with it
+    stream = stream_of("t", ((f"k{i % 5}", None, None) for i in range(200)))
+    sim = SimSettings(workers=2, service_s=1.0, window_s=0.5, interval_s=0.5)
+    m = model_run(Candidate("key"), stream, 100.0, 50, sim, run_dir, 0.0, measure_service=True)
+    assert m.service_s == got
+    given = model_run(Candidate("key"), stream, 100.0, 50, sim, run_dir, 0.0)
+    assert given.service_s is None and given.latency.p50_ms > m.latency.p50_ms
+    missing = tmp_path / "runs" / "run-c"
+    missing.mkdir()
+    (missing / "handle.json").write_text(json.dumps({"delta_root": str(tmp_path / "delta")}))
+    assert measured_service(missing) is None

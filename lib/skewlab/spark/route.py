@@ -4,6 +4,8 @@
    query's checkpoint (:func:`kafka_events`);
 2. each Arrow batch of (partition, offset, value) is decoded (:func:`decode_batch`):
    valid events shrink to (key, ts, seq, size), rejects keep their bytes and a reason;
+   with ``splitters="driver"`` the sink decodes the batch's raw rows on the driver
+   (no Python worker in the query), else a ``mapInArrow`` task does;
 3. each source partition is one splitter routing in offset order: on the driver in the
    sink (``splitters="driver"``) or in Spark with its state in the state store;
 4. the ``foreachBatch`` sink (:mod:`skewlab.spark.route_sink`) sends ``routed`` and
@@ -174,20 +176,33 @@ def decode_batch(b: Any, max_bytes: int) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    values = b.column("value")
+    values = _array(b.column("value"))
     dec = events.decode_arrow(values, max_bytes=max_bytes)
     reason = dec.column("reason").combine_chunks()
     raw = pc.if_else(reason.is_null(), pa.nulls(len(values), pa.binary()), values)
     return pa.RecordBatch.from_arrays(
         [
-            b.column("partition"),
-            b.column("offset"),
+            _array(b.column("partition")),
+            _array(b.column("offset")),
             *(dec.column(c).combine_chunks() for c in ("key", "ts", "seq", "size")),
             raw,
             reason,
         ],
         names=["partition", "offset", "key", "ts", "seq", "size", "raw", "reason"],
     )
+
+
+def _array(col: Any) -> Any:
+    """One Arrow array of a batch's or a table's column."""
+    return col.combine_chunks() if hasattr(col, "combine_chunks") else col
+
+
+def decode_table(t: Any, max_bytes: int) -> Any:
+    """:func:`decode_batch` of a whole Arrow table of (partition, offset, value) rows (the
+    sink's micro-batch with ``splitters="driver"``), as a table of :data:`DECODED_SCHEMA`."""
+    import pyarrow as pa
+
+    return pa.Table.from_batches([decode_batch(t, max_bytes)])
 
 
 def decode_fn(max_bytes: int) -> Callable[[Any], Any]:
@@ -303,17 +318,16 @@ def kafka_events(spark: SparkSession, s: RouteSettings) -> DataFrame:
 
 def routed_stream(spark: SparkSession, s: RouteSettings, source: DataFrame | None = None) -> Any:
     """Steps 1-3 as a streaming DataFrame (``source``: rows of partition, offset, value;
-    default :func:`kafka_events`). With ``s.splitters == "driver"`` only steps 1-2:
-    decoded rows (:data:`DECODED_SCHEMA`), routed by the sink. The source's partitions
-    are coalesced to ``s.tasks`` decode tasks."""
-    rows = kafka_events(spark, s) if source is None else source
-    decoded = (
-        rows.select("partition", "offset", "value")
-        .coalesce(s.tasks)
-        .mapInArrow(decode_fn(s.max_event_bytes), DECODED_SCHEMA)
+    default :func:`kafka_events`), its partitions coalesced to ``s.tasks`` tasks. With
+    ``s.splitters == "driver"`` only step 1: the raw (partition, offset, value) rows, which
+    the sink decodes and routes on the driver (a Python worker round trip per batch
+    costs more than the decode itself, docs/real-stack.md)."""
+    rows = (kafka_events(spark, s) if source is None else source).select(
+        "partition", "offset", "value"
     )
-    if s.splitters == "driver":  # the sink routes (skewlab.spark.driver_splitters)
-        return decoded
+    if s.splitters == "driver":  # the sink decodes and routes (skewlab.spark.driver_splitters)
+        return rows.coalesce(s.tasks)
+    decoded = rows.coalesce(s.tasks).mapInArrow(decode_fn(s.max_event_bytes), DECODED_SCHEMA)
     return route_with_state(
         decoded, ["partition"], splitter_fn(s), ROUTED_SCHEMA, order_by="offset"
     )

@@ -2,9 +2,10 @@
 
 :class:`RouteSink` runs each micro-batch:
 
-1. the decoded batch comes to the driver as Arrow (crash point ``route.in_batch``);
-2. with ``splitters="driver"`` the splitters route it here, their states saved under
-   the checkpoint before any record leaves (:meth:`RouteSink.route`);
+1. the batch comes to the driver as Arrow (crash point ``route.in_batch``): raw
+   (partition, offset, value) rows with ``splitters="driver"``, else routed rows;
+2. with ``splitters="driver"`` it is decoded and the splitters route it here, their
+   states saved under the checkpoint before any record leaves (:meth:`RouteSink.route`);
 3. the routed records go to ``routed`` through Spark's Kafka sink, one partition per
    worker (:func:`~skewlab.spark.writes.kafka_write`; crash point ``route.after_produce``);
 4. its ``key_loads``, ``partition_loads`` and (when there are rejects) ``quarantine``
@@ -36,6 +37,7 @@ from skewlab.spark.driver_splitters import SplitterStates, route_decoded
 from skewlab.spark.route import (
     ASSIGNMENTS_PROPERTY,
     RouteSettings,
+    decode_table,
     splitter_fn,
     versions_to_json,
 )
@@ -149,7 +151,7 @@ class RouteSink:
     """The batch :attr:`_states` are the states after (splitters on the driver)."""
     _batch_versions: list[AssignmentVersion] = field(default_factory=list, repr=False)
     _route_s: float = 0.0
-    """Seconds of the last batch's driver-side routing (part of its compute)."""
+    """Seconds of the last batch's driver-side decode and routing (part of its compute)."""
     _appender: DeltaAppender | None = field(default=None, repr=False)
 
     def appender(self) -> DeltaAppender:
@@ -240,7 +242,7 @@ class RouteSink:
             return
         t_route = time.perf_counter()
         if driver:
-            t = self.route(t, int(batch_id))
+            t = self.route(decode_table(t, self.s.max_event_bytes), int(batch_id))
         self._route_s = time.perf_counter() - t_route
         t = t.sort_by(
             [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
@@ -288,7 +290,7 @@ class RouteSink:
             return
         log.info(
             "batch %d: routed %d, quarantined %d (compute %.3f s, encode %.3f s, "
-            "produce %.3f s, delta queued %.3f s; of compute, driver routing %.3f s; "
+            "produce %.3f s, delta queued %.3f s; of compute, driver decode + routing %.3f s; "
             "Delta appends pending %d)",
             batch_id,
             good.num_rows,

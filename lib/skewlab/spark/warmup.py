@@ -4,7 +4,8 @@
 Delta) before any real event exists, writing nothing that is counted:
 
 1. synthetic ``events`` records over two source partitions, one invalid (quarantine);
-2. the route query's own decode and splitter functions on them, as a new splitter starts;
+2. the route query's own decode and splitter functions on them, as a new splitter starts
+   (in this process with ``splitters="driver"``, as the sink runs them);
 3. a ``dry`` :class:`~skewlab.spark.route_sink.RouteSink` writes the batch: routed records
    built, not produced; Delta writes to a scratch root deleted afterwards.
 
@@ -25,6 +26,7 @@ from skewlab.spark.route import (
     ROUTED_SCHEMA,
     RouteSettings,
     decode_fn,
+    decode_table,
     splitter_fn,
 )
 from skewlab.spark.route_sink import RouteSink
@@ -71,14 +73,15 @@ def run_warmup(spark: SparkSession, s: RouteSettings, folder: Path, t0: float) -
     def group(key: tuple[Any, ...], rows: pd.DataFrame) -> pd.DataFrame:
         return split(key, None, group_rows(iter([rows]), "offset"))[1]
 
-    decoded = source.repartition(PARTITIONS, "partition").mapInArrow(
-        decode_fn(s.max_event_bytes), DECODED_SCHEMA
-    )
     sink = RouteSink(s, dry=True, delta_root=str(folder / "delta"), spark=spark)
     try:
-        if s.splitters == "driver":  # the splitters run in this process, as the sink's
-            routed = sink.route(decoded.toArrow(), 0)
+        if s.splitters == "driver":  # decoded and routed in this process, as the sink does
+            raw = source.repartition(PARTITIONS, "partition").toArrow()
+            routed = sink.route(decode_table(raw, s.max_event_bytes), 0)
         else:
+            decoded = source.repartition(PARTITIONS, "partition").mapInArrow(
+                decode_fn(s.max_event_bytes), DECODED_SCHEMA
+            )
             routed = decoded.groupBy("partition").applyInPandas(group, ROUTED_SCHEMA).toArrow()
         t = routed.sort_by(
             [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]

@@ -21,7 +21,7 @@ from skewlab.grouping import make_grouping
 from skewlab.pipeline import events
 from skewlab.pipeline.route import Splitter
 from skewlab.spark.driver_splitters import ROUTED_ARROW, SplitterStates, arrow_schema, route_decoded
-from skewlab.spark.route import RouteSettings, decode_batch, splitter_fn
+from skewlab.spark.route import RouteSettings, decode_batch, decode_table, splitter_fn
 
 pytestmark = pytest.mark.unit
 
@@ -170,3 +170,27 @@ def test_the_arrow_schema_of_a_ddl_schema() -> None:
     assert ROUTED_ARROW.names[:3] == ["src_partition", "src_offset", "worker"]
     with pytest.raises(ConfigError, match="array"):
         arrow_schema("a int, b array<int>")
+
+
+def test_decode_table_of_a_chunked_batch_equals_decode_batch() -> None:
+    """The sink decodes the raw rows Spark hands it (a table of several chunks) row for
+    row as the query's ``mapInArrow`` decoded each batch: same values, same rejects."""
+    recs = stream(600, seed=11)
+    recs.append((0, 10_000, b""))
+    recs.append((1, 10_000, b"\xff\xfe"))
+    cols = {
+        "partition": pa.array([r[0] for r in recs], pa.int32()),
+        "offset": pa.array([r[1] for r in recs], pa.int64()),
+        "value": pa.array([r[2] for r in recs], pa.binary()),
+    }
+    whole = pa.RecordBatch.from_pydict(cols)
+    chunked = pa.Table.from_batches([whole.slice(0, 250), whole.slice(250, 100), whole.slice(350)])
+    assert chunked.column("value").num_chunks == 3
+    got = decode_table(chunked, events.DEFAULT_MAX_BYTES)
+    want = pa.Table.from_batches([decode_batch(whole, events.DEFAULT_MAX_BYTES)])
+    assert got.equals(want)
+    reasons = got.column("reason").to_pylist()
+    assert reasons.count("not-json") == sum(v == b"not json" for _, _, v in recs)
+    assert reasons[-2:] == ["empty", "not-utf8"]
+    assert got.column("raw").to_pylist()[-1] == b"\xff\xfe"
+    assert decode_table(chunked.slice(0, 0), events.DEFAULT_MAX_BYTES).num_rows == 0

@@ -1,8 +1,10 @@
-"""``skewlab_advise``: its shape and form (DagBag, no DB) and one small advice with ``dag.test()``
-into a real MLflow store under a tmp ``$SKEWLAB_HOME``."""
+"""``skewlab_advise``: its shape and form (DagBag, no DB), one small advice with ``dag.test()``
+into a real MLflow store under a tmp ``$SKEWLAB_HOME``, and one with ``verify`` on (two small
+live runs: embedded broker, Spark route job, workers, Delta; ~3-5 min on 2 busy cores)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +105,70 @@ def test_small_advice_end_to_end(
     assert run.info.status == "FINISHED"
     assert run.data.tags["airflow.run_id"] == dag_run.run_id
     assert run.data.tags["recommended"] in advice.read_text()
+
+
+@pytest.mark.integration
+def test_verify_from_the_form_runs_both_strategies_live_and_records_the_comparison(
+    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # verify on: the DAG's advise task runs the recommendation and KEY grouping live on the
+    # trace (embedded broker, Spark route job, workers, Delta under a tmp $SKEWLAB_HOME),
+    # returns the simulator-vs-live records and logs them to the advice's MLflow run
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    from skewlab.io.tracking import Tracker, TrackingSettings
+    from skewlab.services import get_service
+
+    home = tmp_path / "skewlab"
+    monkeypatch.setenv("SKEWLAB_HOME", str(home))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("SKEWLAB_KAFKA_BOOTSTRAP", raising=False)
+    trace = tmp_path / "t.csv"  # a hot key with 70 % of the events: KEY overloads a worker
+    trace.write_text("key\n" + "".join(f"{'hot' if i % 10 < 7 else f'k{i % 89}'}\n"
+                                       for i in range(3000)))  # fmt: skip
+    bag = DagBag(dag_folder=str(DAGS_DIR))
+    conf = {"trace": str(trace), "workers": 2, "verify": True, "verify_events": 3000}
+    try:
+        dag_run = bag.dags["skewlab_advise"].test(run_conf=conf)
+    finally:
+        get_service("broker", home).stop()
+
+    states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+    assert states == {"plan": "success", "advise": "success"}, states
+    with create_session() as session:
+        query = XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id,
+                                   task_ids="advise", key="return_value")  # fmt: skip
+        row = session.scalars(query).first()
+        assert row is not None
+        out = XComModel.deserialize_value(row)
+    recommended = out["recommended"]
+    assert recommended != "key"
+    by = {(r["strategy"], r["metric"]): r for r in out["verify"]}
+    assert {s for s, _ in by} == {"key", recommended}
+    assert {m for _, m in by} == {"imbalance", "dist_cost", "p99_ms", "keys_moved_min"}
+    # both live runs consumed the trace's 3,000 events exactly once
+    runs = {r["run_id"] for r in out["verify"]}
+    assert len(runs) == 2
+    for run_id in runs:
+        handle = json.loads((home / "runs" / run_id / "handle.json").read_text())
+        assert handle["exactness"]["expected_events"] == 3000
+        assert handle["exactness"]["lost"] == handle["exactness"]["doubled"] == 0
+    # the live figures are the runs': KEY puts the hot key on one worker, the
+    # recommendation splits it, as the simulator says
+    assert by[("key", "dist_cost")]["live"] == by[("key", "dist_cost")]["sim"] == 1.0
+    assert by[(recommended, "dist_cost")]["live"] > 1.0
+    assert by[(recommended, "imbalance")]["live"] < by[("key", "imbalance")]["live"]
+    for s in ("key", recommended):
+        assert by[(s, "p99_ms")]["sim"] >= by[(s, "p99_ms")]["sim_uncalibrated"]
+    # the advice's MLflow run holds the table and one error metric per strategy and metric
+    tracker = Tracker(TrackingSettings.for_data_dir(home))
+    exp = tracker.client.get_experiment_by_name("skewlab-advise")
+    assert exp is not None
+    (run,) = tracker.client.search_runs([exp.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.info.run_id == out["mlflow_run_id"]
+    assert "verify.csv" in {a.path for a in tracker.client.list_artifacts(run.info.run_id)}
+    errs = {k for k in run.data.metrics if k.startswith("verify_") and k.endswith("_err")}
+    assert "verify_key_dist_cost_err" in errs and len(errs) >= 6

@@ -1,6 +1,6 @@
 """``skewlab_advise``: its shape and form (DagBag, no DB), one small advice with ``dag.test()``
 into a real MLflow store under a tmp ``$SKEWLAB_HOME``, and one with ``verify`` on (two small
-live runs: embedded broker, Spark route job, workers, Delta; ~3-5 min on 2 busy cores)."""
+live runs: embedded broker, Spark route job, workers, Delta; 15 min at load 20-37 on 2 cores)."""
 
 from __future__ import annotations
 

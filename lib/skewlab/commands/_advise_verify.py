@@ -129,10 +129,11 @@ class VerifyResult:
         """The simulator-vs-live table with a head line and the calibration."""
         head = (
             f"verify: {self.events:,} events at {self.rate:,.0f} events/s, "
-            f"{self.service_us:,.0f} us per event, simulated and live; p99 calibrated on the "
-            f"{self.fitted_on} run: arrivals released per {self.trigger_s:.2f} s micro-batch "
-            f"(its route job's batch time) plus the pipeline's fixed delay "
-            f"{self.p99_offset_ms:,.0f} ms (its live p50 minus the simulated one)"
+            f"{self.service_us:,.0f} us per event, simulated as the live producer sent them "
+            f"(its chunks) and live; p99 modelled on each run's route-job micro-batches (the "
+            f"{self.fitted_on} run's: {self.trigger_s:.2f} s micro-batch, events-weighted) plus "
+            f"the pipeline's fixed delay {self.p99_offset_ms:,.0f} ms (the {self.fitted_on} "
+            f"run's live p50 minus its modelled one)"
         )
         runs = [f"  {r.label}: live run {r.run_id} ({'exact' if r.exact else 'NOT EXACT'})"
                 + "".join(f"; {n}" for n in r.notes) for r in self.rows]  # fmt: skip

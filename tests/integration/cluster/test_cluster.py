@@ -374,7 +374,12 @@ def test_a_killed_spark_worker_node_loses_nothing_its_workers_resume_on_the_othe
     try:
         run_dir = new_run_dir(home, before)
         run_id = run_dir.name
-        assert wait_until(lambda: len(current_attempts(run_dir)) == WORKERS, 900.0, 0.5)
+        assert wait_until(
+            lambda: proc.poll() is not None or len(current_attempts(run_dir)) == WORKERS,
+            900.0,
+            0.5,
+        ), "the workers never started as Spark tasks"
+        assert proc.poll() is None, out_path.read_text()[-3000:]
         share = KILL_AT * FAULT_EVENTS
         assert wait_until(
             lambda: proc.poll() is not None or sum(committed(home, run_id).values()) >= share,

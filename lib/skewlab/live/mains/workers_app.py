@@ -34,7 +34,7 @@ from skewlab.services.spark_standalone import (
     WORKERS_APP_EXECUTOR_CORES,
     WORKERS_APP_EXECUTOR_MEMORY,
 )
-from skewlab.spark.session import driver_address
+from skewlab.spark.session import JAVA_OPTIONS, driver_address
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -167,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     d = EngineDir.of_run(run_dir)
     d.events.mkdir(exist_ok=True)
     m = master()
-    builder = SparkSession.builder
+    java = env_settings().spark_java_opts or JAVA_OPTIONS  # a quick JVM start, as the route job
+    builder = SparkSession.builder.config("spark.driver.extraJavaOptions", java)
+    if on_cluster(m):
+        builder = builder.config("spark.executor.extraJavaOptions", java)
     for key, value in cluster_conf(m).items():
         builder = builder.config(key, value)
     spark = (

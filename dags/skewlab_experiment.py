@@ -32,7 +32,7 @@ unless it keeps its default):
   `autoscale_capacity` (C_bar, bytes/s), `autoscale_iteration` (s), with `partitions` and
   `duration`.
 
-**Tasks** (one phase of the live run each, `skewlab.live.driver.phases` through
+**Tasks** (one phase of the live run each, a method of `skewlab.live.driver.run.Run`, through
 `skewlab.orchestration.live_tasks`; the run's state is `<data dir>/runs/<run>/handle.json`,
 so each task may run in its own process):
 

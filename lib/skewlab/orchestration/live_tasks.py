@@ -29,7 +29,7 @@ from skewlab.rundir import RunDir, delta_root_of
 if TYPE_CHECKING:
     from skewlab.live.autoscale.run import AutoscaleRun
     from skewlab.live.driver.context import RunContext
-    from skewlab.live.driver.run import PhasedRun
+    from skewlab.live.driver.run import PhasedRun, Run
     from skewlab.quality.report import QualityReport
 
 log = logging.getLogger(__name__)
@@ -87,41 +87,40 @@ def _opened(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Itera
 
 
 @contextmanager
-def _resumed(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iterator[RunContext]:
-    """The run's context in this task; its loops stopped and client closed at the end
+def _resumed(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> Iterator[Run]:
+    """The grouping run in this task; its loops stopped and client closed at the end
     (processes and topics stay: they belong to the run, ``stop_jobs`` ends them)."""
-    from skewlab.live.driver.context import resume
-    from skewlab.live.driver.ending import release
+    from skewlab.live.driver.run import Run
 
-    ctx = resume(ref["run_dir"], progress)
+    run = Run.resume(ref["run_dir"], progress)
     try:
-        yield ctx
+        yield run
     finally:
-        release(ctx)
+        run.release()
 
 
 def ensure_services(settings: Mapping[str, Any]) -> dict[str, Any]:
     """A new run of the settings (XCom dict): its run dir and handle, the broker running."""
-    from skewlab.live.driver.context import new_run
-    from skewlab.live.driver.phases import ensure_services as ensure
+    from skewlab.live.driver.run import Run
 
     s = settings_from_xcom(settings)
     if isinstance(s, AutoscaleSettings):
         from skewlab.live.autoscale.run import AutoscaleRun
 
-        run = AutoscaleRun.new(s, detached=True)
-        bootstrap = run.services()
-        run.release()
-        log.info("run %s: broker %s, run dir %s", run.run_id, bootstrap, run.files)
-        return {"mode": AUTOSCALE, "run_id": run.run_id, "run_dir": str(run.files)}
-    ctx = new_run(s, detached=True)
-    bootstrap = ensure(ctx)
-    log.info("run %s: broker %s, run dir %s", ctx.handle.run_id, bootstrap, ctx.run_dir)
-    url = mlflow_url(ctx.handle.home, {"run_id": ctx.handle.run_id})
+        auto = AutoscaleRun.new(s, detached=True)
+        bootstrap = auto.services()
+        auto.release()
+        log.info("run %s: broker %s, run dir %s", auto.run_id, bootstrap, auto.files)
+        return {"mode": AUTOSCALE, "run_id": auto.run_id, "run_dir": str(auto.files)}
+    run = Run.new(s, detached=True)
+    bootstrap = run.services()
+    h = run.handle
+    log.info("run %s: broker %s, run dir %s", h.run_id, bootstrap, h.run_dir)
+    url = mlflow_url(h.home, {"run_id": h.run_id})
     if url:
-        hint = serve_hint(TrackingSettings.for_runs(ctx.handle.home).tracking_uri)
+        hint = serve_hint(TrackingSettings.for_runs(h.home).tracking_uri)
         log.info("MLflow run (filled while the run goes): %s%s", url, f" ({hint})" if hint else "")
-    return _ref(ctx)
+    return _ref(run.ctx)
 
 
 def create_topics(ref: Mapping[str, Any]) -> dict[str, Any]:
@@ -173,10 +172,10 @@ def poke_drained(
     """One poke of the drain sensor: True once the run is drained (phase 5 done).
 
     Asks the route job to finish (``route.stop``), and once it has exited cleanly,
-    the workers (``workers.stop``), as :func:`skewlab.live.driver.phases.drain` does, but
+    the workers (``workers.stop``), as :meth:`skewlab.live.driver.run.Run.drain` does, but
     without waiting for them: it looks for up to ``wait_s`` and returns False while
     a child is still draining, so the sensor frees its worker slot between pokes.
-    When every child has exited (or one failed), :func:`~skewlab.live.driver.phases.drain`
+    When every child has exited (or one failed), :meth:`~skewlab.live.driver.run.Run.drain`
     finishes the phase: at once after clean exits; after a failure it restarts the
     child or fails with its cause. A scale-out run drained in ``produce`` already.
 
@@ -184,25 +183,24 @@ def poke_drained(
     when the line differs from the last one logged for this run
     (:attr:`RunDir.drain_progress`): a drain that makes no progress logs nothing.
     """
-    from skewlab.live.driver import phases
-
     if _autoscale(ref):
         with _autoscale_run(ref) as run:
             return run.poke_drain(wait_s)
     seen: dict[str, float] = {}
-    with _resumed(ref, seen.update) as ctx:
+    with _resumed(ref, seen.update) as run:
+        ctx = run.ctx
         h, s = ctx.handle, ctx.settings
         if h.done(Phase.DRAINED):
             return True
         if s.scale_out is not None or not h.done(Phase.PRODUCED):
-            phases.drain(ctx)  # drained in produce already, or refused with the reason
+            run.drain()  # drained in produce already, or refused with the reason
             return True
         ctx.watcher().tick(None, None)  # MLflow's series go on from where produce left them
         deadline = clock() + wait_s
         while True:
             waiting = _still_draining(ctx)
             if waiting is None:
-                phases.drain(ctx)
+                run.drain()
                 return True
             if clock() >= deadline:
                 break
@@ -215,7 +213,7 @@ def poke_drained(
 
 def _still_draining(ctx: RunContext) -> str | None:
     """What the drain waits for (``route job``, ``workers 0, 2``), or None when every
-    child has exited (or one exited with an error: :func:`phases.drain` handles it)."""
+    child has exited (or one exited with an error: :meth:`Run.drain` handles it)."""
     ctx.files.route_stop.touch()
     route = ctx.procs.route
     rc = route.poll() if route is not None else 1
@@ -290,14 +288,13 @@ def quality_report(home: str | Path, run_id: str, window_s: float) -> QualityRep
     report is saved for the summarize task; otherwise only the tables.
     """
     from skewlab.io.delta.store import DeltaStore
-    from skewlab.live.driver import phases
     from skewlab.quality import check_run
 
     home = Path(home).resolve()
     run_dir = RunDir.at(home, run_id)
     if run_dir.handle.is_file():
-        with _resumed({"run_dir": str(run_dir)}) as ctx:
-            return phases.check_quality(ctx)
+        with _resumed({"run_dir": str(run_dir)}) as run:
+            return run.check_quality()
     return check_run(DeltaStore(delta_root_of(home)), run_id, window_s=window_s, home=home)
 
 

@@ -9,9 +9,8 @@ import pytest
 
 from skewlab.io.delta import DeltaStore
 from skewlab.io.delta.store import DamagedTableError
-from skewlab.live.driver import phases
-from skewlab.live.driver.context import new_run
 from skewlab.live.driver.experiment import BOOTSTRAP_ENV, ExperimentSettings
+from skewlab.live.driver.run import Run
 from skewlab.rundir import DELTA_ROOT_ENV
 from skewlab.services import get_service
 
@@ -38,21 +37,21 @@ def test_a_damaged_table_fails_the_run_before_the_broker_starts(home: Path) -> N
     data = last.read_bytes()
     last.write_bytes(data[: len(data) // 2])  # a truncated commit
 
-    ctx = new_run(ExperimentSettings(home=str(home), workers=2), run_id="r-damaged")
+    run = Run.new(ExperimentSettings(home=str(home), workers=2), run_id="r-damaged")
     with pytest.raises(DamagedTableError) as info:
-        phases.ensure_services(ctx)
+        run.services()
     err = info.value
     assert err.table == "quarantine"
     assert err.command.endswith("--repair quarantine") and err.command in str(err)
     broker = get_service("broker", home)
     assert broker.state() is None and not broker.status().running  # nothing was started
-    assert ctx.handle.bootstrap is None and not ctx.handle.phases
+    assert run.handle.bootstrap is None and not run.handle.phases
 
 
 def test_healthy_tables_pass_the_check(home: Path) -> None:
     _quarantine(home / "delta", 2)
-    ctx = new_run(
+    run = Run.new(
         ExperimentSettings(home=str(home), workers=2, bootstrap="127.0.0.1:1"), run_id="r-ok"
     )
-    assert phases.ensure_services(ctx) == "127.0.0.1:1"  # a given broker: nothing to start
-    assert ctx.handle.phases
+    assert run.services() == "127.0.0.1:1"  # a given broker: nothing to start
+    assert run.handle.phases

@@ -119,7 +119,7 @@ def test_crash_between_checkpoint_and_take_over(
     copy is deferred until the scale event ends, i.e. after the switch (CI failed once on
     that). The window is the replacement's start: no warm spare here
     (``$SKEWLAB_WARM_SPARES=0``), so it starts cold, seconds after the decision."""
-    from skewlab.live.driver.phases import WARM_SPARES_ENV
+    from skewlab.live.driver.settings import WARM_SPARES_ENV
 
     monkeypatch.setenv(WARM_SPARES_ENV, "0")
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from skewlab.live.driver import phases
 from skewlab.live.driver.handle import Phase
 from skewlab.orchestration import live_tasks
 from skewlab.rundir import RunDir
@@ -80,6 +79,16 @@ class FakeCtx:
         return FakeWatcher(self)
 
 
+@dataclass
+class FakeRun:
+    """The run the sensor resumes: its context, and a drain that only marks the phase done."""
+
+    ctx: FakeCtx
+
+    def drain(self) -> None:
+        self.ctx.handle.phases.add(Phase.DRAINED)
+
+
 @pytest.fixture
 def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCtx]:
     run_dir = RunDir.of(tmp_path / "run")
@@ -87,15 +96,11 @@ def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCtx]:
     fake = FakeCtx(run_dir)
 
     @contextmanager
-    def resumed(ref: Any, progress: Any = None) -> Iterator[FakeCtx]:
+    def resumed(ref: Any, progress: Any = None) -> Iterator[FakeRun]:
         fake.progress = progress
-        yield fake
-
-    def drain(c: FakeCtx) -> None:
-        c.handle.phases.add(Phase.DRAINED)
+        yield FakeRun(fake)
 
     monkeypatch.setattr(live_tasks, "_resumed", resumed)
-    monkeypatch.setattr(phases, "drain", drain)
     yield fake
 
 

@@ -60,7 +60,7 @@ from skewlab.live.driver.lifecycle import (
     failure_reason,
     this_process,
 )
-from skewlab.live.driver.phases import start_services
+from skewlab.live.driver.startup import start_services
 from skewlab.live.report.tracking import LiveRun, fail_run
 from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir

@@ -1,41 +1,84 @@
-"""A live run as one object, its phases as methods; :func:`run_experiment` runs them all.
+"""A live run as one object that owns its context; its phases are its methods.
 
-1. the broker runs (embedded Apache Kafka unless a bootstrap is given); the run's topics;
-2. the Spark route job and the W worker processes start; wait for the route query;
-3. produce the workload at its rate with progress (and the rebalancer or state manager);
-4. stop: the control loop stops, the route job drains and exits, then the workers;
-5. merge ``partials`` into ``results``, check them against a plain count (the verdict),
-   summarise, log the MLflow run;
-6. delete the run's topics (unless ``keep_topics``).
+:class:`Run` (a grouping run; :class:`~skewlab.live.autoscale.run.AutoscaleRun` offers the
+same :class:`PhasedRun` phases) runs, in this order, each phase refused before its
+predecessor is done and each saving the handle (so the DAG runs one per task, :func:`open_run`):
 
-:class:`Run` owns its resources and releases them whatever happens; the DAG runs one
-phase per task over the same handle (:func:`open_run`). Details: docs/live-run.md,
-section ``skewlab.live.driver.experiment``.
+1. :meth:`Run.services`: the broker (embedded Apache Kafka unless a bootstrap is given);
+2. :meth:`Run.topics`: ``events`` and ``routed`` (plus a scale-out run's spare partitions);
+3. :meth:`Run.start`: the route job and the W workers (and warm spares), waited for;
+4. :meth:`Run.produce`: the workload at its rate, the rebalancer or state manager running;
+5. :meth:`Run.drain`: end of stream; the route job, then the workers, drain and exit;
+6. :meth:`Run.aggregate`: ``partials`` merged into ``results``, checked against a plain count;
+7. :meth:`Run.summarize`: the quality suites, the summary and plots, the MLflow run;
+8. :meth:`Run.stop` (safe after any phase, also on leaving a ``with`` block): loops stopped,
+   children killed, topics deleted unless kept. Details: docs/live-run.md.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
+import logging
+import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from skewlab.control.loop import ThreadLoop
+from skewlab.control.rebalance_loop import start_loop as start_rebalance_loop
+from skewlab.control.scaleout.manager import start_loop as start_manager_loop
+from skewlab.control.scaleout.settings import Processes, StateManagerSettings
+from skewlab.errors import SkewlabError
+from skewlab.faults import crash_point
+from skewlab.io.delta.store import DeltaStore
+from skewlab.io.kafka import connect
+from skewlab.io.kafka._common import log_librdkafka_to
+from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
-from skewlab.live.driver import ending, phases
-from skewlab.live.driver.context import RunContext
+from skewlab.live.driver.context import TICK_S, RunContext, worker_file
 from skewlab.live.driver.context import new_run as new_context
 from skewlab.live.driver.context import resume as resume_context
-from skewlab.live.driver.experiment import ExperimentSettings, Hook
+from skewlab.live.driver.experiment import ExperimentError, ExperimentSettings, Hook
 from skewlab.live.driver.handle import Phase, RunHandle, Status
-from skewlab.live.driver.lifecycle import INTERRUPT_GRACE_S, EndsOnExit
-from skewlab.live.driver.startup import preload, preload_modules, startup_line
+from skewlab.live.driver.handle import Phase as P
+from skewlab.live.driver.launch import Proc, Procs, exit_cause, first_error, route_command
+from skewlab.live.driver.lifecycle import INTERRUPT_GRACE_S, EndsOnExit, failure_reason
+from skewlab.live.driver.producer import ProduceReport
+from skewlab.live.driver.producer import produce as produce_workload
+from skewlab.live.driver.settings import (
+    produce_settings,
+    rebalance_settings,
+    route_settings,
+    routed_partitions,
+    state_manager_settings,
+    warm_spares,
+)
+from skewlab.live.driver.startup import (
+    preload,
+    preload_modules,
+    start_services,
+    startup_line,
+    wait_ready,
+)
+from skewlab.live.driver.supervise import stop_guarded
+from skewlab.live.report.aggregate import merge, plain_count, results_counts
+from skewlab.live.report.summary import summarize as summarize_run
+from skewlab.live.report.tracking import LiveRun, fail_run, log_run, open_live_run
 from skewlab.live.report.watch import ProgressFn
-from skewlab.pipeline.exactness import ExactnessReport
+from skewlab.pipeline import events
+from skewlab.pipeline.exactness import ExactnessReport, check
 from skewlab.rundir import RunDir
+from skewlab.workload.spec import parse_workload
 
 if TYPE_CHECKING:
-    from skewlab.live.driver.producer import ProduceReport
     from skewlab.live.report.summary import RunSummary
+    from skewlab.quality.report import QualityReport
+
+log = logging.getLogger(__name__)
 
 __all__ = ["INTERRUPT_GRACE_S", "PhasedRun", "Run", "Say", "new_run", "open_run", "run_experiment"]
 
@@ -146,9 +189,9 @@ def _silent(_line: str) -> None:
 
 
 class Run(EndsOnExit):
-    """One live run in this process: its context (handle, processes, loop, client).
+    """One live run in this process; it owns its context (handle, processes, loop, client).
 
-    Each method is one phase of :mod:`skewlab.live.driver.phases`, in this order:
+    Its phases are its methods, in this order (the module doc's steps):
     :meth:`services`, :meth:`topics`, :meth:`start`, :meth:`produce`,
     :meth:`drain`, :meth:`aggregate`, :meth:`summarize`; a phase whose
     predecessor is not done raises a one-line
@@ -212,51 +255,277 @@ class Run(EndsOnExit):
         return ExactnessReport.from_dict(saved).exact
 
     def services(self) -> str:
-        """The bootstrap servers (the embedded broker started if needed)."""
-        return phases.ensure_services(self.ctx)
+        """Phase 1: the bootstrap servers (``--bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else
+        the embedded broker under the data dir, started if needed). A local Delta root is
+        checked first: a damaged table raises
+        :class:`~skewlab.io.delta.store.DamagedTableError` (naming the table
+        and its repair command) before any service starts."""
+        ctx = self.ctx
+        s = ctx.settings
+        bootstrap = start_services(ctx.handle, s.bootstrap)
+        if s.mlflow and LiveRun.find(ctx.files) is None:
+            ctx.mlflow = open_live_run(s, ctx.files)
+        ctx.handle.mark(P.SERVICES)
+        return bootstrap
 
     def topics(self) -> None:
-        """``events-<run>`` (P partitions) and ``routed-<run>`` (W + spares) created;
-        needs :meth:`services`."""
-        phases.create_topics(self.ctx)
+        """Phase 2: ``events-<run>`` (P partitions) and ``routed-<run>`` (W + spares)."""
+        ctx = self.ctx
+        s, h = ctx.settings, ctx.handle
+        h.require(P.SERVICES, "create the topics of")
+        ctx.kafka.create_topic(h.events_topic, s.partitions)
+        h.n_routed = routed_partitions(s.spec, h)
+        ctx.kafka.create_topic(h.routed_topic, h.n_routed)
+        h.mark(P.TOPICS)
 
     def start(self) -> None:
-        """The route job and the workers, running; needs :meth:`topics`."""
-        phases.start_jobs(self.ctx)
+        """Phase 3: write the job settings, start the route job and W workers, wait for the
+        route query (the command is recorded in the handle)."""
+        ctx = self.ctx
+        s, h = ctx.settings, ctx.handle
+        h.require(P.TOPICS, "start the jobs of")
+        route = route_settings(s.spec, h)
+        route_json = ctx.files.route_settings
+        route_json.write_text(route.to_json())
+        for i in range(s.workers):
+            worker_file(ctx, i)
+        ctx.files.settings.write_text(json.dumps(asdict(s), indent=2))
+        h.route_cmd = route_command(route_json, route.spark_master)
+        h.t_start = time.time()
+        spawned = {"route": time.time()}
+        ctx.procs.restart_route()
+        for i in range(s.workers):
+            spawned[f"worker-{i}"] = time.time()
+            ctx.procs.restart_worker(i)
+        for j in warm_spares(state_manager_settings(s.spec, h.run_id, h.delta_root)):
+            ctx.procs.prewarm_worker(j)
+        startup = wait_ready(ctx.files, ctx.procs, list(range(s.workers)), spawned)
+        h.spark_ui = startup.pop("spark_ui")
+        h.startup.update(startup)
+        log.info("run %s warm: %s", h.run_id, h.startup)
+        h.mark(P.STARTED)
 
     def produce(self) -> ProduceReport:
-        """The workload produced while the control loop runs; needs :meth:`start`."""
-        return phases.produce(self.ctx)
+        """Phase 4: produce the workload; the control loop runs meanwhile, stopped at the end.
+
+        The children and the broker are guarded every :data:`TICK_S` meanwhile
+        (:meth:`RunContext.guard`). A run resumed after its driver died mid-produce
+        produces only the events not yet in ``events`` (per partition, the events
+        past its end offset: a partition holds a prefix of its events)."""
+        ctx = self.ctx
+
+        s, h = ctx.settings, ctx.handle
+        if h.done(P.PRODUCED) and h.produced is not None:
+            return ctx.report or ProduceReport(**h.produced)
+        h.require(P.STARTED, "produce into")
+        if (rb := rebalance_settings(s.spec, h)) is not None:
+            ctx.loop = start_rebalance_loop(rb)
+        if (sm := state_manager_settings(s.spec, h.run_id, h.delta_root)) is not None:
+            ctx.loop = _start_manager(sm, ctx.kafka_settings, h.routed_topic, ctx.procs, ctx.files)
+        workload = parse_workload(s.workload, seed=s.seed)
+        ps = produce_settings(s.spec, h.events_topic)
+        procs, hook = ctx.procs, ctx.hook
+        present = None
+        if h.t_produce is not None:  # resumed: a driver produced part of it before
+            begins = ctx.kafka.begin_offsets(h.events_topic)
+            ends = ctx.kafka.end_offsets(h.events_topic)
+            present = {p: e - begins.get(p, 0) for p, e in ends.items()}
+            log.info(
+                "run %s resumes producing; already in %s: %s", h.run_id, h.events_topic, present
+            )
+
+        def on_chunk(sent: int, total: int) -> None:
+            ctx.guard(sent, total)
+            if hook is not None:
+                hook(sent, procs)
+            crash_point("driver.mid_produce")
+
+        ctx.guard(0, ps.events)
+        if h.t_produce is None:
+            h.t_produce = time.time()  # the first event after warm-up (steady state from here)
+            h.save()
+        report = produce_workload(
+            ctx.kafka, workload, ps, sleep=ctx.sleep, progress=on_chunk, present=present
+        )
+        ctx.report = report
+        if ctx.loop is not None:  # instances restarted while it settles
+            stop_guarded(ctx.loop, ctx.guard)
+        if (mgr := ctx.manager) is not None:
+            mgr.kafka.close()
+            h.running = sorted(mgr.running)
+        h.produced = {"events": report.events, "seconds": report.seconds}
+        h.mark(P.PRODUCED)
+        return report
 
     def produce_task(self) -> None:
-        """:meth:`produce`, then :meth:`drain` here if this process owns the state manager."""
-        phases.produce_and_drain(self.ctx)
+        """:func:`produce`, then :func:`drain` in the same process if it owns a state manager."""
+        self.produce()
+        if self.ctx.manager is not None:
+            self.drain()
 
     def drain(self) -> None:
-        """The route job and workers drained and exited; needs :meth:`produce`."""
-        phases.drain(self.ctx)
+        """Phase 5: stop the route job (it drains all input), then the running workers."""
+        ctx = self.ctx
+        s, h = ctx.settings, ctx.handle
+        if h.done(P.DRAINED):
+            return
+        h.require(P.PRODUCED, "drain")
+        ctx.files.route_stop.touch()
+        _wait_exit(ctx, "route")
+        if s.scale_out is not None:
+            _end_spares(ctx.kafka, h.routed_topic, s.workers, h.n_routed)
+        ctx.files.workers_stop.touch()
+        mgr = ctx.manager
+        live: list[int]
+        if mgr is not None:
+            live = sorted(mgr.running)
+        else:
+            live = list(h.running) if h.running is not None else list(range(s.workers))
+        # The original workers first: a set that ends with the stream hands its key's state to
+        # a spare instance when the old holder drains; the spare must still be reading then.
+        for i in sorted(live, key=lambda i: i >= s.workers):
+            if i >= s.workers:
+                ctx.files.spares_stop.touch()
+            _wait_exit(ctx, f"worker-{i}")
+        ctx.files.spares_stop.touch()  # warm spares never started exit (skewlab.live.worker.warm)
+        h.t_done = time.time()
+        if mgr is not None:
+            mgr.track_events(final=True)
+            ctx.scale = mgr.report()
+            h.scale = json.loads(json.dumps(ctx.scale, default=_plain))
+        h.mark(P.DRAINED)
 
     def aggregate(self) -> ExactnessReport:
-        """``partials`` merged and checked against the input; needs :meth:`drain`."""
-        return phases.aggregate(self.ctx)
+        """Phase 6: merge ``partials`` into ``results``; check them against ``events``."""
+        ctx = self.ctx
+        s, h = ctx.settings, ctx.handle
+        h.require(P.DRAINED, "aggregate")
+        store = DeltaStore(h.delta_root)
+        merge(store, h.run_id)
+        expected, _ = plain_count(ctx.kafka, h.events_topic, s.window_s)
+        exactness = check(expected, results_counts(store, h.run_id))
+        log.info("exactness of %s: %s", h.run_id, exactness.summary())
+        ctx.expected, ctx.exactness = expected, exactness
+        h.exactness = dataclasses.asdict(exactness)
+        if ctx.detached:
+            rows = [[w, k, c, v] for (w, k), (c, v) in expected.items()]
+            ctx.files.expected.write_text(json.dumps(rows))
+        h.mark(P.AGGREGATED)
+        return exactness
+
+    def check_quality(self) -> QualityReport:
+        """Phase 7a: the data-quality suites on the run's tables (input counts as exactness)."""
+        ctx = self.ctx
+        from skewlab.quality import check_run
+
+        h = ctx.handle
+        expected = ctx.expected if ctx.expected is not None else load_expected(ctx.run_dir)
+        report = check_run(
+            DeltaStore(h.delta_root),
+            h.run_id,
+            events_counts=expected,
+            window_s=ctx.settings.window_s,
+            home=Path(h.home),
+        )
+        ctx.quality = report
+        if ctx.detached:
+            ctx.files.quality.write_text(json.dumps(report.to_dict()))
+        return report
 
     def summarize(self) -> RunSummary:
-        """The summary, plots and MLflow run; needs :meth:`aggregate`."""
-        return phases.summarize(self.ctx)
+        """Phase 7b: the summary and plots, the quality verdict, the MLflow run."""
+        ctx = self.ctx
+        s, h = ctx.settings, ctx.handle
+        h.require(P.AGGREGATED, "summarize")
+        assert h.produced is not None and h.exactness is not None
+        assert h.t_start is not None and h.t_produce is not None and h.t_done is not None
+        report = ctx.report or ProduceReport(**h.produced)
+        exactness = ctx.exactness or ExactnessReport.from_dict(h.exactness)
+        scale = ctx.scale if ctx.scale is not None else h.scale
+        summary = summarize_run(
+            DeltaStore(h.delta_root),
+            h.run_id,
+            s,
+            report,
+            exactness,
+            h.t_produce,
+            h.t_done,
+            ctx.run_dir,
+            time.time() - h.t_start,
+            scale=scale if s.scale_out is not None else None,
+            startup=h.startup,
+        )
+        quality = ctx.quality or _load_quality(ctx.run_dir)
+        if quality is None and s.quality:
+            quality = self.check_quality()
+        if quality is not None:
+            summary.quality = "passed" if quality.ok else "failed"
+            summary.quality_failures = list(quality.failures)
+            docs = quality.run_page or quality.data_docs  # the run's own page, else the index
+            summary.data_docs = docs.as_uri() if docs else None
+        if s.mlflow:
+            summary = log_run(summary, s, Path(h.home), quality)
+        h.mlflow_run_id = summary.mlflow_run_id
+        h.mark(P.SUMMARIZED)
+        h.finish(Status.DONE)
+        return summary
 
     def stop(self, grace_s: float = 0.0) -> list[str]:
-        """Loops stopped, processes killed, topics deleted (unless kept); the names killed.
-        With ``grace_s`` > 0 the children first get that long to drain and exit."""
-        return ending.stop(self.ctx, grace_s)
+        """Phase 8 (safe after any phase): stop the loops, kill what still runs, delete the
+        topics unless ``keep_topics``, close the client. Returns the names of the processes
+        it killed.
+
+        With ``grace_s`` > 0 (an interrupted run), the route job and the workers are first
+        asked to drain what they have (stop markers) and given that long to exit."""
+        ctx = self.ctx
+        h = ctx.handle
+        if ctx.loop is not None:
+            ctx.loop.signal()
+        broker_lost = ctx.probe is not None and ctx.probe.lost
+        if grace_s > 0 and not broker_lost:
+            _drain_briefly(ctx, grace_s)
+        killed = []
+        for name, p in [("route", ctx.procs.route), *ctx.procs.workers.items()]:
+            if p is None:
+                continue
+            label = "route" if name == "route" else f"worker-{name}"
+            if p.poll() is None:
+                killed.append(label)
+            p.kill()  # its group: also members that outlived it (the route job's JVM)
+            with contextlib.suppress(Exception):
+                p.wait(timeout=60)
+        if not ctx.settings.keep_topics and h.bootstrap is not None and not broker_lost:
+            for t in (h.events_topic, h.routed_topic):
+                try:
+                    ctx.kafka.delete_topic(t)
+                except SkewlabError as exc:
+                    log.warning("could not delete topic %s: %s", t, exc)
+        if ctx.client is not None:
+            ctx.client.close(flush_s=0 if broker_lost else 10)  # no broker, no flush
+            ctx.client = None
+        log_librdkafka_to(None)  # the run's kafka.log is complete
+        h.mark(P.STOPPED)
+        return killed
 
     def fail(self, exc: BaseException) -> str:
-        """Record the run as failed because of ``exc`` (handle status and error); the
-        one-line reason."""
-        return ending.fail(self.ctx, exc)
+        """Record the run as failed (handle ``status`` / ``error``) because of ``exc``; the
+        one-line reason. A run that already ended keeps its first end."""
+        ctx = self.ctx
+        reason = failure_reason(exc)
+        ctx.handle.finish(Status.FAILED, reason)
+        log.info("run %s failed: %s", ctx.handle.run_id, reason)
+        fail_run(ctx.files, reason)  # never raises: MLflow must not hide the run's failure
+        return reason
 
     def release(self) -> None:
-        """Leave the run in this process (loop signalled, client closed; processes stay)."""
-        ending.release(self.ctx)
+        """Leave the run in this process: its loop asked to stop, its client closed (the
+        processes and topics stay: they belong to the run, :func:`stop` ends them)."""
+        ctx = self.ctx
+        if ctx.loop is not None:
+            ctx.loop.signal()
+        if ctx.client is not None:
+            ctx.client.close()
+            ctx.client = None
 
     def run_all(self) -> RunSummary:
         """Every phase not done yet, in order, then :meth:`stop` whatever happened; a
@@ -302,12 +571,113 @@ def run_experiment(
     run_id: str | None = None,
     say: Say | None = None,
 ) -> RunSummary:
-    """Run one live experiment (steps 1-6 of the module doc) and return its summary;
+    """Run one live experiment (steps 1-8 of the module doc) and return its summary;
     ``say`` is told each phase in a line as it starts (the CLI prints them).
 
-    The phases of :mod:`skewlab.live.driver.phases` in order, in this process (the
-    route job and workers are its children); whatever happens,
-    :func:`~skewlab.live.driver.ending.stop` runs last: loops stopped, processes killed,
+    :meth:`Run.run_all` in this process (the route job and workers are its children);
+    whatever happens, :meth:`Run.stop` runs last: loops stopped, processes killed,
     topics deleted unless ``keep_topics``.
     """
     return Run.new(s, run_id, progress=progress, hook=hook, say=say).run_all()
+
+
+def _plain(value: Any) -> Any:
+    item = getattr(value, "item", None)  # numpy scalars
+    return item() if callable(item) else str(value)
+
+
+def load_expected(run_dir: Path) -> dict[tuple[float, str], tuple[int, int]] | None:
+    """The plain count :func:`aggregate` saved for a later task (None if not saved)."""
+    try:
+        rows = json.loads(RunDir.of(run_dir).expected.read_text())
+    except FileNotFoundError:
+        return None
+    return {(w, k): (c, v) for w, k, c, v in rows}
+
+
+def _load_quality(run_dir: Path) -> QualityReport | None:
+    from skewlab.quality.report import QualityReport
+
+    try:
+        return QualityReport.from_dict(json.loads(RunDir.of(run_dir).quality.read_text()))
+    except FileNotFoundError:
+        return None
+
+
+def _start_manager(
+    sm: StateManagerSettings, kafka: KafkaSettings, routed_topic: str, procs: Procs, files: RunDir
+) -> ThreadLoop[Any]:
+    """Start the state manager thread with start / stop / readiness of worker processes."""
+
+    def stop(i: int) -> None:
+        p = procs.workers.get(i)
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+
+    def ready(i: int) -> float | None:
+        p = procs.workers.get(i)
+        f = files.worker_ready(i)
+        if p is None or p.poll() is not None or not f.exists():
+            return None
+        try:
+            return float(f.read_text())
+        except ValueError:  # caught mid-write: ready at the next look
+            return None
+
+    own = connect(kafka)
+    return start_manager_loop(sm, own, routed_topic, Processes(procs.restart_worker, stop, ready))
+
+
+def _end_spares(client: KafkaClient, topic: str, first: int, n: int) -> None:
+    """End of stream on the spare partitions (the route job ends its W own ones)."""
+
+    for w in range(first, n):
+        client.produce(topic, b"", partition=w, headers=[(events.END_HEADER, b"1")])
+    client.flush()
+
+
+def _wait_exit(ctx: RunContext, name: str, timeout_s: float = 600.0) -> None:
+    """Wait until child ``name`` (``route``, ``worker-<i>``) exits after its stop marker,
+    guarding meanwhile: a supervised child that fails is restarted (and drains again);
+    an unsupervised one (a scale-out instance) fails the run with its cause."""
+    procs = ctx.procs
+    what = "route job" if name == "route" else name.replace("-", " ")
+    index = None if name == "route" else int(name.split("-", 1)[1])
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ctx.guard()
+        p = procs.route if index is None else procs.workers.get(index)
+        if p is None:
+            raise ExperimentError(f"{what} was never started")
+        rc = p.poll()
+        supervised = index is None or index in ctx.supervised()
+        if rc == 0 and (ctx.supervisor is None or name not in ctx.supervisor.pending):
+            return
+        if rc is not None and rc != 0 and not supervised:
+            raise ExperimentError(f"{what} failed ({exit_cause(rc, ctx.files.log(name))})")
+        if time.monotonic() > deadline:
+            log_path = ctx.files.log(name)
+            err = first_error(log_path)
+            seen_err = f"; first error in its log: {err}" if err else ""
+            raise ExperimentError(
+                f"{what} did not finish within {timeout_s:.0f} s{seen_err}; log: {log_path}"
+            )
+        time.sleep(TICK_S)
+
+
+def _drain_briefly(ctx: RunContext, grace_s: float) -> None:
+    """Ask the children to drain and exit; wait at most ``grace_s`` in all."""
+    deadline = time.monotonic() + grace_s
+    files, procs = ctx.files, ctx.procs
+
+    def wait(ps: list[Proc]) -> None:
+        while any(p.poll() is None for p in ps) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    if procs.route is not None:
+        files.route_stop.touch()
+        wait([procs.route])
+    files.workers_stop.touch()
+    files.spares_stop.touch()
+    wait(list(procs.workers.values()))

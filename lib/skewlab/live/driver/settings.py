@@ -28,6 +28,7 @@ from skewlab.spec import (
 
 __all__ = [
     "DEFAULT_SPARK_MASTER",
+    "WARM_SPARES_ENV",
     "grouping_params",
     "kafka_settings",
     "n_events",
@@ -38,6 +39,7 @@ __all__ = [
     "run_s",
     "state_manager_settings",
     "time_scale",
+    "warm_spares",
     "worker_settings",
 ]
 
@@ -181,3 +183,16 @@ def produce_settings(spec: RunSpec, topic: str) -> ProduceSettings:
         ramp_factor=factor,
         ramp_interval_s=interval,
     )
+
+
+WARM_SPARES_ENV = "SKEWLAB_WARM_SPARES"
+"""``0``: start no scale-out instance process ahead (:func:`warm_spares`)."""
+
+
+def warm_spares(sm: StateManagerSettings | None) -> list[int]:
+    """The instances whose process a scale-out run starts at start-up, waiting
+    (``skewlab.live.worker.warm``): the first spare of each operator, the instance its first
+    scale-out starts (none without scale-out, or with ``$SKEWLAB_WARM_SPARES=0``)."""
+    if sm is None or not env_settings().warm_spares:
+        return []
+    return [sp[0] for g in range(sm.workers) if (sp := sm.spares(g))]

@@ -10,6 +10,7 @@ started reading.
 The times go to the run handle (``startup``), split per component, so the
 summary can report them apart from steady-state latency; :func:`startup_line`
 renders them as the one ``start-up:`` line ``skewlab run`` prints.
+:func:`start_services` starts the broker a run needs (phase 1 of every run kind).
 :func:`preload` imports, in a background thread while Spark starts, the heavy libraries
 the run's end needs (Great Expectations ~10 s, MLflow), so the end does not pay for them.
 """
@@ -26,9 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skewlab.envsettings import env_settings
+from skewlab.io.delta.recovery import check_tables
 from skewlab.live.driver.experiment import ExperimentError
+from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import Procs, exit_cause
 from skewlab.rundir import RunDir
+from skewlab.services import get_service
 
 __all__ = [
     "RouteReady",
@@ -36,6 +41,7 @@ __all__ = [
     "preload_modules",
     "read_route_ready",
     "read_worker_ready",
+    "start_services",
     "startup_line",
     "wait_ready",
 ]
@@ -202,3 +208,18 @@ def preload(modules: Collection[str]) -> threading.Thread | None:
     thread = threading.Thread(target=load, name="skewlab-preload", daemon=True)
     thread.start()
     return thread
+
+
+def start_services(h: RunHandle, bootstrap: str | None) -> str:
+    """Phase 1 of every kind of run: a local Delta root checked, then the bootstrap
+    servers (``bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else the embedded broker under
+    the data dir, started if needed) recorded in the handle (not saved)."""
+    if "://" not in h.delta_root:
+        check_tables(h.delta_root)
+    t0 = time.time()
+    bootstrap = bootstrap or env_settings().kafka_bootstrap
+    if not bootstrap:
+        bootstrap = get_service("broker", Path(h.home)).start().url
+        h.startup["services"] = round(time.time() - t0, 3)
+    h.bootstrap = bootstrap
+    return bootstrap

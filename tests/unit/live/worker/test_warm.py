@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from skewlab.control.scaleout.settings import StateManagerSettings
-from skewlab.live.driver.phases import warm_spares
+from skewlab.live.driver.settings import warm_spares
 from skewlab.live.worker import warm
 
 

@@ -146,3 +146,18 @@ def test_only_workers_go_to_spark_and_records_round_trip_through_the_handle(
     back = RunHandle.from_json(h.to_json()).procs["worker-2"]
     assert back == spark_rec
     assert isinstance(launcher.attach(back), SparkProc)
+
+
+def test_the_workers_app_caps_itself_on_a_cluster_master_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from skewlab.live.mains.workers_app import cluster_conf, master
+
+    monkeypatch.delenv("SKEWLAB_SPARK_DRIVER_HOST", raising=False)
+    monkeypatch.delenv("SKEWLAB_SPARK_MASTER", raising=False)
+    assert master() == "local[32,4]" and cluster_conf(master()) == {}
+    monkeypatch.setenv("SKEWLAB_SPARK_MASTER", "spark://127.0.0.1:7077")
+    assert master() == "spark://127.0.0.1:7077"
+    conf = cluster_conf(master())
+    assert conf["spark.cores.max"] == "16"  # its slots: one node holds them all
+    assert conf["spark.executor.cores"] == "8"  # several executors per node allowed

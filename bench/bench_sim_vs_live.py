@@ -139,7 +139,7 @@ def recorded_run(home: Path, run_id: str) -> tuple[dict[str, Any], dict[str, Any
 
 def reanalyse(saved: dict[str, Any], home: Path, measure: bool = False) -> list[dict[str, Any]]:
     """The saved cells' live figures against the simulator as ``--verify`` models them today
-    (:func:`model_run`, :func:`calibrate`: the producer's chunks, each run's own route-job
+    (:func:`model_run`, :func:`calibrate`: the producer's bursts, each run's own route-job
     batches, KEY's fixed delay; ``measure``: each run's measured service time); the saved
     rows' errors become ``rel_error_before``."""
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -162,7 +162,7 @@ def reanalyse(saved: dict[str, Any], home: Path, measure: bool = False) -> list[
             mine = [r for r in recs if r["strategy"] == x]
             settings, summary = recorded_run(home, mine[0]["run_id"])
             trigger_s = settings["trigger_s"]
-            chunk = produce_settings(ExperimentSettings(**settings).spec, "bench").chunk
+            chunk = produce_settings(ExperimentSettings(**settings).spec, "bench").burst
             m = model_run(known[x], prefix, rate, chunk, sim, home / "runs" / mine[0]["run_id"],
                           summary["t_first_s"], measure)  # fmt: skip
             live = {r["metric"]: r["live"] for r in mine} | {"p50_ms": summary["p50_ms"]}

@@ -2,9 +2,9 @@
 
 Pure Python + numpy. What a live ``--verify`` run does to the stream, replayed here:
 
-1. skewlab's producer sends ``chunk`` events at once, all stamped with the chunk's send
-   time, every ``chunk / rate`` s (:func:`chunk_arrivals`); the simulator gets the same
-   bursts, so its event-time windows hold what the live ones hold;
+1. skewlab's producer sends ``chunk`` events at once (its burst, 0.1 s of events), all
+   stamped with their send time, every ``chunk / rate`` s (:func:`chunk_arrivals`); the
+   simulator gets the same bursts, so its event-time windows hold what the live ones hold;
 2. the route job takes them in micro-batches: batch k (its measured events and seconds,
    from that run's log) starts when its last event has arrived and batch k-1 has ended
    (:func:`release_schedule`); its events reach their workers at its end;

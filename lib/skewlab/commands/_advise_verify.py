@@ -6,7 +6,7 @@
 2. each strategy runs live through ``skewlab run``'s machinery (:func:`run_experiment`)
    with ``--workload trace:<that file>``;
 3. each is simulated on exactly those events as that live run sent them: the producer's
-   chunks (:func:`chunk_arrivals`), its load windows at the run's clock phase;
+   bursts (:func:`chunk_arrivals`), its load windows at the run's clock phase;
 4. p99 modelled per run (:func:`modelled_latency`): released per that run's measured
    route-job micro-batches, plus the pipeline's fixed delay fitted on KEY's live p50;
 5. per metric: the simulator's figure, the live one, the ratio and the relative error.
@@ -130,7 +130,7 @@ class VerifyResult:
         head = (
             f"verify: {self.events:,} events at {self.rate:,.0f} events/s, "
             f"{self.service_us:,.0f} us per event, simulated as the live producer sent them "
-            f"(its chunks) and live; p99 modelled on each run's route-job micro-batches (the "
+            f"(its bursts) and live; p99 modelled on each run's route-job micro-batches (the "
             f"{self.fitted_on} run's: {self.trigger_s:.2f} s micro-batch, events-weighted) plus "
             f"the pipeline's fixed delay {self.p99_offset_ms:,.0f} ms (the {self.fitted_on} "
             f"run's live p50 minus its modelled one)"
@@ -258,7 +258,7 @@ def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> Veri
         settings = _experiment(c, s, f"trace:{path}", n, rate, service_s * 1e6,
                                sim_settings.window_s, sim_settings.interval_s)  # fmt: skip
         trigger_s = float(settings.trigger_s)
-        chunk = produce_settings(settings.spec, "verify").chunk
+        chunk = produce_settings(settings.spec, "verify").burst
         prog = None if not s.progress else ProgressLine(c.label, sys.stderr)
         try:
             summary = run_experiment(settings, progress=prog)
@@ -289,7 +289,7 @@ def verify(advice: Advice, stream: Stream, s: AdviseSettings, out: Path) -> Veri
 
 @dataclass
 class Modelled:
-    """One strategy simulated as its live run was fed: the figures (the producer's chunks,
+    """One strategy simulated as its live run was fed: the figures (the producer's bursts,
     the run's window phase), the modelled latency, the route job's batches it used."""
 
     outcome: Outcome

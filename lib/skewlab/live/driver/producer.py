@@ -26,12 +26,17 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
+PACE_S = 0.1
+"""The producer's pacing step: it sends at most this long's events at once."""
+
 
 @dataclass(frozen=True, slots=True)
 class ProduceSettings:
     """What to produce: ``events`` events to ``topic`` (``partitions`` partitions) at
-    ``rate`` events/s, padded to ``payload_bytes``, sent in chunks of ``chunk``; raises
-    :class:`ConfigError` on a bad count, rate, payload size or ramp."""
+    ``rate`` events/s, padded to ``payload_bytes``, drawn from the workload in chunks of
+    ``chunk`` (progress is told per chunk) and sent in bursts of :attr:`burst` at most
+    (one pacing step each); raises :class:`ConfigError` on a bad count, rate, payload
+    size or ramp."""
 
     topic: str
     partitions: int
@@ -57,6 +62,14 @@ class ProduceSettings:
                 f"load ramp needs factor >= 1 and interval > 0 s, got "
                 f"{self.ramp_factor}x/{self.ramp_interval_s}s"
             )
+
+    @property
+    def burst(self) -> int:
+        """Events sent back to back between two pacing steps: :data:`PACE_S` of the
+        starting rate (at least 1, at most :attr:`chunk`). A whole chunk sent at once
+        would reach the pipeline as one burst: 2,048 events at 400/s are 5 s of input,
+        and their wait in the queue would be measured as latency."""
+        return max(1, min(self.chunk, int(self.rate * PACE_S)))
 
     def due(self, sent: int) -> float:
         """Seconds after the start when event ``sent`` is due (step-wise ramp, seed Fig. 9)."""
@@ -121,9 +134,11 @@ def produce(
     """Send ``s.events`` events of ``workload`` at ``s.rate`` events/s; flush; report.
 
     The client's producer is connected first (:func:`open_producer`). Pacing: after
-    every chunk the producer sleeps until the wall clock has
-    reached ``start + sent / rate``, so the achieved rate never exceeds the
-    target (it falls below it when the client cannot keep up).
+    every burst of :attr:`ProduceSettings.burst` events the producer sleeps until the
+    wall clock has reached ``start + sent / rate`` (ramped: :meth:`ProduceSettings.due`),
+    and stamps the next events with the time it woke, so the achieved rate never exceeds
+    the target (it falls below it when the client cannot keep up); ``progress`` is told
+    after every chunk.
 
     ``present`` (partition -> events already in it, from an earlier producer of
     the same run that died): event ``seq`` is skipped when it is among the first
@@ -143,6 +158,7 @@ def produce(
     new = 0
     p = s.partitions
     skip = [int((present or {}).get(q, 0)) for q in range(p)]
+    burst = s.burst
     for chunk in workload.events(s.events, chunk=s.chunk, rate=s.rate):
         vocab_keys = chunk.vocab.keys
         now = wall()
@@ -151,6 +167,11 @@ def produce(
             if sent // p < skip[part]:
                 sent += 1
                 continue
+            if new and new % burst == 0:  # a pacing step: wait until these are due
+                ahead = start + s.due(new) - wall()
+                if ahead > 0:
+                    sleep(ahead)
+                now = wall()
             key = vocab_keys[kid]
             known = escaped.get(key)
             if known is None:

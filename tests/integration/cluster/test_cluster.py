@@ -356,11 +356,8 @@ def test_a_killed_spark_worker_node_loses_nothing_its_workers_resume_on_the_othe
     """Mid-run, kill the process group of the Spark worker daemon that holds the most skewlab
     workers (its executors and their worker processes go with it): Spark reschedules the lost
     tasks on the other node, each resumes from its committed Delta state, the run is EXACT
-    and the final key state counts every event once. Prints the time from the kill to each
+    (results per window and key). Prints the time from the kill to each
     lost worker committing progress again."""
-    from skewlab.io.delta.store import DeltaStore
-    from skewlab.live.report.control import final_key_state
-
     home = running.home
     runs = home / "runs"
     before = {d.name for d in runs.iterdir()} if runs.is_dir() else set()
@@ -435,11 +432,15 @@ def test_a_killed_spark_worker_node_loses_nothing_its_workers_resume_on_the_othe
             text,
             re.M,
         ), text[-3000:]
-        counts, _, _ = final_key_state(DeltaStore(str(home / "delta")), run_id)
-        assert sum(counts.values()) == FAULT_EVENTS  # no event lost or doubled in key state
+        # a pkg run keeps no per-key operator state (only rebalancing and scale-out runs do):
+        # its state is the window aggregates, which the EXACT verdict compares key by key
         handle = RunHandle.load(run_dir)
         for i in lost:
             assert f"worker-{i}" not in handle.restarts  # Spark rescheduled it, not skewlab
+            text = (run_dir / f"worker-{i}.log").read_text()
+            resumed_at = rf"worker {i} resumes at routed offset (\d+)"
+            starts = [int(o) for o in re.findall(resumed_at, text)]
+            assert len(starts) == 2 and starts[1] >= at_kill[i] > 0, starts  # committed state
     finally:
         if proc.poll() is None:
             proc.kill()

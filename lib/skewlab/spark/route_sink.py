@@ -57,6 +57,10 @@ log = logging.getLogger(__name__)
 PENDING = "skewlab-delta-pending"
 """The folder of the checkpoint holding batches' Delta rows not yet appended."""
 
+ROUTED_PRODUCER = {"batch.size": "1048576", "linger.ms": "20"}
+"""Producer settings of the sink's Kafka write: a batch is sent in bulk, so 1 MB record
+batches per partition (not 16 KB) and a 20 ms linger; measured in docs/real-stack.md."""
+
 _PLAIN_KEY = r"^[ !#-\[\]-~]*$"
 """Keys JSON writes as themselves between quotes (printable ASCII but ``"`` and ``\\``)."""
 
@@ -259,7 +263,7 @@ class RouteSink:
         records = routed_records(t)
         t2 = time.perf_counter()
         if not self.dry:
-            kafka_write(spark, s.bootstrap, s.routed_topic, records)
+            kafka_write(spark, s.bootstrap, s.routed_topic, records, **ROUTED_PRODUCER)
             crash_point("route.after_produce")
         t3 = time.perf_counter()
         is_event = pc.equal(t.column("kind"), 1)

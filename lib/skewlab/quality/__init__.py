@@ -244,7 +244,11 @@ def check_run(
         results = []
         if events is not None:
             note = read.note() if read is not None else f"{len(events):,} events given"
-            checks = events_checks(events, read.expected_rows if read is not None else None)
+            checks = (
+                events_checks(events, read.expected_rows, read.foreign_rows)
+                if read is not None
+                else events_checks(events)
+            )
             results.append(run_suite("events", checks, runner, note))
         results += [
             run_suite("quarantine", quarantine_checks(frames["quarantine"]), runner),

@@ -63,6 +63,8 @@ class RunEvents:
     rejected: int
     produced: int | None = None
     foreign: int = 0
+    foreign_rows: frozenset[tuple[int, int]] = frozenset()
+    """``(partition, offset)`` of the valid foreign records (their ``ts`` is the writer's)."""
 
     @property
     def full(self) -> bool:
@@ -139,9 +141,17 @@ def read_topic(client: KafkaClient, topic: str, limit: int | None = None) -> Run
                 if wire.marked(r.headers, topic):
                     own.add((p, r.offset))
     frame = events_frame(records)
-    mine = sum(1 for k in zip(frame["partition"], frame["offset"]) if k in own)
+    foreign = frozenset(
+        (int(p), int(o)) for p, o in zip(frame["partition"], frame["offset"]) if (p, o) not in own
+    )
     return RunEvents(
-        topic, frame, total, len(records), len(records) - len(frame), foreign=len(frame) - mine
+        topic,
+        frame,
+        total,
+        len(records),
+        len(records) - len(frame),
+        foreign=len(foreign),
+        foreign_rows=foreign,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import pairwise
@@ -223,12 +223,19 @@ def totals_frame(results: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- the suites
 
 
-def events_checks(frame: pd.DataFrame, expected_rows: int | None = None) -> list[FrameCheck]:
+def events_checks(
+    frame: pd.DataFrame,
+    expected_rows: int | None = None,
+    foreign: Collection[tuple[int, int]] = (),
+) -> list[FrameCheck]:
     """Schema, key present, ``ts`` monotone per partition (offset order); the row count.
 
     ``expected_rows``: how many valid events the frame must hold (every event the
     run's producer sent plus the valid foreign ones: what the route job read), when
-    the frame is the whole topic.
+    the frame is the whole topic. ``foreign``: ``(partition, offset)`` of records written
+    from outside the run; their ``ts`` is the writer's, so the monotone rule is over the
+    run's own events only (a foreign row is skipped, the next own row is compared with
+    the last own one).
     """
     expects = [
         *(
@@ -258,7 +265,15 @@ def events_checks(frame: pd.DataFrame, expected_rows: int | None = None) -> list
     ]
     if {"partition", "offset", "ts"} <= set(frame.columns):
         frame = frame.sort_values(["partition", "offset"], kind="stable").reset_index(drop=True)
-        frame = frame.assign(ts_prev=frame.groupby("partition")["ts"].shift(1))
+        outside = set(foreign)
+        own = pd.Series(
+            [(int(p), int(o)) not in outside for p, o in zip(frame["partition"], frame["offset"])],
+            index=frame.index,
+            dtype=bool,
+        )
+        own_ts = frame["ts"].where(own)
+        last_own = own_ts.groupby(frame["partition"]).ffill()
+        frame = frame.assign(ts_prev=last_own.groupby(frame["partition"]).shift(1).where(own))
         expects.append(
             Expect(
                 "ExpectColumnPairValuesAToBeGreaterThanB",

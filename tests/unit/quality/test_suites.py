@@ -24,6 +24,7 @@ from skewlab.quality import (
     window_grid,
 )
 from skewlab.quality.report import SuiteResult
+from skewlab.quality.suites import events_checks, run_suite
 
 pytestmark = pytest.mark.unit
 
@@ -248,6 +249,25 @@ def test_non_monotone_ts_names_partition_and_offset() -> None:
         "[expect_column_pair_values_a_to_be_greater_than_b] failed on 1 of 4 rows: "
         "{partition=0, offset=2, ts=11.5, ts_prev=12.0}"
     )
+
+
+def test_a_foreign_record_with_an_older_ts_is_not_a_break_in_the_producers_order() -> None:
+    recs = [
+        (0, 0, _event("a", 10.0, 0)),
+        (0, 1, _event("b", 12.0, 2)),
+        (0, 2, _event("a", 10.0, 0)),  # an outsider's copy of seq 0, written later
+        (0, 3, _event("c", 12.5, 4)),  # the producer's next: compared with 12.0, not 10.0
+        (0, 4, _event("d", 11.0, 6)),  # the producer going back in time: still caught
+    ]
+    frame = events_frame(recs)
+    run = run_suite("events", events_checks(frame, foreign={(0, 2)}), None)
+    assert _only_failure(run) == (
+        "events: ts never decreases within a partition (offset order) "
+        "[expect_column_pair_values_a_to_be_greater_than_b] failed on 1 of 5 rows: "
+        "{partition=0, offset=4, ts=11.0, ts_prev=12.5}"
+    )
+    unmarked = run_suite("events", events_checks(frame), None)  # every row the producer's
+    assert "failed on 2 of 5 rows" in _only_failure(unmarked)
 
 
 def test_events_schema_and_missing_key() -> None:

@@ -50,6 +50,7 @@ from skewlab.advise.candidates import (
 )
 from skewlab.advise.readers import write_trace_csv
 from skewlab.report.table import format_table
+from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
     from skewlab.commands.advise import AdviseSettings
@@ -327,7 +328,7 @@ def measured_service(run_dir: Path) -> float | None:
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        handle = json.loads((run_dir / "handle.json").read_text())
+        handle = json.loads(RunDir.of(run_dir).handle.read_text())
         table = DeltaTable(str(Path(handle["delta_root"]) / "worker_progress"))
     except (OSError, KeyError, ValueError, TableNotFoundError):
         return None

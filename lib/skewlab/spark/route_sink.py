@@ -2,13 +2,12 @@
 
 :class:`RouteSink` runs each micro-batch:
 
-1. the batch comes to the driver as Arrow (crash point ``route.in_batch``): raw
-   (partition, offset, value) rows with ``splitters="driver"``, else routed rows;
-2. with ``splitters="driver"`` it is decoded and the splitters route it here, their
-   states saved under the checkpoint before any record leaves (:meth:`RouteSink.route`);
-3. the routed records go to ``routed`` through Spark's Kafka sink, one partition per
+1. the batch comes to the driver as Arrow (crash point ``route.in_batch``): raw rows with
+   ``splitters="driver"`` (decoded and routed here, the splitters' states saved under the
+   checkpoint before any record leaves: :meth:`RouteSink.route`), else routed rows;
+2. the routed records go to ``routed`` through Spark's Kafka sink, one partition per
    worker (:func:`~skewlab.spark.writes.kafka_write`; crash point ``route.after_produce``);
-4. its ``key_loads``, ``partition_loads`` and (when there are rejects) ``quarantine``
+3. its ``key_loads``, ``partition_loads`` and (when there are rejects) ``quarantine``
    rows are saved under the checkpoint and appended with delta-spark in the background
    (app id ``route:<run>``, version = the batch id; :class:`~skewlab.spark.writes.DeltaAppender`).
 
@@ -134,7 +133,7 @@ def routed_records(batch: pa.Table) -> pa.Table:
 
 @dataclass
 class RouteSink:
-    """The ``foreachBatch`` function (steps 1-4 of the module doc).
+    """The ``foreachBatch`` function (steps 1-3 of the module doc).
 
     ``dry`` (the warm-up): everything but sending (no produce, no crash points) and
     the Delta writes go to ``delta_root`` (a scratch root), so nothing is counted.

@@ -10,6 +10,12 @@ Delta tables. Run in a process of its own (its JVM gone before the live runs sta
 It fills the input topic, runs the job once over 1,000 records (JVM and connector warm-up,
 as the route job's warm-up batch), then times one ``availableNow`` query over the N
 records from its start to its end, and prints ``{"records": .., "seconds": ..}``.
+
+``--rate R --duration D``: the latency floor instead. After the same warm-up the job runs
+as a stream (the route job's default ``trigger_s``); the events go paced at R/s for D s,
+each stamped with its send time as the live producer does; once all are through it prints
+``{"records", "p50_ms", "p99_ms"}`` of (the output record's timestamp, set by Spark's
+Kafka producer) - (the event's send time).
 """
 
 from __future__ import annotations
@@ -21,9 +27,15 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
+
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.pipeline import events
 from skewlab.spark.session import spark_session
+from skewlab.spec import DEFAULTS
+
+PROBE = "probe"
+"""The key of the record that shows the stream is running before the timed events."""
 
 
 def fill(bootstrap: str, topic: str, n: int, partitions: int) -> None:
@@ -40,12 +52,11 @@ def fill(bootstrap: str, topic: str, n: int, partitions: int) -> None:
         c.close()
 
 
-def passthrough(spark, bootstrap: str, source: str, sink: str, workers: int, ck: Path) -> float:
-    """Seconds of one ``availableNow`` run of the job from ``source`` to ``sink``."""
+def start_job(spark, bootstrap: str, source: str, sink: str, workers: int, ck: Path, once: bool):
+    """The job from ``source`` to ``sink``: one ``availableNow`` run, or a stream."""
     from pyspark.sql import functions as F
 
-    t0 = time.perf_counter()
-    query = (
+    writer = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
@@ -56,11 +67,74 @@ def passthrough(spark, bootstrap: str, source: str, sink: str, workers: int, ck:
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", sink)
         .option("checkpointLocation", str(ck))
-        .trigger(availableNow=True)
-        .start()
     )
-    query.awaitTermination()
+    if once:
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(processingTime=f"{DEFAULTS['trigger_s']} seconds").start()
+
+
+def passthrough(spark, bootstrap: str, source: str, sink: str, workers: int, ck: Path) -> float:
+    """Seconds of one ``availableNow`` run of the job from ``source`` to ``sink``."""
+    t0 = time.perf_counter()
+    start_job(spark, bootstrap, source, sink, workers, ck, once=True).awaitTermination()
     return time.perf_counter() - t0
+
+
+def wait_records(client, topic: str, n: int, timeout_s: float = 600.0) -> None:
+    """Poll until ``topic`` holds ``n`` records (fail after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while sum(client.end_offsets(topic).values()) < n:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{topic}: fewer than {n} records after {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def paced(client, topic: str, rate: float, duration: float, partitions: int) -> int:
+    """Send ``rate * duration`` events in 0.1 s bursts, each stamped when its burst goes."""
+    n = int(rate * duration)
+    burst = max(1, int(rate * 0.1))
+    t0 = time.time()
+    for first in range(0, n, burst):
+        due = t0 + first / rate
+        if (ahead := due - time.time()) > 0:
+            time.sleep(ahead)
+        ts = time.time()
+        for i in range(first, min(n, first + burst)):
+            value = events.encode(f"k{i % 1000}", ts, i, "x" * 40)
+            client.produce(topic, value, partition=i % partitions)
+        client.flush()
+    return n
+
+
+def latency_ms(client, topic: str, partitions: int) -> list[float]:
+    """Per event record of ``topic`` (not the probe): its timestamp - the event's ts, in ms."""
+    out = []
+    for p in range(partitions):
+        end = client.end_offsets(topic).get(p, 0)
+        for rec in client.fetch(topic, p, 0, end):
+            d = events.decode([rec.value])
+            if d.keys and d.keys[0] != PROBE:
+                out.append(rec.timestamp_ms - d.ts[0] * 1000.0)
+    return out
+
+
+def measure_latency(spark, client, bootstrap: str, args, tmp: Path, tag: str) -> dict:
+    """The ``--rate`` mode of the module doc: one probe through the stream, then the events."""
+    src, out = f"bench-pass-lin-{tag}", f"bench-pass-lout-{tag}"
+    client.create_topic(src, args.partitions)
+    client.create_topic(out, args.workers)
+    query = start_job(spark, bootstrap, src, out, args.workers, tmp / "ck-lat", once=False)
+    client.produce(src, events.encode(PROBE, time.time(), 0, ""), partition=0)
+    client.flush()
+    wait_records(client, out, 1)  # the stream is running and has moved a record
+    n = paced(client, src, args.rate, args.duration, args.partitions)
+    wait_records(client, out, n + 1)
+    query.stop()
+    ms = np.sort(np.asarray(latency_ms(client, out, args.workers)))
+    for t in (src, out):
+        client.delete_topic(t)
+    pct = {q: float(np.percentile(ms, q)) for q in (50, 99)} if len(ms) else {50: 0.0, 99: 0.0}
+    return {"records": len(ms), "p50_ms": pct[50], "p99_ms": pct[99]}
 
 
 def main() -> None:
@@ -69,23 +143,29 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=None, help="latency mode: events/s")
+    ap.add_argument("--duration", type=float, default=10.0, help="latency mode: seconds")
     args = ap.parse_args()
     tag = uuid.uuid4().hex[:8]
-    warm, src, out = (f"bench-pass-{name}-{tag}" for name in ("warm", "in", "out"))
-    fill(args.bootstrap, warm, 1_000, args.partitions)
-    fill(args.bootstrap, src, args.records, args.partitions)
+    warm, src, out, wout = (f"bench-pass-{name}-{tag}" for name in ("warm", "in", "out", "wout"))
     admin = connect(KafkaSettings(args.bootstrap))
-    admin.create_topic(out, args.workers)
+    fill(args.bootstrap, warm, 1_000, args.partitions)
+    admin.create_topic(wout, args.workers)
     with tempfile.TemporaryDirectory(prefix="skewlab-pass-") as tmp:
         spark = spark_session("bench-passthrough", Path(tmp) / "spark", master="local[2]")
-        passthrough(spark, args.bootstrap, warm, out, args.workers, Path(tmp) / "ck-warm")
-        secs = passthrough(spark, args.bootstrap, src, out, args.workers, Path(tmp) / "ck")
+        passthrough(spark, args.bootstrap, warm, wout, args.workers, Path(tmp) / "ck-warm")
+        if args.rate is not None:
+            result = measure_latency(spark, admin, args.bootstrap, args, Path(tmp), tag)
+        else:
+            fill(args.bootstrap, src, args.records, args.partitions)
+            admin.create_topic(out, args.workers)
+            secs = passthrough(spark, args.bootstrap, src, out, args.workers, Path(tmp) / "ck")
+            result = {"records": sum(admin.end_offsets(out).values()), "seconds": secs}
         spark.stop()
-    moved = sum(admin.end_offsets(out).values()) - 1_000
-    for t in (warm, src, out):
+    for t in (warm, src, out, wout):
         admin.delete_topic(t)
     admin.close()
-    print(json.dumps({"records": moved, "seconds": secs}), flush=True)
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

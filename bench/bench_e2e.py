@@ -16,7 +16,9 @@ has finished its warm-up micro-batch):
 
 1. KEY and DKG offered ``--rate`` (above what the pipeline sustains):
    ``throughput`` is verified events / (last processed - first produced);
-2. KEY offered half of the lower sustained rate of 1.: its p50 / p99.
+2. KEY offered half of the lower sustained rate of 1.: its p50 / p99; then the
+   passthrough run as a stream at the same rate (``_passthrough.py --rate``): its
+   p50 / p99 are the floor any job on this Spark trigger and broker pays.
 
     .venv/bin/python bench/bench_e2e.py [--rate 100000] [--duration 10] [--workers 4]
 """
@@ -67,6 +69,18 @@ def passthrough_rate(bootstrap: str, n: int, partitions: int, workers: int) -> f
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     got = json.loads(out.strip().splitlines()[-1])
     return got["records"] / got["seconds"]
+
+
+def passthrough_latency(
+    bootstrap: str, rate: float, duration: float, partitions: int, workers: int
+) -> tuple[float, float]:
+    """``(p50, p99)`` ms of the passthrough run as a stream at ``rate`` (``_passthrough.py``)."""
+    script = os.path.join(os.path.dirname(__file__), "_passthrough.py")
+    argv = [sys.executable, script, bootstrap, "--rate", str(rate), "--duration", str(duration)]
+    argv += ["--partitions", str(partitions), "--workers", str(workers)]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    return got["p50_ms"], got["p99_ms"]
 
 
 def main() -> None:
@@ -159,6 +173,10 @@ def main() -> None:
         half = 0.5 * min(sustained.values())
         r = run("key", half, args.half_duration)
         say(line(f"key @ {half:,.0f}/s", r))
+        p50, p99 = passthrough_latency(
+            bootstrap, half, args.half_duration, args.partitions, args.workers
+        )
+        say(row(f"passthru @ {half:,.0f}/s", "", "", "", f"{p50:,.0f} / {p99:,.0f}", widths=widths))
         for name, v in sustained.items():
             say(f"{name}: sustained {v / raw:.3f}x raw (target >= {TARGET_RATIO:.2f}x)")
             say(
@@ -166,6 +184,7 @@ def main() -> None:
                 f"(target >= {TARGET_PASSTHROUGH:.2f}x)"
             )
         say(f"p99 at half the sustained rate: {r.p99_ms:,.0f} ms (target <= {TARGET_P99_MS:,.0f})")
+        say(f"Spark passthrough's p99 at that rate (the floor of a micro-batch job): {p99:,.0f} ms")
         say(f"load average at end: {os.getloadavg()[0]:.1f}")
     finally:
         if sampler is not None:

@@ -1,18 +1,15 @@
 """The controller process: the pure Sec. V-C state machine, executed for real.
 
 It wraps :class:`skewlab.autoscale.Controller` (which decides) and does the I/O its actions ask
-for: consumer processes, inbox messages, Delta records, the persisted group state. Its
-lifecycle (restore, synchronize, loop, record, stop): docs/autoscale.md, "The controller process".
+for: consumer instances (local processes or Spark tasks, :mod:`.instances`), inbox messages,
+Delta records, the persisted group state. Its lifecycle (restore, synchronize, loop, record,
+stop): docs/autoscale.md, "The controller process".
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +37,15 @@ from skewlab.faults import crash_point
 from skewlab.io.delta.store import DeltaStore
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaClient
+from skewlab.live.autoscale.instances import (
+    ConsumerProc,
+    ConsumerTask,
+    Instance,
+    instances_state,
+    load_instances,
+    resume_actions,
+    start_consumer,
+)
 from skewlab.live.autoscale.protocol import (
     CONTROLLER_INBOX,
     LiveSettings,
@@ -50,45 +56,19 @@ from skewlab.live.autoscale.protocol import (
 )
 from skewlab.rundir import RunDir, app_id
 
-__all__ = ["ConsumerProc", "LiveController", "load_state", "main"]
+__all__ = ["LiveController", "load_state", "main"]
 
 log = logging.getLogger(__name__)
 
-CONSUMER_MODULE = "skewlab.live.autoscale.consumer"
 EXIT_WAIT_S = 15.0
 
 
-@dataclass
-class ConsumerProc:
-    """A consumer process: our child (``popen``) or adopted from a previous controller."""
-
-    pid: int
-    popen: subprocess.Popen[bytes] | None = None
-
-    def alive(self) -> bool:
-        """True while the consumer runs: our child not yet exited, or (started by an earlier
-        controller) ``/proc/<pid>`` is a live, non-zombie consumer process (a reused pid is not)."""
-        if self.popen is not None:
-            return self.popen.poll() is None
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
-        except OSError:
-            return False
-        state = stat.rsplit(")", 1)[-1].split()[0]
-        return state not in ("Z", "X") and CONSUMER_MODULE.encode() in cmdline
-
-    def kill(self) -> None:
-        """SIGKILL the consumer if it is still alive, and reap it if it is our child."""
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-        if self.popen is not None:
-            self.popen.wait()
-
-
-def load_state(path: Path) -> tuple[ControllerSnapshot | None, dict[int, int], list[int]]:
-    """The persisted snapshot, ``{consumer: pid}`` and retiring pids (nothing: a fresh start)."""
+def load_state(
+    path: Path,
+) -> tuple[ControllerSnapshot | None, dict[int, Instance], list[tuple[int, Instance]]]:
+    """The persisted snapshot, ``{consumer: instance}`` and the retiring ``(consumer,
+    instance)`` (:func:`~skewlab.live.autoscale.instances.load_instances`); nothing: a fresh
+    start."""
     if not path.exists():
         return None, {}, []
     d = json.loads(path.read_text())
@@ -97,7 +77,7 @@ def load_state(path: Path) -> tuple[ControllerSnapshot | None, dict[int, int], l
         Assignment(tuple(d["owner"]), tuple(d["members"])) if d["owner"] is not None else None,
         d["last_reassign"],
     )
-    return snap, {int(c): int(p) for c, p in d["pids"].items()}, list(d.get("retiring", []))
+    return (snap, *load_instances(d))
 
 
 @dataclass
@@ -127,11 +107,17 @@ class LiveController:
         self.clock = clock or SystemClock()
         self.wall = wall
         self.store = DeltaStore(s.delta_root)
-        snap, pids, retiring = load_state(s.state_file)
+        snap, procs, retiring = load_state(s.state_file)
         cfg = ControllerConfig(s.algorithm, s.capacity, s.bin_capacity, s.iteration_s)
         self.ctrl: Controller = cfg.build(snap, self.clock)
-        self.procs = {c: ConsumerProc(pid) for c, pid in pids.items()}
-        self.retiring = [ConsumerProc(pid) for pid in retiring]
+        self.procs: dict[int, Instance] = procs
+        self.retiring: list[tuple[int, Instance]] = retiring
+        self.starting: set[int] = set()
+        """Consumers this controller started that have not said ``ready`` yet."""
+        self.unacked: dict[tuple[int, int], bool] = {}
+        """``(consumer, partition)`` -> start (True) or stop (False) sent, not yet acked."""
+        self.queried: set[int] = set()
+        """Consumers asked for their assignment that have not reported yet."""
         self.pending: _Pending | None = None
         self._saved = ""
         self.inbox_pos = 0
@@ -172,18 +158,66 @@ class LiveController:
 
     def _on_message(self, msg: Message) -> None:
         if msg.op == "ready":
-            self._drive(self.ctrl.on_consumer_ready, msg.consumer)
+            self._on_ready(msg.consumer)
         elif msg.op == "report":
+            self.queried.discard(msg.consumer)
             self._drive(self.ctrl.on_report, msg.consumer, msg.partitions)
         elif msg.op == "ack":
+            if self.unacked.get((msg.consumer, msg.partition)) == msg.started:
+                del self.unacked[(msg.consumer, msg.partition)]
             if self.pending is not None:
                 h = self.pending.handoffs.get(msg.partition)
                 if h is not None:
                     h["start_acked" if msg.started else "stop_acked"] = msg.t
             self._drive(self.ctrl.on_ack, msg.consumer, msg.partition, msg.started)
 
+    def _on_ready(self, consumer: int) -> None:
+        """A consumer's ``ready``: the one awaited after its start, or (Spark tasks) a new
+        attempt of one already running, which Spark started after the last one failed: it
+        is sent again what it must hold (:func:`~.instances.resume_actions`), or ``exit``
+        again if it was retiring."""
+        proc = self.procs.get(consumer)
+        if consumer not in self.starting and proc is None and self._retire_ready(consumer):
+            return
+        if consumer in self.starting or not isinstance(proc, ConsumerTask):
+            self.starting.discard(consumer)
+            self._drive(self.ctrl.on_consumer_ready, consumer)
+            return
+        owner = self.ctrl.current.owner if self.ctrl.current is not None else ()
+        queried = consumer in self.queried and self.ctrl.phase is Phase.SYNCHRONIZE
+        actions = resume_actions(consumer, owner, self.unacked, queried)
+        log.warning(
+            "consumer %d is back as Spark task attempt %d; sent again: %s",
+            consumer, proc.attempts() - 1, actions,
+        )  # fmt: skip
+        self._resend(actions)
+
+    def _resend(self, actions: list[Action]) -> None:
+        """Send ``actions`` (queries, stops, starts) again to a new attempt of a consumer: no
+        new hand-off, only what its dead attempt was told (:func:`~.instances.resume_actions`)."""
+        now = self.wall()
+        for a in actions:
+            if isinstance(a, QueryAssignment):
+                self._send(Message("query", a.consumer, t=now))
+            elif isinstance(a, (StopPartition, StartPartition)):
+                started = isinstance(a, StartPartition)
+                self.unacked[(a.consumer, a.partition)] = started
+                op = "start" if started else "stop"
+                self._send(Message(op, a.consumer, a.partition, t=now))
+        self.client.flush()
+
+    def _retire_ready(self, consumer: int) -> bool:
+        """Whether ``consumer`` is a retiring Spark task (a new attempt of it said ``ready``);
+        it is then told ``exit`` again."""
+        if not any(c == consumer and isinstance(p, ConsumerTask) for c, p in self.retiring):
+            return False
+        log.warning("retiring consumer %d is back as a new Spark task attempt: exit", consumer)
+        self._send(Message("exit", consumer, t=self.wall()))
+        self.client.flush()
+        return True
+
     def _check_alive(self) -> None:
-        self.retiring = [p for p in self.retiring if p.alive()]
+        self.retiring = [(c, p) for c, p in self.retiring if p.alive()]
         members = self.ctrl.current.members if self.ctrl.current is not None else ()
         for c in members:
             if c not in self.procs:
@@ -192,6 +226,8 @@ class LiveController:
             if not proc.alive():
                 log.warning("consumer %d (pid %d) is gone", c, proc.pid)
                 del self.procs[c]
+                self.starting.discard(c)
+                self.unacked = {k: v for k, v in self.unacked.items() if k[0] != c}
                 self._drive(self.ctrl.on_consumer_lost, c)
 
     def _drive(self, call: Callable[..., list[Action]], *args: Any) -> None:
@@ -219,14 +255,17 @@ class LiveController:
                 self._send(Message("exit", a.consumer, t=now))
                 proc = self.procs.pop(a.consumer, None)
                 if proc is not None:
-                    self.retiring.append(proc)
+                    self.retiring.append((a.consumer, proc))
             elif isinstance(a, QueryAssignment):
+                self.queried.add(a.consumer)
                 self._send(Message("query", a.consumer, t=now))
             elif isinstance(a, StopPartition):
+                self.unacked[(a.consumer, a.partition)] = False
                 self._send(Message("stop", a.consumer, a.partition, t=now))
                 handoffs[a.partition] = {"partition": a.partition, "from": a.consumer}
                 handoffs[a.partition]["stop_sent"] = now
             elif isinstance(a, StartPartition):
+                self.unacked[(a.consumer, a.partition)] = True
                 self._send(Message("start", a.consumer, a.partition, t=now))
                 h = handoffs.setdefault(a.partition, {"partition": a.partition, "from": -1})
                 h["to"], h["start_sent"] = a.consumer, now
@@ -241,19 +280,20 @@ class LiveController:
         self.client.produce(self.s.topics.metadata, msg.encode(), partition=inbox(msg.consumer))
 
     def _spawn(self, consumer: int) -> None:
+        """Start ``consumer`` on the run's engine. A Spark task of the same id still retiring
+        is cancelled first: a retry of it would read the new one's inbox."""
         if consumer + 1 >= self.s.max_consumers + 1:
             log.error("consumer %d has no inbox (max_consumers=%d)", consumer, self.s.max_consumers)
-        files = RunDir.of(self.s.run_dir)
-        out = open(files.log(f"consumer-{consumer}"), "ab")  # noqa: SIM115 - the child's
-        popen = subprocess.Popen(
-            [sys.executable, "-m", CONSUMER_MODULE, str(files.settings), str(consumer)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        out.close()
-        self.procs[consumer] = ConsumerProc(popen.pid, popen)
-        log.info("started consumer %d (pid %d)", consumer, popen.pid)
+        for c, p in self.retiring:
+            if c == consumer and isinstance(p, ConsumerTask):
+                p.kill()
+        proc = start_consumer(RunDir.of(self.s.run_dir).settings, consumer, self.s.engine)
+        self.procs[consumer] = proc
+        self.starting.add(consumer)
+        if isinstance(proc, ConsumerTask):
+            log.info("started consumer %d (Spark job group %s)", consumer, proc.proc.rid)
+        else:
+            log.info("started consumer %d (pid %d)", consumer, proc.pid)
 
     # -- 4. record ---------------------------------------------------------------------
 
@@ -283,8 +323,7 @@ class LiveController:
             "members": list(snap.assignment.members) if snap.assignment is not None else [],
             "last_reassign": snap.last_reassign,
             "phase": self.ctrl.phase.value,
-            "pids": {str(c): p.pid for c, p in self.procs.items()},
-            "retiring": [p.pid for p in self.retiring],
+            **instances_state(self.procs, self.retiring),
         }
         text = json.dumps(state)
         if text != self._saved:
@@ -301,7 +340,7 @@ class LiveController:
         for c in list(self.procs):
             self._send(Message("exit", c, t=self.wall()))
         self.client.flush()
-        everyone = [*self.procs.values(), *self.retiring]
+        everyone = [*self.procs.values(), *(p for _, p in self.retiring)]
         deadline = self.clock.now() + EXIT_WAIT_S
         while any(p.alive() for p in everyone) and self.clock.now() < deadline:
             time.sleep(0.1)

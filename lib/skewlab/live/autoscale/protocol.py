@@ -19,6 +19,7 @@ from skewlab.autoscale.algorithms import AutoscalerConfig
 from skewlab.autoscale.streams import MeasurementStream
 from skewlab.errors import ConfigError
 from skewlab.io.kafka.base import KafkaClient, KafkaSettings
+from skewlab.live.driver.spark_launcher import ENGINES
 from skewlab.rundir import RunDir
 from skewlab.spec import AUTOSCALE_DEFAULTS, AUTOSCALE_SETTINGS
 
@@ -128,10 +129,14 @@ class LiveSettings(GroupSettings):
     max_consumers: int = 0
     batch_s: float = 0.5
     poll_s: float = 0.1
+    engine: str = "local"
+    """Where the consumers run: ``local`` processes or ``spark`` tasks (:mod:`.instances`)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         for name in ("batch_s", "poll_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0 s, got {getattr(self, name)!r}")

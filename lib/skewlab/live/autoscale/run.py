@@ -8,7 +8,8 @@ so the ``skewlab_experiment`` DAG can run each phase as its own task. Shared wit
 grouping runs: the run id (:func:`~skewlab.live.driver.experiment.new_run_id`), the run
 directory (:class:`~skewlab.rundir.RunDir`), the broker (``--bootstrap``,
 ``$SKEWLAB_KAFKA_BOOTSTRAP``, else the embedded one), the Delta root, the process
-launcher (:class:`~skewlab.live.driver.launch.LocalLauncher`), the exactness check
+launcher (:class:`~skewlab.live.driver.launch.LocalLauncher`), the worker engine the
+consumers run on (:mod:`skewlab.live.autoscale.instances`), the exactness check
 (:func:`skewlab.pipeline.exactness.check`), the lifecycle (driver, status, ``skewlab
 stop`` / ``gc``) and the MLflow run (:class:`~skewlab.live.report.tracking.LiveRun`).
 Details: docs/autoscale.md.
@@ -30,7 +31,7 @@ import numpy as np
 from skewlab.errors import SkewlabError
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaClient
-from skewlab.live.autoscale.controller import ConsumerProc
+from skewlab.live.autoscale.instances import ConsumerTask, load_instances
 from skewlab.live.autoscale.protocol import (
     LiveSettings,
     Topics,
@@ -60,6 +61,7 @@ from skewlab.live.driver.lifecycle import (
     failure_reason,
     this_process,
 )
+from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
 from skewlab.live.driver.startup import start_services
 from skewlab.live.report.tracking import LiveRun, fail_run
 from skewlab.pipeline.exactness import ExactnessReport, check
@@ -106,6 +108,7 @@ class AutoscaleRun(EndsOnExit):
         self.procs: dict[str, Proc] = {}
         self.samples: list[dict[str, float]] = []
         self._client: KafkaClient | None = None
+        self._engine: str | None = None
         self.mlflow: LiveRun | None = LiveRun.find(self.files) if s.mlflow else None
         """The run's MLflow run (opened by :meth:`start`), if it logs to MLflow."""
 
@@ -158,12 +161,23 @@ class AutoscaleRun(EndsOnExit):
         return LocalLauncher(self.detached)
 
     @property
+    def engine(self) -> str:
+        """Where the consumers run (``local`` / ``spark``): as ``settings.json`` says once
+        written (phase ``topics``), else :func:`worker_engine`."""
+        if self._engine is None:
+            try:
+                self._engine = str(json.loads(self.files.settings.read_text())["engine"])
+            except (OSError, ValueError, KeyError):
+                return worker_engine()
+        return self._engine
+
+    @property
     def live(self) -> LiveSettings:
         """The settings every process of the run reads (needs the broker)."""
         h = self.handle
         if h.bootstrap is None:
             raise ExperimentError(f"run {h.run_id} has no broker yet")
-        return self.s.live(h.run_id, h.bootstrap, h.run_dir, h.delta_root)
+        return self.s.live(h.run_id, h.bootstrap, h.run_dir, h.delta_root, self.engine)
 
     @property
     def client(self) -> KafkaClient:
@@ -190,8 +204,15 @@ class AutoscaleRun(EndsOnExit):
             return {}
 
     def consumer_pids(self) -> dict[int, int]:
-        """``{consumer id: pid}`` from the controller's persisted state (``{}`` before it)."""
-        return {int(c): int(p) for c, p in self.state().get("pids", {}).items()}
+        """``{consumer id: pid}`` of the running consumers from the controller's persisted
+        state (``{}`` before it); a Spark task's: its current attempt's (none before one)."""
+        procs, _ = load_instances(self.state())
+        return {c: p.pid for c, p in procs.items() if p.pid > 0}
+
+    def consumer_tasks(self) -> dict[int, ConsumerTask]:
+        """``{consumer id: task}`` of the running consumers run as Spark tasks."""
+        procs, _ = load_instances(self.state())
+        return {c: p for c, p in procs.items() if isinstance(p, ConsumerTask)}
 
     def lag(self) -> int:
         """Records of the data topic not yet committed by the group."""
@@ -274,9 +295,16 @@ class AutoscaleRun(EndsOnExit):
         self.handle.mark(P.TOPICS)
 
     def start(self) -> None:
-        """The monitor and the controller, running."""
+        """The monitor and the controller, running; with the ``spark`` engine the run's
+        workers app first, up (the controller's consumers are its jobs; its Spark start,
+        in ``handle.startup``, is not part of the load)."""
         self.handle.require(P.TOPICS, "start the processes of")
         self.handle.t_start = time.time()
+        if self.engine == "spark":
+            began = time.monotonic()
+            app = SparkLauncher(self.files.path).wait_app()
+            self.handle.startup["workers_app"] = time.monotonic() - began
+            log.info("workers app %s of %s ready, UI %s", app["app_id"], self.run_id, app["ui"])
         for role in ROLES:
             self._start(role)
         self.handle.mark(P.STARTED)
@@ -296,10 +324,10 @@ class AutoscaleRun(EndsOnExit):
             if k != k_seen:
                 k_seen = k
                 lag = self.lag()
+                running = len(load_instances(self.state())[0])
                 self.samples.append(
-                    {"t": now - t0, "iteration": k, "consumers": len(self.consumer_pids()),
-                     "lag": lag}
-                )  # fmt: skip
+                    {"t": now - t0, "iteration": k, "consumers": running, "lag": lag}
+                )
                 self._progress(now - t0, sent, lag)
                 if self.hook is not None:
                     self.hook(k, self)
@@ -451,10 +479,10 @@ class AutoscaleRun(EndsOnExit):
                 killed.append(role)
             p.kill()
             p.wait()
-        for c, pid in self.consumer_pids().items():
-            proc = ConsumerProc(pid)
+        procs, retiring = load_instances(self.state())
+        for c, proc in [*procs.items(), *retiring]:
             if proc.alive():
-                killed.append(f"consumer-{c}")
+                killed.append(f"consumer-{c}" if c >= 0 else f"consumer pid {proc.pid}")
             proc.kill()
         if h.bootstrap is not None and not self.s.keep_topics:
             for t in self.live.topics.all():

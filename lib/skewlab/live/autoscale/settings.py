@@ -66,13 +66,16 @@ class AutoscaleSettings(GroupSettings):
         """The bin capacity ``C`` in bytes/s (``bin_capacity``, else 5/6 ``C_bar``)."""
         return Capacity(self.capacity, self.bin_capacity).c
 
-    def live(self, run_id: str, bootstrap: str, run_dir: str, delta_root: str) -> LiveSettings:
-        """What every process of run ``run_id`` reads: the shared settings, the run's place
-        and room for a consumer per partition plus one (N for Kafka's ``kafka:N``)."""
+    def live(
+        self, run_id: str, bootstrap: str, run_dir: str, delta_root: str, engine: str = "local"
+    ) -> LiveSettings:
+        """What every process of run ``run_id`` reads: the shared settings, the run's place,
+        room for a consumer per partition plus one (N for Kafka's ``kafka:N``) and where the
+        consumers run (``engine``)."""
         max_consumers = self.partitions + 1
         if self.algorithm.startswith("kafka"):
             max_consumers = max(max_consumers, int(self.algorithm.partition(":")[2] or 1))
         return LiveSettings(
             **self.shared(), run_id=run_id, bootstrap=bootstrap, run_dir=run_dir,
-            delta_root=delta_root, max_consumers=max_consumers,
+            delta_root=delta_root, max_consumers=max_consumers, engine=engine,
         )  # fmt: skip

@@ -1,8 +1,8 @@
 """The worker tier as long-running tasks of a Spark application (``$SKEWLAB_WORKER_ENGINE=spark``).
 
-:class:`SparkLauncher` runs ``worker-<i>`` processes as tasks of the run's own Spark app
-(:mod:`skewlab.live.mains.workers_app`); other names start as local processes. Files in
-``<run dir>/spark-workers/`` (:class:`EngineDir`) are the whole protocol:
+:class:`SparkLauncher` runs ``worker-<i>`` (and autoscale ``consumer-<i>``) processes as tasks
+of the run's own Spark app (:mod:`skewlab.live.mains.workers_app`); other names start locally.
+Files in ``<run dir>/spark-workers/`` (:class:`EngineDir`) are the whole protocol:
 
 1. ``start`` starts the app once (detached; its record in ``app.json``) and writes a request
    ``<id>.json`` (name, command, log); the app submits it as one job in job group ``<id>``;
@@ -49,6 +49,9 @@ ENGINE_ENV = "SKEWLAB_WORKER_ENGINE"
 on a cluster master (:func:`on_cluster`), else ``local``."""
 ENGINES = ("local", "spark")
 APP_MODULE = "skewlab.live.mains.workers_app"
+TASK_NAMES = ("worker-", "consumer-")
+"""Name prefixes of the processes run as Spark tasks: grouping workers (and spares), autoscale
+consumers (:mod:`skewlab.live.autoscale.instances`)."""
 PASSED_ENV = ("SKEWLAB_", "MLFLOW_", "AWS_")
 """Prefixes of the launching process's variables a request carries to its task: an executor
 on a cluster has its node's environment, not the run's."""
@@ -107,6 +110,11 @@ class EngineDir:
     def app(self) -> Path:
         """The app process's :class:`ProcRecord` (JSON)."""
         return self.path / "app.json"
+
+    @property
+    def ready(self) -> Path:
+        """Written by the app once its Spark context runs (JSON: ``app_id``, ``ui``)."""
+        return self.path / "app.ready"
 
     @property
     def events(self) -> Path:
@@ -265,7 +273,8 @@ class SparkProc:
 
 @dataclass(frozen=True)
 class SparkLauncher:
-    """``worker-<i>`` as Spark jobs of the run's workers app; other names as ``local``."""
+    """``worker-<i>`` and ``consumer-<i>`` (:data:`TASK_NAMES`) as Spark jobs of the run's
+    workers app; other names as ``local``."""
 
     run_dir: Path
     local: LocalLauncher = field(default_factory=LocalLauncher)
@@ -279,13 +288,29 @@ class SparkLauncher:
                 if Detached(rec).alive():
                     return rec
             cmd = module_command(APP_MODULE, str(self.run_dir))
+            d.ready.unlink(missing_ok=True)
             _, rec = spawn_detached("workers-app", cmd, self.run_dir / "workers-app.log")
             _write_json(d.app, rec.__dict__)
             return rec
 
+    def wait_app(self, timeout_s: float = 300.0) -> dict[str, Any]:
+        """The running app's ready record (``app_id``, ``ui``), waiting for its Spark start
+        (the app started if none runs); ``ChildProcessError`` if it exits or ``timeout_s``
+        passes first."""
+        rec = self.app()
+        d = EngineDir.of_run(self.run_dir)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                return dict(json.loads(d.ready.read_text()))
+            if not Detached(rec).alive() or time.monotonic() > deadline:
+                raise ChildProcessError(f"workers app not ready; log: {rec.log}")
+            time.sleep(0.1)
+
     def start(self, name: str, cmd: list[str], log: Path) -> tuple[Proc, ProcRecord]:
-        """Steps 1-2 for ``worker-<i>``: request it of the app; the job's :class:`SparkProc`."""
-        if not name.startswith("worker-"):
+        """Steps 1-2 for a :data:`TASK_NAMES` name: request it of the app; the job's
+        :class:`SparkProc`."""
+        if not name.startswith(TASK_NAMES):
             return self.local.start(name, cmd, log)
         if strays := kill_strays(log):  # a process of this name no handle recorded
             logger.warning("killed %d unrecorded process(es) of %s: %s", len(strays), name, strays)

@@ -2,8 +2,8 @@
 
 A Spark application named ``skewlab-workers <run id>`` on ``$SKEWLAB_SPARK_MASTER`` (default
 ``local[N,F]``: N task slots, F attempts per task), speculation off, event log in
-``<run dir>/spark-workers/events``. The file protocol is numbered in
-:mod:`skewlab.live.driver.spark_launcher`; this process:
+``<run dir>/spark-workers/events``, ``app.ready`` written once it runs. The file protocol is
+numbered in :mod:`skewlab.live.driver.spark_launcher`; this process:
 
 1. submits each new request as one job (one partition) in its own job group, from its own thread;
 2. each task runs the request's command as its child (:func:`run_instance`), which dies with it;
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import logging
 import os
 import signal
@@ -189,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     sc = spark.sparkContext
     log.info("workers app %s on %s, UI %s", sc.applicationId, sc.master, sc.uiWebUrl)
+    tmp = d.ready.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"app_id": sc.applicationId, "ui": sc.uiWebUrl}))
+    os.replace(tmp, d.ready)
     try:
         serve(sc, run_dir)
     finally:

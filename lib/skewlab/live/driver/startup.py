@@ -103,12 +103,21 @@ def route_startup(spawned: float, ready: RouteReady, seen: float) -> dict[str, f
     return out
 
 
+def _size(path: Path) -> int:
+    """Bytes in ``path`` (-1 while it does not exist)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
 def wait_ready(
     files: RunDir,
     procs: Procs,
     workers: list[int],
     spawned: dict[str, float],
-    timeout_s: float = 300.0,
+    stall_s: float = 300.0,
+    limit_s: float = 1800.0,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     guard: Callable[[], None] | None = None,
@@ -118,13 +127,26 @@ def wait_ready(
     start-up record (see the module doc). ``guard`` (the run's supervisor) is called
     every tick and restarts the children named in ``guarded`` that exit; any other
     child that exits fails the run at once with its first error
-    (:func:`~skewlab.live.driver.launch.exit_cause`)."""
-    deadline = clock() + timeout_s
+    (:func:`~skewlab.live.driver.launch.exit_cause`).
+
+    A slow start is not a failure: the wait gives up once no component still starting
+    has written to its log (or become ready) for ``stall_s`` seconds, or after
+    ``limit_s`` in all (a component that only repeats an error still writes)."""
+    start = clock()
     route: RouteReady | None = None
     route_seen = 0.0
     ready: dict[str, float] = {}
+    sizes: dict[str, int] = {}
+    moved = start
     while True:
         now = clock()
+        starting = ([] if route is not None else ["route"]) + [
+            f"worker-{i}" for i in workers if f"worker-{i}" not in ready
+        ]
+        now_sizes = {name: _size(files.log(name)) for name in starting}
+        if now_sizes != sizes:  # a log grew, or a component became ready
+            moved = now
+        sizes = now_sizes
         if route is None:
             route = read_route_ready(files.route_ready)
             route_seen = now
@@ -145,13 +167,16 @@ def wait_ready(
                 raise ExperimentError(
                     f"{what} exited before it was ready: {exit_cause(rc, files.log(name))}"
                 )
-        if now > deadline:
-            missing = ([] if route is not None else ["route job"]) + [
-                f"worker {i}" for i in workers if f"worker-{i}" not in ready
-            ]
-            raise ExperimentError(
-                f"not ready after {timeout_s:.0f} s: {', '.join(missing)} (logs in {files})"
+        if now - moved > stall_s or now - start > limit_s:
+            missing = ", ".join(
+                "route job" if name == "route" else name.replace("-", " ") for name in starting
             )
+            why = (
+                f"nothing new in their logs for {stall_s:.0f} s"
+                if now - moved > stall_s
+                else f"still starting after {limit_s:.0f} s"
+            )
+            raise ExperimentError(f"not ready: {missing} ({why}; logs in {files})")
         sleep(0.1)
     return {
         "route": route_startup(spawned.get("route", route_seen), route, route_seen),

@@ -166,3 +166,52 @@ def test_preload_imports_in_a_thread_and_survives_a_missing_module(
     assert thread is not None and thread.daemon
     thread.join(timeout=60)
     assert not thread.is_alive() and "colorsys" in sys.modules
+
+
+def test_a_slow_start_that_writes_waits_and_a_silent_one_fails(tmp_path: Path) -> None:
+    files = RunDir.create(tmp_path, "key-s")
+
+    class Alive:
+        def poll(self) -> None:
+            return None
+
+    procs = Procs(route=Alive(), workers={0: Alive()})
+    files.worker_ready(0).write_text("1.0")
+    now = [0.0]
+    log = files.log("route")
+
+    def slow(dt: float) -> None:  # the route job logs a line every 100 s, warm at 900 s
+        now[0] = round(now[0] + dt, 3)
+        if now[0] % 100 == 0:
+            with log.open("a") as f:
+                f.write(f"{now[0]} still warming up\n")
+        if now[0] == 900.0:
+            files.route_ready.write_text(json.dumps({"t_warm": 900.0}))
+
+    up = wait_ready(files, procs, [0], {}, clock=lambda: now[0], sleep=slow)
+    assert now[0] >= 900.0 and up["workers"] == {"worker-0": 0.0}
+
+    files.route_ready.unlink()
+    now[0] = 0.0
+
+    def silent(dt: float) -> None:  # one line, then nothing
+        now[0] = round(now[0] + dt, 3)
+        if now[0] == 50.0:
+            with log.open("a") as f:
+                f.write("stuck\n")
+
+    with pytest.raises(SkewlabError) as info:
+        wait_ready(files, procs, [0], {}, clock=lambda: now[0], sleep=silent)
+    assert 350.0 <= now[0] <= 351.0  # 300 s after the last line, not 300 s after the start
+    assert "not ready: route job (nothing new in their logs for 300 s" in str(info.value)
+
+    def chatty(dt: float) -> None:  # writes forever, never ready: the overall limit
+        now[0] = round(now[0] + dt, 3)
+        if now[0] % 10 == 0:
+            with log.open("a") as f:
+                f.write("WARN connection refused\n")
+
+    now[0] = 0.0
+    with pytest.raises(SkewlabError, match="still starting after 1800 s"):
+        wait_ready(files, procs, [0], {}, clock=lambda: now[0], sleep=chatty)
+    assert 1800.0 <= now[0] <= 1801.0

@@ -44,8 +44,8 @@ class RunDir:
     ``route.stop``, ``workers.stop``, ``spares.stop``, ``worker-<i>.ready``,
     ``stop`` (autoscale), ``expected.json`` / ``quality.json`` (results a later
     task reads), ``hangs.txt`` (hung workers found, a line each), ``mlflow.json``
-    (the open MLflow run), logs ``<role>.log``,
-    and the route job's Spark ``checkpoint/`` and ``spark/`` data folders.
+    (the open MLflow run), ``mlflow-not-logged.json`` (what it could not log into it),
+    logs ``<role>.log``, and the route job's Spark ``checkpoint/`` and ``spark/`` data folders.
     """
 
     path: Path
@@ -110,6 +110,11 @@ class RunDir:
     def mlflow_run(self) -> Path:
         """The run's open MLflow run (id, store, URL), so a later process can attach to it."""
         return self.path / "mlflow.json"
+
+    @property
+    def mlflow_not_logged(self) -> Path:
+        """What the run could not log into its MLflow run (the server unreachable)."""
+        return self.path / "mlflow-not-logged.json"
 
     @property
     def drain_progress(self) -> Path:

@@ -9,7 +9,9 @@ whole seconds of event time since the run's first produced event; the
 per-worker loads are one table (``window_loads.json``); plots keep the same
 artifact names in every run, at the root of its artifacts (``worker_loads.png``,
 ``latency_cdf.png``): MLflow's compare view offers the root's files common to
-all runs, one preview per run side by side.
+all runs, one preview per run side by side. A server that stops answering costs each
+call a bounded wait (:data:`CALL_BOUNDS`); the run goes on and what it could not log is
+listed in ``<run dir>/mlflow-not-logged.json`` (:class:`NotLogged`) and one warning.
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +105,151 @@ RUN_ID_TAG = "skewlab.run_id"
 RUN_DIR_TAG = "skewlab.run_dir"
 FAILURE_TAG = "skewlab.failure"
 MAX_TAG_CHARS = 5000
+
+
+CALL_BOUNDS = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": 5,
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": 1,
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": 1,
+}
+"""MLflow's own settings (``mlflow.environment_variables``) while a run's calls go to a
+tracking server: 5 s per request, one retry. MLflow's defaults (120 s, 7 retries with
+backoff factor 2) make minutes of silence per call when the server is gone. A variable the
+user set wins; the bounds hold only during the run's calls (:func:`bounded_calls`)."""
+
+CALL_BOUND_S = (
+    CALL_BOUNDS["MLFLOW_HTTP_REQUEST_TIMEOUT"]
+    * (CALL_BOUNDS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] + 1)
+    + 2 * CALL_BOUNDS["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"]
+)
+"""The longest one MLflow call of a run waits under :data:`CALL_BOUNDS` (each try's
+timeout, plus the back-off and its jitter before the retry)."""
+
+PROGRESS_RETRY_S = 30.0
+"""After a progress point failed, the next ones are not tried for this long (recorded as
+not logged), so a gone server costs the run one bounded call per 30 s, not one a second."""
+
+
+class _Bounds:
+    """:data:`CALL_BOUNDS` in ``os.environ`` while at least one run call is under way (MLflow
+    reads them at each request); the previous values back when the last one ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved: dict[str, str | None] = {}
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._saved = {k: os.environ.get(k) for k in CALL_BOUNDS}
+                for k, v in CALL_BOUNDS.items():
+                    os.environ.setdefault(k, str(v))
+            self._depth += 1
+
+    def exit(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                for k, old in self._saved.items():
+                    if old is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = old
+
+
+_BOUNDS = _Bounds()
+
+
+@contextmanager
+def bounded_calls() -> Iterator[None]:
+    """The MLflow calls in the block wait at most :data:`CALL_BOUND_S` each."""
+    _BOUNDS.enter()
+    try:
+        yield
+    finally:
+        _BOUNDS.exit()
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+@dataclass
+class NotLogged:
+    """What one run could not log into its MLflow run, by kind, in the order it was missed;
+    saved to ``<run dir>/mlflow-not-logged.json`` (:attr:`RunDir.mlflow_not_logged`) at
+    each change. ``failures`` are the calls that were tried and failed, each with the
+    seconds it waited (at most :data:`CALL_BOUND_S`); the rest were skipped untried."""
+
+    mlflow_run_id: str
+    tracking_uri: str
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    params: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
+    series: list[str] = field(default_factory=list)
+    artifacts: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    status: str | None = None
+    """The end status (FINISHED / FAILED) the run could not be given."""
+    progress_steps: list[int] = field(default_factory=list)
+    """The progress points (their steps) not logged."""
+
+    def add(self, kind: str, names: Sequence[str]) -> None:
+        """Record ``names`` of ``kind`` (``params``, ``metrics``, ``series``, ``artifacts``,
+        ``tags``, ``status``) as not logged."""
+        if kind == "status":
+            self.status = names[0]
+            return
+        have: list[str] = getattr(self, kind)
+        have.extend(n for n in names if n not in have)
+
+    def failed(self, call: str, seconds: float, exc: BaseException) -> None:
+        """Record that ``call`` was tried, waited ``seconds`` and failed with ``exc``."""
+        self.failures.append({"call": call, "seconds": round(seconds, 3), "error": _reason(exc)})
+
+    def save(self, rd: RunDir) -> None:
+        """Write the record to ``rd`` (atomically: a reader sees the old or the new one)."""
+        path = rd.mlflow_not_logged
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, rd: RunDir) -> NotLogged | None:
+        """The run's record, ``None`` if it logged everything it tried."""
+        try:
+            return cls(**json.loads(rd.mlflow_not_logged.read_text()))
+        except FileNotFoundError:
+            return None
+
+    def line(self, rd: RunDir) -> str:
+        """The one console line: the server, its first error, what is missing, the file."""
+        parts = []
+        for kind in ("params", "metrics", "series", "artifacts", "tags"):
+            names: list[str] = getattr(self, kind)
+            if names:
+                shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+                parts.append(f"{len(names)} {kind} ({shown})")
+        if self.progress_steps:
+            parts.append(f"{len(self.progress_steps)} progress points")
+        if self.status:
+            parts.append(f"the end status {self.status}")
+        first = self.failures[0]["error"] if self.failures else "unreachable"
+        return (
+            f"MLflow run {self.mlflow_run_id} at {self.tracking_uri} NOT logged: "
+            f"{'; '.join(parts) or 'nothing'} ({first}; list: {rd.mlflow_not_logged})"
+        )
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One MLflow call of a run's summary and what it logs."""
+
+    kind: str
+    names: list[str]
+    call: Callable[[], Any]
 
 
 def experiment_name(s: ExperimentSettings) -> str:
@@ -218,7 +370,8 @@ class LiveRun:
 
     Invariants: :meth:`finish` or :meth:`fail` ends the run once (later calls
     are no-ops); progress steps only grow (a call within the same second as
-    the last logged one is dropped).
+    the last logged one is dropped); no call waits longer than :data:`CALL_BOUND_S`,
+    none raises because the server is gone: what was not logged goes to :class:`NotLogged`.
     """
 
     tracker: Tracker
@@ -226,6 +379,8 @@ class LiveRun:
     experiment_id: str
     run_dir: RunDir
     _last_step: int = -1
+    _retry_at: float = 0.0
+    _missed: NotLogged | None = None
 
     @property
     def url(self) -> str:
@@ -331,12 +486,38 @@ class LiveRun:
             "backlog": backlog,
         }
         self._last_step = step
+        if time.monotonic() < self._retry_at:
+            missed = self.not_logged()
+            missed.progress_steps.append(step)
+            missed.save(self.run_dir)
+            return False
+        t0 = time.monotonic()
         try:
-            self.tracker.log_metrics(self.mlflow_run_id, _finite(values), step=step)
+            with bounded_calls():
+                self.tracker.log_metrics(self.mlflow_run_id, _finite(values), step=step)
         except Exception as exc:  # a progress point is not worth the run
-            log.warning("MLflow run %s: progress not logged: %s", self.mlflow_run_id, exc)
+            missed = self.not_logged()
+            first = not missed.failures
+            missed.failed(f"progress step {step}", time.monotonic() - t0, exc)
+            missed.progress_steps.append(step)
+            missed.save(self.run_dir)
+            self._retry_at = time.monotonic() + PROGRESS_RETRY_S
+            level = logging.WARNING if first else logging.DEBUG
+            log.log(
+                level,
+                "MLflow run %s: progress not logged (%s); next try in %.0f s, list: %s",
+                self.mlflow_run_id, _reason(exc), PROGRESS_RETRY_S, self.run_dir.mlflow_not_logged,
+            )  # fmt: skip
             return False
         return True
+
+    def not_logged(self) -> NotLogged:
+        """What this run could not log so far (the record in the run dir, else a new one)."""
+        if self._missed is None:
+            self._missed = NotLogged.load(self.run_dir) or NotLogged(
+                self.mlflow_run_id, self.tracker.settings.tracking_uri
+            )
+        return self._missed
 
     # ------------------------------------------------------------ end
 
@@ -351,14 +532,21 @@ class LiveRun:
         when the run has ended already.
         """
         text = reason.strip() or "failed"
+        t0 = time.monotonic()
         try:
-            if not self._open():
-                log.debug("MLflow run %s already ended; fail() ignored", self.mlflow_run_id)
-                return False
-            self.tracker.set_tags(self.mlflow_run_id, {FAILURE_TAG: text[:MAX_TAG_CHARS]})
-            self.tracker.end_run(self.mlflow_run_id, "FAILED")
+            with bounded_calls():
+                if not self._open():
+                    log.debug("MLflow run %s already ended; fail() ignored", self.mlflow_run_id)
+                    return False
+                self.tracker.set_tags(self.mlflow_run_id, {FAILURE_TAG: text[:MAX_TAG_CHARS]})
+                self.tracker.end_run(self.mlflow_run_id, "FAILED")
         except Exception as exc:  # see the docstring
-            log.warning("MLflow run %s not marked FAILED: %s", self.mlflow_run_id, exc)
+            missed = self.not_logged()
+            missed.failed("fail", time.monotonic() - t0, exc)
+            missed.add("tags", [FAILURE_TAG])
+            missed.add("status", ["FAILED"])
+            missed.save(self.run_dir)
+            log.warning("%s", missed.line(self.run_dir))
             return False
         log.info("MLflow run %s: FAILED (%s)", self.mlflow_run_id, text.splitlines()[0])
         return True
@@ -369,23 +557,34 @@ class LiveRun:
         Sets ``summary.mlflow_run_id`` / ``mlflow_url``."""
         rid = self.mlflow_run_id
         summary.mlflow_run_id, summary.mlflow_url = rid, self.url
-        if not self._open():
-            log.warning("MLflow run %s already ended; summary not logged", rid)
-            return summary
-        try:
-            _log_summary(self.tracker, rid, summary)
-            if quality is not None:
-                from skewlab.quality.report import log_quality
-
-                log_quality(self.tracker, rid, quality)
-            tags = {"exact": str(summary.exact).lower()}
-            if not summary.exact:
-                tags[FAILURE_TAG] = f"not exact: {summary.exactness}"[:MAX_TAG_CHARS]
-            self.tracker.set_tags(rid, tags)
-            self.tracker.end_run(rid, "FINISHED" if summary.exact else "FAILED")
-        except BaseException as exc:
-            self.fail(f"logging the summary failed: {type(exc).__name__}: {exc}")
-            raise
+        steps = _summary_steps(self.tracker, rid, summary, quality)
+        down = False
+        with bounded_calls():
+            t0 = time.monotonic()
+            try:
+                if not self._open():
+                    log.warning("MLflow run %s already ended; summary not logged", rid)
+                    return summary
+            except Exception as exc:  # the server is gone: nothing below is tried
+                self.not_logged().failed("get_run", time.monotonic() - t0, exc)
+                down = True
+            for step in steps:
+                if not down:
+                    t0 = time.monotonic()
+                    try:
+                        step.call()
+                        continue
+                    except Exception as exc:  # the run's verdict stands without MLflow
+                        self.not_logged().failed(step.kind, time.monotonic() - t0, exc)
+                        down = True
+                    except BaseException as exc:
+                        self.fail(f"logging the summary failed: {type(exc).__name__}: {exc}")
+                        raise
+                self.not_logged().add(step.kind, step.names)
+        if down:
+            missed = self.not_logged()
+            missed.save(self.run_dir)
+            log.warning("%s", missed.line(self.run_dir))
         return summary
 
 
@@ -430,7 +629,16 @@ def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
 
 
-def _log_summary(tracker: Tracker, rid: str, summary: RunSummary) -> None:
+def _summary_steps(
+    tracker: Tracker, rid: str, summary: RunSummary, quality: QualityReport | None
+) -> list[_Step]:
+    """The calls that log ``summary`` (and ``quality``) and end the run, in order, each
+    with what it logs (so a call not made can be named)."""
+    steps: list[_Step] = []
+
+    def series(name: str, values: Sequence[float], at: Sequence[int]) -> None:
+        steps.append(_Step("series", [name], lambda: tracker.log_series(rid, name, values, at)))
+
     metrics = {k: float(getattr(summary, k)) for k in SUMMARY_METRICS}
     metrics["exact"] = 1.0 if summary.exact else 0.0
     if summary.rebalance:
@@ -440,27 +648,47 @@ def _log_summary(tracker: Tracker, rid: str, summary: RunSummary) -> None:
         metrics.update({k: float(getattr(summary, k)) for k in SCALE_OUT_METRICS})
         metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
     metrics.update({f"startup_{k}_s": v for k, v in summary.startup_s.items()})
-    tracker.log_metrics(rid, _finite(metrics))
+    finite = _finite(metrics)
+    steps.append(_Step("metrics", list(finite), lambda: tracker.log_metrics(rid, finite)))
     loads = np.asarray(summary.window_loads, dtype=np.float64)
     if loads.size:
-        steps = window_steps(summary.window_starts_ms, summary.window_s, summary.t_first_s)
-        tracker.log_series(rid, "window_std_dev", [std_dev_pct(r) for r in loads], steps)
-        tracker.log_series(
-            rid, "window_throughput", (loads.sum(axis=1) / summary.window_s).tolist(), steps
-        )
-        tracker.log_series(rid, "window_p50_ms", [a for a, _ in summary.window_latency_ms], steps)
-        tracker.log_series(rid, "window_p99_ms", [b for _, b in summary.window_latency_ms], steps)
+        at = window_steps(summary.window_starts_ms, summary.window_s, summary.t_first_s)
+        series("window_std_dev", [std_dev_pct(r) for r in loads], at)
+        series("window_throughput", (loads.sum(axis=1) / summary.window_s).tolist(), at)
+        series("window_p50_ms", [a for a, _ in summary.window_latency_ms], at)
+        series("window_p99_ms", [b for _, b in summary.window_latency_ms], at)
         if summary.window_imb:
-            tracker.log_series(rid, "window_imb", summary.window_imb, steps)
-            tracker.log_series(rid, "window_imb_key", summary.window_imb_key, steps)
-        tracker.log_table(rid, loads_table(summary), LOADS_TABLE)
+            series("window_imb", summary.window_imb, at)
+            series("window_imb_key", summary.window_imb_key, at)
+        table = loads_table(summary)
+        steps.append(
+            _Step("artifacts", [LOADS_TABLE], lambda: tracker.log_table(rid, table, LOADS_TABLE))
+        )
     if summary.instances_t:
         ticks = [max(0, round(t)) for t in summary.instances_t]
-        tracker.log_series(rid, "instances_running", summary.instances_running, ticks)
-        tracker.log_series(rid, "instances_active", summary.instances_active, ticks)
-        tracker.log_series(rid, "input_rate", summary.input_rate, ticks)
-        tracker.log_series(rid, "processed_rate", summary.processed_rate, ticks)
-        tracker.log_dict(rid, {"events": summary.scale_log}, "scale_events.json")
+        series("instances_running", summary.instances_running, ticks)
+        series("instances_active", summary.instances_active, ticks)
+        series("input_rate", summary.input_rate, ticks)
+        series("processed_rate", summary.processed_rate, ticks)
+        scale = {"events": summary.scale_log}
+        name = "scale_events.json"
+        steps.append(_Step("artifacts", [name], lambda: tracker.log_dict(rid, scale, name)))
     for p in summary.plots:  # at the root: the compare view offers only the root's files
-        tracker.log_artifact(rid, p)
-    tracker.log_dict(rid, summary.row(), "summary.json")
+        steps.append(_Step("artifacts", [Path(p).name], partial(tracker.log_artifact, rid, p)))
+    row = summary.row()
+    steps.append(
+        _Step("artifacts", ["summary.json"], lambda: tracker.log_dict(rid, row, "summary.json"))
+    )
+    if quality is not None:
+        from skewlab.quality.report import DATA_DOCS, REPORT_JSON, REPORT_MD, log_quality
+
+        q = quality
+        names = [REPORT_JSON, REPORT_MD, DATA_DOCS + "/"]
+        steps.append(_Step("artifacts", names, lambda: log_quality(tracker, rid, q)))
+    tags = {"exact": str(summary.exact).lower()}
+    if not summary.exact:
+        tags[FAILURE_TAG] = f"not exact: {summary.exactness}"[:MAX_TAG_CHARS]
+    steps.append(_Step("tags", list(tags), lambda: tracker.set_tags(rid, tags)))
+    status = "FINISHED" if summary.exact else "FAILED"
+    steps.append(_Step("status", [status], lambda: tracker.end_run(rid, status)))
+    return steps

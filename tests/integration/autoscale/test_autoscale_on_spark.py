@@ -9,7 +9,8 @@ test_live_autoscale.py:
 * a consumer SIGKILLed while it owns partitions is retried by Spark (attempt 1 of the same
   job), which resumes its partitions (its evidence): no loss noticed, no reassignment, exact.
   It prints the seconds from the kill to the new attempt's start and first batch;
-* a consumer ended at the crash point between its evidence and its commit: the same.
+* a consumer ended at the crash point between its evidence and its commit: the same;
+* a controller killed mid-reassignment and restarted adopts the running consumer jobs.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from skewlab.live.autoscale.summary import read_evidence
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.spark_launcher import ENGINE_ENV, EngineDir, Request
 from skewlab.rundir import RunDir
-from tests.integration.autoscale.test_live_autoscale import STEP, _assert_exact, _settings
+from tests.integration.autoscale.test_live_autoscale import (
+    STEP,
+    _assert_exact,
+    _settings,
+    _wait_phase,
+)
 from tests.integration.fixtures.live import wait_for
 
 pytestmark = pytest.mark.integration
@@ -178,3 +184,29 @@ def test_a_consumer_crash_between_evidence_and_commit_is_retried_and_ends_exact(
     ends = [(a["attempt"], a["rc"]) for a in attempts[rid] if "rc" in a]
     assert ends == [(0, CRASH_EXIT), (1, 0)], ends
     assert all(x["reason"] != "unassigned" for x in r.decisions[1:]), r.decisions
+
+
+def test_a_restarted_controller_adopts_the_running_consumer_tasks(
+    broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the controller killed in group management and started again: it finds its consumers'
+    # jobs in its state file (request records, no pids) and synchronizes with them
+    monkeypatch.setenv(ENGINE_ENV, "spark")
+    killed: dict[str, Any] = {}
+
+    def hook(k: int, run: AutoscaleRun) -> None:
+        if k >= 2 and not killed and _wait_phase(run, "group-management", 1.5):
+            run.kill_controller()
+            killed.update(state=run.state(), tasks=run.consumer_tasks())
+            run.start_controller()
+
+    r = run_autoscale(_settings(broker, tmp_path, **SPARK_LOAD), hook=hook)
+    assert killed, "the controller was never caught in group management"
+    _assert_exact(r)
+    assert "pids" not in killed["state"] or not killed["state"]["pids"]
+    assert killed["tasks"], "no consumer task when the controller was killed"
+    d = EngineDir(Path(r.run_dir) / "spark-workers")
+    for c, task in killed["tasks"].items():  # adopted: the same job ran on, ended by exit
+        ends = [(a["attempt"], a["rc"]) for a in d.read_attempts(task.proc.rid) if "rc" in a]
+        assert ends == [(0, 0)], (c, ends)
+    assert max(x["consumers"] for x in r.decisions) >= 3

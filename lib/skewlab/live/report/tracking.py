@@ -172,8 +172,11 @@ def bounded_calls() -> Iterator[None]:
 
 
 def _reason(exc: BaseException) -> str:
+    """``exc`` in a few words: its OS error when it has one (``[Errno 111] Connection
+    refused``, the usual end of MLflow's long "API request to ... failed" message)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text[:300]}"
+    os_error = re.search(r"\[Errno \d+\][^'\")]*", text)
+    return f"{type(exc).__name__}: {os_error.group(0).strip() if os_error else text[:300]}"
 
 
 @dataclass
@@ -225,12 +228,15 @@ class NotLogged:
             return None
 
     def line(self, rd: RunDir) -> str:
-        """The one console line: the server, its first error, what is missing, the file."""
+        """The one console line: the server, its first error, what is missing (every
+        artifact, tag and param by name; metrics and series by count and their first six),
+        and the file that lists it all."""
         parts = []
         for kind in ("params", "metrics", "series", "artifacts", "tags"):
             names: list[str] = getattr(self, kind)
             if names:
-                shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+                cut = 6 if kind in ("metrics", "series") else len(names)
+                shown = ", ".join(names[:cut]) + (", ..." if len(names) > cut else "")
                 parts.append(f"{len(names)} {kind} ({shown})")
         if self.progress_steps:
             parts.append(f"{len(self.progress_steps)} progress points")
@@ -429,8 +435,9 @@ class LiveRun:
         rd = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
         rd.path.mkdir(parents=True, exist_ok=True)
         name = name or run_name(rd.run_id)
-        rid = tracker.start_run(experiment, name, params=params, tags=tags)
-        run = cls(tracker, rid, tracker.experiment_id(experiment), rd)
+        with bounded_calls():  # a server that is down fails the run's start in seconds
+            rid = tracker.start_run(experiment, name, params=params, tags=tags)
+            run = cls(tracker, rid, tracker.experiment_id(experiment), rd)
         run._save()
         log.info("MLflow run of %s: %s", rd.run_id, run.link)
         return run

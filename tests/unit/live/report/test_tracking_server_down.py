@@ -128,3 +128,20 @@ def test_the_bounds_hold_only_inside_and_a_users_setting_wins(
         assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "0"
     assert "MLFLOW_HTTP_REQUEST_TIMEOUT" not in os.environ
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "0"
+
+
+def test_a_server_down_at_the_start_fails_the_open_within_the_bound(tmp_path: Path) -> None:
+    from mlflow.exceptions import MlflowException
+
+    down = Tracker(
+        TrackingSettings(
+            tracking_uri=f"http://127.0.0.1:{_closed_port()}",
+            artifact_location=str(tmp_path / "artifacts"),
+        )
+    )
+    rd = RunDir.create(tmp_path / "home", "run-start")
+    t0 = time.monotonic()
+    with pytest.raises(MlflowException):
+        LiveRun.open(down, "mlflow-test", rd, {"workers": 3}, {})
+    assert time.monotonic() - t0 <= CALL_BOUND_S  # the first call fails, nothing else waits
+    assert not rd.mlflow_run.exists()

@@ -1,7 +1,7 @@
 """The live autoscaler's consumers as Spark tasks (``SKEWLAB_WORKER_ENGINE=spark``, issue 34).
 
 Real broker, Delta and Spark (the run's workers app on ``local[32,4]``), the load step of
-test_live_autoscale.py:
+test_live_autoscale.py held longer:
 
 * the run scales out and back in and ends exact, and each consumer instance the controller
   started is one job (its own job group) of the app ``skewlab-workers <run id>``: its
@@ -33,7 +33,6 @@ from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.spark_launcher import ENGINE_ENV, EngineDir, Request
 from skewlab.rundir import RunDir
 from tests.integration.autoscale.test_live_autoscale import (
-    STEP,
     _assert_exact,
     _settings,
     _wait_phase,
@@ -42,7 +41,10 @@ from tests.integration.fixtures.live import wait_for
 
 pytestmark = pytest.mark.integration
 
-SPARK_LOAD = dict(workload=STEP, duration_s=26.0, drain_timeout_s=120.0)
+SPARK_LOAD = dict(workload="step:lo=0.1,hi=0.45,up=3,down=15", duration_s=34.0,
+                  drain_timeout_s=120.0)  # fmt: skip
+"""The local tests' step, held high for 24 s: a consumer task's start (the app's Python daemon
+up) took 7-20 s on the loaded machine, and group management waits for it."""
 
 
 def _event_log(run_dir: Path) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from skewlab.autoscale.controller import Action, QueryAssignment, StartPartition, StopPartition
 from skewlab.live.driver.handle import ProcRecord
-from skewlab.live.driver.spark_launcher import SparkLauncher, SparkProc
+from skewlab.live.driver.spark_launcher import EngineDir, SparkLauncher, SparkProc
 from skewlab.rundir import RunDir
 
 __all__ = [
@@ -119,11 +119,17 @@ Instance = ConsumerProc | ConsumerTask
 
 def start_consumer(settings_file: Path, consumer: int, engine: str) -> Instance:
     """Start consumer ``consumer`` of the run whose ``settings.json`` is ``settings_file``:
-    a child process (``local``), or a new job of the run's workers app (``spark``)."""
+    a child process (``local``), or a new job of the run's workers app (``spark``; an
+    unfinished earlier job of the same id cancelled first: a retry of it would read the new
+    one's inbox)."""
     files = RunDir.of(settings_file.parent)
     cmd = [sys.executable, "-m", CONSUMER_MODULE, str(settings_file), str(consumer)]
     log_path = files.log(consumer_name(consumer))
     if engine == "spark":
+        d = EngineDir.of_run(files.path)
+        for req in d.requests():  # an earlier job of this id (retiring, or untracked: started
+            if req.name == consumer_name(consumer) and d.read_rc(req.id) is None:
+                d.cancel(req.id).touch()  # by a controller that died) is never retried
         proc, rec = SparkLauncher(files.path).start(consumer_name(consumer), cmd, log_path)
         assert isinstance(proc, SparkProc)
         return ConsumerTask(rec, proc)

@@ -2,8 +2,8 @@
 
 A Spark application named ``skewlab-workers <run id>`` on ``$SKEWLAB_SPARK_MASTER`` (default
 ``local[N,F]``: N task slots, F attempts per task), speculation off, event log in
-``<run dir>/spark-workers/events``, ``app.ready`` written once it runs. The file protocol is
-numbered in :mod:`skewlab.live.driver.spark_launcher`; this process:
+``<run dir>/spark-workers/events``, ``app.ready`` written once it ran a first Python task. The
+file protocol is numbered in :mod:`skewlab.live.driver.spark_launcher`; this process:
 
 1. submits each new request as one job (one partition) in its own job group, from its own thread;
 2. each task runs the request's command as its child (:func:`run_instance`), which dies with it;
@@ -47,6 +47,8 @@ SLOTS = 32
 ATTEMPTS = 4
 """Attempts per task (Spark's ``maxFailures``): a worker is restarted up to 3 times."""
 TICK_S = 0.2
+WARM_UP_GROUP = "warm-up"
+"""Job group of the one trivial job run before ``app.ready`` (its Python daemon started)."""
 
 
 def master() -> str:
@@ -190,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     sc = spark.sparkContext
     log.info("workers app %s on %s, UI %s", sc.applicationId, sc.master, sc.uiWebUrl)
+    sc.setJobGroup(WARM_UP_GROUP, "start the Python workers' daemon before any request")
+    sc.parallelize([0], 1).map(lambda x: x).count()  # the first request then needs no daemon
     tmp = d.ready.with_suffix(".tmp")
     tmp.write_text(json.dumps({"app_id": sc.applicationId, "ui": sc.uiWebUrl}))
     os.replace(tmp, d.ready)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from skewlab.live.report.tracking import (
     RUN_DIR_TAG,
     RUN_ID_TAG,
     LiveRun,
+    LogStep,
 )
 from skewlab.rundir import RunDir
 
@@ -160,28 +162,33 @@ def log_summary(run: LiveRun, summary: AutoscaleSummary) -> AutoscaleSummary:
     """Log ``summary`` into ``run`` and end it: FINISHED if exact, else FAILED with the
     reason. Metrics are the scalar row; the per-iteration series (consumers, Rscore,
     decision and hand-off time, lag) are stepped by iteration; the plots sit at the
-    artifact root, the row with the decisions in ``summary.json``."""
+    artifact root, the row with the decisions in ``summary.json``. Each call is bounded
+    and a server gone mid-run is recorded, not raised (:meth:`LiveRun.log_steps`)."""
     tracker, rid = run.tracker, run.mlflow_run_id
     summary.mlflow_run_id, summary.mlflow_url = rid, run.url
-    try:
-        row = summary.row()
-        metrics = {k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
-        tracker.log_metrics(rid, {k: v for k, v in metrics.items() if math.isfinite(v)})
-        its = [int(d["iteration"]) for d in summary.decisions]
-        for name in ("consumers", "rscore", "decide_ms", "manage_s"):
-            tracker.log_series(rid, name, [float(d[name]) for d in summary.decisions], its)
-        steps = [int(x["iteration"]) for x in summary.samples]
-        tracker.log_series(rid, "lag", [x["lag"] for x in summary.samples], steps)
-        tracker.log_series(rid, "live_consumers", [x["consumers"] for x in summary.samples], steps)
-        for p in summary.plots:
-            tracker.log_artifact(rid, p)
-        tracker.log_dict(rid, {**row, "decisions": summary.decisions}, "summary.json")
-        tags = {"exact": str(summary.exact).lower()}
-        if not summary.exact:
-            tags[FAILURE_TAG] = f"not exact: {summary.exactness}"[:MAX_TAG_CHARS]
-        tracker.set_tags(rid, tags)
-        tracker.end_run(rid, "FINISHED" if summary.exact else "FAILED")
-    except BaseException as exc:
-        run.fail(f"logging the summary failed: {type(exc).__name__}: {exc}")
-        raise
+    row = summary.row()
+    metrics = {k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
+    finite = {k: v for k, v in metrics.items() if math.isfinite(v)}
+    steps = [LogStep("metrics", list(finite), lambda: tracker.log_metrics(rid, finite))]
+    its = [int(d["iteration"]) for d in summary.decisions]
+    for name in ("consumers", "rscore", "decide_ms", "manage_s"):
+        values = [float(d[name]) for d in summary.decisions]
+        steps.append(LogStep.series(tracker, rid, name, values, its))
+    at = [int(x["iteration"]) for x in summary.samples]
+    steps.append(LogStep.series(tracker, rid, "lag", [x["lag"] for x in summary.samples], at))
+    live = [x["consumers"] for x in summary.samples]
+    steps.append(LogStep.series(tracker, rid, "live_consumers", live, at))
+    for p in summary.plots:
+        steps.append(LogStep("artifacts", [Path(p).name], partial(tracker.log_artifact, rid, p)))
+    doc = {**row, "decisions": summary.decisions}
+    steps.append(
+        LogStep("artifacts", ["summary.json"], lambda: tracker.log_dict(rid, doc, "summary.json"))
+    )
+    tags = {"exact": str(summary.exact).lower()}
+    if not summary.exact:
+        tags[FAILURE_TAG] = f"not exact: {summary.exactness}"[:MAX_TAG_CHARS]
+    steps.append(LogStep("tags", list(tags), lambda: tracker.set_tags(rid, tags)))
+    status = "FINISHED" if summary.exact else "FAILED"
+    steps.append(LogStep("status", [status], lambda: tracker.end_run(rid, status)))
+    run.log_steps(steps)
     return summary

@@ -250,12 +250,20 @@ class NotLogged:
 
 
 @dataclass(frozen=True)
-class _Step:
-    """One MLflow call of a run's summary and what it logs."""
+class LogStep:
+    """One MLflow call of a run's summary and what it logs (``kind``: a kind of
+    :meth:`NotLogged.add`), so a call not made can be named."""
 
     kind: str
     names: list[str]
     call: Callable[[], Any]
+
+    @classmethod
+    def series(
+        cls, tracker: Tracker, rid: str, name: str, values: Sequence[float], at: Sequence[int]
+    ) -> LogStep:
+        """The call logging metric ``name`` as a series of ``values`` at steps ``at``."""
+        return cls("series", [name], lambda: tracker.log_series(rid, name, values, at))
 
 
 def experiment_name(s: ExperimentSettings) -> str:
@@ -564,14 +572,23 @@ class LiveRun:
         Sets ``summary.mlflow_run_id`` / ``mlflow_url``."""
         rid = self.mlflow_run_id
         summary.mlflow_run_id, summary.mlflow_url = rid, self.url
-        steps = _summary_steps(self.tracker, rid, summary, quality)
+        self.log_steps(_summary_steps(self.tracker, rid, summary, quality))
+        return summary
+
+    def log_steps(self, steps: Sequence[LogStep]) -> bool:
+        """Make ``steps`` (the calls that log a summary and end the run), each bounded;
+        whether all were made. After the first call that fails none is tried: all that is
+        left is recorded as not logged (:meth:`not_logged`) and said in one warning. A
+        no-op (``False``) when the run has ended already."""
         down = False
         with bounded_calls():
             t0 = time.monotonic()
             try:
                 if not self._open():
-                    log.warning("MLflow run %s already ended; summary not logged", rid)
-                    return summary
+                    log.warning(
+                        "MLflow run %s already ended; summary not logged", self.mlflow_run_id
+                    )
+                    return False
             except Exception as exc:  # the server is gone: nothing below is tried
                 self.not_logged().failed("get_run", time.monotonic() - t0, exc)
                 down = True
@@ -592,7 +609,7 @@ class LiveRun:
             missed = self.not_logged()
             missed.save(self.run_dir)
             log.warning("%s", missed.line(self.run_dir))
-        return summary
+        return not down
 
 
 def open_live_run(
@@ -638,13 +655,13 @@ def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
 
 def _summary_steps(
     tracker: Tracker, rid: str, summary: RunSummary, quality: QualityReport | None
-) -> list[_Step]:
+) -> list[LogStep]:
     """The calls that log ``summary`` (and ``quality``) and end the run, in order, each
     with what it logs (so a call not made can be named)."""
-    steps: list[_Step] = []
+    steps: list[LogStep] = []
 
     def series(name: str, values: Sequence[float], at: Sequence[int]) -> None:
-        steps.append(_Step("series", [name], lambda: tracker.log_series(rid, name, values, at)))
+        steps.append(LogStep.series(tracker, rid, name, values, at))
 
     metrics = {k: float(getattr(summary, k)) for k in SUMMARY_METRICS}
     metrics["exact"] = 1.0 if summary.exact else 0.0
@@ -656,7 +673,7 @@ def _summary_steps(
         metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
     metrics.update({f"startup_{k}_s": v for k, v in summary.startup_s.items()})
     finite = _finite(metrics)
-    steps.append(_Step("metrics", list(finite), lambda: tracker.log_metrics(rid, finite)))
+    steps.append(LogStep("metrics", list(finite), lambda: tracker.log_metrics(rid, finite)))
     loads = np.asarray(summary.window_loads, dtype=np.float64)
     if loads.size:
         at = window_steps(summary.window_starts_ms, summary.window_s, summary.t_first_s)
@@ -669,7 +686,7 @@ def _summary_steps(
             series("window_imb_key", summary.window_imb_key, at)
         table = loads_table(summary)
         steps.append(
-            _Step("artifacts", [LOADS_TABLE], lambda: tracker.log_table(rid, table, LOADS_TABLE))
+            LogStep("artifacts", [LOADS_TABLE], lambda: tracker.log_table(rid, table, LOADS_TABLE))
         )
     if summary.instances_t:
         ticks = [max(0, round(t)) for t in summary.instances_t]
@@ -679,23 +696,23 @@ def _summary_steps(
         series("processed_rate", summary.processed_rate, ticks)
         scale = {"events": summary.scale_log}
         name = "scale_events.json"
-        steps.append(_Step("artifacts", [name], lambda: tracker.log_dict(rid, scale, name)))
+        steps.append(LogStep("artifacts", [name], lambda: tracker.log_dict(rid, scale, name)))
     for p in summary.plots:  # at the root: the compare view offers only the root's files
-        steps.append(_Step("artifacts", [Path(p).name], partial(tracker.log_artifact, rid, p)))
+        steps.append(LogStep("artifacts", [Path(p).name], partial(tracker.log_artifact, rid, p)))
     row = summary.row()
     steps.append(
-        _Step("artifacts", ["summary.json"], lambda: tracker.log_dict(rid, row, "summary.json"))
+        LogStep("artifacts", ["summary.json"], lambda: tracker.log_dict(rid, row, "summary.json"))
     )
     if quality is not None:
         from skewlab.quality.report import DATA_DOCS, REPORT_JSON, REPORT_MD, log_quality
 
         q = quality
         names = [REPORT_JSON, REPORT_MD, DATA_DOCS + "/"]
-        steps.append(_Step("artifacts", names, lambda: log_quality(tracker, rid, q)))
+        steps.append(LogStep("artifacts", names, lambda: log_quality(tracker, rid, q)))
     tags = {"exact": str(summary.exact).lower()}
     if not summary.exact:
         tags[FAILURE_TAG] = f"not exact: {summary.exactness}"[:MAX_TAG_CHARS]
-    steps.append(_Step("tags", list(tags), lambda: tracker.set_tags(rid, tags)))
+    steps.append(LogStep("tags", list(tags), lambda: tracker.set_tags(rid, tags)))
     status = "FINISHED" if summary.exact else "FAILED"
-    steps.append(_Step("status", [status], lambda: tracker.end_run(rid, status)))
+    steps.append(LogStep("status", [status], lambda: tracker.end_run(rid, status)))
     return steps

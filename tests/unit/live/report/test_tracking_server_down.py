@@ -145,3 +145,39 @@ def test_a_server_down_at_the_start_fails_the_open_within_the_bound(tmp_path: Pa
         LiveRun.open(down, "mlflow-test", rd, {"workers": 3}, {})
     assert time.monotonic() - t0 <= CALL_BOUND_S  # the first call fails, nothing else waits
     assert not rd.mlflow_run.exists()
+
+
+def test_an_autoscale_summary_is_recorded_not_raised_when_the_server_is_gone(
+    tmp_path: Path,
+) -> None:
+    from skewlab.live.autoscale.summary import AutoscaleSummary, log_summary
+
+    opened, run = _gone(tmp_path, "autoscale-down")
+    decisions = [
+        {"iteration": i, "consumers": c, "rscore": 0.5, "decide_ms": 1.0, "manage_s": 0.2,
+         "moved": []}
+        for i, c in enumerate((1, 2, 1))
+    ]  # fmt: skip
+    samples = [{"iteration": i, "lag": 10.0 * i, "consumers": 1.0} for i in range(3)]
+    summary = AutoscaleSummary(
+        run_id="autoscale-down", algorithm="bfd", workload="ramp", records=300, exact=True,
+        exactness="EXACT", overlaps=0, latency={"p50": 1.0, "p99": 2.0}, decisions=decisions,
+        samples=samples, downtime=[], iteration_s=1.0, wall_s=3.0,
+        run_dir=str(run.run_dir.path),
+    )  # fmt: skip
+    out = log_summary(run, summary)  # before: the first refused call raised out of the run
+
+    missed = NotLogged.load(run.run_dir)
+    assert out is summary and summary.mlflow_run_id == opened.mlflow_run_id
+    assert missed is not None and [f["call"] for f in missed.failures] == ["get_run"]
+    assert {"records", "overlaps"} <= set(missed.metrics)
+    assert missed.series == [
+        "consumers",
+        "rscore",
+        "decide_ms",
+        "manage_s",
+        "lag",
+        "live_consumers",
+    ]
+    assert missed.artifacts == ["summary.json"] and missed.tags == ["exact"]
+    assert missed.status == "FINISHED"

@@ -15,7 +15,6 @@ test_live_autoscale.py held longer:
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -37,7 +36,7 @@ from tests.integration.autoscale.test_live_autoscale import (
     _settings,
     _wait_phase,
 )
-from tests.integration.fixtures.live import wait_for
+from tests.integration.fixtures.engine import event_log, tasks_by_group
 
 pytestmark = pytest.mark.integration
 
@@ -45,33 +44,6 @@ SPARK_LOAD = dict(workload="step:lo=0.1,hi=0.45,up=3,down=15", duration_s=34.0,
                   drain_timeout_s=120.0)  # fmt: skip
 """The local tests' step, held high for 24 s: a consumer task's start (the app's Python daemon
 up) took 7-20 s on the loaded machine, and group management waits for it."""
-
-
-def _event_log(run_dir: Path) -> list[dict[str, Any]]:
-    """The workers app's finished Spark event log (waits for the app to stop)."""
-    events = EngineDir(run_dir / "spark-workers").events
-
-    def finished() -> list[Path]:
-        return [p for p in events.glob("*") if p.is_file() and "inprogress" not in p.name]
-
-    wait_for("the workers app's event log to be complete", lambda: bool(finished()))
-    (path,) = finished()
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _tasks_by_group(log: list[dict[str, Any]]) -> dict[str, list[tuple[int, str]]]:
-    """Job group -> ``(attempt, end reason)`` of every task of its jobs."""
-    group_of: dict[int, str] = {}
-    for e in log:
-        if e["Event"] == "SparkListenerJobStart":
-            for stage in e["Stage IDs"]:
-                group_of[stage] = e["Properties"]["spark.jobGroup.id"]
-    out: dict[str, list[tuple[int, str]]] = {}
-    for e in log:
-        if e["Event"] == "SparkListenerTaskEnd":
-            reason = e["Task End Reason"]["Reason"]
-            out.setdefault(group_of[e["Stage ID"]], []).append((e["Task Info"]["Attempt"], reason))
-    return out
 
 
 def _consumer_requests(run_dir: Path) -> list[Request]:
@@ -92,10 +64,10 @@ def test_consumers_are_tasks_of_the_workers_app_and_the_run_scales_exactly(
     run_dir = Path(r.run_dir)
     h = RunHandle.load(run_dir)
     assert h.startup["workers_app"] > 0
-    log = _event_log(run_dir)
+    log = event_log(run_dir)
     (app,) = [e for e in log if e["Event"] == "SparkListenerApplicationStart"]
     assert app["App Name"] == f"skewlab-workers {r.run_id}"
-    tasks = _tasks_by_group(log)
+    tasks = tasks_by_group(log)
     reqs = _consumer_requests(run_dir)
     assert len(reqs) >= max(consumers), [q.name for q in reqs]  # every instance a new job
     d = EngineDir(run_dir / "spark-workers")
@@ -137,7 +109,7 @@ def test_a_killed_consumer_is_retried_by_spark_and_resumes_its_partitions(
     ends = [(a["attempt"], a["pid"], a["rc"]) for a in d.read_attempts(victim["rid"]) if "rc" in a]
     assert ends[0] == (0, victim["pid"], -signal.SIGKILL), ends
     assert ends[1][0] == 1, ends
-    tasks = _tasks_by_group(_event_log(run_dir))
+    tasks = tasks_by_group(event_log(run_dir))
     assert [a for a, _ in tasks[victim["rid"]]] == [0, 1]
     assert tasks[victim["rid"]][0][1] != "Success" and tasks[victim["rid"]][1][1] == "Success"
     # no loss seen by the controller: no reassignment of unassigned partitions after the first

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -19,39 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.integration.fixtures.engine import event_log, tasks_by_group
 from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, wait_for
 
 from skewlab.live.driver.handle import RunHandle, Status
 from skewlab.live.driver.spark_launcher import ENGINE_ENV, EngineDir, SparkProc
 
 pytestmark = pytest.mark.integration
-
-
-def _event_log(run_dir: Path) -> list[dict[str, Any]]:
-    """The workers app's finished Spark event log (waits for the app to stop)."""
-    events = EngineDir(run_dir / "spark-workers").events
-
-    def finished() -> list[Path]:
-        return [p for p in events.glob("*") if p.is_file() and "inprogress" not in p.name]
-
-    wait_for("the workers app's event log to be complete", lambda: bool(finished()))
-    (path,) = finished()
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _tasks_by_group(log: list[dict[str, Any]]) -> dict[str, list[tuple[int, str]]]:
-    """Job group -> ``(attempt, end reason)`` of every task of its jobs."""
-    group_of: dict[int, str] = {}
-    for e in log:
-        if e["Event"] == "SparkListenerJobStart":
-            for stage in e["Stage IDs"]:
-                group_of[stage] = e["Properties"]["spark.jobGroup.id"]
-    out: dict[str, list[tuple[int, str]]] = {}
-    for e in log:
-        if e["Event"] == "SparkListenerTaskEnd":
-            reason = e["Task End Reason"]["Reason"]
-            out.setdefault(group_of[e["Stage ID"]], []).append((e["Task Info"]["Attempt"], reason))
-    return out
 
 
 def _request_of(h: RunHandle, name: str) -> str:
@@ -111,10 +84,10 @@ def test_a_key_run_ends_exact_with_its_workers_as_spark_tasks(
     assert s is not None and s.exact, s.exactness
     h = RunHandle.load(run.run_dir)
     assert h.status == Status.DONE.value and not h.restarts
-    log = _event_log(run.run_dir)
+    log = event_log(run.run_dir)
     (app,) = [e for e in log if e["Event"] == "SparkListenerApplicationStart"]
     assert app["App Name"] == f"skewlab-workers {run.run_id}"
-    tasks = _tasks_by_group(log)
+    tasks = tasks_by_group(log)
     d = EngineDir(run.run_dir / "spark-workers")
     for i in range(LIVE_DEFAULTS["workers"]):
         rid = _request_of(h, f"worker-{i}")
@@ -154,6 +127,6 @@ def test_a_killed_worker_is_restarted_by_spark_task_retry_and_the_run_stays_exac
     ends = [(a["attempt"], a["pid"], a["rc"]) for a in attempts if "rc" in a]
     assert ends[0] == (0, killed[0], -signal.SIGKILL) and ends[1][0::2] == (1, 0)
     assert run.log("worker-1.log").count("worker 1 resumes at routed offset") == 2
-    tasks = _tasks_by_group(_event_log(run.run_dir))
+    tasks = tasks_by_group(event_log(run.run_dir))
     assert [a for a, _ in tasks[rid]] == [0, 1]
     assert tasks[rid][0][1] != "Success" and tasks[rid][1][1] == "Success"

@@ -16,8 +16,6 @@ from skewlab.io.kafka.base import KafkaClient
 from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.protocol import LiveSettings, Processed
 from skewlab.live.report.tracking import (
-    FAILURE_TAG,
-    MAX_TAG_CHARS,
     NOT_PARAMS,
     RUN_DIR_TAG,
     RUN_ID_TAG,
@@ -184,11 +182,6 @@ def log_summary(run: LiveRun, summary: AutoscaleSummary) -> AutoscaleSummary:
     steps.append(
         LogStep("artifacts", ["summary.json"], lambda: tracker.log_dict(rid, doc, "summary.json"))
     )
-    tags = {"exact": str(summary.exact).lower()}
-    if not summary.exact:
-        tags[FAILURE_TAG] = f"not exact: {summary.exactness}"[:MAX_TAG_CHARS]
-    steps.append(LogStep("tags", list(tags), lambda: tracker.set_tags(rid, tags)))
-    status = "FINISHED" if summary.exact else "FAILED"
-    steps.append(LogStep("status", [status], lambda: tracker.end_run(rid, status)))
+    steps.extend(LogStep.verdict(tracker, rid, summary.exact, summary.exactness))
     run.log_steps(steps)
     return summary

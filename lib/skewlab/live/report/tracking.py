@@ -265,6 +265,19 @@ class LogStep:
         """The call logging metric ``name`` as a series of ``values`` at steps ``at``."""
         return cls("series", [name], lambda: tracker.log_series(rid, name, values, at))
 
+    @classmethod
+    def verdict(cls, tracker: Tracker, rid: str, exact: bool, exactness: str) -> list[LogStep]:
+        """The last two calls: tag ``exact`` (and the failure when not), then the end status
+        (FINISHED if exact, else FAILED)."""
+        tags = {"exact": str(exact).lower()}
+        if not exact:
+            tags[FAILURE_TAG] = f"not exact: {exactness}"[:MAX_TAG_CHARS]
+        status = "FINISHED" if exact else "FAILED"
+        return [
+            cls("tags", list(tags), lambda: tracker.set_tags(rid, tags)),
+            cls("status", [status], lambda: tracker.end_run(rid, status)),
+        ]
+
 
 def experiment_name(s: ExperimentSettings) -> str:
     """One MLflow experiment per workload family (``zipf``, ``country``...)."""
@@ -709,10 +722,5 @@ def _summary_steps(
         q = quality
         names = [REPORT_JSON, REPORT_MD, DATA_DOCS + "/"]
         steps.append(LogStep("artifacts", names, lambda: log_quality(tracker, rid, q)))
-    tags = {"exact": str(summary.exact).lower()}
-    if not summary.exact:
-        tags[FAILURE_TAG] = f"not exact: {summary.exactness}"[:MAX_TAG_CHARS]
-    steps.append(LogStep("tags", list(tags), lambda: tracker.set_tags(rid, tags)))
-    status = "FINISHED" if summary.exact else "FAILED"
-    steps.append(LogStep("status", [status], lambda: tracker.end_run(rid, status)))
+    steps.extend(LogStep.verdict(tracker, rid, summary.exact, summary.exactness))
     return steps

@@ -12,10 +12,10 @@ as the route job's warm-up batch), then times one ``availableNow`` query over th
 records from its start to its end, and prints ``{"records": .., "seconds": ..}``.
 
 ``--rate R --duration D``: the latency floor instead. After the same warm-up the job runs
-as a stream (the route job's default ``trigger_s``); the events go paced at R/s for D s,
-each stamped with its send time as the live producer does; once all are through it prints
-``{"records", "p50_ms", "p99_ms"}`` of (the output record's timestamp, set by Spark's
-Kafka producer) - (the event's send time).
+as a stream (the route job's default ``trigger_s``); the live runs' producer sends the
+bench's workload at R/s for D s (its pacing, each burst stamped at send); once all are
+through it prints ``{"records", "p50_ms", "p99_ms"}`` of (the output record's timestamp,
+set by Spark's Kafka producer) - (the event's send time).
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.live.driver.producer import ProduceSettings, produce
 from skewlab.pipeline import events
 from skewlab.spark.session import spark_session
 from skewlab.spec import DEFAULTS
+from skewlab.workload.spec import parse_workload
 
 PROBE = "probe"
 """The key of the record that shows the stream is running before the timed events."""
@@ -89,23 +91,6 @@ def wait_records(client, topic: str, n: int, timeout_s: float = 600.0) -> None:
         time.sleep(0.2)
 
 
-def paced(client, topic: str, rate: float, duration: float, partitions: int) -> int:
-    """Send ``rate * duration`` events in 0.1 s bursts, each stamped when its burst goes."""
-    n = int(rate * duration)
-    burst = max(1, int(rate * 0.1))
-    t0 = time.time()
-    for first in range(0, n, burst):
-        due = t0 + first / rate
-        if (ahead := due - time.time()) > 0:
-            time.sleep(ahead)
-        ts = time.time()
-        for i in range(first, min(n, first + burst)):
-            value = events.encode(f"k{i % 1000}", ts, i, "x" * 40)
-            client.produce(topic, value, partition=i % partitions)
-        client.flush()
-    return n
-
-
 def latency_ms(client, topic: str, partitions: int) -> list[float]:
     """Per event record of ``topic`` (not the probe): its timestamp - the event's ts, in ms."""
     out = []
@@ -127,7 +112,9 @@ def measure_latency(spark, client, bootstrap: str, args, tmp: Path, tag: str) ->
     client.produce(src, events.encode(PROBE, time.time(), 0, ""), partition=0)
     client.flush()
     wait_records(client, out, 1)  # the stream is running and has moved a record
-    n = paced(client, src, args.rate, args.duration, args.partitions)
+    n = int(args.rate * args.duration)  # the live runs' producer, pacing and stamps alike
+    ps = ProduceSettings(topic=src, partitions=args.partitions, events=n, rate=args.rate)
+    produce(client, parse_workload("zipf:s=1.1,v=2.72"), ps)
     wait_records(client, out, n + 1)
     query.stop()
     ms = np.sort(np.asarray(latency_ms(client, out, args.workers)))

@@ -10,6 +10,7 @@ from types import FrameType
 
 pytest_plugins = [
     "tests.integration.fixtures.lifetime",
+    "tests.integration.fixtures.route_host",
     "tests.integration.fixtures.broker",
     "tests.integration.fixtures.store",
     "tests.integration.fixtures.spark",

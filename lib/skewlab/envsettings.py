@@ -47,6 +47,8 @@ VARIABLES: tuple[Variable, ...] = (
              "launch the route job by spark-submit even on a local master"),
     Variable("SKEWLAB_SPARK_UI", "spark_ui", "flag", "on",
              "the route job's Spark UI; 0 switches it off"),
+    Variable("SKEWLAB_ROUTE_HOST", "route_host", "path", "(none)",
+             "a warm route host's directory: runs start their route query there"),
     Variable("SKEWLAB_SPARK_JAVA_OPTS", "spark_java_opts", "text",
              "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "the Spark driver JVM's options"),
     Variable("SKEWLAB_SPARK_DRIVER_HOST", "spark_driver_host", "text", "127.0.0.1 (local)",
@@ -95,6 +97,7 @@ class EnvSettings:
     spark_master: str | None = None
     spark_submit: bool = False
     spark_ui: bool = True
+    route_host: str | None = None
     spark_java_opts: str | None = None
     spark_driver_host: str | None = None
     spark_bind_address: str | None = None

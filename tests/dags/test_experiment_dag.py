@@ -250,7 +250,7 @@ def test_a_failed_task_leaves_no_process_of_the_run(
     from skewlab.io.kafka import KafkaSettings, connect
     from skewlab.live.driver.experiment import ExperimentError
     from skewlab.live.driver.handle import RunHandle
-    from skewlab.live.driver.launch import Detached
+    from skewlab.live.driver.route_host import HostDir, attach_any
     from skewlab.orchestration import live_tasks
 
     def broken_produce(ref: Any, settings: Any, progress: Any = None) -> Any:
@@ -276,14 +276,16 @@ def test_a_failed_task_leaves_no_process_of_the_run(
     assert set(handle.procs) == {"route", "worker-0", "worker-1"}
     assert handle.phases[-1] == "stopped"
     for rec in handle.procs.values():
-        assert not Detached(rec).alive(), f"{rec.name} still runs"
+        assert not attach_any(rec).alive(), f"{rec.name} still runs"
     leftovers = [
         p.info["cmdline"]
         for p in psutil.process_iter(["cmdline"])
         if any(handle.run_id in part for part in p.info["cmdline"] or [])
     ]
     assert leftovers == []
-    groups = {rec.pid for rec in handle.procs.values()}  # each ran in its own session
+    groups = {  # each ran in its own session (a query on the shared route host: in none)
+        rec.pid for rec in handle.procs.values() if HostDir.of_request(rec.request) is None
+    }
     assert _group_members(groups) == [], "the Spark JVM (or another child) outlived the run"
     client = connect(KafkaSettings(handle.bootstrap or ""))
     try:

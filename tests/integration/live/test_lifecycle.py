@@ -32,8 +32,8 @@ from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, wait_for
 
 from skewlab.faults import CRASH_EXIT, crash_env
 from skewlab.live.driver.handle import Phase, ProcRecord, RunHandle, Status
-from skewlab.live.driver.launch import Detached
 from skewlab.live.driver.lifecycle import gc
+from skewlab.live.driver.route_host import HostDir, attach_any
 
 pytestmark = pytest.mark.integration
 
@@ -89,7 +89,11 @@ def group_members(rec: ProcRecord) -> list[int]:
 
 
 def nothing_left(h: RunHandle) -> bool:
-    return not any(Detached(r).alive() or group_members(r) for r in h.procs.values())
+    """No process of the run runs (a query on the shared route host: that query ended)."""
+    return not any(
+        attach_any(r).alive() or (HostDir.of_request(r.request) is None and group_members(r))
+        for r in h.procs.values()
+    )
 
 
 def test_sigterm_mid_produce_leaves_no_process_and_records_failed(
@@ -106,7 +110,7 @@ def test_sigterm_mid_produce_leaves_no_process_and_records_failed(
         )
         h = handle_of(tmp_path)
         assert h is not None and {"route", "worker-0", "worker-1"} <= set(h.procs)
-        assert all(Detached(r).alive() for r in h.procs.values())
+        assert all(attach_any(r).alive() for r in h.procs.values())
         run.send_signal(signal.SIGTERM)
         _, err = run.communicate(timeout=120)
     finally:
@@ -228,7 +232,7 @@ def test_driver_crash_mid_produce_then_status_gc_and_resume_end_exact(
     assert run.returncode == CRASH_EXIT, err
     h = RunHandle.load(only_run(home))
     assert h.status == Status.RUNNING.value and h.t_produce is not None
-    assert all(Detached(r).alive() for r in h.procs.values()), "the children died with the driver"
+    assert all(attach_any(r).alive() for r in h.procs.values()), "the children died with the driver"
     assert status_row(home, h.run_id)[1] == "orphaned"
 
     cleaner = skewlab(home, "gc")

@@ -13,6 +13,7 @@ through :func:`skewlab.live.driver.run.run_experiment` and then checks its evide
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from collections import Counter
@@ -33,6 +34,7 @@ from tests.integration.fixtures.live import (
 
 from skewlab.grouping import make_grouping
 from skewlab.io.delta.schemas import QUARANTINE_RAW_PREFIX
+from skewlab.live.driver.route_host import ROUTE_HOST_ENV, HostDir
 from skewlab.live.report.aggregate import verify
 from skewlab.pipeline import events
 
@@ -81,6 +83,11 @@ def workers_of(decided: Counter, key: str) -> set[int]:
 
 def spark_starts(run: RunRefs) -> int:
     return run.log("route.log").count("skewlab.spark.session started Spark")
+
+
+def query_starts(run: RunRefs) -> int:
+    """Starts of the run's route query, on a session of its own or on the route host."""
+    return run.log("route.log").count("route job ready: ")
 
 
 def logged_batches(text: str) -> list[int]:
@@ -132,6 +139,21 @@ def test_dist_cost_and_imbalance_order_the_groupings(grouping_run):
     assert runs["shuffle"].imb_score < runs["pkg"].imb_score
 
 
+def test_the_grouping_runs_shared_the_route_hosts_one_session(grouping_run, route_host):
+    """Each run's query ran on the session's warm route host: no Spark session of its own,
+    ``route.ready`` names the host, the run's batches are in its own route log; the host
+    started Spark once for all of them."""
+    from skewlab.rundir import RunDir
+
+    for run in (grouping_run("key"), grouping_run("pkg")):
+        ready = json.loads(RunDir.of(run.run_dir).route_ready.read_text())
+        assert ready["host"] == str(route_host)
+        assert spark_starts(run) == 0 and query_starts(run) == 1
+        assert logged_batches(run.log("route.log"))
+    host_log = HostDir(route_host).log.read_text()
+    assert host_log.count("skewlab.spark.session started Spark") == 1
+
+
 def test_dkg_splitter_starts_its_clock_at_the_first_event():
     """First batch of a fresh DKG splitter at epoch event time t0: warm-up counts from t0.
 
@@ -177,7 +199,12 @@ def test_dkg_splitter_starts_its_clock_at_the_first_event():
 # ------------------------------------------------------------------ crash and restart
 
 
-def test_route_job_killed_mid_stream_resumes_from_its_checkpoint(run_live):
+@pytest.mark.parametrize("where", ["own", "host"])
+def test_route_job_killed_mid_stream_resumes_from_its_checkpoint(run_live, monkeypatch, where):
+    """``own``: the route job's process is SIGKILLed and started again; ``host``: the run's
+    query on the warm route host is cancelled (its ``kill``) and requested again."""
+    if where == "own":
+        monkeypatch.delenv(ROUTE_HOST_ENV, raising=False)
     seen: dict[str, Any] = {}
 
     def crash_route(sent: int, procs: Any, refs: RunRefs) -> None:
@@ -192,14 +219,19 @@ def test_route_job_killed_mid_stream_resumes_from_its_checkpoint(run_live):
 
         wait_for("a committed batch with events", routed_batch_committed, watch=procs.route)
         seen["sent"] = sent
-        seen["rc"] = kill_and_wait(procs.route)
+        if where == "own":
+            seen["rc"] = kill_and_wait(procs.route)
+        else:
+            procs.route.kill()
+            seen["rc"] = procs.route.wait(timeout=120)
         seen["committed"] = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
         seen["log_batches"] = logged_batches(refs.log("route.log"))
         procs.restart_route()
 
     run = run_live("pkg", hook=crash_route)
     assert seen["rc"] == -9 and seen["sent"] == 4096
-    assert spark_starts(run) == 2
+    assert query_starts(run) == 2
+    assert spark_starts(run) == (2 if where == "own" else 0)  # the host's session served both
     # The restarted query continued the batch sequence from its checkpoint, not from 0.
     after = logged_batches(run.log("route.log"))[len(seen["log_batches"]) :]
     assert after and min(after) == seen["committed"] + 1
@@ -255,7 +287,7 @@ def test_bad_input_is_quarantined_and_the_route_job_keeps_going(run_live, broker
 
     run = run_live("pkg", hook=inject)
     assert len(injected) == len(BAD_RECORDS)
-    assert spark_starts(run) == 1  # the route job never died
+    assert query_starts(run) == 1  # the route job never died
     assert run.summary.quarantined == len(BAD_RECORDS)
     assert_exact(run, N)  # over the valid events only
     assert_loads_are_the_decisions(run, {})

@@ -26,6 +26,7 @@ from skewlab.live.driver.launch import (
 )
 from skewlab.live.driver.lifecycle import this_process
 from skewlab.live.driver.producer import ProduceReport
+from skewlab.live.driver.route_host import HostLauncher
 from skewlab.live.driver.settings import kafka_settings, worker_settings
 from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
 from skewlab.live.driver.supervise import BrokerProbe, RestartPolicy, Supervisor
@@ -87,10 +88,12 @@ class RunContext:
     @property
     def launcher(self) -> Launcher:
         """Where this run's processes start (local processes, detached for the DAG; the
-        workers as Spark tasks when ``$SKEWLAB_WORKER_ENGINE=spark``)."""
+        workers as Spark tasks when ``$SKEWLAB_WORKER_ENGINE=spark``; the route job on the
+        warm route host of ``$SKEWLAB_ROUTE_HOST`` if one runs)."""
+        local = LocalLauncher(self.detached)
         if worker_engine() == "spark":
-            return SparkLauncher(self.run_dir, LocalLauncher(self.detached))
-        return LocalLauncher(self.detached)
+            return HostLauncher(SparkLauncher(self.run_dir, local))
+        return HostLauncher(local)
 
     @property
     def manager(self) -> StateManager | None:

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from skewlab.errors import SkewlabError
 from skewlab.live.driver.handle import TERMINAL, HandleError, RunHandle, Status
-from skewlab.live.driver.launch import Detached
+from skewlab.live.driver.route_host import attach_any
 from skewlab.live.report.tracking import fail_run
 from skewlab.rundir import RunDir
 
@@ -204,7 +204,7 @@ def stop_run(
             if driver_alive(h):
                 os.kill(pid, signal.SIGKILL)
         h = RunHandle.load(run_dir)  # the driver saved its end
-    procs = [Detached(rec) for rec in h.procs.values()]
+    procs = [attach_any(rec) for rec in h.procs.values()]
     for p in procs:
         if p.alive():
             killed.append(p.rec.name)
@@ -242,7 +242,7 @@ def gc(home: str | Path) -> list[Stopped]:
             continue
         if h.detached or driver_alive(h):
             continue
-        running = any(Detached(rec).alive() for rec in h.procs.values())
+        running = any(attach_any(rec).alive() for rec in h.procs.values())
         if running or Status(h.status) not in TERMINAL:
             out.append(stop_run(d, reason="stopped by skewlab gc: its driver is gone"))
     return out
@@ -282,7 +282,7 @@ def run_state(h: RunHandle) -> RunState:
     if driver_alive(h):
         pid = int(h.driver[0]) if h.driver else 0
         return RunState(h.run_id, "live", f"driver pid {pid}", f"skewlab stop {h.run_id}")
-    alive = [name for name, rec in h.procs.items() if Detached(rec).alive()]
+    alive = [name for name, rec in h.procs.items() if attach_any(rec).alive()]
     if alive:
         what = f"driver gone, still running: {', '.join(sorted(alive))}"
         return RunState(h.run_id, "orphaned", what, f"{resume} (or skewlab gc)")

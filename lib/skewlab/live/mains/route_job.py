@@ -1,7 +1,8 @@
 """The route job's process: ``python -m skewlab.live.mains.route_job SETTINGS_JSON``.
 
-The query itself lives in :mod:`skewlab.spark.route` (source, decode, splitters) and
-:mod:`skewlab.spark.route_sink` (produce to ``routed``, Delta). This process:
+The query lives in :mod:`skewlab.spark.route` and :mod:`skewlab.spark.route_sink`. Steps 2-5
+are :func:`serve`, which the warm route host (:mod:`.route_host`) runs for each run it hosts
+on its one session, with no warm-up of its own. This process:
 
 1. builds the Spark session (the Spark UI on a free loopback port unless
    ``RouteSettings.spark_ui`` is false or ``$SKEWLAB_SPARK_UI=0``);
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +42,7 @@ from skewlab.spark.route_sink import RouteSink
 from skewlab.spark.session import spark_session, ui_url
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = [
@@ -49,6 +53,7 @@ __all__ = [
     "decode_fn",
     "main",
     "send_end_of_stream",
+    "serve",
     "splitter_fn",
 ]
 
@@ -124,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     s = RouteSettings.from_json(Path(args[0]).read_text() if Path(args[0]).exists() else args[0])
     data_dir = args[1] if len(args) > 1 else str(s.files.spark_data)
     ui = s.spark_ui and env_settings().spark_ui
+    # step 1
     spark = spark_session(
         f"skewlab-route-{s.run_id}", data_dir, master=s.spark_master, ui=ui, site_pyspark=True
     )
@@ -131,29 +137,45 @@ def main(argv: list[str] | None = None) -> int:
     url = ui_url(spark) if ui else None
     if url:
         log.info("Spark UI: %s", url)
-    query = start_query(spark, s, RouteSink(s))
+    try:
+        return serve(spark, s, {"t_process": t_process, "t_session": t_session, "spark_ui": url})
+    finally:
+        spark.stop()
+
+
+def serve(
+    spark: SparkSession,
+    s: RouteSettings,
+    marker: dict[str, Any],
+    cancelled: Callable[[], bool] = lambda: False,
+    wrap: Callable[[RouteSink], Any] = lambda sink: sink,
+) -> int:
+    """Steps 2-5 of the module doc on a running session; the exit code.
+
+    ``marker``: what ``route.ready`` says of the session (``t_process``, ``t_session``,
+    ``spark_ui``). ``cancelled``: polled with the stop file; true ends the query at once
+    (no last batch), returning ``-SIGKILL`` as a killed process would. ``wrap``: what
+    the query calls for each batch, around the route sink (the route host's per-run log).
+    """
+    query = start_query(spark, s, wrap(RouteSink(s)))  # step 2
     t_query = time.time()
     try:
-        if s.warmup_events:  # while the query's thread starts its source and batch 0
+        if s.warmup_events:  # step 3, while the query's thread starts its source and batch 0
             from skewlab.spark.warmup import run_warmup
 
             secs = run_warmup(spark, s, s.files.route_warmup, t0=time.time())
             log.info("warm-up micro-batch done in %.2f s", secs)
         t_warm = time.time()
         _wait_polling(query)
-        marker = {
-            "t_process": t_process,
-            "t_session": t_session,
-            "t_query": t_query,
-            "t_warm": t_warm,
-            "spark_ui": url,
-        }
-        write_ready(s.files.route_ready, marker)
-        log.info("route job ready: %s", json.dumps(marker, sort_keys=True))
+        ready = {**marker, "t_query": t_query, "t_warm": t_warm}
+        write_ready(s.files.route_ready, ready)  # step 4
+        log.info("route job ready: %s", json.dumps(ready, sort_keys=True))
         stop = s.files.route_stop
         seen: set[str] = set()
-        while query.isActive:
+        while query.isActive:  # step 5
             _log_progress(query, seen)
+            if cancelled():
+                return -signal.SIGKILL
             if stop.exists():
                 query.processAllAvailable()
                 break
@@ -165,7 +187,6 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     finally:
         query.stop()
-        spark.stop()
     if s.message_sets:
         send_end_of_stream(s)
     return 0

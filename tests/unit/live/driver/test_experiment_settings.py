@@ -114,6 +114,7 @@ BUILT_ELSEWHERE = {
     "skewlab.live.worker.process": "a worker's settings read back from its JSON file",
     "skewlab.live.mains.jobs": "the stand-alone produce job, from its own flags",
     "skewlab.control.scaleout.step": "the scheduled scale-out step, from its DAG params",
+    "skewlab.live.mains.route_host": "the route host's own warm-up, on scratch files of no run",
 }
 
 

@@ -1,17 +1,14 @@
-"""One live autoscaling run, with the phases and the run machinery of a grouping run.
+"""One live autoscaling run: the autoscale kind of the shared run machinery.
 
-:class:`AutoscaleRun` is the autoscale kind of :class:`skewlab.live.driver.run.Run`:
-the same phase methods (``services``, ``topics``, ``start``, ``produce``,
-``drain``, ``aggregate``, ``summarize``, ``stop``), guarded by the same
-:class:`~skewlab.live.driver.handle.RunHandle` and :class:`~skewlab.live.driver.handle.Phase`,
-so the ``skewlab_experiment`` DAG can run each phase as its own task. Shared with
-grouping runs: the run id (:func:`~skewlab.live.driver.experiment.new_run_id`), the run
-directory (:class:`~skewlab.rundir.RunDir`), the broker (``--bootstrap``,
-``$SKEWLAB_KAFKA_BOOTSTRAP``, else the embedded one), the Delta root, the process
-launcher (:class:`~skewlab.live.driver.launch.LocalLauncher`), the worker engine the
-consumers run on (:mod:`skewlab.live.autoscale.instances`), the exactness check
-(:func:`skewlab.pipeline.exactness.check`), the lifecycle (driver, status, ``skewlab
-stop`` / ``gc``) and the MLflow run (:class:`~skewlab.live.report.tracking.LiveRun`).
+:class:`AutoscaleRun` is a :class:`~skewlab.live.driver.base.PhasedRun`: the phases, their
+order and guards, the broker, the MLflow run, the drain / verdict / summary steps, the
+failure and the stop are the ones every live run has (:mod:`skewlab.live.driver.base`);
+the DAG runs one per task as for a grouping run. Its own steps: ``topics`` (data,
+monitor, consumer.metadata, processed), ``start`` (the monitor and the controller, which
+starts the consumers it decides on: local processes or tasks of the run's workers app,
+:mod:`skewlab.live.autoscale.instances`), ``produce`` (the speed plan, the controller
+restarted if it dies), the drain (the group's committed offsets reach the ends), the
+counts (the evidence against the data topic) and the summary (decisions, plot).
 Details: docs/autoscale.md.
 """
 
@@ -21,19 +18,19 @@ import json
 import logging
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from skewlab.errors import SkewlabError
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaClient
 from skewlab.live.autoscale.instances import ConsumerTask, load_instances
 from skewlab.live.autoscale.protocol import (
     LiveSettings,
+    Processed,
     Topics,
     downtimes,
     evidence_counts,
@@ -51,21 +48,15 @@ from skewlab.live.autoscale.summary import (
     read_decisions,
     read_evidence,
 )
+from skewlab.live.driver.base import Counts, PhasedRun, reopen
 from skewlab.live.driver.context import create_handle
 from skewlab.live.driver.experiment import ExperimentError, new_run_id
 from skewlab.live.driver.handle import Phase as P
-from skewlab.live.driver.handle import RunHandle, Status
+from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import LocalLauncher, Proc, module_command, tail
-from skewlab.live.driver.lifecycle import (
-    EndsOnExit,
-    failure_reason,
-    this_process,
-)
 from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
-from skewlab.live.driver.startup import start_services
-from skewlab.live.report.tracking import LiveRun, fail_run
-from skewlab.pipeline.exactness import ExactnessReport, check
-from skewlab.rundir import RunDir
+from skewlab.live.report.tracking import LiveRun
+from skewlab.pipeline.exactness import ExactnessReport
 
 __all__ = ["AutoscaleRun", "Hook", "run_autoscale"]
 
@@ -82,20 +73,20 @@ Hook = Callable[[int, "AutoscaleRun"], None]
 """Called with the iteration index at each iteration boundary of the produce phase."""
 
 
-class AutoscaleRun(EndsOnExit):
+class AutoscaleRun(PhasedRun[AutoscaleSummary]):
     """One autoscale run in this process: its handle, settings, processes and client.
 
-    Phases, in order (each refuses to run before its predecessor, as
-    :class:`skewlab.live.driver.run.Run`'s): :meth:`services` (the broker; the MLflow run opened),
-    :meth:`topics` (data, monitor, consumer.metadata, processed; the processes'
-    ``settings.json``), :meth:`start` (monitor and controller; the controller
-    starts the consumers it decides on), :meth:`produce` (iteration ``k`` writes
-    partition ``p`` at ``plan[k, p]`` bytes/s for ``iteration_s``; consumers and
-    lag sampled and the hook called at each boundary), :meth:`drain` (the group's
-    committed offsets reach the true ends, then the stop file and the processes'
-    exit), :meth:`aggregate` (the verdict from the evidence), :meth:`summarize`
-    (decisions, plot, MLflow). :meth:`stop` is safe after any phase.
+    The phases of :class:`~skewlab.live.driver.base.PhasedRun`, in its order; what is
+    this kind's: :meth:`topics` (data, monitor, consumer.metadata, processed; the
+    processes' ``settings.json``), :meth:`start` (monitor and controller; the controller
+    starts the consumers it decides on), :meth:`produce` (iteration ``k`` writes partition
+    ``p`` at ``plan[k, p]`` bytes/s for ``iteration_s``; consumers and lag sampled and the
+    hook called at each boundary), the drain (the group's committed offsets reach the
+    true ends, then the stop file and the processes' exit), the verdict (the evidence
+    against the data topic, no ownership overlap) and the summary (decisions, plot).
     """
+
+    settings: AutoscaleSettings
 
     def __init__(
         self,
@@ -104,13 +95,15 @@ class AutoscaleRun(EndsOnExit):
         detached: bool = False,
         hook: Hook | None = None,
     ) -> None:
-        self.handle, self.s, self.detached, self.hook = handle, s, detached, hook
+        super().__init__(handle, s)
+        self.s, self.detached, self.hook = s, detached, hook
         self.procs: dict[str, Proc] = {}
         self.samples: list[dict[str, float]] = []
         self._client: KafkaClient | None = None
         self._engine: str | None = None
+        self._evidence: list[Processed] = []
         self.mlflow: LiveRun | None = LiveRun.find(self.files) if s.mlflow else None
-        """The run's MLflow run (opened by :meth:`start`), if it logs to MLflow."""
+        """The run's MLflow run (opened by :meth:`services`), if it logs to MLflow."""
 
     @classmethod
     def new(
@@ -129,9 +122,7 @@ class AutoscaleRun(EndsOnExit):
     @classmethod
     def resume(cls, run_dir: str | Path) -> AutoscaleRun:
         """The run saved in ``run_dir``, its processes found again from their records."""
-        handle = RunHandle.load(run_dir)
-        handle.driver = this_process()
-        handle.save()
+        handle = reopen(run_dir)
         run = cls(handle, AutoscaleSettings(**handle.settings), detached=True)
         for name, rec in handle.procs.items():
             run.procs[name] = run.launcher.attach(rec)
@@ -139,21 +130,6 @@ class AutoscaleRun(EndsOnExit):
         return run
 
     # -- what the run is -----------------------------------------------------------------
-
-    @property
-    def run_id(self) -> str:
-        """The run's id (from its handle)."""
-        return self.handle.run_id
-
-    @property
-    def files(self) -> RunDir:
-        """The names of the run's files and ids."""
-        return RunDir.of(self.handle.run_dir)
-
-    @property
-    def phase(self) -> P | None:
-        """The last phase done (``None``: none yet)."""
-        return P(self.handle.phases[-1]) if self.handle.phases else None
 
     @property
     def launcher(self) -> LocalLauncher:
@@ -180,7 +156,7 @@ class AutoscaleRun(EndsOnExit):
         return self.s.live(h.run_id, h.bootstrap, h.run_dir, h.delta_root, self.engine)
 
     @property
-    def client(self) -> KafkaClient:
+    def kafka(self) -> KafkaClient:
         """The run's Kafka client, connected on first use (needs the broker)."""
         if self._client is None:
             self._client = connect(self.live.kafka)
@@ -190,11 +166,10 @@ class AutoscaleRun(EndsOnExit):
     def exact(self) -> bool | None:
         """The verdict once aggregated: every offset processed once and no two consumers
         owning a partition at overlapping times (``None`` before :meth:`aggregate`)."""
-        h = self.handle
-        if h.exactness is None or h.scale is None:
+        exact, scale = super().exact, self.handle.scale
+        if exact is None or scale is None:
             return None
-        report = ExactnessReport.from_dict(h.exactness)
-        return report.exact and int(h.scale["overlaps"]) == 0
+        return exact and int(scale["overlaps"]) == 0
 
     def state(self) -> dict[str, Any]:
         """The controller's persisted state (``{}`` before its first write)."""
@@ -217,8 +192,8 @@ class AutoscaleRun(EndsOnExit):
     def lag(self) -> int:
         """Records of the data topic not yet committed by the group."""
         live = self.live
-        ends = self.client.end_offsets(live.topics.data)
-        done = self.client.committed(live.group, live.topics.data)
+        ends = self.kafka.end_offsets(live.topics.data)
+        done = self.kafka.committed(live.group, live.topics.data)
         return sum(e - done.get(p, 0) for p, e in ends.items())
 
     # -- processes -----------------------------------------------------------------------
@@ -244,12 +219,8 @@ class AutoscaleRun(EndsOnExit):
     def _progress(self, t_s: float, sent: int, lag: int) -> None:
         """Log the counters to the run's MLflow run (records go straight to consumers:
         produced = routed)."""
-        if self.mlflow is None:
-            return
-        try:
+        if self.mlflow is not None:
             self.mlflow.progress(t_s, sent, sent, sent - lag, lag)
-        except Exception as exc:  # progress in MLflow must never stop the run
-            log.warning("MLflow progress of %s not logged: %s", self.run_id, exc)
 
     def _check_running(self) -> None:
         """Raise if the monitor failed; restart a controller that died (up to a limit)."""
@@ -266,20 +237,10 @@ class AutoscaleRun(EndsOnExit):
                 continue
             raise ExperimentError(f"{role} exited ({p.returncode}); {log_path}: {tail(log_path)}")
 
-    # -- phases --------------------------------------------------------------------------
-
-    def services(self) -> str:
-        """The bootstrap servers: ``s.bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else the
-        embedded broker (started if needed); a local Delta root is checked first."""
-        h = self.handle
-        bootstrap = start_services(h, self.s.bootstrap)
-        if self.s.mlflow and self.mlflow is None:
-            self.mlflow = open_mlflow(self.s, self.files)
-        h.mark(P.SERVICES)
-        return bootstrap
+    # -- this kind's phases --------------------------------------------------------------
 
     def topics(self) -> None:
-        """The run's four topics, and ``settings.json`` for its processes."""
+        """Phase 2: the run's four topics, and ``settings.json`` for its processes."""
         self.handle.require(P.SERVICES, "create the topics of")
         live = self.live
         topics = live.topics
@@ -290,14 +251,14 @@ class AutoscaleRun(EndsOnExit):
             (topics.processed, self.s.partitions),
         )
         for name, n in sizes:
-            self.client.create_topic(name, n)
+            self.kafka.create_topic(name, n)
         self.files.settings.write_text(live.to_json())
         self.handle.mark(P.TOPICS)
 
     def start(self) -> None:
-        """The monitor and the controller, running; with the ``spark`` engine the run's
-        workers app first, up (the controller's consumers are its jobs; its Spark start,
-        in ``handle.startup``, is not part of the load)."""
+        """Phase 3: the monitor and the controller, running; with the ``spark`` engine the
+        run's workers app first, up (the controller's consumers are its jobs; its Spark
+        start, in ``handle.startup``, is not part of the load)."""
         self.handle.require(P.TOPICS, "start the processes of")
         self.handle.t_start = time.time()
         if self.engine == "spark":
@@ -310,7 +271,7 @@ class AutoscaleRun(EndsOnExit):
         self.handle.mark(P.STARTED)
 
     def produce(self) -> int:
-        """The load of the speed plan; the records produced."""
+        """Phase 4: the load of the speed plan; the records produced."""
         s, h = self.s, self.handle
         h.require(P.STARTED, "produce into")
         plan = speed_plan(s.workload, s.partitions, s.iterations, s.c)
@@ -338,14 +299,18 @@ class AutoscaleRun(EndsOnExit):
             credit -= n * s.record_bytes
             for p in np.flatnonzero(n):
                 for _ in range(int(n[p])):
-                    self.client.produce(topic, value, partition=int(p))
+                    self.kafka.produce(topic, value, partition=int(p))
             sent += int(n.sum())
-            self.client.flush()
+            self.kafka.flush()
             time.sleep(max(0.0, TICK_S - (time.time() - now)))
         self._progress(time.time() - t0, sent, self.lag())
         h.produced = {"events": sent, "seconds": time.time() - t0, "samples": self.samples}
         h.mark(P.PRODUCED)
         return sent
+
+    def produce_task(self) -> None:
+        """:meth:`produce` as a DAG task (the drain is a task of its own)."""
+        log.info("produced %s records", self.produce())
 
     def _committed_all(self, wait_s: float) -> bool:
         """Whether the group committed every record within ``wait_s`` (progress logged,
@@ -362,19 +327,11 @@ class AutoscaleRun(EndsOnExit):
         self._progress(time.time() - t0, sent, 0)
         return True
 
-    def produce_task(self) -> None:
-        """:meth:`produce` as a DAG task (the drain is a task of its own)."""
-        log.info("produced %s records", self.produce())
-
-    def drain(self) -> None:
+    def _drain(self) -> None:
         """Wait until the group committed every record, then stop the processes."""
-        h = self.handle
-        if h.done(P.DRAINED):
-            return
-        h.require(P.PRODUCED, "drain")
         if not self._committed_all(self.s.drain_timeout_s):
             raise ExperimentError(
-                f"run {h.run_id} did not drain within {self.s.drain_timeout_s:g} s "
+                f"run {self.run_id} did not drain within {self.s.drain_timeout_s:g} s "
                 f"({self.lag()} records left)"
             )
         self.files.stop.touch()  # the controller stops its consumers, then everyone exits
@@ -388,8 +345,6 @@ class AutoscaleRun(EndsOnExit):
                 log.warning("%s did not exit within %g s; killed", role, EXIT_WAIT_S)
                 p.kill()
                 p.wait()
-        h.t_done = time.time()
-        h.mark(P.DRAINED)
 
     def poke_drain(self, wait_s: float = 15.0) -> bool:
         """One look of a drain sensor (the DAG's ``wait_for_completion``): True once the
@@ -403,125 +358,80 @@ class AutoscaleRun(EndsOnExit):
             self.drain()
         return True
 
-    def aggregate(self) -> ExactnessReport:
-        """The evidence against the data topic (the shared exactness check), ownership
-        overlaps, latency percentiles and hand-off downtimes."""
-        h = self.handle
-        h.require(P.DRAINED, "aggregate")
-        live = self.live
-        evidence = read_evidence(self.client, live)
-        expected, actual = evidence_counts(evidence, self.client.end_offsets(live.topics.data))
-        report = check(expected, actual)
+    def _counts(self) -> tuple[Counts, Counts]:
+        """The evidence of the ``processed`` topic against the data topic's offsets."""
+        self._evidence = read_evidence(self.kafka, self.live)
+        ends = self.kafka.end_offsets(self.live.topics.data)
+        return evidence_counts(self._evidence, ends)
+
+    def _checked(self, report: ExactnessReport) -> None:
+        """Beside the verdict: ownership overlaps, latency percentiles, hand-off downtimes."""
+        evidence = self._evidence
         bad = overlaps(ownerships(evidence))
         for a, b in bad[:5]:
             log.error("partition %d read by consumers %d and %d at once", a.partition,
                       a.consumer, b.consumer)  # fmt: skip
-        log.info("exactness of %s: %s; %d overlaps", h.run_id, report.summary(), len(bad))
-        handoffs = [x for d in read_decisions(live) for x in d["handoffs"] if "stop_sent" in x]
+        log.info("%s: %d overlaps", self.run_id, len(bad))
+        handoffs = [x for d in read_decisions(self.live) for x in d["handoffs"] if "stop_sent" in x]
         lat = [x for e in evidence if e.kind == "batch" for x in e.latency_ms]
-        h.exactness = asdict(report)
-        h.scale = {
+        self.handle.scale = {
             "overlaps": len(bad),
             "latency": percentiles(lat),
             "downtime": downtimes(handoffs, evidence),
         }
-        h.mark(P.AGGREGATED)
-        return report
 
-    def summarize(self) -> AutoscaleSummary:
+    def _summary(self) -> AutoscaleSummary:
         """The summary (decisions from Delta), its plot and MLflow run (unless disabled)."""
         s, h = self.s, self.handle
-        h.require(P.AGGREGATED, "summarize")
         assert h.exactness is not None and h.scale is not None and h.t_start is not None
         report = ExactnessReport.from_dict(h.exactness)
-        n_overlaps = int(h.scale["overlaps"])
         summary = AutoscaleSummary(
             run_id=h.run_id, algorithm=s.algorithm, workload=s.workload,
             records=report.expected_events, exact=bool(self.exact),
-            exactness=report.summary(), overlaps=n_overlaps, latency=h.scale["latency"],
-            decisions=read_decisions(self.live), samples=self.samples,
-            downtime=h.scale["downtime"], iteration_s=s.iteration_s,
+            exactness=report.summary(), overlaps=int(h.scale["overlaps"]),
+            latency=h.scale["latency"], decisions=read_decisions(self.live),
+            samples=self.samples, downtime=h.scale["downtime"], iteration_s=s.iteration_s,
             wall_s=time.time() - h.t_start, run_dir=h.run_dir, lost=report.lost,
             doubled=report.doubled,
         )  # fmt: skip
         if s.mlflow:
             summary.plots.append(str(plot_run(summary, self.files.path / "autoscale.png")))
             summary = log_summary(self.mlflow or open_mlflow(s, self.files), summary)
-        h.mlflow_run_id = summary.mlflow_run_id
-        h.mark(P.SUMMARIZED)
-        h.finish(Status.DONE)
         return summary
 
-    def fail(self, exc: BaseException) -> str:
-        """Record the run as failed because of ``exc`` (handle status and error); the
-        one-line reason. A run that already ended keeps its first end."""
-        reason = failure_reason(exc)
-        self.handle.finish(Status.FAILED, reason)
-        if self.s.mlflow:
-            fail_run(self.files, reason)
-        log.info("run %s failed: %s", self.run_id, reason)
-        return reason
+    # -- what the shared phases ask of this kind -----------------------------------------
 
-    def stop(self, grace_s: float = 0.0) -> list[str]:
-        """Processes stopped (consumers too), topics deleted unless ``keep_topics``, client
-        closed; safe after any phase. Returns the names of the processes it killed.
+    def _track(self) -> None:
+        self.mlflow = open_mlflow(self.s, self.files)
 
-        The stop file asks the controller to stop its consumers and everyone to exit;
+    def _ask_to_exit(self, grace_s: float) -> None:
+        """The stop file asks the controller to stop its consumers and everyone to exit;
         with ``grace_s`` > 0 (an interrupted run) they get that long before the kill."""
-        h = self.handle
         self.files.stop.touch()
         deadline = time.monotonic() + grace_s
         while any(p.poll() is None for p in self.procs.values()) and time.monotonic() < deadline:
             time.sleep(0.1)
+
+    def _processes(self) -> Iterable[tuple[str, Proc]]:
+        return list(self.procs.items())
+
+    def _kill_rest(self) -> list[str]:
+        """The consumers the controller's state records (running or retiring)."""
         killed = []
-        for role, p in self.procs.items():
-            if p.poll() is None:
-                killed.append(role)
-            p.kill()
-            p.wait()
         procs, retiring = load_instances(self.state())
         for c, proc in [*procs.items(), *retiring]:
             if proc.alive():
                 killed.append(f"consumer-{c}" if c >= 0 else f"consumer pid {proc.pid}")
             proc.kill()
-        if h.bootstrap is not None and not self.s.keep_topics:
-            for t in self.live.topics.all():
-                try:
-                    self.client.delete_topic(t)
-                except SkewlabError as exc:
-                    log.warning("could not delete topic %s: %s", t, exc)
-        self.release()
-        h.mark(P.STOPPED)
         return killed
 
-    def release(self) -> None:
-        """Leave the run in this process: the client closed (its processes and topics stay:
-        :meth:`stop` ends them). What a DAG task does after its phase."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+    def _topics(self) -> Iterable[str]:
+        return self.live.topics.all()
 
-    def run_all(self) -> AutoscaleSummary:
-        """Every phase not done yet, in order, then :meth:`stop` whatever happened; a
-        failure or an interrupt is recorded in the handle (``status`` failed, ``error``)
-        and raised again."""
-        with self:
-            h = self.handle
-            if h.status != Status.DONE.value:  # a resumed run runs again
-                h.status, h.error = Status.RUNNING.value, None
-                h.save()
-            if not h.done(P.SERVICES):
-                self.services()
-            if not h.done(P.TOPICS):
-                self.topics()
-            if not h.done(P.STARTED):
-                self.start()
-            if not h.done(P.PRODUCED):
-                self.produce()
-            self.drain()
-            if not h.done(P.AGGREGATED):
-                self.aggregate()
-            return self.summarize()
+    def _close(self, flush_s: float) -> None:
+        if self._client is not None:
+            self._client.close(flush_s)
+            self._client = None
 
 
 def run_autoscale(

@@ -1,37 +1,32 @@
-"""A live run as one object that owns its context; its phases are its methods.
+"""A grouping run: the grouping kind of the shared run machinery, as one object.
 
-:class:`Run` (a grouping run; :class:`~skewlab.live.autoscale.run.AutoscaleRun` offers the
-same :class:`PhasedRun` phases) runs, in this order, each phase refused before its
-predecessor is done and each saving the handle (so the DAG runs one per task, :func:`open_run`):
+:class:`Run` is a :class:`~skewlab.live.driver.base.PhasedRun` (phases, order, guards,
+broker, drain / verdict / summary steps, failure and stop shared with the autoscale kind)
+that owns its context (:class:`~skewlab.live.driver.context.RunContext`). Its own steps:
 
-1. :meth:`Run.services`: the broker (embedded Apache Kafka unless a bootstrap is given);
 2. :meth:`Run.topics`: ``events`` and ``routed`` (plus a scale-out run's spare partitions);
 3. :meth:`Run.start`: the route job and the W workers (and warm spares), waited for;
 4. :meth:`Run.produce`: the workload at its rate, the rebalancer or state manager running;
-5. :meth:`Run.drain`: end of stream; the route job, then the workers, drain and exit;
-6. :meth:`Run.aggregate`: ``partials`` merged into ``results``, checked against a plain count;
-7. :meth:`Run.summarize`: the quality suites, the summary and plots, the MLflow run;
-8. :meth:`Run.stop` (safe after any phase, also on leaving a ``with`` block): loops stopped,
-   children killed, topics deleted unless kept. Details: docs/live-run.md.
+5. the drain: end of stream; the route job, then the workers, drain and exit;
+6. the counts: ``partials`` merged into ``results``, against a plain count of ``events``;
+7. the summary: the quality suites, the summary and plots, the MLflow run.
+:func:`new_run` and :func:`open_run` give the run of either kind. Details: docs/live-run.md.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from skewlab.control.loop import ThreadLoop
 from skewlab.control.rebalance_loop import start_loop as start_rebalance_loop
 from skewlab.control.scaleout.manager import start_loop as start_manager_loop
 from skewlab.control.scaleout.settings import Processes, StateManagerSettings
-from skewlab.errors import SkewlabError
 from skewlab.faults import crash_point
 from skewlab.io.delta.store import DeltaStore
 from skewlab.io.kafka import connect
@@ -39,14 +34,14 @@ from skewlab.io.kafka._common import log_librdkafka_to
 from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
+from skewlab.live.driver.base import Counts, PhasedRun, Say
 from skewlab.live.driver.context import TICK_S, RunContext, worker_file
 from skewlab.live.driver.context import new_run as new_context
 from skewlab.live.driver.context import resume as resume_context
 from skewlab.live.driver.experiment import ExperimentError, ExperimentSettings, Hook
-from skewlab.live.driver.handle import Phase, RunHandle, Status
+from skewlab.live.driver.handle import Phase, RunHandle
 from skewlab.live.driver.handle import Phase as P
 from skewlab.live.driver.launch import Proc, Procs, exit_cause, first_error, route_command
-from skewlab.live.driver.lifecycle import INTERRUPT_GRACE_S, EndsOnExit, failure_reason
 from skewlab.live.driver.producer import ProduceReport
 from skewlab.live.driver.producer import produce as produce_workload
 from skewlab.live.driver.settings import (
@@ -60,17 +55,16 @@ from skewlab.live.driver.settings import (
 from skewlab.live.driver.startup import (
     preload,
     preload_modules,
-    start_services,
     startup_line,
     wait_ready,
 )
 from skewlab.live.driver.supervise import stop_guarded
 from skewlab.live.report.aggregate import merge, plain_count, results_counts
 from skewlab.live.report.summary import summarize as summarize_run
-from skewlab.live.report.tracking import LiveRun, fail_run, log_run, open_live_run
+from skewlab.live.report.tracking import log_run, open_live_run
 from skewlab.live.report.watch import ProgressFn
 from skewlab.pipeline import events
-from skewlab.pipeline.exactness import ExactnessReport, check
+from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rundir import RunDir
 from skewlab.workload.spec import parse_workload
 
@@ -80,130 +74,40 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INTERRUPT_GRACE_S", "PhasedRun", "Run", "Say", "new_run", "open_run", "run_experiment"]
-
-
-class PhasedRun(Protocol):
-    """What every kind of live run offers (:class:`Run`, :class:`AutoscaleRun`): its
-    phases in order, each refused before its predecessor is done, and its end."""
-
-    @property
-    def run_id(self) -> str:
-        """The run's id (its run dir's name)."""
-        ...
-
-    @property
-    def files(self) -> RunDir:
-        """The names of the run's files and ids."""
-        ...
-
-    @property
-    def phase(self) -> Phase | None:
-        """The last phase done (``None``: none yet)."""
-        ...
-
-    @property
-    def handle(self) -> RunHandle:
-        """The run's saved state (topics, processes, phases done)."""
-        ...
-
-    @property
-    def exact(self) -> bool | None:
-        """The run's verdict once aggregated (``None`` before)."""
-        ...
-
-    def produce_task(self) -> None:
-        """:meth:`produce` as one task of the DAG: also drains when the run's processes
-        are owned by this process (a scale-out run's state manager)."""
-        ...
-
-    def services(self) -> str:
-        """The bootstrap servers, the embedded broker started if needed."""
-        ...
-
-    def topics(self) -> None:
-        """Create the run's topics; needs :meth:`services`."""
-        ...
-
-    def start(self) -> None:
-        """Start the run's jobs and consumers; needs :meth:`topics`."""
-        ...
-
-    def produce(self) -> Any:
-        """Produce the workload; needs :meth:`start`; returns its report."""
-        ...
-
-    def drain(self) -> None:
-        """Let the consumers finish and exit; needs :meth:`produce`."""
-        ...
-
-    def aggregate(self) -> ExactnessReport:
-        """Merge the partial results and check them against the input; needs :meth:`drain`."""
-        ...
-
-    def summarize(self) -> Any:
-        """Write the summary (and MLflow run); needs :meth:`aggregate`; returns it."""
-        ...
-
-    def stop(self, grace_s: float = 0.0) -> list[str]:
-        """Stop loops, kill processes (after ``grace_s`` to drain); the names killed.
-        Safe after any phase."""
-        ...
-
-    def fail(self, exc: BaseException) -> str:
-        """Record the run as failed because of ``exc``; the one-line reason."""
-        ...
-
-    def release(self) -> None:
-        """Leave the run in this process; its processes keep running."""
-        ...
-
-    def run_all(self) -> Any:
-        """Every phase not done yet, in order, then :meth:`stop`; a failure is recorded
-        and raised again."""
-        ...
+__all__ = ["Run", "new_run", "open_run", "run_experiment"]
 
 
 def new_run(
     s: ExperimentSettings | AutoscaleSettings, run_id: str | None = None, detached: bool = False
-) -> PhasedRun:
+) -> PhasedRun[Any]:
     """A new run of ``s``: a grouping :class:`Run` or an :class:`AutoscaleRun`."""
     if isinstance(s, AutoscaleSettings):
         return AutoscaleRun.new(s, run_id, detached=detached)
     return Run.new(s, run_id, detached=detached)
 
 
-def open_run(run_dir: str | Path, progress: ProgressFn | None = None) -> PhasedRun:
+def open_run(run_dir: str | Path, progress: ProgressFn | None = None) -> PhasedRun[Any]:
     """The run saved in ``run_dir``, as the class its handle's ``kind`` names."""
     if RunHandle.load(run_dir).kind == "autoscale":
         return AutoscaleRun.resume(run_dir)
     return Run.resume(run_dir, progress)
 
 
-Say = Callable[[str], None]
-"""Told one line of what a run is doing (:meth:`~skewlab.live.report.watch.ProgressLine.say`)."""
+class Run(PhasedRun["RunSummary"]):
+    """One grouping run in this process; it owns its context (handle, processes, loop,
+    client).
 
-
-def _silent(_line: str) -> None:
-    """The :data:`Say` of a run nobody watches."""
-
-
-class Run(EndsOnExit):
-    """One live run in this process; it owns its context (handle, processes, loop, client).
-
-    Its phases are its methods, in this order (the module doc's steps):
-    :meth:`services`, :meth:`topics`, :meth:`start`, :meth:`produce`,
-    :meth:`drain`, :meth:`aggregate`, :meth:`summarize`; a phase whose
-    predecessor is not done raises a one-line
-    :class:`~skewlab.live.driver.handle.HandleError` (the handle records the phases
-    done as :class:`~skewlab.live.driver.handle.Phase` values). :meth:`stop` is safe
-    after any phase and runs when a ``with`` block leaves.
+    The phases of :class:`~skewlab.live.driver.base.PhasedRun`, in its order, each
+    refused with a one-line :class:`~skewlab.live.driver.handle.HandleError` before its
+    predecessor is done; :meth:`stop` is safe after any phase and runs when a ``with``
+    block leaves. This kind's own steps are the module doc's.
     """
 
+    settings: ExperimentSettings
+
     def __init__(self, ctx: RunContext, say: Say | None = None) -> None:
+        super().__init__(ctx.handle, ctx.settings, say)
         self.ctx = ctx
-        self.say: Say = say or _silent
-        """Told, in a line, what each phase of :meth:`run_all` is about to do and what it did."""
 
     @classmethod
     def new(
@@ -225,48 +129,9 @@ class Run(EndsOnExit):
         return cls(resume_context(run_dir, progress))
 
     @property
-    def run_id(self) -> str:
-        """The run's id (its run dir's name, from the handle)."""
-        return self.ctx.handle.run_id
-
-    @property
-    def files(self) -> RunDir:
-        """The names of the run's files and ids."""
-        return self.ctx.files
-
-    @property
-    def phase(self) -> Phase | None:
-        """The last phase done (``None``: none yet)."""
-        done = self.ctx.handle.phases
-        return Phase(done[-1]) if done else None
-
-    @property
-    def handle(self) -> RunHandle:
-        """The run's handle (saved in its run dir)."""
-        return self.ctx.handle
-
-    @property
-    def exact(self) -> bool | None:
-        """The verdict once aggregated: merged ``results`` equal the plain count of the
-        input (``None`` before :meth:`aggregate`)."""
-        saved = self.ctx.handle.exactness
-        if saved is None:
-            return None
-        return ExactnessReport.from_dict(saved).exact
-
-    def services(self) -> str:
-        """Phase 1: the bootstrap servers (``--bootstrap``, ``$SKEWLAB_KAFKA_BOOTSTRAP``, else
-        the embedded broker under the data dir, started if needed). A local Delta root is
-        checked first: a damaged table raises
-        :class:`~skewlab.io.delta.store.DamagedTableError` (naming the table
-        and its repair command) before any service starts."""
-        ctx = self.ctx
-        s = ctx.settings
-        bootstrap = start_services(ctx.handle, s.bootstrap)
-        if s.mlflow and LiveRun.find(ctx.files) is None:
-            ctx.mlflow = open_live_run(s, ctx.files)
-        ctx.handle.mark(P.SERVICES)
-        return bootstrap
+    def kafka(self) -> KafkaClient:
+        """The run's Kafka client (the context's, connected on first use)."""
+        return self.ctx.kafka
 
     def topics(self) -> None:
         """Phase 2: ``events-<run>`` (P partitions) and ``routed-<run>`` (W + spares)."""
@@ -363,13 +228,10 @@ class Run(EndsOnExit):
         if self.ctx.manager is not None:
             self.drain()
 
-    def drain(self) -> None:
-        """Phase 5: stop the route job (it drains all input), then the running workers."""
+    def _drain(self) -> None:
+        """Stop the route job (it drains all input), then the running workers."""
         ctx = self.ctx
         s, h = ctx.settings, ctx.handle
-        if h.done(P.DRAINED):
-            return
-        h.require(P.PRODUCED, "drain")
         ctx.files.route_stop.touch()
         _wait_exit(ctx, "route")
         if s.scale_out is not None:
@@ -388,30 +250,32 @@ class Run(EndsOnExit):
                 ctx.files.spares_stop.touch()
             _wait_exit(ctx, f"worker-{i}")
         ctx.files.spares_stop.touch()  # warm spares never started exit (skewlab.live.worker.warm)
-        h.t_done = time.time()
-        if mgr is not None:
+
+    def _drained(self) -> None:
+        """A scale-out run's last bookkeeping: instances running, scale events closed."""
+        ctx = self.ctx
+        if (mgr := ctx.manager) is not None:
             mgr.track_events(final=True)
             ctx.scale = mgr.report()
-            h.scale = json.loads(json.dumps(ctx.scale, default=_plain))
-        h.mark(P.DRAINED)
+            ctx.handle.scale = json.loads(json.dumps(ctx.scale, default=_plain))
 
-    def aggregate(self) -> ExactnessReport:
-        """Phase 6: merge ``partials`` into ``results``; check them against ``events``."""
+    def _counts(self) -> tuple[Counts, Counts]:
+        """``partials`` merged into ``results``; a plain count of ``events`` against them."""
         ctx = self.ctx
-        s, h = ctx.settings, ctx.handle
-        h.require(P.DRAINED, "aggregate")
+        h = ctx.handle
         store = DeltaStore(h.delta_root)
         merge(store, h.run_id)
-        expected, _ = plain_count(ctx.kafka, h.events_topic, s.window_s)
-        exactness = check(expected, results_counts(store, h.run_id))
-        log.info("exactness of %s: %s", h.run_id, exactness.summary())
-        ctx.expected, ctx.exactness = expected, exactness
-        h.exactness = dataclasses.asdict(exactness)
-        if ctx.detached:
-            rows = [[w, k, c, v] for (w, k), (c, v) in expected.items()]
+        expected, _ = plain_count(ctx.kafka, h.events_topic, ctx.settings.window_s)
+        ctx.expected = expected
+        return expected, results_counts(store, h.run_id)
+
+    def _checked(self, report: ExactnessReport) -> None:
+        """The verdict kept for the summary; the plain count saved for a later task."""
+        ctx = self.ctx
+        ctx.exactness = report
+        if ctx.detached and ctx.expected is not None:
+            rows = [[w, k, c, v] for (w, k), (c, v) in ctx.expected.items()]
             ctx.files.expected.write_text(json.dumps(rows))
-        h.mark(P.AGGREGATED)
-        return exactness
 
     def check_quality(self) -> QualityReport:
         """Phase 7a: the data-quality suites on the run's tables (input counts as exactness)."""
@@ -432,11 +296,10 @@ class Run(EndsOnExit):
             ctx.files.quality.write_text(json.dumps(report.to_dict()))
         return report
 
-    def summarize(self) -> RunSummary:
+    def _summary(self) -> RunSummary:
         """Phase 7b: the summary and plots, the quality verdict, the MLflow run."""
         ctx = self.ctx
         s, h = ctx.settings, ctx.handle
-        h.require(P.AGGREGATED, "summarize")
         assert h.produced is not None and h.exactness is not None
         assert h.t_start is not None and h.t_produce is not None and h.t_done is not None
         report = ctx.report or ProduceReport(**h.produced)
@@ -465,103 +328,82 @@ class Run(EndsOnExit):
             summary.data_docs = docs.as_uri() if docs else None
         if s.mlflow:
             summary = log_run(summary, s, Path(h.home), quality)
-        h.mlflow_run_id = summary.mlflow_run_id
-        h.mark(P.SUMMARIZED)
-        h.finish(Status.DONE)
         return summary
 
-    def stop(self, grace_s: float = 0.0) -> list[str]:
-        """Phase 8 (safe after any phase): stop the loops, kill what still runs, delete the
-        topics unless ``keep_topics``, close the client. Returns the names of the processes
-        it killed.
+    # -- what the shared phases ask of this kind -----------------------------------------
 
-        With ``grace_s`` > 0 (an interrupted run), the route job and the workers are first
+    def _track(self) -> None:
+        self.ctx.mlflow = open_live_run(self.ctx.settings, self.ctx.files)
+
+    def _signal(self) -> None:
+        if self.ctx.loop is not None:
+            self.ctx.loop.signal()
+
+    def _broker_lost(self) -> bool:
+        probe = self.ctx.probe
+        return probe is not None and probe.lost
+
+    def _ask_to_exit(self, grace_s: float) -> None:
+        """With ``grace_s`` > 0 (an interrupted run), the route job and the workers are
         asked to drain what they have (stop markers) and given that long to exit."""
+        if grace_s > 0:
+            _drain_briefly(self.ctx, grace_s)
+
+    def _processes(self) -> Iterable[tuple[str, Proc]]:
+        procs = self.ctx.procs
+        if procs.route is not None:
+            yield "route", procs.route
+        for i, p in list(procs.workers.items()):
+            yield f"worker-{i}", p
+
+    def _topics(self) -> Iterable[str]:
+        return (self.ctx.handle.events_topic, self.ctx.handle.routed_topic)
+
+    def _close(self, flush_s: float) -> None:
         ctx = self.ctx
-        h = ctx.handle
-        if ctx.loop is not None:
-            ctx.loop.signal()
-        broker_lost = ctx.probe is not None and ctx.probe.lost
-        if grace_s > 0 and not broker_lost:
-            _drain_briefly(ctx, grace_s)
-        killed = []
-        for name, p in [("route", ctx.procs.route), *ctx.procs.workers.items()]:
-            if p is None:
-                continue
-            label = "route" if name == "route" else f"worker-{name}"
-            if p.poll() is None:
-                killed.append(label)
-            p.kill()  # its group: also members that outlived it (the route job's JVM)
-            with contextlib.suppress(Exception):
-                p.wait(timeout=60)
-        if not ctx.settings.keep_topics and h.bootstrap is not None and not broker_lost:
-            for t in (h.events_topic, h.routed_topic):
-                try:
-                    ctx.kafka.delete_topic(t)
-                except SkewlabError as exc:
-                    log.warning("could not delete topic %s: %s", t, exc)
         if ctx.client is not None:
-            ctx.client.close(flush_s=0 if broker_lost else 10)  # no broker, no flush
+            ctx.client.close(flush_s=flush_s)  # 0: no broker, no flush
             ctx.client = None
-        log_librdkafka_to(None)  # the run's kafka.log is complete
-        h.mark(P.STOPPED)
+
+    def stop(self, grace_s: float = 0.0) -> list[str]:
+        """:meth:`PhasedRun.stop <skewlab.live.driver.base.PhasedRun.stop>`; then the
+        run's ``kafka.log`` is complete (librdkafka's lines go nowhere)."""
+        killed = super().stop(grace_s)
+        log_librdkafka_to(None)
         return killed
 
-    def fail(self, exc: BaseException) -> str:
-        """Record the run as failed (handle ``status`` / ``error``) because of ``exc``; the
-        one-line reason. A run that already ended keeps its first end."""
-        ctx = self.ctx
-        reason = failure_reason(exc)
-        ctx.handle.finish(Status.FAILED, reason)
-        log.info("run %s failed: %s", ctx.handle.run_id, reason)
-        fail_run(ctx.files, reason)  # never raises: MLflow must not hide the run's failure
-        return reason
-
-    def release(self) -> None:
-        """Leave the run in this process: its loop asked to stop, its client closed (the
-        processes and topics stay: they belong to the run, :func:`stop` ends them)."""
-        ctx = self.ctx
-        if ctx.loop is not None:
-            ctx.loop.signal()
-        if ctx.client is not None:
-            ctx.client.close()
-            ctx.client = None
-
-    def run_all(self) -> RunSummary:
-        """Every phase not done yet, in order, then :meth:`stop` whatever happened; a
-        failure or an interrupt (:class:`~skewlab.live.driver.lifecycle.Interrupted`) is
-        recorded in the handle (``status`` failed, ``error``) and raised again."""
-        with self:
-            h = self.ctx.handle
-            if h.status != Status.DONE.value:  # a resumed run runs again
-                h.status, h.error = Status.RUNNING.value, None
-                h.save()
-            s, say = self.ctx.settings, self.say
-            if not h.done(Phase.SERVICES):  # 1.
-                say("connecting to the broker (the embedded Apache Kafka starts if needed)")
-                bootstrap = self.services()
-                took = h.startup.get("services")
-                say(f"broker {bootstrap}" + (f", started in {took:.1f} s" if took else ""))
-            if not h.done(Phase.TOPICS):
-                self.topics()
-                say(f"topics {h.events_topic} ({s.partitions} partitions), "
-                    f"{h.routed_topic} ({h.n_routed})")  # fmt: skip
+    def _before(self, phase: Phase) -> None:
+        """What :meth:`run_all` is about to do, in a line (and the modules a later phase
+        needs imported while Spark starts)."""
+        s, say = self.ctx.settings, self.say
+        if phase is Phase.SERVICES:
+            say("connecting to the broker (the embedded Apache Kafka starts if needed)")
+        elif phase is Phase.STARTED:
             preload(preload_modules(s.quality, s.mlflow))  # imported while Spark starts
-            if not h.done(Phase.STARTED):  # 2.
-                say(f"starting the route job (Spark session, warm-up batch) and {s.workers} "
-                    "workers")  # fmt: skip
-                self.start()
-                say(startup_line(h.startup, h.spark_ui) or "route job and workers ready")
-            say(f"producing {s.n_events:,} events at {s.rate:,.0f}/s")  # 3.
-            self.produce()
-            say("draining: the route job, then the workers, finish what is queued")  # 4.
-            self.drain()
-            if not h.done(Phase.AGGREGATED):  # 5.
-                say("merging the workers' partials and counting the input for the verdict")
-                verdict = self.aggregate()
-                say(f"verdict: {'EXACT' if verdict.exact else 'NOT EXACT'}")
+            say(f"starting the route job (Spark session, warm-up batch) and {s.workers} "
+                "workers")  # fmt: skip
+        elif phase is Phase.PRODUCED:
+            say(f"producing {s.n_events:,} events at {s.rate:,.0f}/s")
+        elif phase is Phase.DRAINED:
+            say("draining: the route job, then the workers, finish what is queued")
+        elif phase is Phase.AGGREGATED:
+            say("merging the workers' partials and counting the input for the verdict")
+        elif phase is Phase.SUMMARIZED:
             say("summary: quality suites, plots and the MLflow run")
-            return self.summarize()
+
+    def _after(self, phase: Phase, result: Any) -> None:
+        """What a phase of :meth:`run_all` did, in a line."""
+        h, say = self.ctx.handle, self.say
+        if phase is Phase.SERVICES:
+            took = h.startup.get("services")
+            say(f"broker {result}" + (f", started in {took:.1f} s" if took else ""))
+        elif phase is Phase.TOPICS:
+            say(f"topics {h.events_topic} ({self.ctx.settings.partitions} partitions), "
+                f"{h.routed_topic} ({h.n_routed})")  # fmt: skip
+        elif phase is Phase.STARTED:
+            say(startup_line(h.startup, h.spark_ui) or "route job and workers ready")
+        elif phase is Phase.AGGREGATED:
+            say(f"verdict: {'EXACT' if result.exact else 'NOT EXACT'}")
 
 
 def run_experiment(
@@ -571,8 +413,8 @@ def run_experiment(
     run_id: str | None = None,
     say: Say | None = None,
 ) -> RunSummary:
-    """Run one live experiment (steps 1-8 of the module doc) and return its summary;
-    ``say`` is told each phase in a line as it starts (the CLI prints them).
+    """Run one live experiment (every phase; this kind's own as the module doc lists them) and
+    return its summary; ``say`` is told each phase in a line as it starts (the CLI prints them).
 
     :meth:`Run.run_all` in this process (the route job and workers are its children);
     whatever happens, :meth:`Run.stop` runs last: loops stopped, processes killed,

@@ -1,8 +1,9 @@
 """The driver of a live run: one run from its settings to its ending.
 
-:mod:`.experiment` builds the run's settings and runs it; :mod:`.run` is the run
-object; :mod:`.phases` its phases (start services, launch, produce, drain, end) over
-the :mod:`.context`; :mod:`.handle` the state saved between phases; :mod:`.launch`
-and :mod:`.supervise` the background processes; :mod:`.lifecycle` the states of runs
-on disk; :mod:`.producer` the events' producer.
+:mod:`.experiment` builds the run's settings and runs it; :mod:`.base` is the phase
+machinery every run kind shares (:class:`~skewlab.live.driver.base.PhasedRun`) and
+:mod:`.run` the grouping run, a kind of it, over the :mod:`.context`; :mod:`.handle` the
+state saved between phases; :mod:`.launch`, :mod:`.spark_launcher`, :mod:`.route_host`
+and :mod:`.supervise` the background processes; :mod:`.lifecycle` the states of runs on
+disk; :mod:`.producer` the events' producer.
 """

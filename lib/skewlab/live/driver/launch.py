@@ -8,6 +8,7 @@ Why two ways, and how a detached one is found again: docs/live-run.md, "skewlab.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -15,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -243,6 +245,41 @@ def spawn_detached(name: str, cmd: list[str], log_path: Path) -> tuple[Detached,
     return Detached(rec, p), rec
 
 
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` as JSON, whole (a reader never sees half of it)."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def write_code(path: Path, rc: int) -> None:
+    """Write exit code ``rc`` to ``path``, whole."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(str(rc))
+    os.replace(tmp, path)
+
+
+def read_code(path: Path | str | None) -> int | None:
+    """The exit code written to ``path``, or None while there is none."""
+    if path is None:
+        return None
+    try:
+        return int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_polling(proc: Proc, cmd: list[str], timeout: float | None) -> int:
+    """Poll ``proc`` every 0.1 s until it ends; its code (``subprocess.TimeoutExpired`` once
+    ``timeout`` s, if given, have passed)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while (rc := proc.poll()) is None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(cmd, timeout or 0.0)
+        time.sleep(0.1)
+    return rc
+
+
 class Launcher(Protocol):
     """Where a run's processes run: start one (and record it), or find one again.
 
@@ -336,12 +373,7 @@ class Detached:
         return self.rec.pid
 
     def _rc_from_file(self) -> int | None:
-        if self.rec.rc_file is None:
-            return None
-        try:
-            return int(Path(self.rec.rc_file).read_text().strip())
-        except (OSError, ValueError):
-            return None
+        return read_code(self.rec.rc_file)
 
     def alive(self) -> bool:
         """True while the process (this pid, this create time) runs; a zombie has exited."""
@@ -403,11 +435,7 @@ class Detached:
     def wait(self, timeout: float | None = None) -> int:
         """Poll every 0.1 s until the process ends; its exit code. Raises
         ``subprocess.TimeoutExpired`` once ``timeout`` s (if given) have passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (rc := self.poll()) is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(self.rec.cmd, timeout or 0.0)
-            time.sleep(0.1)
+        rc = wait_polling(self, self.rec.cmd, timeout)
         if self.child is not None:
             self.child.wait()
         return rc

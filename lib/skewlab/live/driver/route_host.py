@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -31,7 +30,16 @@ from typing import Any
 
 from skewlab.envsettings import env_settings
 from skewlab.live.driver.handle import ProcRecord
-from skewlab.live.driver.launch import Detached, Launcher, Proc, spawn_detached
+from skewlab.live.driver.launch import (
+    Detached,
+    Launcher,
+    Proc,
+    read_code,
+    spawn_detached,
+    wait_polling,
+    write_code,
+    write_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +49,6 @@ HOST_MODULE = "skewlab.live.mains.route_host"
 ROUTE_MODULE = "skewlab.live.mains.route_job"
 READY_WAIT_S = 600.0
 """How long a run waits for a host that is still starting (it runs, so it is not stuck)."""
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True))
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True)
@@ -114,16 +116,11 @@ class HostDir:
 
     def write_rc(self, rid: str, rc: int) -> None:
         """Step 4 (the host): request ``rid`` ended with ``rc``."""
-        tmp = self.rc(rid).with_suffix(".rc.tmp")
-        tmp.write_text(str(rc))
-        os.replace(tmp, self.rc(rid))
+        write_code(self.rc(rid), rc)
 
     def read_rc(self, rid: str) -> int | None:
         """Step 4: the exit code of ``rid``, or None while it runs."""
-        try:
-            return int(self.rc(rid).read_text().strip())
-        except (OSError, ValueError):
-            return None
+        return read_code(self.rc(rid))
 
     @classmethod
     def of_request(cls, request: str | None) -> HostDir | None:
@@ -143,7 +140,7 @@ def launch_host(path: str | Path) -> HostDir:
         d.stop_file.unlink(missing_ok=True)
         cmd = [sys.executable, "-m", HOST_MODULE, str(d.path)]
         _, rec = spawn_detached("route-host", cmd, d.log)
-        _write_json(d.record, rec.__dict__)
+        write_json(d.record, rec.__dict__)
     return d
 
 
@@ -232,12 +229,7 @@ class HostProc:
 
     def wait(self, timeout: float | None = None) -> int:
         """Poll every 0.1 s until the query ends; ``TimeoutExpired`` after ``timeout`` s."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (rc := self.poll()) is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(self.rec.cmd, timeout or 0.0)
-            time.sleep(0.1)
-        return rc
+        return wait_polling(self, self.rec.cmd, timeout)
 
 
 def attach_any(rec: ProcRecord) -> Detached | HostProc:
@@ -269,7 +261,7 @@ class HostLauncher:
         if master != ready.get("master"):
             return self.inner.start(name, cmd, log_path)
         rid = f"{time.time_ns()}-{uuid.uuid4().hex[:6]}"
-        _write_json(d.request(rid), {"id": rid, "settings": str(settings), "log": str(log_path)})
+        write_json(d.request(rid), {"id": rid, "settings": str(settings), "log": str(log_path)})
         host = d.host_record()
         assert host is not None  # wait_ready saw it alive
         rec = ProcRecord(

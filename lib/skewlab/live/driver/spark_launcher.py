@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import threading
 import time
 import uuid
@@ -38,7 +37,11 @@ from skewlab.live.driver.launch import (
     Proc,
     kill_strays,
     module_command,
+    read_code,
     spawn_detached,
+    wait_polling,
+    write_code,
+    write_json,
 )
 from skewlab.rundir import RunDir
 
@@ -73,12 +76,6 @@ def worker_engine() -> str:
     if engine not in ENGINES:
         raise ConfigError(f"{ENGINE_ENV}={engine!r}: expected one of {', '.join(ENGINES)}")
     return engine
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True)
@@ -142,7 +139,7 @@ class EngineDir:
         env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV)}
         rid = f"{name}-{time.time_ns()}-{uuid.uuid4().hex[:6]}"
         req = Request(rid, name, cmd, str(log), env)
-        _write_json(self.request(req.id), req.__dict__)
+        write_json(self.request(req.id), req.__dict__)
         return req
 
     def requests(self) -> list[Request]:
@@ -174,9 +171,7 @@ class EngineDir:
 
     def finish(self, rid: str, rc: int) -> None:
         """Step 4: the job of ``rid`` ended with ``rc``."""
-        tmp = self.rc(rid).with_suffix(".rc.tmp")
-        tmp.write_text(str(rc))
-        os.replace(tmp, self.rc(rid))
+        write_code(self.rc(rid), rc)
 
     def job_rc(self, rid: str, failed: bool) -> int:
         """Step 4: the code of a finished job: 0 if its last attempt exited 0, else ``-9`` if
@@ -192,10 +187,7 @@ class EngineDir:
 
     def read_rc(self, rid: str) -> int | None:
         """The job's recorded end, or None while it runs."""
-        try:
-            return int(self.rc(rid).read_text().strip())
-        except (OSError, ValueError):
-            return None
+        return read_code(self.rc(rid))
 
 
 def _kill_tree(pid: int, create_time: float) -> None:
@@ -263,12 +255,7 @@ class SparkProc:
 
     def wait(self, timeout: float | None = None) -> int:
         """Poll every 0.1 s until the job ends; ``subprocess.TimeoutExpired`` after ``timeout``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (rc := self.poll()) is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(self.rec.cmd, timeout or 0.0)
-            time.sleep(0.1)
-        return rc
+        return wait_polling(self, self.rec.cmd, timeout)
 
 
 @dataclass(frozen=True)
@@ -290,7 +277,7 @@ class SparkLauncher:
             cmd = module_command(APP_MODULE, str(self.run_dir))
             d.ready.unlink(missing_ok=True)
             _, rec = spawn_detached("workers-app", cmd, self.run_dir / "workers-app.log")
-            _write_json(d.app, rec.__dict__)
+            write_json(d.app, rec.__dict__)
             return rec
 
     def wait_app(self, timeout_s: float = 300.0) -> dict[str, Any]:

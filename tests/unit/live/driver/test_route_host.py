@@ -58,6 +58,14 @@ def host(tmp_path: Path):
     Detached(rec).kill()
 
 
+@pytest.fixture
+def hosted(host: HostDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The command of a hostable route job, with ``$SKEWLAB_ROUTE_HOST`` naming ``host``."""
+    monkeypatch.setenv(ROUTE_HOST_ENV, str(host.path))
+    monkeypatch.delenv("SKEWLAB_CRASH", raising=False)
+    return [*ROUTE, str(settings_file(tmp_path))]
+
+
 def settings_file(tmp_path: Path, master: str = "local[2]") -> Path:
     p = tmp_path / "route.json"
     p.write_text(json.dumps({"spark_master": master}))
@@ -77,13 +85,11 @@ def test_only_a_local_python_route_job_without_crash_points_is_hostable(
 
 
 def test_a_hostable_route_job_becomes_a_request_and_the_rest_start_as_before(
-    host: HostDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    host: HostDir, hosted: list[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(ROUTE_HOST_ENV, str(host.path))
-    monkeypatch.delenv("SKEWLAB_CRASH", raising=False)
     inner = Recording()
     launcher = HostLauncher(inner)  # type: ignore[arg-type]
-    cmd = [*ROUTE, str(settings_file(tmp_path))]
+    cmd = hosted
     proc, rec = launcher.start("route", cmd, tmp_path / "route.log")
     assert inner.started == [] and isinstance(proc, HostProc)
     (req,) = host.requests.glob("*.json")
@@ -124,11 +130,9 @@ def test_a_run_waits_for_a_host_still_starting(host: HostDir) -> None:
 
 
 def test_a_hosted_query_ends_by_its_exit_code_or_with_its_host(
-    host: HostDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    host: HostDir, hosted: list[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(ROUTE_HOST_ENV, str(host.path))
-    monkeypatch.delenv("SKEWLAB_CRASH", raising=False)
-    cmd = [*ROUTE, str(settings_file(tmp_path))]
+    cmd = hosted
     launcher = HostLauncher(Recording())  # type: ignore[arg-type]
     first, rec = launcher.start("route", cmd, tmp_path / "a.log")
     second, _ = launcher.start("route", cmd, tmp_path / "b.log")
@@ -141,11 +145,9 @@ def test_a_hosted_query_ends_by_its_exit_code_or_with_its_host(
 
 
 def test_killing_a_hosted_query_cancels_it_and_never_signals_the_host(
-    host: HostDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    host: HostDir, hosted: list[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(ROUTE_HOST_ENV, str(host.path))
-    monkeypatch.delenv("SKEWLAB_CRASH", raising=False)
-    cmd = [*ROUTE, str(settings_file(tmp_path))]
+    cmd = hosted
     proc, rec = HostLauncher(Recording()).start("route", cmd, tmp_path / "a.log")  # type: ignore[arg-type]
     rid = Path(rec.request).stem  # type: ignore[arg-type]
 

@@ -47,8 +47,9 @@ VARIABLES: tuple[Variable, ...] = (
              "launch the route job by spark-submit even on a local master"),
     Variable("SKEWLAB_SPARK_UI", "spark_ui", "flag", "on",
              "the route job's Spark UI; 0 switches it off"),
-    Variable("SKEWLAB_ROUTE_HOST", "route_host", "path", "(none)",
-             "a warm route host's directory: runs start their route query there"),
+    Variable("SKEWLAB_ROUTE_HOST", "route_host", "path", "<data dir>/route-host (skewlab run)",
+             "a warm route host's directory: runs start their route query there; off: "
+             "each run starts its own route job"),
     Variable("SKEWLAB_SPARK_JAVA_OPTS", "spark_java_opts", "text",
              "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "the Spark driver JVM's options"),
     Variable("SKEWLAB_SPARK_DRIVER_HOST", "spark_driver_host", "text", "127.0.0.1 (local)",
@@ -113,6 +114,18 @@ class EnvSettings:
     crash_dir: str | None = None
     proc: str | None = None
     airflow: str | None = None
+
+    @property
+    def route_host_dir(self) -> str | None:
+        """The route host's directory ``route_host`` names; None when unset or off."""
+        if self.route_host is None or self.route_host.lower() in _OFF:
+            return None
+        return self.route_host
+
+    @property
+    def route_host_off(self) -> bool:
+        """True when ``route_host`` is ``off`` (or ``0``, ``false``, ``no``)."""
+        return self.route_host is not None and self.route_host.lower() in _OFF
 
 
 _DEFAULTS = {f.name: f.default for f in fields(EnvSettings)}

@@ -130,3 +130,12 @@ def test_the_process_environment_is_read_on_each_call(monkeypatch: pytest.Monkey
     monkeypatch.delenv("SKEWLAB_CRASH")
     assert env_settings().crash is None
     assert variable("SKEWLAB_CRASH").field == "crash"
+
+
+@pytest.mark.parametrize(
+    ("raw", "where", "off"),
+    [(None, None, False), ("/h", "/h", False), ("off", None, True), ("0", None, True)],
+)
+def test_route_host_is_a_directory_or_off(raw: str | None, where: str | None, off: bool) -> None:
+    s = env_settings({} if raw is None else {"SKEWLAB_ROUTE_HOST": raw})
+    assert s.route_host_dir == where and s.route_host_off is off

@@ -44,7 +44,8 @@ from skewlab.live.driver.launch import (
 log = logging.getLogger(__name__)
 
 ROUTE_HOST_ENV = "SKEWLAB_ROUTE_HOST"
-"""The host's directory; unset: every run starts its own route job."""
+"""The host's directory; unset or ``off``: the run starts its own route job (``skewlab run``
+sets it to :func:`home_host_dir` unless it is ``off``)."""
 HOST_MODULE = "skewlab.live.mains.route_host"
 ROUTE_MODULE = "skewlab.live.mains.route_job"
 READY_WAIT_S = 600.0
@@ -247,7 +248,7 @@ class HostLauncher:
 
     def start(self, name: str, cmd: list[str], log_path: Path) -> tuple[Proc, ProcRecord]:
         """Step 2 for a hostable route job (waiting for a host still starting); else ``inner``."""
-        where = env_settings().route_host
+        where = env_settings().route_host_dir
         settings = hostable(cmd) if name == "route" and where else None
         if settings is None or where is None:
             return self.inner.start(name, cmd, log_path)

@@ -141,6 +141,8 @@ class StateManager(Pacing, EventTracking, Sweeping):
         """The newest ``key_loads`` window the sweeps read (:meth:`_sweep`)."""
         self._loads_read: set[str] = set()
         """The ``key_loads`` data files the sweeps read (``DeltaStore.read_new``)."""
+        self._keys_read = False
+        """A sweep has read ``key_loads`` (a switch's sweep reads it only if none has)."""
         self._last_score: dict[int, float] = {}
         """Per group: its score at the last full step (logged with a readiness step's rows)."""
 

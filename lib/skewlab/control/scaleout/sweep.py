@@ -41,6 +41,7 @@ class Sweeping:
     _prepared: VersionRows | None
     _newest_window: int | None
     _loads_read: set[str]
+    _keys_read: bool
 
     def _version_rows(self, seen: list[str], sig: tuple[tuple[int, ...], ...]) -> VersionRows:
         """The rows of a version for ``seen`` (and the mapped keys) with each group's
@@ -70,10 +71,14 @@ class Sweeping:
         ``read=False`` (the routing switch): the keys seen by the last step's sweep,
         without reading ``key_loads`` again (at 100k keys that read was a third of the
         switch). A key first routed since then is still on its old instance; the next
-        step's sweep moves it like any key (its set ends there, its state is handed on)."""
+        step's sweep moves it like any key (its set ends there, its state is handed on).
+        A manager that has not read ``key_loads`` yet (a resumed driver's, finishing the
+        switch the dead one's was about to make) reads it all the same: else its switch
+        would move no key, and the keys it moves the step after would belong to no event."""
         where = self._placement
         new: list[str] = []
-        if read:  # the key_loads files written since the last read (DeltaStore.read_new)
+        if read or not self._keys_read:  # key_loads files written since (DeltaStore.read_new)
+            self._keys_read = True
             loads = self.store.read_new(
                 "key_loads", self.s.run_id, ["key", "window_start"], self._loads_read
             )

@@ -5,7 +5,7 @@ routing go to a real Delta store. After every step of the original manager, a ne
 manager built on the same store and :func:`recover`-ed must hold the same logged state
 (instances, partitions, routing version and key map, policy ids). And when the
 original dies between checkpoint and switch (the crash point raises here), the
-recovered manager finishes the scale event exactly once.
+recovered manager finishes the scale event exactly once and reports the keys it moved.
 """
 
 from __future__ import annotations
@@ -165,7 +165,15 @@ def test_a_manager_that_died_between_checkpoint_and_switch_is_finished_by_the_ne
     assert op.mgr.version == 1  # the one switch's version, written once
     rows = op.store.read("assignments", run_id=RUN).to_pylist()
     assert {r["version"] for r in rows} == {1}
-    assert {r["key"] for r in rows if r["reason"] == "scale-out"}  # keys moved
+    moved = {r["key"] for r in rows if r["reason"] == "scale-out"}
+    assert moved  # keys moved
+    # the switch the resumed manager made reports the keys it moved (it read the keys
+    # seen before it switched), in its decision and in its scale event
+    (switch,) = [d for d in op.decisions() if d["action"] == "SwitchRouting"]
+    assert switch["version"] == 1 and switch["keys_moved"] == len(moved), switch
+    (ev,) = op.mgr.events
+    assert ev["keys_moved"] == len(moved)
+    assert {k for k, _ in ev["pending"]} == moved  # its pause waits for these keys
     (g,) = op.mgr.groups
     assert len(g.active) == 2 and g.active[1] in started
     assert set(g.active) <= op.mgr.running

@@ -52,10 +52,11 @@ def live_refs(broker: Any, tmp_path: Path) -> Iterator[Any]:
 
 
 def _kill_children(run_dir: Path) -> None:
-    """Whatever a failed test left running of the run (each child in its own session)."""
+    """Whatever a failed test left running of the run (each child in its own session; a
+    route query on the shared route host is cancelled, the host never signalled)."""
     from skewlab.live.driver.handle import RunHandle
-    from skewlab.live.driver.launch import Detached
+    from skewlab.live.driver.route_host import attach_any
 
     with contextlib.suppress(Exception):
         for rec in RunHandle.load(run_dir).procs.values():
-            Detached(rec).kill()
+            attach_any(rec).kill()

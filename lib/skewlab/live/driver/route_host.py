@@ -10,8 +10,8 @@ session instead, as Spark runs many streaming queries in one application. The fi
 2. :class:`HostLauncher` writes ``requests/<id>.json`` (the run's settings file and log);
 3. :meth:`HostProc.kill` touches ``<id>.cancel``: the host ends that query at once;
 4. the host writes ``<id>.rc`` when the query ended: 0, 1 (failed), -9 (cancelled, or the
-   host ended first). A run arming a crash point, on another master or by spark-submit
-   starts its own route job (a crash point would end the host).
+   host ended first). A run on another master or by spark-submit, or arming a crash
+   point of the route job's (one would end the host), starts its own route job.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from skewlab.envsettings import env_settings
+from skewlab.faults import parse
 from skewlab.live.driver.handle import ProcRecord
 from skewlab.live.driver.launch import (
     Detached,
@@ -48,6 +49,8 @@ ROUTE_HOST_ENV = "SKEWLAB_ROUTE_HOST"
 sets it to :func:`home_host_dir` unless it is ``off``)."""
 HOST_MODULE = "skewlab.live.mains.route_host"
 ROUTE_MODULE = "skewlab.live.mains.route_job"
+ROUTE_POINTS = "route."
+"""The prefix of the crash points the route job's process reaches (:func:`route_job_point`)."""
 READY_WAIT_S = 600.0
 """How long a run waits for a host that is still starting (it runs, so it is not stuck)."""
 
@@ -179,10 +182,25 @@ def stop_host(path: str | Path, grace_s: float = 60.0) -> None:
         proc.wait(timeout=30)
 
 
+def route_job_point(name: str) -> bool:
+    """Whether crash point ``name`` is one the route job's process can reach (the
+    ``route.`` points of :mod:`skewlab.spark.route_sink`, see docs/crash-matrix.md,
+    "The points"): on a host it would end the host, which other runs share."""
+    return name.startswith(ROUTE_POINTS)
+
+
 def hostable(cmd: list[str]) -> Path | None:
     """The route settings file of ``cmd`` if a host may run it: the route job as a local
-    Python process (not spark-submit), no crash point armed."""
-    if env_settings().crash or len(cmd) != 4 or cmd[1:3] != ["-m", ROUTE_MODULE]:
+    Python process (not spark-submit), no crash point armed that the route job reaches
+    (:func:`route_job_point`; the driver's, the workers' and the state manager's points
+    are theirs). An unreadable ``$SKEWLAB_CRASH`` keeps the route job its own."""
+    if len(cmd) != 4 or cmd[1:3] != ["-m", ROUTE_MODULE]:
+        return None
+    try:
+        armed = parse(env_settings().crash or "")
+    except ValueError:
+        return None
+    if any(route_job_point(p) for p in armed):
         return None
     return Path(cmd[3])
 
@@ -286,6 +304,7 @@ __all__ = [
     "attach_any",
     "hostable",
     "launch_host",
+    "route_job_point",
     "start_host",
     "stop_host",
     "wait_ready",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -25,6 +26,7 @@ from skewlab.live.driver.route_host import (
     HostProc,
     attach_any,
     hostable,
+    route_job_point,
     stop_host,
     wait_ready,
 )
@@ -72,7 +74,7 @@ def settings_file(tmp_path: Path, master: str = "local[2]") -> Path:
     return p
 
 
-def test_only_a_local_python_route_job_without_crash_points_is_hostable(
+def test_only_a_local_python_route_job_without_route_crash_points_is_hostable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SKEWLAB_CRASH", raising=False)
@@ -80,8 +82,53 @@ def test_only_a_local_python_route_job_without_crash_points_is_hostable(
     assert hostable([*ROUTE, str(path)]) == path
     assert hostable(["spark-submit", "--master", "local[2]", "jobs/route.py", str(path)]) is None
     assert hostable([sys.executable, "-m", "skewlab.live.worker.process", str(path)]) is None
-    monkeypatch.setenv("SKEWLAB_CRASH", "route.in_batch@1")
-    assert hostable([*ROUTE, str(path)]) is None  # a crash point would end the host
+    # points of the driver, the workers and the state manager: the host runs the query
+    monkeypatch.setenv(
+        "SKEWLAB_CRASH",
+        "driver.mid_produce@2,worker.before_commit,worker.restoring@2,"
+        "scaleout.between_checkpoint_and_switch,scaleout.after_cut,rebalance.mid_reassignment",
+    )
+    assert hostable([*ROUTE, str(path)]) == path
+    for route_point in ("route.in_batch@1", "route.after_produce@2"):  # would end the host
+        monkeypatch.setenv("SKEWLAB_CRASH", f"worker.before_commit,{route_point}")
+        assert hostable([*ROUTE, str(path)]) is None
+    monkeypatch.setenv("SKEWLAB_CRASH", "worker.before_commit@0")  # unreadable: its own
+    assert hostable([*ROUTE, str(path)]) is None
+
+
+HOST_POINTS = """
+import ast, importlib, json, sys
+for m in ("skewlab.live.mains.route_host", "skewlab.spark.route_sink", "skewlab.spark.warmup"):
+    importlib.import_module(m)
+points = []
+for name, mod in sorted(sys.modules.items()):
+    path = getattr(mod, "__file__", None)
+    if not name.startswith("skewlab") or not path:
+        continue
+    for node in ast.walk(ast.parse(open(path).read())):
+        f = getattr(node, "func", None)
+        if isinstance(node, ast.Call) and getattr(f, "id", getattr(f, "attr", "")) == "crash_point":
+            arg = node.args[0]
+            value = arg.value if isinstance(arg, ast.Constant) else getattr(mod, arg.id)
+            points.append([name, value])
+print(json.dumps(points))
+"""
+
+
+def test_every_crash_point_the_host_process_can_reach_keeps_a_run_off_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``crash_point`` calls in every skewlab module the host's process loads (its
+    main, the route sink, the warm-up): each of them, armed, gives the run its own route job."""
+    out = subprocess.run(
+        [sys.executable, "-c", HOST_POINTS], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    points = {p for _, p in json.loads(out)}
+    assert {"route.in_batch", "route.after_produce"} <= points
+    path = settings_file(tmp_path)
+    for p in sorted(points):
+        monkeypatch.setenv("SKEWLAB_CRASH", p)
+        assert route_job_point(p) and hostable([*ROUTE, str(path)]) is None, p
 
 
 def test_a_hostable_route_job_becomes_a_request_and_the_rest_start_as_before(

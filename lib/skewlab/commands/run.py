@@ -1,10 +1,12 @@
 """``skewlab run``: one live experiment on the embedded stack (the main job).
 
-Starts what is not running, runs produce + the Spark route job + W workers + aggregate
-(optionally with the rebalancer loop or the scale-out state manager, or once per strategy with
-``--compare``), prints one summary table and logs one MLflow run per run. Exit 1 when a run is
-not exact or its data-quality check failed (:func:`exit_code`). Example and what each mode
-adds to the summary: docs/cli.md, "skewlab run".
+Starts what is not running (the embedded broker, and the route host: one warm Spark session
+that runs each run's route query, :func:`~skewlab.commands.services.start_route_host`; both
+stay up for the next run until ``skewlab down``), runs produce + the Spark route job + W
+workers + aggregate (optionally with the rebalancer loop or the scale-out state manager, or
+once per strategy with ``--compare``), prints one summary table and logs one MLflow run per
+run. Exit 1 when a run is not exact or its data-quality check failed (:func:`exit_code`).
+Example and what each mode adds to the summary: docs/cli.md, "skewlab run".
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from skewlab.commands._args import add_flag, flag_values, names
-from skewlab.commands.services import find_mlflow_ui
+from skewlab.commands.services import find_mlflow_ui, start_route_host
 from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPINGS, make_grouping
@@ -26,6 +28,7 @@ from skewlab.io.tracking import TrackingSettings
 from skewlab.live.driver.handle import HandleError, RunHandle
 from skewlab.live.driver.lifecycle import Interrupted, failure_reason, signals_as_interrupts
 from skewlab.live.driver.preflight import check_run_size
+from skewlab.live.driver.route_host import HostDir
 from skewlab.registry import normalize, resolve
 from skewlab.report.table import format_table
 from skewlab.rundir import RunDir
@@ -122,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         for warning in check_run_size(s, allow_large=args.allow_large):
             print(f"skewlab run: warning: {warning}", file=sys.stderr)
     broker_before = _embedded_broker(todo[0])
+    host = start_route_host(todo[0].home)  # warms up while the broker starts
     summaries = []
     try:
         for s in todo:
@@ -142,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
             note = still_running_note(todo[0].home, broker_before, _embedded_broker(todo[0]))
             if note:
                 print(note, file=sys.stderr)
+        if host is not None and host[1] and host[0].alive():
+            print(host_note(todo[0].home, host[0]), file=sys.stderr)
     report(summaries, todo[0].home, as_json=args.json)
     return exit_code(summaries)
 
@@ -255,13 +261,29 @@ def still_running_note(home: str, before: ServiceStatus, after: ServiceStatus | 
     run (the user's) or is not running now."""
     if before.running or after is None or not after.running or after.state is None:
         return None
-    root = resolve_home(home)
-    flag = f" --home {shlex.quote(str(root))}" if root != resolve_home(None) else ""
     st = after.state
     return (
         f"skewlab run: the embedded broker started for this run is still running "
-        f"(pid {st.pid}, {st.url}); the next run reuses it; stop it with: skewlab down{flag}"
+        f"(pid {st.pid}, {st.url}); the next run reuses it; stop it with: "
+        f"skewlab down{_home_flag(home)}"
     )
+
+
+def host_note(home: str, d: HostDir) -> str:
+    """One line saying the route host this command started is still running, and how to
+    stop it (the next run's route query starts on its warm session)."""
+    rec = d.host_record()
+    pid = f"pid {rec.pid}, " if rec is not None else ""
+    return (
+        f"skewlab run: the route host started for this run is still running ({pid}{d.path}); "
+        f"the next run's route query starts on it; stop it with: skewlab down{_home_flag(home)}"
+    )
+
+
+def _home_flag(home: str) -> str:
+    """`` --home DIR`` when ``home`` is not the default data dir, else empty."""
+    root = resolve_home(home)
+    return f" --home {shlex.quote(str(root))}" if root != resolve_home(None) else ""
 
 
 def exit_code(summaries: list[Any]) -> int:

@@ -5,6 +5,8 @@ start or stop it:
 
 * every registered service (:data:`skewlab.services.SERVICES`, the Kafka
   broker today): ``skewlab up`` starts it, ``skewlab down`` stops it;
+* the route host ``skewlab run`` starts (:func:`start_route_host`, a Spark session kept
+  warm for the next run's route query); ``skewlab down`` stops it;
 * Airflow standalone started by ``skewlab airflow --run`` for this data dir
   (found by its ``AIRFLOW_HOME``); ``skewlab down`` stops it too;
 * an MLflow UI / server reading this data dir's store, if one was started by
@@ -24,10 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skewlab.envsettings import EnvSettings, env_settings
 from skewlab.live.driver.lifecycle import run_states
+from skewlab.live.driver.route_host import ROUTE_HOST_ENV, HostDir, launch_host, stop_host
 from skewlab.report.table import format_table
 from skewlab.services import SERVICES, get_service
-from skewlab.services.datadir import resolve_home
+from skewlab.services.datadir import DataDir, resolve_home
 
 HELP = "start (up), stop (down) or show (status) the local services of a data dir"
 
@@ -37,6 +41,36 @@ AIRFLOW_STOP = ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 
 """How ``down`` stops Airflow standalone: signal to its process group, then seconds of grace."""
 
 MLFLOW_DEFAULT_PORT = 5000
+
+ROUTE_HOST = "route-host"
+"""The route host's folder under the data dir (and its row in ``status``)."""
+
+
+def route_host_dir(home: str | os.PathLike[str] | None) -> Path:
+    """``<data dir>/route-host``: where ``skewlab run`` keeps its route host."""
+    return DataDir(home).service_dir(ROUTE_HOST)
+
+
+def wants_route_host(env: EnvSettings) -> bool:
+    """Whether ``skewlab run`` starts (or reuses) the data dir's route host: not when
+    ``$SKEWLAB_ROUTE_HOST`` names one or is ``off``, on a cluster master or spark-submit
+    (the route job is the master's application), or with a crash point armed."""
+    local = env.spark_master is None or env.spark_master.startswith("local")
+    return env.route_host is None and local and not env.spark_submit and env.crash is None
+
+
+def start_route_host(home: str | os.PathLike[str] | None) -> tuple[HostDir, bool] | None:
+    """The data dir's route host, launched without waiting unless it runs (a run waits for
+    it to be warm), and ``$SKEWLAB_ROUTE_HOST`` set to it for this process and its children;
+    with whether this call started it. None when :func:`wants_route_host` is false."""
+    if not wants_route_host(env_settings()):
+        return None
+    path = route_host_dir(home)
+    with DataDir(home).lock(ROUTE_HOST):
+        started = not HostDir(path).alive()
+        d = launch_host(path)
+    os.environ[ROUTE_HOST_ENV] = str(d.path)
+    return d, started
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -161,6 +195,7 @@ def status_rows(home: str | None) -> list[list[str]]:
             rows.append([name, health, st.state.url, str(st.state.pid), f"skewlab down{flag}"])
         else:
             rows.append([name, "stopped", "-", "-", f"skewlab up{flag}"])
+    rows.append(route_host_row(root / ROUTE_HOST, flag))
     airflow = find_airflow(root / "airflow")
     if airflow:
         rows.extend(
@@ -176,6 +211,17 @@ def status_rows(home: str | None) -> list[list[str]]:
         how = f"mlflow ui --backend-store-uri sqlite:///{store}" if store.exists() else "-"
         rows.append(["mlflow-ui", "stopped", "-", "-", how])
     return rows
+
+
+def route_host_row(path: Path, flag: str) -> list[str]:
+    """The ``status`` row of the route host in ``path``: starting or running (its Spark UI)."""
+    d = HostDir(path)
+    rec = d.host_record()
+    if rec is None or not d.alive():
+        return [ROUTE_HOST, "stopped", "-", "-", "started by skewlab run"]
+    ready = d.read_ready()
+    state, url = ("starting", "-") if ready is None else ("running", ready.get("spark_ui") or "-")
+    return [ROUTE_HOST, state, str(url), str(rec.pid), f"skewlab down{flag}"]
 
 
 def _act(action: str, args: argparse.Namespace) -> int:
@@ -200,6 +246,10 @@ def _act(action: str, args: argparse.Namespace) -> int:
             stopped = svc.stop()
             print(f"{name}: {'stopped' if stopped else 'was not running'}")
     if action == "down":
+        host = HostDir(resolve_home(args.home) / ROUTE_HOST)
+        if host.alive():
+            stop_host(host.path)
+            print(f"{ROUTE_HOST}: {'could not be stopped' if host.alive() else 'stopped'}")
         for a in find_airflow(resolve_home(args.home) / "airflow"):
             gone = stop_group(a.pid)
             print(f"airflow: {'stopped' if gone else 'could not be stopped'} (pid {a.pid})")
@@ -213,8 +263,8 @@ def up(args: argparse.Namespace) -> int:
 
 
 def down(args: argparse.Namespace) -> int:
-    """``skewlab down``: stop every registered service and the data dir's Airflow standalone
-    (:func:`stop_group`), one line each; returns 0."""
+    """``skewlab down``: stop every registered service, the data dir's route host and its
+    Airflow standalone (:func:`stop_group`), one line each; returns 0."""
     return _act("down", args)
 
 

@@ -48,6 +48,7 @@ def _summary(strategy: str, *, exact: bool = True, quality: str = "passed") -> R
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv("SKEWLAB_HOME", str(home))
+    monkeypatch.setenv("SKEWLAB_ROUTE_HOST", "off")  # no Spark here
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     return home
 
@@ -186,3 +187,61 @@ def test_the_note_is_printed_when_the_run_fails(
     broker.asked = 0
     assert cli.main(["run", "--no-progress", "--strategy", "key"]) == 1
     assert len([ln for ln in capsys.readouterr().err.splitlines() if "stop it with" in ln]) == 1
+
+
+@pytest.mark.parametrize(
+    ("env", "wanted"),
+    [
+        ({}, True),
+        ({"SKEWLAB_SPARK_MASTER": "local[3]"}, True),
+        ({"SKEWLAB_ROUTE_HOST": "off"}, False),
+        ({"SKEWLAB_ROUTE_HOST": "/elsewhere"}, False),  # the user's host: used as it is
+        ({"SKEWLAB_SPARK_MASTER": "spark://10.0.0.1:7077"}, False),
+        ({"SKEWLAB_SPARK_SUBMIT": "1"}, False),
+        ({"SKEWLAB_CRASH": "route.after_sink"}, False),
+    ],
+)
+def test_run_starts_the_data_dirs_route_host_only_for_a_local_python_route_job(
+    env: dict[str, str], wanted: bool
+) -> None:
+    from skewlab.envsettings import env_settings
+
+    assert services_cmd.wants_route_host(env_settings(env)) is wanted
+
+
+@pytest.mark.parametrize("started", [True, False])
+def test_a_route_host_the_run_started_is_reported_with_how_to_stop_it(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    started: bool,
+) -> None:
+    """The host is this process (alive) standing in for one; only one this run started is named."""
+    import os
+
+    import psutil
+
+    import skewlab.commands.run as run_command
+    from skewlab.live.driver.handle import ProcRecord
+    from skewlab.live.driver.launch import write_json
+    from skewlab.live.driver.route_host import HostDir
+
+    home = tmp_path / "elsewhere"
+    d = HostDir(tmp_path / "host")
+    d.path.mkdir()
+    me = psutil.Process(os.getpid())
+    write_json(d.record, ProcRecord("route-host", me.pid, me.create_time(), [], "").__dict__)
+    asked: list[Any] = []
+
+    def start(h: Any) -> tuple[HostDir, bool]:
+        asked.append(h)
+        return d, started
+
+    monkeypatch.setattr(run_command, "start_route_host", start)
+    code, _, _ = _run_with_broker(monkeypatch, [True, True], "--home", str(home))
+    assert code == 0 and [resolve_home(h) for h in asked] == [resolve_home(home)]
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "route host" in ln]
+    assert len(notes) == (1 if started else 0)
+    if started:
+        assert f"pid {me.pid}" in notes[0] and str(d.path) in notes[0]
+        assert _down_home(notes[0]) == resolve_home(home)

@@ -31,6 +31,7 @@ def _nothing_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any
 
     monkeypatch.setenv("SKEWLAB_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(run_cmd, "get_service", refuse)
+    monkeypatch.setattr(run_cmd, "start_route_host", refuse)
     monkeypatch.setattr(live_run, "run_experiment", refuse)
     return started
 

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from skewlab import cli
-from skewlab.commands.services import find_airflow, status_rows
+from skewlab.commands.services import ROUTE_HOST, find_airflow, status_rows
+from skewlab.live.driver.handle import ProcRecord
+from skewlab.live.driver.launch import write_json
+from skewlab.live.driver.route_host import HostDir
 from skewlab.services import SERVICES, DataDir, ServiceState
 
 pytestmark = pytest.mark.unit
@@ -97,3 +100,31 @@ def test_airflow_of_this_data_dir_is_listed_and_down_stops_it(
     assert cli.main(["down", "--home", str(home)]) == 0
     assert fake_airflow.wait(timeout=30) is not None
     assert find_airflow(home / "airflow") == []
+
+
+def test_the_route_host_is_a_row_starting_then_running_and_down_stops_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stand-in host process (it exits once the host's stop file appears, as the host does)."""
+    import psutil
+
+    home = tmp_path / "home"
+    d = HostDir(home / ROUTE_HOST)
+    d.requests.mkdir(parents=True)
+    assert [r[:2] for r in _status(capsys, home) if r[0] == ROUTE_HOST] == [[ROUTE_HOST, "stopped"]]
+    code = f"import os, time\nwhile not os.path.exists({str(d.stop_file)!r}): time.sleep(0.05)"
+    host = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        rec = ProcRecord("route-host", host.pid, psutil.Process(host.pid).create_time(), [], "")
+        write_json(d.record, rec.__dict__)
+        row = next(r for r in _status(capsys, home) if r[0] == ROUTE_HOST)
+        assert row[1:4] == ["starting", "-", str(host.pid)]
+        write_json(d.ready, {"pid": host.pid, "spark_ui": "http://127.0.0.1:4321"})
+        row = next(r for r in _status(capsys, home) if r[0] == ROUTE_HOST)
+        assert row[1:4] == ["running", "http://127.0.0.1:4321", str(host.pid)]
+        assert cli.main(["down", "--home", str(home)]) == 0
+        assert f"{ROUTE_HOST}: stopped" in capsys.readouterr().out.splitlines()
+        assert host.wait(timeout=30) == 0  # it ended by its stop file, not a kill
+    finally:
+        if host.poll() is None:
+            host.kill()

@@ -3,8 +3,8 @@
 A run produces only once the route job is warm (``route.ready``, written after
 its first warm-up micro-batch) and every worker reads (``worker-<i>.ready``).
 ``route.ready`` holds JSON ``{"t_process", "t_session", "t_query", "t_warm"}``
-(epoch seconds) and ``spark_ui``; an older route job wrote one number or
-nothing, which still counts as ready. A worker's marker holds the epoch time it
+(epoch s; a query on the route host: ``t_host`` for the first two) and ``spark_ui``;
+an older route job wrote one number or nothing, which still counts as ready. A worker's marker holds the epoch time it
 started reading.
 
 The times go to the run handle (``startup``), split per component, so the
@@ -48,7 +48,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_ROUTE_STEPS = ("t_process", "t_session", "t_query", "t_warm")
+_ROUTE_STEPS = ("t_process", "t_session", "t_host", "t_query", "t_warm")
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class RouteReady:
     """What ``route.ready`` says (any field may be missing from an older route job)."""
 
     times: dict[str, float]
-    """Subset of ``t_process``, ``t_session``, ``t_query``, ``t_warm`` (epoch s)."""
+    """Subset of ``t_process``, ``t_session``, ``t_host``, ``t_query``, ``t_warm`` (epoch s)."""
     spark_ui: str | None = None
 
 
@@ -93,7 +93,8 @@ def read_worker_ready(path: Path) -> float | None:
 def route_startup(spawned: float, ready: RouteReady, seen: float) -> dict[str, float]:
     """Seconds of each route-job step, in the order the steps happened, each named by
     the step it ends: ``process`` (spawn -> interpreter up), ``session`` (-> Spark
-    session), ``warm`` (-> warm-up micro-batch done), ``query`` (-> streaming query
+    session), ``host`` (on the route host: -> the warm host took the query, instead of the
+    first two), ``warm`` (-> warm-up micro-batch done), ``query`` (-> streaming query
     started); and ``total`` (spawn -> ready seen by the driver)."""
     out: dict[str, float] = {"total": max(0.0, seen - spawned)}
     prev_t = spawned

@@ -109,7 +109,7 @@ def serve_request(
             s = RouteSettings.from_json(Path(req["settings"]).read_text())
             s = replace(s, warmup_events=0)  # the route code ran warm here once (step 1)
             log.info("route query of %s on the route host (Spark's log: %s)", s.run_id, d.log)
-            marker = {"t_process": picked, "t_session": picked, "spark_ui": ui, "host": str(d.path)}
+            marker = {"t_host": picked, "spark_ui": ui, "host": str(d.path)}
             cancelled = d.cancel(rid).exists
             rc = serve(spark, s, marker, cancelled, lambda sink: LoggedSink(sink, logs, out))
         except Exception:

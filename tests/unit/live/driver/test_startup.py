@@ -58,6 +58,16 @@ def test_route_steps_are_differences_of_the_marker_times() -> None:
     )
 
 
+def test_a_query_on_the_route_host_counts_its_wait_for_the_host() -> None:
+    # written by the host: t_host (it took the query), then the query and its (skipped) warm-up
+    ready = RouteReady({"t_host": 30.0, "t_query": 31.25, "t_warm": 31.5})
+    steps = route_startup(5.0, ready, 32.0)
+    assert steps == {"total": 27.0, "host": 25.0, "query": 1.25, "warm": 0.25}
+    assert startup_line({"route": steps}) == (
+        "start-up: route job 27.0 s (host 25.0, query 1.2, warm 0.2)"
+    )
+
+
 def test_wait_ready_needs_the_route_job_and_every_worker(tmp_path: Path) -> None:
     files = RunDir.create(tmp_path, "key-w")
 

@@ -21,15 +21,14 @@ from typing import TYPE_CHECKING, Any
 from skewlab.io.run_links import run_url, serve_hint
 from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.settings import AutoscaleSettings
-from skewlab.live.driver.handle import Phase
 from skewlab.live.report.tracking import LiveRun
 from skewlab.orchestration.runs import result_for_xcom, settings_from_xcom
 from skewlab.rundir import RunDir, delta_root_of
 
 if TYPE_CHECKING:
-    from skewlab.live.autoscale.run import AutoscaleRun
+    from skewlab.live.driver.base import PhasedRun
     from skewlab.live.driver.context import RunContext
-    from skewlab.live.driver.run import PhasedRun, Run
+    from skewlab.live.driver.run import Run
     from skewlab.quality.report import QualityReport
 
 log = logging.getLogger(__name__)
@@ -54,23 +53,6 @@ __all__ = [
 
 def _ref(ctx: RunContext) -> dict[str, Any]:
     return {"mode": "grouping", "run_id": ctx.handle.run_id, "run_dir": ctx.handle.run_dir}
-
-
-def _autoscale(ref: Mapping[str, Any]) -> bool:
-    return ref.get("mode") == AUTOSCALE
-
-
-@contextmanager
-def _autoscale_run(ref: Mapping[str, Any]) -> Iterator[AutoscaleRun]:
-    """The autoscale run in this task (its phases as :class:`AutoscaleRun` methods); its
-    client closed at the end (processes and topics stay: ``stop_jobs`` ends them)."""
-    from skewlab.live.autoscale.run import AutoscaleRun
-
-    run = AutoscaleRun.resume(ref["run_dir"])
-    try:
-        yield run
-    finally:
-        run.release()
 
 
 @contextmanager
@@ -169,92 +151,12 @@ def poke_drained(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> bool:
-    """One poke of the drain sensor: True once the run is drained (phase 5 done).
-
-    Asks the route job to finish (``route.stop``), and once it has exited cleanly,
-    the workers (``workers.stop``), as :meth:`skewlab.live.driver.run.Run.drain` does, but
-    without waiting for them: it looks for up to ``wait_s`` and returns False while
-    a child is still draining, so the sensor frees its worker slot between pokes.
-    When every child has exited (or one failed), :meth:`~skewlab.live.driver.run.Run.drain`
-    finishes the phase: at once after clean exits; after a failure it restarts the
-    child or fails with its cause. A scale-out run drained in ``produce`` already.
-
-    ``logger`` gets one progress line (stage, routed, processed) per poke, and only
-    when the line differs from the last one logged for this run
-    (:attr:`RunDir.drain_progress`): a drain that makes no progress logs nothing.
-    """
-    if _autoscale(ref):
-        with _autoscale_run(ref) as run:
-            return run.poke_drain(wait_s)
-    seen: dict[str, float] = {}
-    with _resumed(ref, seen.update) as run:
-        ctx = run.ctx
-        h, s = ctx.handle, ctx.settings
-        if h.done(Phase.DRAINED):
-            return True
-        if s.scale_out is not None or not h.done(Phase.PRODUCED):
-            run.drain()  # drained in produce already, or refused with the reason
-            return True
-        ctx.watcher().tick(None, None)  # MLflow's series go on from where produce left them
-        deadline = clock() + wait_s
-        while True:
-            waiting = _still_draining(ctx)
-            if waiting is None:
-                run.drain()
-                return True
-            if clock() >= deadline:
-                break
-            sleep(0.5)
-        if logger is not None:
-            ctx.watcher().tick(None, None)
-            _log_change(ctx.files, logger, _drain_line(waiting, seen, h.produced or {}))
-    return False
-
-
-def _still_draining(ctx: RunContext) -> str | None:
-    """What the drain waits for (``route job``, ``workers 0, 2``), or None when every
-    child has exited (or one exited with an error: :meth:`Run.drain` handles it)."""
-    ctx.files.route_stop.touch()
-    route = ctx.procs.route
-    rc = route.poll() if route is not None else 1
-    if rc is None:
-        return "route job"
-    if rc != 0:
-        return None
-    ctx.files.workers_stop.touch()
-    s, h = ctx.settings, ctx.handle
-    live = list(h.running) if h.running is not None else list(range(s.workers))
-    running = []
-    for i in live:
-        proc = ctx.procs.workers.get(i)
-        code = proc.poll() if proc is not None else 1
-        if code is not None and code != 0:
-            return None
-        if code is None:
-            running.append(i)
-    if running:
-        return "worker" + ("s " if len(running) > 1 else " ") + ", ".join(map(str, running))
-    return None
-
-
-def _drain_line(waiting: str, seen: Mapping[str, float], produced: Mapping[str, Any]) -> str:
-    total = produced.get("events")
-    of = f" of {int(total):,}" if total is not None else ""
-    return (
-        f"draining: waiting for the {waiting}; routed {int(seen.get('routed', 0)):,}{of} "
-        f"events, processed {int(seen.get('processed', 0)):,}"
-    )
-
-
-def _log_change(files: RunDir, logger: logging.Logger, line: str) -> None:
-    """Log ``line`` unless it is the last line logged for this run."""
-    try:
-        last = files.drain_progress.read_text()
-    except OSError:
-        last = None
-    if line != last:
-        logger.info("%s", line)
-        files.drain_progress.write_text(line)
+    """One poke of the drain sensor: True once the run is drained (phase 5 done); False
+    while a child still drains after ``wait_s``, so the sensor frees its worker slot
+    between pokes (:meth:`~skewlab.live.driver.base.PhasedRun.poke_drain` of the run's
+    kind). ``logger`` gets a grouping run's progress line when it changed."""
+    with _opened(ref) as run:
+        return run.poke_drain(wait_s, logger, clock, sleep)
 
 
 def mlflow_url(home: str | Path, result: Mapping[str, Any]) -> str | None:

@@ -48,12 +48,11 @@ from skewlab.live.autoscale.summary import (
     read_decisions,
     read_evidence,
 )
-from skewlab.live.driver.base import Counts, PhasedRun, reopen
-from skewlab.live.driver.context import create_handle
+from skewlab.live.driver.base import Counts, PhasedRun, create_handle, reopen
 from skewlab.live.driver.experiment import ExperimentError, new_run_id
 from skewlab.live.driver.handle import Phase as P
 from skewlab.live.driver.handle import RunHandle
-from skewlab.live.driver.launch import LocalLauncher, Proc, module_command, tail
+from skewlab.live.driver.launch import Proc, exit_cause, module_command
 from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
 from skewlab.live.report.tracking import LiveRun
 from skewlab.pipeline.exactness import ExactnessReport
@@ -95,8 +94,8 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
         detached: bool = False,
         hook: Hook | None = None,
     ) -> None:
-        super().__init__(handle, s)
-        self.s, self.detached, self.hook = s, detached, hook
+        super().__init__(handle, s, detached=detached)
+        self.s, self.hook = s, hook
         self.procs: dict[str, Proc] = {}
         self.samples: list[dict[str, float]] = []
         self._client: KafkaClient | None = None
@@ -124,17 +123,11 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
         """The run saved in ``run_dir``, its processes found again from their records."""
         handle = reopen(run_dir)
         run = cls(handle, AutoscaleSettings(**handle.settings), detached=True)
-        for name, rec in handle.procs.items():
-            run.procs[name] = run.launcher.attach(rec)
+        run.procs = run.attached()
         run.samples = list((handle.produced or {}).get("samples", []))
         return run
 
     # -- what the run is -----------------------------------------------------------------
-
-    @property
-    def launcher(self) -> LocalLauncher:
-        """Where the run's processes start: local, detached if the run is."""
-        return LocalLauncher(self.detached)
 
     @property
     def engine(self) -> str:
@@ -200,10 +193,7 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
 
     def _start(self, role: str) -> None:
         cmd = module_command(f"skewlab.live.autoscale.{role}", str(self.files.settings))
-        proc, rec = self.launcher.start(role, cmd, self.files.log(role))
-        self.procs[role] = proc
-        self.handle.procs[role] = rec
-        self.handle.save()
+        self.procs[role] = self.spawn(role, cmd)
 
     def start_controller(self) -> None:
         """Start the controller process and record it in the handle (crash tests restart it)."""
@@ -228,14 +218,14 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
             p = self.procs.get(role)
             if p is None or p.poll() is None or p.returncode == 0:
                 continue
-            log_path = self.files.log(role)
             restarts = self.handle.restarts.get(role, 0)
             if role == "controller" and restarts < CONTROLLER_RESTARTS:
                 self.handle.restarts[role] = restarts + 1
                 log.warning("controller exited (%s); restarting it", p.returncode)
                 self.start_controller()
                 continue
-            raise ExperimentError(f"{role} exited ({p.returncode}); {log_path}: {tail(log_path)}")
+            cause = exit_cause(p.returncode, self.files.log(role))
+            raise ExperimentError(f"{role} failed ({cause})")
 
     # -- this kind's phases --------------------------------------------------------------
 
@@ -312,18 +302,23 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
         """:meth:`produce` as a DAG task (the drain is a task of its own)."""
         log.info("produced %s records", self.produce())
 
-    def _committed_all(self, wait_s: float) -> bool:
+    def _committed_all(
+        self,
+        wait_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> bool:
         """Whether the group committed every record within ``wait_s`` (progress logged,
         processes checked meanwhile)."""
         h = self.handle
-        until = time.monotonic() + wait_s
+        until = clock() + wait_s
         t0, sent = h.t_produce or time.time(), int((h.produced or {}).get("events", 0))
         while (lag := self.lag()) > 0:
             self._progress(time.time() - t0, sent, lag)
             self._check_running()
-            if time.monotonic() >= until:
+            if clock() >= until:
                 return False
-            time.sleep(0.25)
+            sleep(0.25)
         self._progress(time.time() - t0, sent, 0)
         return True
 
@@ -346,17 +341,16 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
                 p.kill()
                 p.wait()
 
-    def poke_drain(self, wait_s: float = 15.0) -> bool:
-        """One look of a drain sensor (the DAG's ``wait_for_completion``): True once the
-        run is drained (:meth:`drain` then finished the phase), False while the group
-        still lags after ``wait_s``. Raises as :meth:`drain` does when a process failed."""
-        h = self.handle
-        if not h.done(P.DRAINED):
-            h.require(P.PRODUCED, "drain")
-            if not self._committed_all(wait_s):
-                return False
-            self.drain()
-        return True
+    def _poked(
+        self,
+        wait_s: float,
+        logger: logging.Logger | None,
+        clock: Callable[[], float],
+        sleep: Callable[[float], None],
+    ) -> bool:
+        """Whether the group committed every record within ``wait_s`` (its progress goes
+        to the MLflow run, no line to ``logger``)."""
+        return self._committed_all(wait_s, clock, sleep)
 
     def _counts(self) -> tuple[Counts, Counts]:
         """The evidence of the ``processed`` topic against the data topic's offsets."""

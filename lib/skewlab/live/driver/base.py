@@ -27,14 +27,14 @@ from typing import Any, Generic, Protocol, TypeVar
 from skewlab.errors import SkewlabError
 from skewlab.io.kafka.base import KafkaClient
 from skewlab.live.driver.handle import Phase, RunHandle, Status
-from skewlab.live.driver.launch import Proc
+from skewlab.live.driver.launch import Launcher, LocalLauncher, Proc
 from skewlab.live.driver.lifecycle import EndsOnExit, failure_reason, this_process
 from skewlab.live.driver.startup import start_services
 from skewlab.live.report.tracking import LiveRun, fail_run
 from skewlab.pipeline.exactness import ExactnessReport, check
-from skewlab.rundir import RunDir
+from skewlab.rundir import RunDir, delta_root_of
 
-__all__ = ["Counts", "KindSettings", "PhasedRun", "Say", "Summary", "reopen"]
+__all__ = ["Counts", "KindSettings", "PhasedRun", "Say", "Summary", "create_handle", "reopen"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,35 @@ def _silent(_line: str) -> None:
     """The :data:`Say` of a run nobody watches."""
 
 
+def create_handle(
+    home: str,
+    run_id: str,
+    settings: dict[str, Any],
+    kind: str = "grouping",
+    events_topic: str | None = None,
+    detached: bool = False,
+) -> RunHandle:
+    """The saved handle of a new run ``run_id`` of either kind under data dir ``home``:
+    its run dir created, its Delta root, this process as its driver. ``events_topic``
+    defaults to the run dir's; a grouping run also gets its ``routed`` topic."""
+    root = Path(home).resolve()
+    files = RunDir.create(root, run_id)
+    handle = RunHandle(
+        run_id=run_id,
+        home=str(root),
+        run_dir=str(files),
+        delta_root=delta_root_of(root),
+        settings=settings,
+        events_topic=events_topic or files.events_topic,
+        routed_topic=files.routed_topic if kind == "grouping" else "",
+        driver=this_process(),
+        detached=detached,
+        kind=kind,
+    )
+    handle.save()
+    return handle
+
+
 def reopen(run_dir: str | Path) -> RunHandle:
     """The handle saved in ``run_dir``, this process recorded (and saved) as its driver."""
     handle = RunHandle.load(run_dir)
@@ -94,10 +123,18 @@ class PhasedRun(EndsOnExit, Generic[S]):
 
     settings: KindSettings
 
-    def __init__(self, handle: RunHandle, settings: KindSettings, say: Say | None = None) -> None:
+    def __init__(
+        self,
+        handle: RunHandle,
+        settings: KindSettings,
+        say: Say | None = None,
+        detached: bool = False,
+    ) -> None:
         self.handle = handle
         """The run's saved state (topics, processes, phases done)."""
         self.settings = settings
+        self.detached = detached
+        """Start processes detached (the DAG, a resumed run) rather than as children."""
         self.say: Say = say or _silent
         """Told, in a line, what each phase of :meth:`run_all` is about to do and what it did."""
 
@@ -125,6 +162,23 @@ class PhasedRun(EndsOnExit, Generic[S]):
         :meth:`aggregate`)."""
         saved = self.handle.exactness
         return None if saved is None else ExactnessReport.from_dict(saved).exact
+
+    @property
+    def launcher(self) -> Launcher:
+        """Where the run's processes start: local processes, detached if the run is."""
+        return LocalLauncher(self.detached)
+
+    def spawn(self, name: str, cmd: list[str]) -> Proc:
+        """Start process ``name`` running ``cmd`` (its log ``<run dir>/<name>.log``) and
+        record it in the handle, saved: another process finds it there (:meth:`attached`)."""
+        proc, rec = self.launcher.start(name, cmd, self.files.log(name))
+        self.handle.procs[name] = rec
+        self.handle.save()
+        return proc
+
+    def attached(self) -> dict[str, Proc]:
+        """The processes the handle records, found again by pid and create time."""
+        return {name: self.launcher.attach(rec) for name, rec in self.handle.procs.items()}
 
     @property
     def kafka(self) -> KafkaClient:
@@ -173,6 +227,27 @@ class PhasedRun(EndsOnExit, Generic[S]):
         h.t_done = time.time()
         self._drained()
         h.mark(Phase.DRAINED)
+
+    def poke_drain(
+        self,
+        wait_s: float = 15.0,
+        logger: logging.Logger | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> bool:
+        """One look of the DAG's drain sensor (``wait_for_completion``): True once the run is
+        drained (phase 5, finished by :meth:`drain`), False while its processes still drain
+        after ``wait_s`` (``_poked``: the sensor frees its worker slot until its next look).
+        Refused as :meth:`drain` is before ``produce``; raises as :meth:`drain` does when a
+        process failed. ``logger`` gets the kind's progress line, if it has one."""
+        h = self.handle
+        if h.done(Phase.DRAINED):
+            return True
+        h.require(Phase.PRODUCED, "drain")
+        if not self._poked(wait_s, logger, clock, sleep):
+            return False
+        self.drain()
+        return True
 
     def aggregate(self) -> ExactnessReport:
         """Phase 6: the verdict: the kind's expected and actual counts (``_counts``) through
@@ -270,6 +345,17 @@ class PhasedRun(EndsOnExit, Generic[S]):
 
     def _drain(self) -> None:
         """Wait until the run's processes finished what is queued and exited."""
+        raise NotImplementedError
+
+    def _poked(
+        self,
+        wait_s: float,
+        logger: logging.Logger | None,
+        clock: Callable[[], float],
+        sleep: Callable[[float], None],
+    ) -> bool:
+        """Whether the run's processes finished draining (or one failed: :meth:`drain`
+        handles it), looking until ``clock`` passes ``wait_s`` from now."""
         raise NotImplementedError
 
     def _drained(self) -> None:

@@ -15,26 +15,18 @@ from skewlab.control.loop import ThreadLoop
 from skewlab.control.scaleout.manager import StateManager
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaClient, KafkaSettings
+from skewlab.live.driver.base import PhasedRun, create_handle, reopen
 from skewlab.live.driver.experiment import ExperimentError, ExperimentSettings, Hook, new_run_id
 from skewlab.live.driver.handle import RunHandle
-from skewlab.live.driver.launch import (
-    Launcher,
-    LocalLauncher,
-    Proc,
-    Procs,
-    module_command,
-)
-from skewlab.live.driver.lifecycle import this_process
+from skewlab.live.driver.launch import Proc, Procs, module_command
 from skewlab.live.driver.producer import ProduceReport
-from skewlab.live.driver.route_host import HostLauncher
 from skewlab.live.driver.settings import kafka_settings, worker_settings
-from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
 from skewlab.live.driver.supervise import BrokerProbe, RestartPolicy, Supervisor
 from skewlab.live.report.tracking import LiveRun
 from skewlab.live.report.watch import ProgressFn, Watcher
 from skewlab.live.worker.settings import settings_to_json
 from skewlab.pipeline.exactness import ExactnessReport
-from skewlab.rundir import RunDir, delta_root_of
+from skewlab.rundir import RunDir
 
 if TYPE_CHECKING:
     from skewlab.quality.report import QualityReport
@@ -84,16 +76,6 @@ class RunContext:
     def files(self) -> RunDir:
         """The names of the run's files and ids."""
         return RunDir.of(self.handle.run_dir)
-
-    @property
-    def launcher(self) -> Launcher:
-        """Where this run's processes start (local processes, detached for the DAG; the
-        workers as Spark tasks when ``$SKEWLAB_WORKER_ENGINE=spark``; the route job on the
-        warm route host of ``$SKEWLAB_ROUTE_HOST`` if one runs)."""
-        local = LocalLauncher(self.detached)
-        if worker_engine() == "spark":
-            return HostLauncher(SparkLauncher(self.run_dir, local))
-        return HostLauncher(local)
 
     @property
     def manager(self) -> StateManager | None:
@@ -195,20 +177,18 @@ def _progress_to(
     return both
 
 
-def bind_spawners(ctx: RunContext) -> None:
+def bind_spawners(ctx: RunContext, run: PhasedRun[Any]) -> None:
     """Give ``ctx.procs`` its restart functions: each (re)starts the route job or
-    worker ``i`` through the run's launcher, records it in the handle, and kills what
-    is left of the previous process of that name first."""
+    worker ``i`` as ``run``'s process (:meth:`~skewlab.live.driver.base.PhasedRun.spawn`:
+    its launcher, recorded in the handle), and kills what is left of the previous
+    process of that name first."""
     files = ctx.files
 
     def start(name: str, cmd: list[str]) -> Proc:
         old = ctx.handle.procs.get(name)
         if old is not None:  # a restart: what is left of the old group must be gone
-            ctx.launcher.attach(old).kill()
-        proc, rec = ctx.launcher.start(name, cmd, files.log(name))
-        ctx.handle.procs[name] = rec
-        ctx.handle.save()
-        return proc
+            run.launcher.attach(old).kill()
+        return run.spawn(name, cmd)
 
     def start_route() -> None:
         files.route_ready.unlink(missing_ok=True)  # written again once this one is warm
@@ -252,35 +232,6 @@ def worker_file(ctx: RunContext, i: int) -> Path:
     return path
 
 
-def create_handle(
-    home: str,
-    run_id: str,
-    settings: dict[str, Any],
-    kind: str = "grouping",
-    events_topic: str | None = None,
-    detached: bool = False,
-) -> RunHandle:
-    """The saved handle of a new run ``run_id`` of either kind under data dir ``home``:
-    its run dir created, its Delta root, this process as its driver. ``events_topic``
-    defaults to the run dir's; a grouping run also gets its ``routed`` topic."""
-    root = Path(home).resolve()
-    files = RunDir.create(root, run_id)
-    handle = RunHandle(
-        run_id=run_id,
-        home=str(root),
-        run_dir=str(files),
-        delta_root=delta_root_of(root),
-        settings=settings,
-        events_topic=events_topic or files.events_topic,
-        routed_topic=files.routed_topic if kind == "grouping" else "",
-        driver=this_process(),
-        detached=detached,
-        kind=kind,
-    )
-    handle.save()
-    return handle
-
-
 def new_run(
     s: ExperimentSettings,
     run_id: str | None = None,
@@ -288,24 +239,15 @@ def new_run(
     hook: Hook | None = None,
     detached: bool = False,
 ) -> RunContext:
-    """A new run of ``s``: its id, ``<data dir>/runs/<run>/`` and a saved handle."""
+    """A new run of ``s``: its id, ``<data dir>/runs/<run>/`` and a saved handle (its
+    spawners are bound by the run that owns it: :func:`bind_spawners`)."""
     handle = create_handle(s.home, run_id or new_run_id(s.strategy), asdict(s), detached=detached)
-    ctx = RunContext(handle, s, detached=detached, progress=progress, hook=hook)
-    bind_spawners(ctx)
-    return ctx
+    return RunContext(handle, s, detached=detached, progress=progress, hook=hook)
 
 
 def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContext:
-    """The context of the run in ``run_dir`` in a new process, processes rebuilt from pids."""
-    handle = RunHandle.load(run_dir)
-    handle.driver = this_process()
-    handle.save()
-    ctx = RunContext(handle, ExperimentSettings(**handle.settings), True, progress)
-    for name, rec in handle.procs.items():
-        proc = ctx.launcher.attach(rec)
-        if name == "route":
-            ctx.procs.route = proc
-        else:
-            ctx.procs.workers[int(name.split("-", 1)[1])] = proc
-    bind_spawners(ctx)
-    return ctx
+    """The context of the run in ``run_dir`` in a new process (detached; this process its
+    driver). Its processes are found again from their records by the run that owns it
+    (:meth:`~skewlab.live.driver.base.PhasedRun.attached`)."""
+    handle = reopen(run_dir)
+    return RunContext(handle, ExperimentSettings(**handle.settings), True, progress)

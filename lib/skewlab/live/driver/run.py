@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,15 +35,24 @@ from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.driver.base import Counts, PhasedRun, Say
-from skewlab.live.driver.context import TICK_S, RunContext, worker_file
+from skewlab.live.driver.context import TICK_S, RunContext, bind_spawners, worker_file
 from skewlab.live.driver.context import new_run as new_context
 from skewlab.live.driver.context import resume as resume_context
 from skewlab.live.driver.experiment import ExperimentError, ExperimentSettings, Hook
 from skewlab.live.driver.handle import Phase, RunHandle
 from skewlab.live.driver.handle import Phase as P
-from skewlab.live.driver.launch import Proc, Procs, exit_cause, first_error, route_command
+from skewlab.live.driver.launch import (
+    Launcher,
+    LocalLauncher,
+    Proc,
+    Procs,
+    exit_cause,
+    first_error,
+    route_command,
+)
 from skewlab.live.driver.producer import ProduceReport
 from skewlab.live.driver.producer import produce as produce_workload
+from skewlab.live.driver.route_host import HostLauncher
 from skewlab.live.driver.settings import (
     produce_settings,
     rebalance_settings,
@@ -52,6 +61,7 @@ from skewlab.live.driver.settings import (
     state_manager_settings,
     warm_spares,
 )
+from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
 from skewlab.live.driver.startup import (
     preload,
     preload_modules,
@@ -106,8 +116,19 @@ class Run(PhasedRun["RunSummary"]):
     settings: ExperimentSettings
 
     def __init__(self, ctx: RunContext, say: Say | None = None) -> None:
-        super().__init__(ctx.handle, ctx.settings, say)
+        super().__init__(ctx.handle, ctx.settings, say, ctx.detached)
         self.ctx = ctx
+        bind_spawners(ctx, self)
+
+    @property
+    def launcher(self) -> Launcher:
+        """Where this run's processes start: local processes (detached for the DAG), the
+        workers as Spark tasks when ``$SKEWLAB_WORKER_ENGINE=spark``, the route job on the
+        warm route host of ``$SKEWLAB_ROUTE_HOST`` if one runs."""
+        local = LocalLauncher(self.detached)
+        if worker_engine() == "spark":
+            return HostLauncher(SparkLauncher(self.files.path, local))
+        return HostLauncher(local)
 
     @classmethod
     def new(
@@ -126,7 +147,14 @@ class Run(PhasedRun["RunSummary"]):
     @classmethod
     def resume(cls, run_dir: str | Path, progress: ProgressFn | None = None) -> Run:
         """The run saved in ``run_dir``, its processes found again from their records."""
-        return cls(resume_context(run_dir, progress))
+        run = cls(resume_context(run_dir, progress))
+        procs = run.ctx.procs
+        for name, proc in run.attached().items():
+            if name == "route":
+                procs.route = proc
+            else:
+                procs.workers[int(name.split("-", 1)[1])] = proc
+        return run
 
     @property
     def kafka(self) -> KafkaClient:
@@ -250,6 +278,78 @@ class Run(PhasedRun["RunSummary"]):
                 ctx.files.spares_stop.touch()
             _wait_exit(ctx, f"worker-{i}")
         ctx.files.spares_stop.touch()  # warm spares never started exit (skewlab.live.worker.warm)
+
+    def _poked(
+        self,
+        wait_s: float,
+        logger: logging.Logger | None,
+        clock: Callable[[], float],
+        sleep: Callable[[float], None],
+    ) -> bool:
+        """Asks the route job to finish (``route.stop``), and once it has exited cleanly,
+        the workers (``workers.stop``), as :meth:`drain` does, but without waiting for them:
+        True once every child has exited (or one failed), False while one still drains
+        after ``wait_s``. A scale-out run drained in ``produce`` already.
+
+        ``logger`` gets one progress line (stage, routed, processed) per look, and only
+        when the line differs from the last one logged for this run
+        (:attr:`RunDir.drain_progress`): a drain that makes no progress logs nothing.
+        """
+        ctx = self.ctx
+        if ctx.settings.scale_out is not None:
+            return True
+        seen: dict[str, float] = {}
+        watch = ctx.watcher()
+        shown = watch.progress
+
+        def keep(p: dict[str, float]) -> None:
+            seen.update(p)
+            if shown is not None:
+                shown(p)
+
+        watch.progress = keep
+        try:
+            watch.tick(None, None)  # MLflow's series go on from where produce left them
+            deadline = clock() + wait_s
+            waiting = self._still_draining()
+            while waiting is not None and clock() < deadline:
+                sleep(0.5)
+                waiting = self._still_draining()
+            if waiting is None:
+                return True
+            if logger is not None:
+                watch.tick(None, None)
+                line = _drain_line(waiting, seen, ctx.handle.produced or {})
+                _log_change(ctx.files, logger, line)
+            return False
+        finally:
+            watch.progress = shown
+
+    def _still_draining(self) -> str | None:
+        """What the drain waits for (``route job``, ``workers 0, 2``), or None when every
+        child has exited (or one exited with an error: :meth:`drain` handles it)."""
+        ctx = self.ctx
+        ctx.files.route_stop.touch()
+        route = ctx.procs.route
+        rc = route.poll() if route is not None else 1
+        if rc is None:
+            return "route job"
+        if rc != 0:
+            return None
+        ctx.files.workers_stop.touch()
+        s, h = ctx.settings, ctx.handle
+        live = list(h.running) if h.running is not None else list(range(s.workers))
+        running = []
+        for i in live:
+            proc = ctx.procs.workers.get(i)
+            code = proc.poll() if proc is not None else 1
+            if code is not None and code != 0:
+                return None
+            if code is None:
+                running.append(i)
+        if running:
+            return "worker" + ("s " if len(running) > 1 else " ") + ", ".join(map(str, running))
+        return None
 
     def _drained(self) -> None:
         """A scale-out run's last bookkeeping: instances running, scale events closed."""
@@ -421,6 +521,26 @@ def run_experiment(
     topics deleted unless ``keep_topics``.
     """
     return Run.new(s, run_id, progress=progress, hook=hook, say=say).run_all()
+
+
+def _drain_line(waiting: str, seen: Mapping[str, float], produced: Mapping[str, Any]) -> str:
+    total = produced.get("events")
+    of = f" of {int(total):,}" if total is not None else ""
+    return (
+        f"draining: waiting for the {waiting}; routed {int(seen.get('routed', 0)):,}{of} "
+        f"events, processed {int(seen.get('processed', 0)):,}"
+    )
+
+
+def _log_change(files: RunDir, logger: logging.Logger, line: str) -> None:
+    """Log ``line`` unless it is the last line logged for this run."""
+    try:
+        last = files.drain_progress.read_text()
+    except OSError:
+        last = None
+    if line != last:
+        logger.info("%s", line)
+        files.drain_progress.write_text(line)
 
 
 def _plain(value: Any) -> Any:

@@ -31,13 +31,16 @@ Each run must end with every point fired, a restart of the new instance, the
 input exactly the workload, 0 lost, 0 doubled, exact key state, 0 order
 violations, and one switch per scale event: no instance started while running, no
 ``assignments`` version written twice or skipped, and every start of a new
-instance's process a manager start or a supervised restart.
+instance's process a manager start or a supervised restart. Each switch reports the
+keys its version moved; the one the resumed driver's manager made moved some
+(checkpoint, restart), and its scale event has them and their pause.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -198,18 +201,33 @@ def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) ->
     assert starts, "the state manager never started an instance"
     epochs = [p["epoch"] for d in starts for p in d.get("plans", {}).values()]
     assert len(epochs) == len(set(epochs))
-    versions = sorted(
-        {int(v) for v in run.store.read("assignments", run_id=run.run_id)["version"].to_pylist()}
-    )
+    moves = run.store.read("assignments", run_id=run.run_id).to_pylist()
+    versions = sorted({int(r["version"]) for r in moves})
     assert versions == list(range(1, len(versions) + 1)), versions
     switches = [d for d in details if d["action"] == "SwitchRouting" and d["from"] != d["to"]]
     assert len(switches) <= len(starts)  # a take-over only after instances were started
     if policy != "active-backup":  # its take-over waits for scale_out after the resume
         assert switches
-    # Every switch moved keys, the one a resumed driver's manager finished after SWITCH
-    # too (it reads the keys seen before it switches), and its scale event says so.
-    assert all(d["keys_moved"] >= 1 for d in switches), switches
-    assert all(ev["keys_moved"] >= 1 for ev in s.scale_log), s.scale_log
+    # A switch reports the keys its own version moved; the first is the one the resumed
+    # driver's manager made (the first driver to reach SWITCH died there). It moved keys
+    # (it read the keys routed before it switched), and its scale event has them and the
+    # pause of their hand-offs. Not asserted for active backup: after its
+    # route.after_produce crash a batch's records are in `routed` (the overload) while
+    # its `key_loads` rows, which the manager reads, wait for the restarted route job,
+    # so a take-over can see too few keys to move one.
+    moved_by = Counter(int(r["version"]) for r in moves if r["reason"] == "scale-out")
+    for d in switches:
+        assert d["keys_moved"] in (0, moved_by[int(d["version"])]), (d, moved_by)
+    if policy != "active-backup":
+        first = switches[0]
+        assert first["keys_moved"] >= 1, switches
+        (ev,) = [
+            e
+            for e in s.scale_log
+            if e["group"] == first["group"] and e["to"] == first["to"]
+            and not e.get("recovered")
+        ]  # fmt: skip
+        assert ev["keys_moved"] == first["keys_moved"] and ev["pause_s"] > 0, ev
     print(
         f"crash scale-out {policy}: {sorted(fired)} codes {codes} restarts {restarts} "
         f"switches {len(switches)} {time.monotonic() - t0:.0f} s"

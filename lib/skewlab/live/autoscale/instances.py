@@ -42,7 +42,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CONSUMER_MODULE = "skewlab.live.autoscale.consumer"
+CONSUMER_MODULE = "skewlab.live.worker.consumer"
 
 
 def consumer_name(consumer: int) -> str:

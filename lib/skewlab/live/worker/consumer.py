@@ -201,7 +201,7 @@ class LiveConsumer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m skewlab.live.autoscale.consumer SETTINGS_JSON CONSUMER_ID``."""
+    """``python -m skewlab.live.worker.consumer SETTINGS_JSON CONSUMER_ID``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         sys.stderr.write("usage: consumer SETTINGS_JSON CONSUMER_ID\n")

@@ -4,8 +4,8 @@ A run produces only once the route job is warm (``route.ready``, written after
 its first warm-up micro-batch) and every worker reads (``worker-<i>.ready``).
 ``route.ready`` holds JSON ``{"t_process", "t_session", "t_query", "t_warm"}``
 (epoch s; a query on the route host: ``t_host`` for the first two) and ``spark_ui``;
-an older route job wrote one number or nothing, which still counts as ready. A worker's marker holds the epoch time it
-started reading.
+an older route job wrote one number or nothing, which still counts as ready. A
+worker's marker holds the epoch time it started reading.
 
 The times go to the run handle (``startup``), split per component, so the
 summary can report them apart from steady-state latency; :func:`startup_line`

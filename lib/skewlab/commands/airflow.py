@@ -3,8 +3,10 @@
 Prints the commands (default), runs them in the foreground (``--run``: Ctrl-C stops the whole
 process group) or stops every Airflow process of the data dir (``--stop``). :func:`plan` builds
 the environment (``AIRFLOW_HOME=<data dir>/airflow``, this project's ``dags/``, loopback-only
-servers, ``SKEWLAB_HOME``); :meth:`Plan.prepare` makes the secrets private. What each setting
-is for: docs/cli.md, "skewlab airflow"; the stop: docs/airflow.md, "Start and stop".
+servers, ``SKEWLAB_HOME``); :meth:`Plan.prepare` makes the secrets private. ``--run`` also
+starts the data dir's route host, as ``skewlab run`` does, so each DAG run's route query
+starts on its warm Spark session. What each setting is for: docs/cli.md, "skewlab airflow";
+the stop: docs/airflow.md, "Start and stop".
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from skewlab.commands.services import start_route_host
 from skewlab.errors import ConfigError
 from skewlab.services.airflow import STOP_SEQUENCE, AirflowGroup, stop_airflow, stop_group
 from skewlab.services.datadir import resolve_home
@@ -255,6 +258,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"skewlab airflow: starting Airflow standalone at {p.url}", file=sys.stderr)
     print(f"skewlab airflow: login: {p.login()}", file=sys.stderr)
     print(f"skewlab airflow: AIRFLOW_HOME={p.airflow_home}; Ctrl-C stops it", file=sys.stderr)
+    host = start_route_host(p.env["SKEWLAB_HOME"])  # in the environment Airflow inherits
+    if host is not None:
+        print(f"skewlab airflow: DAG runs start their route query on the route host in "
+              f"{host[0].path} (skewlab down stops it)", file=sys.stderr)  # fmt: skip
     sys.stdout.flush()
     sys.stderr.flush()
     return _supervise(p)

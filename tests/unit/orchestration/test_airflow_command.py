@@ -1,4 +1,5 @@
-"""``skewlab airflow``: the printed standalone commands (``--run`` is checked by hand)."""
+"""``skewlab airflow``: the printed standalone commands, and the environment ``--run`` gives
+Airflow (its supervision is checked by hand)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,36 @@ def test_no_password_line_when_airflow_stops_first(tmp_path: Path) -> None:
     p.prepare()
     assert airflow_cmd.wait_for_password(p, alive=lambda: False) is None
     assert "--run prints it" in p.login()
+
+
+def test_run_starts_the_data_dirs_route_host_in_the_environment_airflow_gets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow (the process ``--run`` supervises) inherits ``$SKEWLAB_ROUTE_HOST`` naming the
+    host started for the data dir; the host itself is exercised by the integration tests."""
+    import os
+
+    from skewlab.commands.services import route_host_dir
+    from skewlab.live.driver.route_host import ROUTE_HOST_ENV, HostDir
+
+    home = tmp_path / "home"
+    asked: list[str] = []
+
+    def start(h: str) -> tuple[HostDir, bool]:
+        asked.append(h)
+        d = HostDir(route_host_dir(h))
+        monkeypatch.setenv(ROUTE_HOST_ENV, str(d.path))  # as start_route_host does
+        return d, True
+
+    envs: list[dict[str, str]] = []
+
+    def supervise(p: airflow_cmd.Plan) -> int:
+        envs.append(p.child_env(os.environ))
+        return 0
+
+    monkeypatch.delenv(ROUTE_HOST_ENV, raising=False)
+    monkeypatch.setattr(airflow_cmd, "start_route_host", start)
+    monkeypatch.setattr(airflow_cmd, "_supervise", supervise)
+    assert cli.main(["airflow", "--run", "--home", str(home), "--port", "18080"]) == 0
+    assert asked == [str(home.resolve())]
+    assert envs[0][ROUTE_HOST_ENV] == str(home.resolve() / "route-host")

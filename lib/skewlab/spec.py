@@ -20,6 +20,7 @@ from typing import Any, Literal
 from skewlab.errors import SettingError
 from skewlab.grouping import GROUPING_NAMES
 from skewlab.rebalance import REBALANCER_NAMES
+from skewlab.workload.ramp import parse_ramp, ramp_events
 from skewlab.workload.spec import WORKLOAD_NAMES
 
 __all__ = [
@@ -43,8 +44,12 @@ __all__ = [
     "Setting",
     "WorkloadSpec",
     "default",
+    "grouping_params",
+    "n_events",
+    "run_s",
     "scaled_grouping_params",
     "setting",
+    "time_scale",
 ]
 
 Kind = Literal["string", "integer", "number", "boolean", "object"]
@@ -410,3 +415,30 @@ class RunSpec:
             part(RuntimeSpec, "runtime"),
             control,
         )
+
+
+def n_events(w: WorkloadSpec) -> int:
+    """Events the run produces: ``events`` if set, else ``rate x duration`` (ramped by
+    ``load_ramp`` when set), at least 1."""
+    if w.events is not None:
+        return w.events
+    if w.load_ramp is not None:
+        return ramp_events(w.rate, w.duration_s, *parse_ramp(w.load_ramp))
+    return max(1, round(w.rate * w.duration_s))
+
+
+def run_s(spec: RunSpec) -> float:
+    """Event time the run spans: its events at the (first) rate."""
+    return n_events(spec.workload) / spec.workload.rate
+
+
+def grouping_params(spec: RunSpec) -> dict[str, object]:
+    """The grouping params the route job uses (DKG's timings scaled to :func:`run_s`)."""
+    g = spec.grouping
+    return scaled_grouping_params(g.strategy, g.params, run_s(spec))[0]
+
+
+def time_scale(spec: RunSpec) -> float:
+    """The factor DKG's timings were scaled by (1: as in the seed)."""
+    g = spec.grouping
+    return scaled_grouping_params(g.strategy, g.params, run_s(spec))[1]

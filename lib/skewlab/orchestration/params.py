@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from skewlab.autoscale.algorithms import ALGORITHM_NAMES
-from skewlab.control.scaleout.settings import parse_ramp
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, GROUPINGS
 from skewlab.live.autoscale.protocol import speed_plan
@@ -50,6 +49,7 @@ from skewlab.spec import (
 )
 from skewlab.state.policies import POLICIES
 from skewlab.state.score import ThresholdConfig
+from skewlab.workload.ramp import parse_ramp
 from skewlab.workload.spec import WORKLOAD_NAMES, parse_workload
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 :class:`StateManagerSettings` (frozen, validated once; ``policy_config()`` builds the
 policy of :mod:`skewlab.state.policies`), :class:`Processes` (how the manager starts and
 stops worker processes: lent by the run's driver), :class:`Group` (one operator: its
-policy, logical -> physical instances, fairness), :func:`parse_ramp` (``--load-ramp``).
+policy, logical -> physical instances, fairness).
 Details: docs/control.md, section ``skewlab.control.scaleout.manager``.
 """
 
@@ -21,20 +21,6 @@ from skewlab.state.score import ThresholdConfig
 
 POLICIES = dict(SCALE_OUT_LIBRARY)
 """``skewlab run --scale-out`` names -> library policy names."""
-
-
-def parse_ramp(text: str) -> tuple[float, float]:
-    """``"2x/500s"`` -> (factor 2.0, interval 500.0 s)."""
-    try:
-        f, _, i = text.lower().partition("x/")
-        factor, interval = float(f), float(i.rstrip("s"))
-    except ValueError:
-        factor = interval = float("nan")
-    if not (factor >= 1 and interval > 0):
-        raise ConfigError(
-            f"load ramp must look like 2x/500s (factor >= 1, interval > 0), got {text!r}"
-        )
-    return factor, interval
 
 
 @dataclass(frozen=True)

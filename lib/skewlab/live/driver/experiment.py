@@ -17,24 +17,22 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from skewlab.control.scaleout.settings import parse_ramp
 from skewlab.errors import ConfigError, SkewlabError
 from skewlab.grouping import make_grouping
 from skewlab.live.driver.launch import Procs
-from skewlab.live.driver.settings import (
-    grouping_params,
-    n_events,
-    run_s,
-    state_manager_settings,
-    time_scale,
-)
+from skewlab.live.driver.settings import state_manager_settings
 from skewlab.rebalance import make_rebalancer
 from skewlab.spec import (
     DEFAULTS,
     SETTINGS,
     RunSpec,
     default,
+    grouping_params,
+    n_events,
+    run_s,
+    time_scale,
 )
+from skewlab.workload.ramp import parse_ramp
 from skewlab.workload.spec import parse_workload
 from skewlab.workload.trace import check_events
 

@@ -84,17 +84,6 @@ class ProduceSettings:
         return t + left / rate
 
 
-def ramp_events(rate: float, duration_s: float, factor: float, interval_s: float) -> int:
-    """Events of a run of ``duration_s`` whose rate starts at ``rate`` and ramps by ``factor``."""
-    n, t = 0.0, 0.0
-    while t < duration_s:
-        dt = min(interval_s, duration_s - t)
-        n += rate * dt
-        t += dt
-        rate *= factor
-    return max(1, round(n))
-
-
 @dataclass(frozen=True, slots=True)
 class ProduceReport:
     """What :func:`produce` did: every event of the workload (skipped ones included) and

@@ -10,11 +10,11 @@ module copies a run setting into a process's settings.
 from __future__ import annotations
 
 from skewlab.control.rebalance_loop import RebalanceSettings
-from skewlab.control.scaleout.settings import StateManagerSettings, parse_ramp
+from skewlab.control.scaleout.settings import StateManagerSettings
 from skewlab.envsettings import env_settings
 from skewlab.io.kafka.base import KafkaSettings
 from skewlab.live.driver.handle import RunHandle
-from skewlab.live.driver.producer import ProduceSettings, ramp_events
+from skewlab.live.driver.producer import ProduceSettings
 from skewlab.live.worker.settings import WorkerSettings
 from skewlab.rundir import RunDir
 from skewlab.spark.route import RouteSettings
@@ -22,56 +22,26 @@ from skewlab.spec import (
     RebalanceControl,
     RunSpec,
     ScaleOutControl,
-    WorkloadSpec,
-    scaled_grouping_params,
+    grouping_params,
+    n_events,
 )
+from skewlab.workload.ramp import parse_ramp
 
 __all__ = [
     "DEFAULT_SPARK_MASTER",
     "WARM_SPARES_ENV",
-    "grouping_params",
     "kafka_settings",
-    "n_events",
     "produce_settings",
     "rebalance_settings",
     "route_settings",
     "routed_partitions",
-    "run_s",
     "state_manager_settings",
-    "time_scale",
     "warm_spares",
     "worker_settings",
 ]
 
 DEFAULT_SPARK_MASTER = "local[2]"
 """The route job's Spark master unless ``$SKEWLAB_SPARK_MASTER`` names one."""
-
-
-def n_events(w: WorkloadSpec) -> int:
-    """Events the run produces: ``events`` if set, else ``rate x duration`` (ramped by
-    ``load_ramp`` when set), at least 1."""
-    if w.events is not None:
-        return w.events
-    if w.load_ramp is not None:
-        return ramp_events(w.rate, w.duration_s, *parse_ramp(w.load_ramp))
-    return max(1, round(w.rate * w.duration_s))
-
-
-def run_s(spec: RunSpec) -> float:
-    """Event time the run spans: its events at the (first) rate."""
-    return n_events(spec.workload) / spec.workload.rate
-
-
-def grouping_params(spec: RunSpec) -> dict[str, object]:
-    """The grouping params the route job uses (DKG's timings scaled to :func:`run_s`)."""
-    g = spec.grouping
-    return scaled_grouping_params(g.strategy, g.params, run_s(spec))[0]
-
-
-def time_scale(spec: RunSpec) -> float:
-    """The factor DKG's timings were scaled by (1: as in the seed)."""
-    g = spec.grouping
-    return scaled_grouping_params(g.strategy, g.params, run_s(spec))[1]
 
 
 def kafka_settings(spec: RunSpec, h: RunHandle) -> KafkaSettings:

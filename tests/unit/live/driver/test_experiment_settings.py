@@ -13,7 +13,6 @@ from skewlab.live.autoscale.settings import AutoscaleSettings, monitor_timing
 from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.settings import (
-    n_events,
     produce_settings,
     rebalance_settings,
     route_settings,
@@ -22,7 +21,7 @@ from skewlab.live.driver.settings import (
     worker_settings,
 )
 from skewlab.rundir import RunDir
-from skewlab.spec import AUTOSCALE_DEFAULTS, AUTOSCALE_SETTINGS
+from skewlab.spec import AUTOSCALE_DEFAULTS, AUTOSCALE_SETTINGS, n_events
 
 pytestmark = pytest.mark.unit
 

@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import raw_consume, row, say
 from cpu_profile import CpuSampler, budget, table
 from skewlab.io.kafka import KafkaSettings, connect
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.run import run_experiment
+from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
 
 TARGET_RATIO = 0.30

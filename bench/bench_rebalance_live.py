@@ -18,8 +18,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import row, say
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.run import run_experiment
+from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
 
 RUNS = (

@@ -50,8 +50,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import row, say
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.run import run_experiment
+from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
 from skewlab.workload._common import sample_cdf, zipf_cdf
 from skewlab.workload.ramp import parse_ramp, ramp_events

@@ -47,9 +47,9 @@ from skewlab.commands._advise_verify import (
     calibrate,
     model_run,
 )
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.settings import produce_settings
 from skewlab.report.table import format_table
+from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
 from skewlab.workload.spec import parse_workload
 

@@ -4,7 +4,7 @@
 run: its default, its type and bounds, its allowed values, its CLI flag and
 its DAG param. The CLI's flags (:mod:`skewlab.commands.run`), the experiment
 DAG's form (:mod:`skewlab.orchestration.params`) and the defaults of
-:class:`~skewlab.live.driver.experiment.ExperimentSettings` are derived from it.
+:class:`~skewlab.runsettings.ExperimentSettings` are derived from it.
 :class:`RunSpec` groups a run's settings into small frozen parts (grouping,
 workload, runtime and one control part).
 """

@@ -13,11 +13,10 @@ from skewlab.clock import ManualClock
 from skewlab.commands import run as run_cmd
 from skewlab.commands._args import flag_dest
 from skewlab.control.rebalance_loop import RebalanceSettings
-from skewlab.control.scaleout.settings import StateManagerSettings
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, make_grouping
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.orchestration.params import OFF, PARAMS, settings_from_params
+from skewlab.runsettings import ExperimentSettings, StateManagerSettings
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import (
     DEFAULTS,

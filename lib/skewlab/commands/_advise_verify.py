@@ -51,6 +51,7 @@ from skewlab.advise.candidates import (
 from skewlab.advise.readers import write_trace_csv
 from skewlab.report.table import format_table
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings
 
 if TYPE_CHECKING:
     from skewlab.commands.advise import AdviseSettings
@@ -204,8 +205,6 @@ def live_figures(summary: Any, events: int, rate: float) -> dict[str, float]:
 
 def _experiment(c: Candidate, s: AdviseSettings, workload: str, events: int, rate: float,
                 service_us: float, window_s: float, interval_s: float) -> Any:  # fmt: skip
-    from skewlab.live.driver.experiment import ExperimentSettings
-
     extra: dict[str, Any] = {}
     if c.rebalance is not None:
         extra = {

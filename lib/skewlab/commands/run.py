@@ -32,6 +32,7 @@ from skewlab.live.driver.route_host import HostDir
 from skewlab.registry import normalize, resolve
 from skewlab.report.table import format_table
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import DKG_TIMINGS, SETTINGS
@@ -71,8 +72,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def settings_list(args: argparse.Namespace) -> list[Any]:
     """One validated :class:`ExperimentSettings` per strategy (errors name the flag)."""
-    from skewlab.live.driver.experiment import ExperimentSettings
-
     strategies = args.compare or (args.strategy,)
     if len(set(strategies)) != len(strategies):
         raise ConfigError(f"a strategy is listed twice in {','.join(strategies)}")

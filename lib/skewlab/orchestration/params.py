@@ -38,6 +38,7 @@ from skewlab.orchestration.runs import (
 )
 from skewlab.rebalance import REBALANCERS, make_rebalancer
 from skewlab.registry import resolve
+from skewlab.runsettings import ExperimentSettings
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import (
     AUTOSCALE_DEFAULTS,
@@ -53,8 +54,6 @@ from skewlab.workload.ramp import parse_ramp
 from skewlab.workload.spec import WORKLOAD_NAMES, parse_workload
 
 if TYPE_CHECKING:
-    from skewlab.live.driver.experiment import ExperimentSettings
-
     Settings: TypeAlias = ExperimentSettings | AutoscaleSettings
 
 __all__ = [
@@ -482,7 +481,6 @@ def settings_from_params(
     if values["autoscale"] != OFF:
         return _autoscale_settings(values, base, overrides)
     _check_grouping(values)
-    from skewlab.live.driver.experiment import ExperimentSettings
 
     fields = {s.field: values[s.name] for s in PARAMS if s.scope != "autoscale"}
     fields.pop("algorithm")
@@ -508,8 +506,6 @@ def check_size(
     service starts: a grouping run too large for its data dir's disk is refused
     (:class:`ConfigError`, one line naming the params to lower); returns the warnings
     (workers vs cores). An autoscale run (its own load plan) is not checked here."""
-    from skewlab.live.driver.experiment import ExperimentSettings
-
     if not isinstance(settings, ExperimentSettings):
         return []
     if free_bytes is None:

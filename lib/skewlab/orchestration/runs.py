@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from skewlab.errors import ConfigError
 from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.orchestration.paramspec import OFF, one_line
+from skewlab.runsettings import ExperimentSettings
 
 if TYPE_CHECKING:
     from skewlab.live.autoscale.summary import AutoscaleSummary
-    from skewlab.live.driver.experiment import ExperimentSettings
     from skewlab.live.report.summary import RunSummary
 
     Settings: TypeAlias = ExperimentSettings | AutoscaleSettings
@@ -49,8 +49,6 @@ def settings_from_xcom(data: Mapping[str, Any]) -> Settings:
 
     ``mode`` selects the class (``grouping`` when absent: XComs of older runs).
     """
-    from skewlab.live.driver.experiment import ExperimentSettings
-
     fields = dict(data)
     mode = fields.pop("mode", "grouping")
     classes: dict[str, Any] = {"grouping": ExperimentSettings, "autoscale": AutoscaleSettings}

@@ -17,6 +17,7 @@ from skewlab.orchestration.sweep_grid import (
     SweepCell,
     SweepSettings,
 )
+from skewlab.runsettings import ExperimentSettings
 from skewlab.sim.engine import SimConfig, simulate
 from skewlab.sim.service import ConstantService
 from skewlab.workload.spec import parse_workload
@@ -120,7 +121,6 @@ def _extra_partials(delta_root: Path, run_id: str) -> int:
 
 
 def _live_metrics(settings: SweepSettings, cell: SweepCell) -> dict[str, float]:
-    from skewlab.live.driver.experiment import ExperimentSettings
     from skewlab.live.driver.run import run_experiment
 
     s = ExperimentSettings(

@@ -24,7 +24,8 @@ def live_refs(broker: Any, tmp_path: Path) -> Iterator[Any]:
     """``refs(strategy, **settings) -> RunRefs`` of a run to drive; topics deleted after."""
     from skewlab.io.delta import DeltaStore
     from skewlab.io.kafka import KafkaSettings, connect
-    from skewlab.live.driver.experiment import ExperimentSettings, new_run_id
+    from skewlab.live.driver.experiment import new_run_id
+    from skewlab.runsettings import ExperimentSettings
 
     home = (tmp_path / "home").resolve()
     client = connect(KafkaSettings(broker.bootstrap))

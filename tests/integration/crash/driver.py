@@ -28,7 +28,7 @@ from skewlab import faults
 DRIVER = r"""
 import dataclasses, json, sys, time
 from pathlib import Path
-from skewlab.live.driver.experiment import ExperimentSettings
+from skewlab.runsettings import ExperimentSettings
 from skewlab.live.driver.handle import Phase as P
 from skewlab.live.driver.run import Run
 from skewlab.io.delta import DeltaStore

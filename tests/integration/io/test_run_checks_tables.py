@@ -9,9 +9,10 @@ import pytest
 
 from skewlab.io.delta import DeltaStore
 from skewlab.io.delta.store import DamagedTableError
-from skewlab.live.driver.experiment import BOOTSTRAP_ENV, ExperimentSettings
+from skewlab.live.driver.experiment import BOOTSTRAP_ENV
 from skewlab.live.driver.run import Run
 from skewlab.rundir import DELTA_ROOT_ENV
+from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
 
 pytestmark = pytest.mark.integration

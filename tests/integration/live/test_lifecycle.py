@@ -269,8 +269,8 @@ def test_broker_loss_fails_the_run_within_seconds_and_a_restarted_broker_resumes
     record is still there, and resuming the run ends EXACT with every event."""
     from skewlab.errors import SkewlabError
     from skewlab.io.kafka import KafkaSettings, connect
-    from skewlab.live.driver.experiment import ExperimentSettings
     from skewlab.live.driver.run import Run
+    from skewlab.runsettings import ExperimentSettings
     from skewlab.services import Broker
 
     n = 40_000

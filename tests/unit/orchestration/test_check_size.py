@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from skewlab.errors import ConfigError
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.preflight import bytes_per_event
 from skewlab.orchestration.params import check_size, settings_from_params
+from skewlab.runsettings import ExperimentSettings
 
 pytestmark = pytest.mark.unit
 

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 from skewlab.control import STEPS, StepStatus, run_step, scaleout_step
-from skewlab.control.scaleout.settings import POLICIES as LIVE_POLICIES
 from skewlab.control.scaleout.step import (
     POLICIES,
     snapshot_from_dict,
@@ -33,6 +32,8 @@ from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
 from skewlab.io.state_store import CheckpointStore
 from skewlab.rebalance.base import hash_worker
+from skewlab.runsettings import POLICIES as LIVE_POLICIES
+from skewlab.runsettings import StateManagerSettings
 from skewlab.state import Level, Phase
 from skewlab.testing import FakeClock
 
@@ -293,8 +294,6 @@ def test_retry_after_a_crash_writes_what_one_clean_run_writes(tmp_path: Path) ->
 
 
 def test_snapshot_json_round_trip() -> None:
-    from skewlab.control.scaleout.settings import StateManagerSettings
-
     cfg = StateManagerSettings("r", "/d", "checkpoint", W, SVC).policy_config()
     pol = cfg.build(clock=FakeClock(5.0))
     pol.observe(90.0)

@@ -15,7 +15,6 @@ from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES
 from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.autoscale.summary import AutoscaleSummary
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.report.summary import RunSummary
 from skewlab.orchestration.params import (
     OFF,
@@ -39,6 +38,7 @@ from skewlab.orchestration.params import (
     settings_to_xcom,
     verdict,
 )
+from skewlab.runsettings import ExperimentSettings
 
 pytestmark = pytest.mark.unit
 
@@ -489,8 +489,8 @@ def test_policy_keys_of_the_form_are_the_library_fields() -> None:
 
 
 def test_policy_names_match_the_live_runtimes() -> None:
+    from skewlab import runsettings as state_manager
     from skewlab.control import rebalance_loop as rebalancer
-    from skewlab.control.scaleout import settings as state_manager
 
     assert param_schemas()["rebalance"]["enum"] == [OFF, *rebalancer.POLICIES]
     assert SCALE_OUT_POLICIES == state_manager.POLICIES

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from skewlab.pipeline.handoff import Handoff, KeySets, Rec, Status
+from skewlab.runsettings import ExperimentSettings
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +63,6 @@ def test_checkpoint_rows_restore_the_same_state():
 
 def test_rebalance_needs_key_grouping_and_a_known_policy():
     from skewlab.errors import ConfigError
-    from skewlab.live.driver.experiment import ExperimentSettings
 
     with pytest.raises(ConfigError, match="runs on top of KEY grouping") as exc:
         ExperimentSettings(strategy="pkg", rebalance="smalops")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from skewlab.errors import ConfigError
+from skewlab.runsettings import ExperimentSettings
 from skewlab.workload import TraceWorkload, parse_workload
 from skewlab.workload.trace import TraceError, validate_trace
 from skewlab.workload.trace_check import LISTED, MAX_KEY_BYTES, MAX_SPAN_S
@@ -156,8 +157,6 @@ def test_check_length_says_up_front_that_the_trace_is_short(tmp_path):
 
 
 def test_a_live_run_refuses_a_bad_trace_when_its_settings_are_built(tmp_path):
-    from skewlab.live.driver.experiment import ExperimentSettings
-
     path = _write(tmp_path, "t.jsonl", json.dumps({"key": "a", "ts": 1}).encode() + b"\n{\n")
     with pytest.raises(TraceError, match=r"t\.jsonl:2: not valid JSON"):
         ExperimentSettings(workload=f"trace:{path}", home=str(tmp_path / "home"))

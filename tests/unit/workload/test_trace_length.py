@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from skewlab.runsettings import ExperimentSettings
 from skewlab.workload.trace import TraceError, check_events
 from skewlab.workload.zipf import ZipfWorkload
 
@@ -18,8 +19,6 @@ def _trace(tmp_path: Path, rows: int) -> str:
 
 
 def test_settings_refuse_more_events_than_the_trace_holds(tmp_path):
-    from skewlab.live.driver.experiment import ExperimentSettings
-
     path = _trace(tmp_path, 5)
     home = tmp_path / "home"
     with pytest.raises(TraceError, match="5 valid events but 6") as err:
@@ -32,8 +31,6 @@ def test_settings_refuse_more_events_than_the_trace_holds(tmp_path):
 
 
 def test_duration_times_rate_counts_too(tmp_path):
-    from skewlab.live.driver.experiment import ExperimentSettings
-
     path = _trace(tmp_path, 5)
     with pytest.raises(TraceError, match="5 valid events but 10"):
         ExperimentSettings(workload=f"trace:{path}", rate=2.0, duration_s=5.0, events=None)

@@ -29,11 +29,7 @@ from skewlab.control.loop import ThreadLoop
 from skewlab.control.scaleout.events import EventTracking, Move
 from skewlab.control.scaleout.pacing import Pacing, event_wait
 from skewlab.control.scaleout.recovery import recover
-from skewlab.control.scaleout.settings import (
-    Group,
-    Processes,
-    StateManagerSettings,
-)
+from skewlab.control.scaleout.settings import Group, Processes
 from skewlab.control.scaleout.state import (
     Placement,
     VersionRows,
@@ -46,6 +42,7 @@ from skewlab.errors import ConfigError
 from skewlab.faults import crash_point
 from skewlab.io.delta.store import DeltaStore
 from skewlab.rundir import RunDir
+from skewlab.runsettings import StateManagerSettings
 from skewlab.state.base import (
     Action,
     Phase,

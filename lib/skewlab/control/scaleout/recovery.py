@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import app_id
+from skewlab.runsettings import StateManagerSettings
 from skewlab.state.base import Phase
 from skewlab.state.score import Level
 
 if TYPE_CHECKING:
     from skewlab.control.scaleout.manager import StateManager
-    from skewlab.control.scaleout.settings import StateManagerSettings
 
 __all__ = ["ORDER", "GroupRecord", "Record", "recover", "replay_decisions"]
 

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from skewlab.clock import Clock, EpochClock, ManualClock
 from skewlab.control.base import StepCall, StepResult, StepStatus
-from skewlab.control.scaleout.settings import StateManagerSettings
 from skewlab.errors import ConfigError
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import app_id
+from skewlab.runsettings import StateManagerSettings
 from skewlab.spec import DEFAULTS, SCALE_OUT_POLICIES
 from skewlab.state.base import Phase, PolicySnapshot, TakeCheckpoint
 from skewlab.state.checkpoint import Checkpoint

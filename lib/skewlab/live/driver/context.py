@@ -16,7 +16,7 @@ from skewlab.control.scaleout.manager import StateManager
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.live.driver.base import PhasedRun, create_handle, reopen
-from skewlab.live.driver.experiment import ExperimentError, ExperimentSettings, Hook, new_run_id
+from skewlab.live.driver.experiment import ExperimentError, Hook, new_run_id
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import Proc, Procs, module_command
 from skewlab.live.driver.producer import ProduceReport
@@ -27,6 +27,7 @@ from skewlab.live.report.watch import ProgressFn, Watcher
 from skewlab.live.worker.settings import settings_to_json
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings
 
 if TYPE_CHECKING:
     from skewlab.quality.report import QualityReport

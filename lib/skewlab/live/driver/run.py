@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from skewlab.control.loop import ThreadLoop
 from skewlab.control.rebalance_loop import start_loop as start_rebalance_loop
 from skewlab.control.scaleout.manager import start_loop as start_manager_loop
-from skewlab.control.scaleout.settings import Processes, StateManagerSettings
+from skewlab.control.scaleout.settings import Processes
 from skewlab.faults import crash_point
 from skewlab.io.delta.store import DeltaStore
 from skewlab.io.kafka import connect
@@ -38,7 +38,7 @@ from skewlab.live.driver.base import Counts, PhasedRun, Say
 from skewlab.live.driver.context import TICK_S, RunContext, bind_spawners, worker_file
 from skewlab.live.driver.context import new_run as new_context
 from skewlab.live.driver.context import resume as resume_context
-from skewlab.live.driver.experiment import ExperimentError, ExperimentSettings, Hook
+from skewlab.live.driver.experiment import ExperimentError, Hook
 from skewlab.live.driver.handle import Phase, RunHandle
 from skewlab.live.driver.handle import Phase as P
 from skewlab.live.driver.launch import (
@@ -58,7 +58,6 @@ from skewlab.live.driver.settings import (
     rebalance_settings,
     route_settings,
     routed_partitions,
-    state_manager_settings,
     warm_spares,
 )
 from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
@@ -76,6 +75,7 @@ from skewlab.live.report.watch import ProgressFn
 from skewlab.pipeline import events
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings, StateManagerSettings, state_manager_settings
 from skewlab.workload.spec import parse_workload
 
 if TYPE_CHECKING:

@@ -3,20 +3,21 @@
 The one place where a :class:`~skewlab.spec.RunSpec` (what the run does) and
 its :class:`~skewlab.live.driver.handle.RunHandle` (where it runs: run dir, broker,
 Delta root, topics) become the settings object of one role: the route job,
-worker ``i``, the producer, the rebalancer loop, the state manager. No other
-module copies a run setting into a process's settings.
+worker ``i``, the producer, the rebalancer loop (the state manager's, which needs no
+handle, are core: :func:`skewlab.runsettings.state_manager_settings`). No other module
+copies a run setting into a process's settings.
 """
 
 from __future__ import annotations
 
 from skewlab.control.rebalance_loop import RebalanceSettings
-from skewlab.control.scaleout.settings import StateManagerSettings
 from skewlab.envsettings import env_settings
 from skewlab.io.kafka.base import KafkaSettings
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.producer import ProduceSettings
 from skewlab.live.worker.settings import WorkerSettings
 from skewlab.rundir import RunDir
+from skewlab.runsettings import StateManagerSettings, state_manager_settings
 from skewlab.spark.route import RouteSettings
 from skewlab.spec import (
     RebalanceControl,
@@ -35,7 +36,6 @@ __all__ = [
     "rebalance_settings",
     "route_settings",
     "routed_partitions",
-    "state_manager_settings",
     "warm_spares",
     "worker_settings",
 ]
@@ -47,26 +47,6 @@ DEFAULT_SPARK_MASTER = "local[2]"
 def kafka_settings(spec: RunSpec, h: RunHandle) -> KafkaSettings:
     """The run's broker (from the handle) and Kafka client (from the spec)."""
     return KafkaSettings(h.bootstrap or "", spec.runtime.client)
-
-
-def state_manager_settings(
-    spec: RunSpec, run_id: str, delta_root: str
-) -> StateManagerSettings | None:
-    """The state manager's settings of a scale-out run (None: the run does not scale out)."""
-    c = spec.control
-    if not isinstance(c, ScaleOutControl):
-        return None
-    return StateManagerSettings(
-        run_id=run_id,
-        delta_root=delta_root,
-        policy=c.policy,
-        workers=spec.grouping.workers,
-        service_us=spec.runtime.service_us,
-        max_instances=c.max_instances,
-        interval_s=c.interval_s,
-        lead_s=c.lead_s,
-        params=dict(c.params),
-    )
 
 
 def rebalance_settings(spec: RunSpec, h: RunHandle) -> RebalanceSettings | None:

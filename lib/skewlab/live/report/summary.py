@@ -25,9 +25,9 @@ from skewlab.metrics import dist_cost, imb_score, std_dev_pct
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings
 
 if TYPE_CHECKING:
-    from skewlab.live.driver.experiment import ExperimentSettings
     from skewlab.live.driver.producer import ProduceReport
 
 __all__ = [

@@ -37,10 +37,10 @@ from skewlab.io.run_links import run_link, run_url
 from skewlab.io.tracking import Tracker, TrackingError, TrackingSettings
 from skewlab.metrics import std_dev_pct
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings
 from skewlab.workload.spec import parse_workload
 
 if TYPE_CHECKING:
-    from skewlab.live.driver.experiment import ExperimentSettings
     from skewlab.live.report.summary import RunSummary
     from skewlab.quality.report import QualityReport
 

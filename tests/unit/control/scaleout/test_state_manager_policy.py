@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from skewlab.control.scaleout.manager import StateManager
-from skewlab.control.scaleout.settings import Processes, StateManagerSettings
+from skewlab.control.scaleout.settings import Processes
 from skewlab.io.delta import DeltaStore
 from skewlab.io.progress import encode_watermarks
 from skewlab.io.state_store import CheckpointStore
 from skewlab.pipeline import events
 from skewlab.rundir import RunDir
+from skewlab.runsettings import StateManagerSettings
 from skewlab.state import owner, split_hash
 from skewlab.testing import FakeClock
 

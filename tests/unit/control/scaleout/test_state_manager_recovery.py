@@ -19,8 +19,9 @@ import pytest
 from skewlab.control.scaleout import manager as scaleout_loop
 from skewlab.control.scaleout.manager import StateManager
 from skewlab.control.scaleout.recovery import recover
-from skewlab.control.scaleout.settings import Processes, StateManagerSettings
+from skewlab.control.scaleout.settings import Processes
 from skewlab.io.delta import DeltaStore
+from skewlab.runsettings import StateManagerSettings
 from skewlab.testing import FakeClock
 
 RUN = "recover-run"

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from skewlab.control.scaleout.manager import StateManager
-from skewlab.control.scaleout.settings import Processes, StateManagerSettings
+from skewlab.control.scaleout.settings import Processes
 from skewlab.errors import ConfigError
 from skewlab.io.delta import DeltaStore
+from skewlab.runsettings import StateManagerSettings
 from skewlab.testing import FakeClock
 
 RUN = "startup-run"

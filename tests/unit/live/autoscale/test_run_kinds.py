@@ -8,9 +8,9 @@ import pytest
 
 from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.handle import HandleError, RunHandle
 from skewlab.live.driver.run import Run, new_run, open_run
+from skewlab.runsettings import ExperimentSettings
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,5 @@
-"""Every process's settings derive from the run's spec (skewlab.live.driver.settings)."""
+"""Every process's settings derive from the run's spec (skewlab.live.driver.settings;
+the state manager's: skewlab.runsettings)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,16 @@ import pytest
 
 from skewlab.live.autoscale.protocol import GroupSettings, LiveSettings
 from skewlab.live.autoscale.settings import AutoscaleSettings, monitor_timing
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.settings import (
     produce_settings,
     rebalance_settings,
     route_settings,
     routed_partitions,
-    state_manager_settings,
     worker_settings,
 )
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings, state_manager_settings
 from skewlab.spec import AUTOSCALE_DEFAULTS, AUTOSCALE_SETTINGS, n_events
 
 pytestmark = pytest.mark.unit
@@ -126,7 +126,9 @@ def test_process_settings_are_built_from_a_run_only_in_live_settings() -> None:
             call = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             if call and node.func.id in PROCESS_SETTINGS:  # type: ignore[attr-defined]
                 builders.setdefault(node.func.id, set()).add(module)  # type: ignore[attr-defined]
-    run_side = {"skewlab.live.driver.settings", "skewlab.live.autoscale.settings"}
+    # the state manager's settings need no handle: built beside their type, in the core
+    run_side = {"skewlab.live.driver.settings", "skewlab.live.autoscale.settings",
+                "skewlab.runsettings"}  # fmt: skip
     assert set(builders) == set(PROCESS_SETTINGS)
     for name, modules in builders.items():
         assert modules - set(BUILT_ELSEWHERE) <= run_side, name

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.handle import HandleError, Phase, ProcRecord, RunHandle
 from skewlab.live.driver.launch import Detached, route_command, spawn_detached
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings
 
 pytestmark = pytest.mark.unit
 

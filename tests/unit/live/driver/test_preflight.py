@@ -8,8 +8,8 @@ import pytest
 
 from skewlab import cli
 from skewlab.errors import ConfigError
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.preflight import bytes_per_event, check_run_size
+from skewlab.runsettings import ExperimentSettings
 
 pytestmark = pytest.mark.unit
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.handle import HandleError, Phase, RunHandle
 from skewlab.live.driver.run import Run
+from skewlab.runsettings import ExperimentSettings
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from skewlab.errors import ConfigError, SettingError
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import Procs
 from skewlab.live.driver.supervise import (
@@ -21,6 +20,7 @@ from skewlab.live.driver.supervise import (
     hangs,
 )
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings
 from skewlab.spec import DEFAULTS
 
 pytestmark = pytest.mark.unit

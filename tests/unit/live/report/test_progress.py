@@ -12,6 +12,7 @@ import pytest
 
 from skewlab.live.driver.producer import ProduceSettings, produce
 from skewlab.live.report.watch import ProgressLine, progress_text
+from skewlab.runsettings import ExperimentSettings
 from skewlab.workload import parse_workload
 
 pytestmark = pytest.mark.unit
@@ -149,7 +150,6 @@ def test_a_resumed_run_context_seeds_its_watcher_from_the_handle(tmp_path: Any) 
     import dataclasses
 
     from skewlab.live.driver.context import RunContext
-    from skewlab.live.driver.experiment import ExperimentSettings
     from skewlab.live.driver.handle import RunHandle
 
     class Ends:

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from skewlab.io.delta import DeltaStore
-from skewlab.live.driver.experiment import ExperimentSettings
 from skewlab.live.driver.producer import ProduceReport
 from skewlab.live.report.summary import _flushes, backlog, startup_seconds, summarize
 from skewlab.pipeline.exactness import ExactnessReport
+from skewlab.runsettings import ExperimentSettings
 
 pytestmark = pytest.mark.unit
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from skewlab.io.tracking import EXPERIMENT_KIND_TAG, Tracker, TrackingSettings
-from skewlab.live.driver.experiment import ExperimentSettings, new_run_id
+from skewlab.live.driver.experiment import new_run_id
 from skewlab.live.report.tracking import open_live_run, run_name, run_params
 from skewlab.rundir import RunDir
+from skewlab.runsettings import ExperimentSettings
 
 pytestmark = pytest.mark.unit
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from skewlab.control.scaleout.settings import StateManagerSettings
 from skewlab.live.driver.settings import warm_spares
 from skewlab.live.worker import warm
+from skewlab.runsettings import StateManagerSettings
 
 
 def test_released_when_its_go_file_appears(tmp_path: Path) -> None:

@@ -258,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"skewlab airflow: starting Airflow standalone at {p.url}", file=sys.stderr)
     print(f"skewlab airflow: login: {p.login()}", file=sys.stderr)
     print(f"skewlab airflow: AIRFLOW_HOME={p.airflow_home}; Ctrl-C stops it", file=sys.stderr)
-    host = start_route_host(p.env["SKEWLAB_HOME"])  # in the environment Airflow inherits
+    host = start_route_host(p.airflow_home.parent)  # in the environment Airflow inherits
     if host is not None:
         print(f"skewlab airflow: DAG runs start their route query on the route host in "
               f"{host[0].path} (skewlab down stops it)", file=sys.stderr)  # fmt: skip

@@ -105,9 +105,9 @@ def test_run_starts_the_data_dirs_route_host_in_the_environment_airflow_gets(
     from skewlab.live.driver.route_host import ROUTE_HOST_ENV, HostDir
 
     home = tmp_path / "home"
-    asked: list[str] = []
+    asked: list[Path] = []
 
-    def start(h: str) -> tuple[HostDir, bool]:
+    def start(h: Path) -> tuple[HostDir, bool]:
         asked.append(h)
         d = HostDir(route_host_dir(h))
         monkeypatch.setenv(ROUTE_HOST_ENV, str(d.path))  # as start_route_host does
@@ -123,5 +123,5 @@ def test_run_starts_the_data_dirs_route_host_in_the_environment_airflow_gets(
     monkeypatch.setattr(airflow_cmd, "start_route_host", start)
     monkeypatch.setattr(airflow_cmd, "_supervise", supervise)
     assert cli.main(["airflow", "--run", "--home", str(home), "--port", "18080"]) == 0
-    assert asked == [str(home.resolve())]
+    assert asked == [home.resolve()]
     assert envs[0][ROUTE_HOST_ENV] == str(home.resolve() / "route-host")

@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 STEP = "scale-out"
 POLICIES = SCALE_OUT_POLICIES
 """The ``scale_out`` values, as ``skewlab run --scale-out`` names them
-(:data:`skewlab.control.scaleout.manager.POLICIES` maps them to library policies)."""
+(:data:`skewlab.runsettings.POLICIES` maps them to library policies)."""
 THRESHOLD_KEYS = tuple(f.name for f in dataclasses.fields(ThresholdConfig))
 POLICY_KEYS = (*THRESHOLD_KEYS, "cooldown_s", "interval_s")
 """Keys passed to the policy config (thresholds, cool-down, checkpoint interval)."""

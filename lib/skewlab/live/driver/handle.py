@@ -92,7 +92,7 @@ class RunHandle:
     delta_root: str
     settings: dict[str, Any]
     """``dataclasses.asdict`` of the run's
-    :class:`~skewlab.live.driver.experiment.ExperimentSettings`."""
+    :class:`~skewlab.runsettings.ExperimentSettings`."""
     bootstrap: str | None = None
     events_topic: str = ""
     routed_topic: str = ""

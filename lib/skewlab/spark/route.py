@@ -302,12 +302,21 @@ def splitter_fn(s: RouteSettings, versions: Versions = task_versions) -> Any:
     return run
 
 
+KAFKA_CALL_TIMEOUT_MS = 15_000
+"""Bound on one Kafka call of the source (``default.api.timeout.ms``; Kafka's default 60 s).
+Spark asks for offsets in a section its stream thread cannot be interrupted in, so a query
+stopped while its broker is gone waits for the call: a run's query on the route host is
+stopped, not killed, and must end within seconds (docs/route-host.md)."""
+
+
 def kafka_events(spark: SparkSession, s: RouteSettings) -> DataFrame:
     """Step 1: Spark's Kafka source on ``events`` from the earliest offset, as rows of
     (partition, offset, value); at most ``s.max_events_per_trigger`` records a batch."""
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", s.bootstrap)
+        .option("kafka.default.api.timeout.ms", str(KAFKA_CALL_TIMEOUT_MS))
+        .option("kafka.request.timeout.ms", str(KAFKA_CALL_TIMEOUT_MS * 2 // 3))  # <= the above
         .option("subscribe", s.events_topic)
         .option("startingOffsets", "earliest")
     )

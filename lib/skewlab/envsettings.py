@@ -122,11 +122,6 @@ class EnvSettings:
             return None
         return self.route_host
 
-    @property
-    def route_host_off(self) -> bool:
-        """True when ``route_host`` is ``off`` (or ``0``, ``false``, ``no``)."""
-        return self.route_host is not None and self.route_host.lower() in _OFF
-
 
 _DEFAULTS = {f.name: f.default for f in fields(EnvSettings)}
 

@@ -25,13 +25,16 @@ from skewlab.spec import (
     DEFAULTS,
     SCALE_OUT_LIBRARY,
     SETTINGS,
+    ControlSpec,
+    GroupingSpec,
+    NoControl,
+    RebalanceControl,
     RunSpec,
+    RuntimeSpec,
     ScaleOutControl,
+    WorkloadSpec,
     default,
-    grouping_params,
     n_events,
-    run_s,
-    time_scale,
 )
 from skewlab.state.policies import make_policy
 from skewlab.state.score import ThresholdConfig
@@ -112,38 +115,45 @@ class ExperimentSettings:
         if "workers" in self.strategy_params:  # one value, one place: the workers setting
             raise ConfigError("strategy_params may not hold workers; set workers instead")
         make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
-        check_events(parse_workload(self.workload, seed=self.seed), self.n_events)
+        check_events(parse_workload(self.workload, seed=self.seed), n_events(self.spec.workload))
 
     @cached_property
     def spec(self) -> RunSpec:
         """These settings as a :class:`~skewlab.spec.RunSpec` tree (what every process's
-        settings are derived from: :mod:`skewlab.live.driver.settings`)."""
-        return RunSpec.of({f: getattr(self, f) for f in self.__dataclass_fields__})
+        settings are derived from: :mod:`skewlab.live.driver.settings`); the one way a
+        ``RunSpec`` is built."""
+        return _tree(self)
 
     @property
     def n_events(self) -> int:
-        """:func:`skewlab.spec.n_events` of the workload."""
+        """:func:`skewlab.spec.n_events` of the workload (``lib/`` calls that on
+        :attr:`spec`; the integration tests' harness reads this one)."""
         return n_events(self.spec.workload)
 
-    @property
-    def run_s(self) -> float:
-        """Event time the run spans: its events at ``rate``."""
-        return run_s(self.spec)
 
-    @property
-    def grouping_params(self) -> dict[str, Any]:
-        """The grouping params the route job uses (DKG's timings scaled to :attr:`run_s`)."""
-        return grouping_params(self.spec)
+def _tree(s: ExperimentSettings) -> RunSpec:
+    """The :class:`~skewlab.spec.RunSpec` of validated settings ``s``: each setting goes
+    to the part :data:`~skewlab.spec.SETTINGS` names, the switches to one control part."""
+    control: ControlSpec = NoControl()
+    if s.rebalance is not None:
+        control = RebalanceControl(
+            s.rebalance, s.rebalance_interval_s, s.rebalance_lead_s, dict(s.rebalance_params)
+        )
+    elif s.scale_out is not None:
+        control = ScaleOutControl(
+            s.scale_out, s.scale_out_interval_s, s.scale_out_lead_s, s.max_instances,
+            dict(s.scale_out_params),
+        )  # fmt: skip
 
-    @property
-    def time_scale(self) -> float:
-        """The factor DKG's timings were scaled by (1: as in the seed)."""
-        return time_scale(self.spec)
+    def part(kind: type, p: str) -> Any:
+        return kind(**{x.name: getattr(s, x.name) for x in SETTINGS if x.part == p})
 
-    @property
-    def message_sets(self) -> bool:
-        """Whether keys move between workers by message sets (rebalance or scale-out)."""
-        return self.spec.message_sets
+    return RunSpec(
+        GroupingSpec(s.strategy, s.workers, dict(s.strategy_params)),
+        part(WorkloadSpec, "workload"),
+        part(RuntimeSpec, "runtime"),
+        control,
+    )
 
 
 @dataclass(frozen=True)

@@ -378,7 +378,8 @@ CONTROL_KINDS: tuple[str, ...] = ("none", "rebalance", "scale-out", "autoscale")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run as a tree of small frozen parts (built by :meth:`of` from flat settings)."""
+    """One run as a tree of small frozen parts; built only from validated settings
+    (:attr:`skewlab.runsettings.ExperimentSettings.spec`)."""
 
     grouping: GroupingSpec
     workload: WorkloadSpec
@@ -389,32 +390,6 @@ class RunSpec:
     def message_sets(self) -> bool:
         """Whether keys move between workers by message sets (a rebalance or scale-out run)."""
         return isinstance(self.control, (RebalanceControl, ScaleOutControl))
-
-    @classmethod
-    def of(cls, flat: Mapping[str, Any]) -> RunSpec:
-        """The tree of flat settings (``ExperimentSettings`` fields; defaults filled in)."""
-        v = {s.name: flat.get(s.name, default(s.name)) for s in SETTINGS}
-        control: ControlSpec = NoControl()
-        if v["rebalance"] is not None:
-            control = RebalanceControl(
-                v["rebalance"], v["rebalance_interval_s"], v["rebalance_lead_s"],
-                dict(v["rebalance_params"]),
-            )  # fmt: skip
-        elif v["scale_out"] is not None:
-            control = ScaleOutControl(
-                v["scale_out"], v["scale_out_interval_s"], v["scale_out_lead_s"],
-                v["max_instances"], dict(v["scale_out_params"]),
-            )  # fmt: skip
-
-        def part(kind: type, p: str) -> Any:
-            return kind(**{s.name: v[s.name] for s in SETTINGS if s.part == p})
-
-        return cls(
-            GroupingSpec(v["strategy"], v["workers"], dict(v["strategy_params"])),
-            part(WorkloadSpec, "workload"),
-            part(RuntimeSpec, "runtime"),
-            control,
-        )
 
 
 def n_events(w: WorkloadSpec) -> int:

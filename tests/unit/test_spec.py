@@ -24,9 +24,10 @@ from skewlab.spec import (
     SETTINGS,
     NoControl,
     RebalanceControl,
-    RunSpec,
     ScaleOutControl,
+    grouping_params,
     scaled_grouping_params,
+    time_scale,
 )
 from skewlab.workload import WORKLOAD_NAMES, parse_workload
 
@@ -73,7 +74,7 @@ def test_the_spec_tree_has_one_control_part() -> None:
     assert isinstance(c, RebalanceControl) and c.policy == "dlb-h" and c.params == {"theta": 20}
     so = ExperimentSettings(strategy="key", scale_out="restart", service_us=100.0)
     assert isinstance(so.spec.control, ScaleOutControl)
-    spec = RunSpec.of({"strategy": "pkg", "workers": 6, "rate": 10.0})
+    spec = ExperimentSettings(strategy="pkg", workers=6, rate=10.0).spec
     assert (spec.grouping.strategy, spec.grouping.workers, spec.workload.rate) == ("pkg", 6, 10.0)
 
 
@@ -108,7 +109,7 @@ def test_dkg_timings_scale_to_a_short_run_unless_the_user_sets_them() -> None:
     assert scaled_grouping_params("dkg", {}, 600.0) == ({}, 1.0)
     assert scaled_grouping_params("pkg", {}, 20.0) == ({}, 1.0)
     main_job = ExperimentSettings()  # the README's first command's length: 20 s of events
-    assert main_job.time_scale < 1.0 and main_job.grouping_params["warmup"] < 15.0
+    assert time_scale(main_job.spec) < 1.0 and grouping_params(main_job.spec)["warmup"] < 15.0
 
 
 def _keys_over_2(params: dict[str, float], n: int, rate: float, workers: int) -> int:

@@ -39,6 +39,7 @@ from skewlab.orchestration.params import (
     verdict,
 )
 from skewlab.runsettings import ExperimentSettings
+from skewlab.spec import n_events
 
 pytestmark = pytest.mark.unit
 
@@ -150,7 +151,7 @@ def test_home_defaults_to_skewlab_home(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_overrides_reach_the_settings(tmp_path: Path) -> None:
     s = settings_from_params({}, home=str(tmp_path), mlflow=False, events=10)
-    assert s.mlflow is False and s.n_events == 10
+    assert s.mlflow is False and n_events(s.spec.workload) == 10
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from skewlab.runsettings import ExperimentSettings
+from skewlab.spec import n_events
 from skewlab.workload.trace import TraceError, check_events
 from skewlab.workload.zipf import ZipfWorkload
 
@@ -25,9 +26,10 @@ def test_settings_refuse_more_events_than_the_trace_holds(tmp_path):
         ExperimentSettings(workload=f"trace:{path}", events=6, home=str(home))
     assert "\n" not in str(err.value)
     assert not home.exists()
-    assert ExperimentSettings(workload=f"trace:{path}", events=5, home=str(home)).n_events == 5
+    five = ExperimentSettings(workload=f"trace:{path}", events=5, home=str(home))
+    assert n_events(five.spec.workload) == 5
     looped = ExperimentSettings(workload=f"trace:path={path},loop=true", events=12, home=str(home))
-    assert looped.n_events == 12
+    assert n_events(looped.spec.workload) == 12
 
 
 def test_duration_times_rate_counts_too(tmp_path):

@@ -28,6 +28,7 @@ from skewlab.live.worker.settings import settings_to_json
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rundir import RunDir
 from skewlab.runsettings import ExperimentSettings
+from skewlab.spec import n_events
 
 if TYPE_CHECKING:
     from skewlab.quality.report import QualityReport
@@ -108,7 +109,7 @@ class RunContext:
             self.watch = Watcher(
                 self.kafka, h.events_topic, h.routed_topic, h.delta_root, h.run_id,
                 _progress_to(self.progress, self.mlflow, h),
-                sent=done, total=self.settings.n_events if done else 0,
+                sent=done, total=n_events(self.settings.spec.workload) if done else 0,
             )  # fmt: skip
         return self.watch
 

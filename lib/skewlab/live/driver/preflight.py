@@ -14,9 +14,10 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from skewlab.errors import ConfigError
+from skewlab.runsettings import ExperimentSettings
+from skewlab.spec import n_events
 
 RECORD_OVERHEAD_BYTES = 120
 """Per copy of an event on the broker's disk beyond its payload: the JSON envelope (key,
@@ -45,22 +46,23 @@ def _gb(n: float) -> str:
 
 
 def check_run_size(
-    s: Any,
+    s: ExperimentSettings,
     allow_large: bool = False,
     free_bytes: Callable[[Path], int] = lambda p: shutil.disk_usage(p).free,
     cores: int | None = None,
     fix: str = CLI_FIX,
 ) -> list[str]:
-    """Refuse (:class:`ConfigError`) a run ``s`` (an ``ExperimentSettings``) too large for
+    """Refuse (:class:`ConfigError`) a run ``s`` too large for
     its data dir's disk unless ``allow_large``; return warnings (workers vs cores).
     ``fix``: what the refused caller can do, ending the message (the CLI's flags)."""
     home = Path(s.home).expanduser()
     where = next((p for p in (home, *home.parents) if p.exists()), Path("/"))
-    per = bytes_per_event(int(s.payload_bytes))
-    need, free = s.n_events * per, free_bytes(where)
+    per = bytes_per_event(s.payload_bytes)
+    events = n_events(s.spec.workload)
+    need, free = events * per, free_bytes(where)
     if not allow_large and need > DISK_SHARE * free:
         raise ConfigError(
-            f"this run plans {s.n_events:,} events: about {_gb(need)} on the broker's disk at "
+            f"this run plans {events:,} events: about {_gb(need)} on the broker's disk at "
             f"{per} bytes per event (two copies, events and routed), more than "
             f"{DISK_SHARE:.0%} of the {_gb(free)} free under {where}; {fix}"
         )

@@ -76,6 +76,7 @@ from skewlab.pipeline import events
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rundir import RunDir
 from skewlab.runsettings import ExperimentSettings, StateManagerSettings, state_manager_settings
+from skewlab.spec import n_events
 from skewlab.workload.spec import parse_workload
 
 if TYPE_CHECKING:
@@ -483,7 +484,7 @@ class Run(PhasedRun["RunSummary"]):
             say(f"starting the route job (Spark session, warm-up batch) and {s.workers} "
                 "workers")  # fmt: skip
         elif phase is Phase.PRODUCED:
-            say(f"producing {s.n_events:,} events at {s.rate:,.0f}/s")
+            say(f"producing {n_events(s.spec.workload):,} events at {s.rate:,.0f}/s")
         elif phase is Phase.DRAINED:
             say("draining: the route job, then the workers, finish what is queued")
         elif phase is Phase.AGGREGATED:

@@ -26,6 +26,7 @@ from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rebalance.base import hash_worker
 from skewlab.rundir import RunDir
 from skewlab.runsettings import ExperimentSettings
+from skewlab.spec import time_scale
 
 if TYPE_CHECKING:
     from skewlab.live.driver.producer import ProduceReport
@@ -365,7 +366,7 @@ def summarize(
         wall_s=wall_s,
         window_s=s.window_s,
         keys_over_2=sum(1 for v in workers_of.values() if len(v) > 2),
-        time_scale=s.time_scale,
+        time_scale=time_scale(s.spec),
         t_first_s=t_produce,
         latency_events=lat_n,
         backlog_max=backlog_max,

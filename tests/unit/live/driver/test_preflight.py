@@ -10,6 +10,7 @@ from skewlab import cli
 from skewlab.errors import ConfigError
 from skewlab.live.driver.preflight import bytes_per_event, check_run_size
 from skewlab.runsettings import ExperimentSettings
+from skewlab.spec import n_events
 
 pytestmark = pytest.mark.unit
 
@@ -25,16 +26,16 @@ def test_a_run_larger_than_the_free_disk_is_refused_with_its_numbers(tmp_path: P
     with pytest.raises(ConfigError) as info:
         check_run_size(s, free_bytes=lambda p: 50 * GB)
     msg = str(info.value)
-    assert f"{s.n_events:,} events" in msg and "50.0 GB free" in msg
+    assert f"{n_events(s.spec.workload):,} events" in msg and "50.0 GB free" in msg
     assert "--allow-large" in msg and "\n" not in msg
-    need = s.n_events * bytes_per_event(s.payload_bytes)
+    need = n_events(s.spec.workload) * bytes_per_event(s.payload_bytes)
     assert need > 0.8 * 50 * GB
     assert check_run_size(s, allow_large=True, free_bytes=lambda p: 50 * GB) == []
 
 
 def test_a_run_that_fits_passes_and_the_bound_is_the_disk_share(tmp_path: Path) -> None:
     s = settings(tmp_path, rate=1000.0, duration_s=10)
-    need = s.n_events * bytes_per_event(s.payload_bytes)
+    need = n_events(s.spec.workload) * bytes_per_event(s.payload_bytes)
     assert check_run_size(s, free_bytes=lambda p: int(need / 0.8) + 1) == []
     with pytest.raises(ConfigError):
         check_run_size(s, free_bytes=lambda p: int(need / 0.8) - 1)

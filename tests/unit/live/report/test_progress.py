@@ -13,6 +13,7 @@ import pytest
 from skewlab.live.driver.producer import ProduceSettings, produce
 from skewlab.live.report.watch import ProgressLine, progress_text
 from skewlab.runsettings import ExperimentSettings
+from skewlab.spec import n_events
 from skewlab.workload import parse_workload
 
 pytestmark = pytest.mark.unit
@@ -163,7 +164,7 @@ def test_a_resumed_run_context_seeds_its_watcher_from_the_handle(tmp_path: Any) 
     seen: list[dict[str, float]] = []
     ctx = RunContext(h, s, detached=True, progress=seen.append, client=cast(Any, Ends()))
     ctx.watcher().tick(None, None)
-    assert seen[-1]["produced"] == 1_000 and seen[-1]["total"] == s.n_events
+    assert seen[-1]["produced"] == 1_000 and seen[-1]["total"] == n_events(s.spec.workload)
 
 
 def test_say_writes_a_line_of_its_own_and_keeps_the_progress_line() -> None:

@@ -99,7 +99,9 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
         self.procs: dict[str, Proc] = {}
         self.samples: list[dict[str, float]] = []
         self._client: KafkaClient | None = None
-        self._engine: str | None = None
+        self._written: LiveSettings | None = None
+        """``settings.json`` as the processes read it (read once, by :attr:`engine`)."""
+        self._live: LiveSettings | None = None
         self._evidence: list[Processed] = []
         self.mlflow: LiveRun | None = LiveRun.find(self.files) if s.mlflow else None
         """The run's MLflow run (opened by :meth:`services`), if it logs to MLflow."""
@@ -121,7 +123,12 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
     @classmethod
     def resume(cls, run_dir: str | Path) -> AutoscaleRun:
         """The run saved in ``run_dir``, its processes found again from their records."""
-        handle = reopen(run_dir)
+        return cls.reopened(reopen(run_dir))
+
+    @classmethod
+    def reopened(cls, handle: RunHandle) -> AutoscaleRun:
+        """The run of ``handle`` (:func:`~skewlab.live.driver.base.reopen`: read once in this
+        process), its settings parsed once, its processes found again from their records."""
         run = cls(handle, AutoscaleSettings(**handle.settings), detached=True)
         run.procs = run.attached()
         run.samples = list((handle.produced or {}).get("samples", []))
@@ -133,20 +140,24 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
     def engine(self) -> str:
         """Where the consumers run (``local`` / ``spark``): as ``settings.json`` says once
         written (phase ``topics``), else :func:`worker_engine`."""
-        if self._engine is None:
+        if self._written is None:
             try:
-                self._engine = str(json.loads(self.files.settings.read_text())["engine"])
-            except (OSError, ValueError, KeyError):
+                self._written = LiveSettings.from_file(self.files.settings)
+            except (OSError, ValueError, TypeError):
                 return worker_engine()
-        return self._engine
+        return self._written.engine
 
     @property
     def live(self) -> LiveSettings:
         """The settings every process of the run reads (needs the broker)."""
-        h = self.handle
+        h, live = self.handle, self._live
         if h.bootstrap is None:
             raise ExperimentError(f"run {h.run_id} has no broker yet")
-        return self.s.live(h.run_id, h.bootstrap, h.run_dir, h.delta_root, self.engine)
+        if live is None or (live.bootstrap, live.engine) != (h.bootstrap, self.engine):
+            live = self._live = self.s.live(
+                h.run_id, h.bootstrap, h.run_dir, h.delta_root, self.engine
+            )
+        return live
 
     @property
     def kafka(self) -> KafkaClient:

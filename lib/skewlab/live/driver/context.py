@@ -15,7 +15,7 @@ from skewlab.control.loop import ThreadLoop
 from skewlab.control.scaleout.manager import StateManager
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaClient, KafkaSettings
-from skewlab.live.driver.base import PhasedRun, create_handle, reopen
+from skewlab.live.driver.base import PhasedRun, create_handle
 from skewlab.live.driver.experiment import ExperimentError, Hook, new_run_id
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import Proc, Procs, module_command
@@ -144,6 +144,7 @@ class RunContext:
                 self.restart,
                 broker=self.probe,
                 progress=self.watcher().worker_offsets if routed else None,
+                stall_s=self.settings.stall_s,  # the parsed settings, not the handle's dict
             )
         self.supervisor.check()
 
@@ -247,9 +248,9 @@ def new_run(
     return RunContext(handle, s, detached=detached, progress=progress, hook=hook)
 
 
-def resume(run_dir: str | Path, progress: ProgressFn | None = None) -> RunContext:
-    """The context of the run in ``run_dir`` in a new process (detached; this process its
-    driver). Its processes are found again from their records by the run that owns it
+def resume(handle: RunHandle, progress: ProgressFn | None = None) -> RunContext:
+    """The context of the run of ``handle`` (reopened in this process: detached, this process
+    its driver), its settings parsed and validated once here. Its processes are found again
+    from their records by the run that owns it
     (:meth:`~skewlab.live.driver.base.PhasedRun.attached`)."""
-    handle = reopen(run_dir)
     return RunContext(handle, ExperimentSettings(**handle.settings), True, progress)

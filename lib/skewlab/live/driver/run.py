@@ -34,7 +34,7 @@ from skewlab.io.kafka._common import log_librdkafka_to
 from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
-from skewlab.live.driver.base import Counts, PhasedRun, Say
+from skewlab.live.driver.base import Counts, PhasedRun, Say, reopen
 from skewlab.live.driver.context import TICK_S, RunContext, bind_spawners, worker_file
 from skewlab.live.driver.context import new_run as new_context
 from skewlab.live.driver.context import resume as resume_context
@@ -98,10 +98,12 @@ def new_run(
 
 
 def open_run(run_dir: str | Path, progress: ProgressFn | None = None) -> PhasedRun[Any]:
-    """The run saved in ``run_dir``, as the class its handle's ``kind`` names."""
-    if RunHandle.load(run_dir).kind == "autoscale":
-        return AutoscaleRun.resume(run_dir)
-    return Run.resume(run_dir, progress)
+    """The run saved in ``run_dir``, as the class its handle's ``kind`` names (the handle
+    read once: :func:`~skewlab.live.driver.base.reopen`)."""
+    handle = reopen(run_dir)
+    if handle.kind == "autoscale":
+        return AutoscaleRun.reopened(handle)
+    return Run.reopened(handle, progress)
 
 
 class Run(PhasedRun["RunSummary"]):
@@ -148,7 +150,13 @@ class Run(PhasedRun["RunSummary"]):
     @classmethod
     def resume(cls, run_dir: str | Path, progress: ProgressFn | None = None) -> Run:
         """The run saved in ``run_dir``, its processes found again from their records."""
-        run = cls(resume_context(run_dir, progress))
+        return cls.reopened(reopen(run_dir), progress)
+
+    @classmethod
+    def reopened(cls, handle: RunHandle, progress: ProgressFn | None = None) -> Run:
+        """The run of ``handle`` (:func:`~skewlab.live.driver.base.reopen`: read once in this
+        process), its settings parsed once, its processes found again from their records."""
+        run = cls(resume_context(handle, progress))
         procs = run.ctx.procs
         for name, proc in run.attached().items():
             if name == "route":

@@ -27,14 +27,14 @@ from skewlab.clock import Clock, SystemClock
 from skewlab.faults import crash_point
 from skewlab.io.delta.store import DeltaStore
 from skewlab.io.kafka import connect, fetch_range
-from skewlab.io.kafka.base import FetchedRange, KafkaSettings
+from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
 from skewlab.live.driver.launch import process_age_s, process_args
 from skewlab.live.worker.batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.worker.fetch import end_offset, fetch_available
 from skewlab.live.worker.rows import handoff_row, latency_rows, ms, partial_rows, state_table
-from skewlab.live.worker.settings import WorkerReport, WorkerSettings
+from skewlab.live.worker.settings import WorkerReport, WorkerSettings, read_worker_settings
 from skewlab.live.worker.shadow import Shadow, newest_plan
 from skewlab.live.worker.switch_watch import SwitchWatch
 from skewlab.pipeline import events
@@ -43,7 +43,7 @@ from skewlab.pipeline.worker import LatencyWindows, WindowedAggregate, window_st
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Worker", "settings_from_json"]
+__all__ = ["Worker", "main", "run"]
 
 
 def spin(seconds: float) -> None:
@@ -509,11 +509,12 @@ class Worker:
         )
 
 
-def settings_from_json(text: str) -> WorkerSettings:
-    """Settings from :func:`settings_to_json`'s text, validated again (:class:`ConfigError`)."""
-    d = json.loads(text)
-    d["kafka"] = KafkaSettings(**d["kafka"])
-    return WorkerSettings(**d)
+def run(s: WorkerSettings) -> int:
+    """Run the instance of settings ``s`` (read once by its process) to its end; exit code."""
+    log.info("worker process up: %.2f s after its start (interpreter, imports)", process_age_s())
+    report = Worker(s).run()
+    log.info("worker done: %s", report)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -521,11 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     args = process_args(argv, "worker SETTINGS_JSON")
     if args is None:
         return 2
-    log.info("worker process up: %.2f s after its start (interpreter, imports)", process_age_s())
-    text = Path(args[0]).read_text() if Path(args[0]).exists() else args[0]
-    report = Worker(settings_from_json(text)).run()
-    log.info("worker done: %s", report)
-    return 0
+    return run(read_worker_settings(args[0]))
 
 
 if __name__ == "__main__":

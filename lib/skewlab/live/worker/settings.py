@@ -1,10 +1,12 @@
-"""A worker's settings (written by the run as JSON, read back by the worker process)
-and its report; the worker itself: :mod:`skewlab.live.worker.process`."""
+"""A worker's settings (written by the run as JSON, read back once by the worker process:
+:func:`read_worker_settings`) and its report; the worker itself:
+:mod:`skewlab.live.worker.process`."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from skewlab.errors import ConfigError
 from skewlab.io.kafka.base import KafkaSettings
@@ -73,3 +75,17 @@ def settings_to_json(s: WorkerSettings) -> str:
     d = {f: getattr(s, f) for f in s.__dataclass_fields__}
     d["kafka"] = {"bootstrap": s.kafka.bootstrap, "client": s.kafka.client}
     return json.dumps(d)
+
+
+def settings_from_json(text: str) -> WorkerSettings:
+    """Settings from :func:`settings_to_json`'s text, validated again (:class:`ConfigError`)."""
+    d = json.loads(text)
+    d["kafka"] = KafkaSettings(**d["kafka"])
+    return WorkerSettings(**d)
+
+
+def read_worker_settings(arg: str) -> WorkerSettings:
+    """An instance process's settings, read and validated once at its start (a worker's or a
+    warm spare's): ``arg`` is its settings file (``RunDir.worker_settings(i)``) or that
+    file's JSON text."""
+    return settings_from_json(Path(arg).read_text() if Path(arg).exists() else arg)

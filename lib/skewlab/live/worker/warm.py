@@ -4,11 +4,11 @@ Starting a Python worker (interpreter and imports: numpy, pyarrow, pandas,
 deltalake, librdkafka) took 0.4-0.8 s of a checkpointing scale-out's pause, before
 the restore could begin. The run starts the first spare instance of each operator
 this way at start-up (``RunContext`` spawners, docs/scaleout.md, "Warm spares"):
-the process imports the worker and runs one throwaway Delta query (a process's
-first query sets up delta-rs' query engine, ~0.1 s that the restore would pay), then
-waits, holding no state and reading nothing,
+the process imports the worker, reads its settings once and runs one throwaway Delta
+query (a process's first query sets up delta-rs' query engine, ~0.1 s that the restore
+would pay), then waits, holding no state and reading nothing more,
 until its ``go`` file exists (the state manager starts the instance: it runs
-``skewlab.live.worker.process`` on its settings) or the run's workers are told to stop
+``skewlab.live.worker.process`` on those settings) or the run's workers are told to stop
 (it exits 0 without having run). Storm, where the seed measured, grows an operator
 by executors inside worker processes that already run.
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from skewlab.io.delta.store import warm_up_queries
 from skewlab.live.driver.launch import process_age_s, process_args
 from skewlab.live.worker import process as worker
+from skewlab.live.worker.settings import read_worker_settings
 
 __all__ = ["POLL_S", "main", "wait_for_release"]
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = process_args(argv, "warm GO_FILE STOP_FILE SETTINGS_JSON")
     if args is None:
         return 2
-    go, stop, settings = Path(args[0]), Path(args[1]), args[2]
+    go, stop, settings = Path(args[0]), Path(args[1]), read_worker_settings(args[2])
     log.info("warm instance process: imports done %.2f s after its start", process_age_s())
     secs = warm_up_queries(go.parent)  # the restore's first Delta read would pay it
     log.info("warm instance process: Delta query engine warmed in %.2f s", secs)
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("warm instance process: never started, the run's workers stopped")
         return 0
     log.info("warm instance process released after %.1f s", time.monotonic() - waited)
-    return worker.main([settings])
+    return worker.run(settings)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ import pytest
 
 from skewlab.live.autoscale.protocol import GroupSettings, LiveSettings
 from skewlab.live.autoscale.settings import AutoscaleSettings, monitor_timing
+from skewlab.live.driver.context import worker_file
 from skewlab.live.driver.handle import RunHandle
+from skewlab.live.driver.run import Run, open_run
 from skewlab.live.driver.settings import (
     produce_settings,
     rebalance_settings,
@@ -19,6 +21,7 @@ from skewlab.live.driver.settings import (
     routed_partitions,
     worker_settings,
 )
+from skewlab.live.worker.settings import read_worker_settings
 from skewlab.rundir import RunDir
 from skewlab.runsettings import ExperimentSettings, state_manager_settings
 from skewlab.spec import AUTOSCALE_DEFAULTS, AUTOSCALE_SETTINGS, n_events
@@ -110,7 +113,7 @@ def test_autoscale_settings_and_the_process_settings_share_one_declaration() -> 
 PROCESS_SETTINGS = ("RouteSettings", "WorkerSettings", "RebalanceSettings",
                     "StateManagerSettings", "ProduceSettings", "LiveSettings")  # fmt: skip
 BUILT_ELSEWHERE = {
-    "skewlab.live.worker.process": "a worker's settings read back from its JSON file",
+    "skewlab.live.worker.settings": "a worker's settings read back from its JSON file",
     "skewlab.live.mains.jobs": "the stand-alone produce job, from its own flags",
     "skewlab.control.scaleout.step": "the scheduled scale-out step, from its DAG params",
     "skewlab.live.mains.route_host": "the route host's own warm-up, on scratch files of no run",
@@ -132,3 +135,22 @@ def test_process_settings_are_built_from_a_run_only_in_live_settings() -> None:
     assert set(builders) == set(PROCESS_SETTINGS)
     for name, modules in builders.items():
         assert modules - set(BUILT_ELSEWHERE) <= run_side, name
+
+
+def test_each_process_reads_its_settings_once_as_the_run_wrote_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = ExperimentSettings(strategy="key", workers=2, rebalance="dlb-h", home=str(tmp_path),
+                           mlflow=False)  # fmt: skip
+    run = Run.new(s, run_id="key-once")
+    run.handle.bootstrap = "h:9092"  # as after the services phase
+    run.handle.save()
+    path = worker_file(run.ctx, 1)  # what the run writes for instance 1
+    w = worker_settings(s.spec, run.handle, 1)
+    assert read_worker_settings(str(path)) == w == read_worker_settings(path.read_text())
+    reads: list[str] = []
+    parse = RunHandle.from_json
+    monkeypatch.setattr(RunHandle, "from_json", lambda text: reads.append(text) or parse(text))
+    again = open_run(run.files.path)  # a DAG task: the handle read and parsed once
+    assert len(reads) == 1 and isinstance(again, Run) and again.settings == s
+    assert again.ctx.settings is again.settings  # parsed once, passed down

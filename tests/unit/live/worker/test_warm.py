@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from skewlab.io.kafka.base import KafkaSettings
 from skewlab.live.driver.settings import warm_spares
 from skewlab.live.worker import warm
+from skewlab.live.worker.settings import WorkerSettings, settings_to_json
 from skewlab.runsettings import StateManagerSettings
 
 
@@ -33,7 +35,8 @@ def test_never_released_when_the_run_stops_first(tmp_path: Path) -> None:
         stop.touch()
 
     assert warm.wait_for_release(go, stop, sleep) is False
-    assert warm.main([str(go), str(stop), "{}"]) == 0  # exits without running a worker
+    settings = WorkerSettings("r", 2, "routed-r", KafkaSettings("127.0.0.1:1"), str(tmp_path))
+    assert warm.main([str(go), str(stop), settings_to_json(settings)]) == 0  # no worker ran
     assert warm.main([str(go)]) == 2  # usage
 
 

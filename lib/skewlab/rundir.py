@@ -3,7 +3,8 @@
 Every process of a live run gets the run directory and its role; it asks
 :class:`RunDir` where its settings, markers, logs and checkpoints are, and
 :func:`app_id` which Delta app id its writes carry. No other module builds
-such a path or app id.
+such a path or app id. A process reads its settings once, at its start
+(:func:`settings_text`, then its settings type's parser), and passes them down.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from skewlab.envsettings import env_settings
 
-__all__ = ["DELTA_ROOT_ENV", "RunDir", "app_id", "delta_root_of"]
+__all__ = ["DELTA_ROOT_ENV", "RunDir", "app_id", "delta_root_of", "settings_text"]
 
 DELTA_ROOT_ENV = "SKEWLAB_DELTA_ROOT"
 """Where the Delta tables live (a path or ``s3://...``); default ``<data dir>/delta``."""
@@ -22,6 +23,14 @@ DELTA_ROOT_ENV = "SKEWLAB_DELTA_ROOT"
 def delta_root_of(home: str | Path) -> str:
     """The Delta root of runs under data dir ``home`` (``$SKEWLAB_DELTA_ROOT`` wins)."""
     return env_settings().delta_root or str(Path(home) / "delta")
+
+
+def settings_text(arg: str) -> str:
+    """A process's settings argument as JSON text, read once at its start: the file at
+    ``arg`` (:attr:`RunDir.route_settings`, :meth:`RunDir.worker_settings`) if it exists,
+    else ``arg`` itself (the JSON)."""
+    path = Path(arg)
+    return path.read_text() if path.exists() else arg
 
 
 def app_id(job: str, run_id: str) -> str:

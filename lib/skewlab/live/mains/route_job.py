@@ -30,6 +30,7 @@ from skewlab.envsettings import env_settings
 from skewlab.io.kafka import connect
 from skewlab.io.kafka.base import KafkaSettings
 from skewlab.pipeline import events
+from skewlab.rundir import settings_text
 from skewlab.spark.route import (
     DECODED_SCHEMA,
     ROUTED_SCHEMA,
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: route_job SETTINGS_JSON [SPARK_DATA_DIR]", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    s = RouteSettings.from_json(Path(args[0]).read_text() if Path(args[0]).exists() else args[0])
+    s = RouteSettings.from_json(settings_text(args[0]))  # read once, passed down
     data_dir = args[1] if len(args) > 1 else str(s.files.spark_data)
     ui = s.spark_ui and env_settings().spark_ui
     # step 1

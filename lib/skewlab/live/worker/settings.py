@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from skewlab.errors import ConfigError
 from skewlab.io.kafka.base import KafkaSettings
-from skewlab.rundir import RunDir
+from skewlab.rundir import RunDir, settings_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,4 +87,4 @@ def read_worker_settings(arg: str) -> WorkerSettings:
     """An instance process's settings, read and validated once at its start (a worker's or a
     warm spare's): ``arg`` is its settings file (``RunDir.worker_settings(i)``) or that
     file's JSON text."""
-    return settings_from_json(Path(arg).read_text() if Path(arg).exists() else arg)
+    return settings_from_json(settings_text(arg))

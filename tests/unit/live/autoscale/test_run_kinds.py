@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from skewlab.live.autoscale.protocol import LiveSettings
 from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.driver.handle import HandleError, RunHandle
@@ -28,3 +29,23 @@ def test_new_and_open_run_pick_the_class_of_the_settings_and_of_the_handle(
     assert isinstance(open_run(grouping.files.path), Run)
     with pytest.raises(HandleError, match="phase 'topics' not done"):
         opened.start()  # the same guard as a grouping run's
+
+
+def test_an_opened_autoscale_run_reads_its_processes_settings_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = AutoscaleSettings(home=str(tmp_path), mlflow=False)
+    auto = AutoscaleRun.new(s, run_id="a-2")
+    h = auto.handle
+    h.bootstrap = "127.0.0.1:1"
+    h.save()
+    written = s.live(h.run_id, h.bootstrap, h.run_dir, h.delta_root, "spark")
+    auto.files.settings.write_text(written.to_json())  # as phase topics writes it
+    reads: list[str] = []
+    parse = LiveSettings.from_file
+    monkeypatch.setattr(LiveSettings, "from_file", lambda p: reads.append(str(p)) or parse(p))
+    opened = open_run(auto.files.path)
+    assert isinstance(opened, AutoscaleRun)
+    assert opened.engine == "spark" and opened.live == written
+    assert opened.live is opened.live and opened.engine == "spark"
+    assert reads == [str(auto.files.settings)]

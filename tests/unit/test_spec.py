@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 from pathlib import Path
 
@@ -218,3 +219,20 @@ def test_the_autoscale_form_takes_defaults_and_bounds_from_the_autoscale_rows() 
             assert p.minimum is not None and p.minimum > s.exclusive_minimum, s.name
         if s.name != "iteration_s":  # the form's own, shorter iteration
             assert p.default == s.default, s.name
+
+
+def test_a_run_spec_is_built_only_from_validated_settings() -> None:
+    """``RunSpec`` and its parts are constructed in ``skewlab.runsettings`` alone (from an
+    ``ExperimentSettings``); no module of lib/, jobs/, dags/ or bench/ builds one."""
+    root = Path(__file__).resolve().parents[2]
+    parts = {"RunSpec", "GroupingSpec", "WorkloadSpec", "RuntimeSpec"}
+    builders: set[str] = set()
+    for top in ("lib", "jobs", "dags", "bench"):
+        for path in sorted((root / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                func = node.func if isinstance(node, ast.Call) else None
+                name = func.id if isinstance(func, ast.Name) else None
+                name = func.attr if isinstance(func, ast.Attribute) else name
+                if name in parts:
+                    builders.add(str(path.relative_to(root)))
+    assert builders == {"lib/skewlab/runsettings.py"}

@@ -124,12 +124,6 @@ class ExperimentSettings:
         ``RunSpec`` is built."""
         return _tree(self)
 
-    @property
-    def n_events(self) -> int:
-        """:func:`skewlab.spec.n_events` of the workload (``lib/`` calls that on
-        :attr:`spec`; the integration tests' harness reads this one)."""
-        return n_events(self.spec.workload)
-
 
 def _tree(s: ExperimentSettings) -> RunSpec:
     """The :class:`~skewlab.spec.RunSpec` of validated settings ``s``: each setting goes

@@ -24,6 +24,7 @@ from typing import Any
 
 from skewlab import faults
 from skewlab.live.driver.handle import RunHandle
+from skewlab.spec import n_events
 from tests.integration.fixtures.live import (
     LiveRun,
     RunRefs,
@@ -125,7 +126,7 @@ def assert_survived(
     restoring = int("worker.restoring" in fired)
     assert run.settings.workers + worker_restarts - worker_points <= worker_resumes(run)
     assert worker_resumes(run) <= run.settings.workers + worker_restarts - restoring
-    n = run.settings.n_events
+    n = n_events(run.settings.spec.workload)
     ends = run.client.end_offsets(run.events_topic)
     begins = run.client.begin_offsets(run.events_topic)
     assert sum(e - begins.get(p, 0) for p, e in ends.items()) == n  # the input: no more, no less

@@ -46,6 +46,7 @@ from typing import Any
 import pytest
 
 from skewlab.control.scaleout.recovery import ORDER
+from skewlab.spec import n_events
 from tests.integration.crash.driver import drive
 from tests.integration.crash.harness import Crashes, supervised
 from tests.integration.fixtures.live import LiveRun
@@ -188,7 +189,7 @@ def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) ->
         assert process_starts(run, j) == want, (j, by_manager, restarts)
 
     # The input, exactly; results and key state exact.
-    n = run.settings.n_events
+    n = n_events(run.settings.spec.workload)
     ends = run.client.end_offsets(run.events_topic)
     begins = run.client.begin_offsets(run.events_topic)
     assert sum(e - begins.get(p, 0) for p, e in ends.items()) == n

@@ -25,6 +25,7 @@ import pytest
 from tests.integration.fixtures.live import LiveRun, RunRefs, kill_and_wait
 
 from skewlab.live.driver.handle import RunHandle
+from skewlab.spec import n_events
 
 pytestmark = pytest.mark.integration
 
@@ -154,7 +155,7 @@ def test_crash_between_checkpoint_and_take_over(
         return bool(crashed)
 
     def hook(sent: int, procs: Any, refs: RunRefs) -> None:
-        if crashed or crash_once(procs, refs) or sent < refs.settings.n_events:
+        if crashed or crash_once(procs, refs) or sent < n_events(refs.settings.spec.workload):
             return
         # The last chunk is out and no checkpoint yet: the alarm comes from the backlog a
         # busy machine's workers still hold. Hold the input's end (the state manager

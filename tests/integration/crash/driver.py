@@ -70,14 +70,12 @@ def drive(
     run_dir: Path,
     env: Mapping[str, str],
     attempts: int,
-    first_env: Mapping[str, str] | None = None,
     wait_moved: int = 0,
     timeout_s: float = 1800.0,
 ) -> tuple[list[int], dict[str, Any]]:
     """Drivers until one exits 0 (at most ``attempts``); their exit codes and the summary.
 
     Every driver but the last must die at a crash point (exit :data:`faults.CRASH_EXIT`).
-    ``first_env`` (default ``env``) is the first driver's: the children it starts keep it.
     """
     import pytest
 
@@ -85,9 +83,9 @@ def drive(
     out = run_dir.parent.parent / f"{run_id}.summary.json"
     log = run_dir.parent.parent / f"{run_id}.driver.log"
     base = {k: v for k, v in os.environ.items() if k not in (faults.ENV_POINTS, faults.ENV_DIR)}
+    full = {**base, **env}  # this process's settings (``SKEWLAB_WORKER_ENGINE``...) carry over
     codes: list[int] = []
-    for i in range(attempts):
-        full = {**base, **(first_env if i == 0 and first_env is not None else env)}
+    for _ in range(attempts):
         with open(log, "ab") as f:
             rc = subprocess.run(
                 [sys.executable, "-c", DRIVER, json.dumps(asdict(settings)), run_id,

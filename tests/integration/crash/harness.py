@@ -1,22 +1,25 @@
 """The crash matrix's harness: arm crash points, watch them fire, check the run stayed exact.
 
 One live run per grouping / control policy carries all of its crash points at once
-(``SKEWLAB_CRASH``, :mod:`skewlab.faults`); every point fires once thanks to the
-marker directory, and the run's own supervision (:class:`skewlab.live.driver.supervise.Supervisor`,
-polled by the driver while it produces and drains) restarts the process that died.
+(``SKEWLAB_CRASH``, :mod:`skewlab.faults`); every point fires once thanks to the marker
+directory, and the process that died is restarted: by the run's own supervision
+(:class:`skewlab.live.driver.supervise.Supervisor`) on the local worker engine and for the
+route job, by Spark's task retry for workers run as Spark tasks (``SKEWLAB_WORKER_ENGINE``).
 
 - :class:`Crashes`: the points of a run, their markers, the environment that arms them;
-- :func:`assert_survived`: every point fired, the restarts are in the handle and the
-  logs, 0 lost / 0 doubled input, exact results, and per (key, worker) the route job's
-  decisions equal an uninterrupted offline replay of the grouping.
+- :func:`restarts_of`: per process, its restarts (the handle's, plus Spark's task retries);
+- :func:`assert_survived`: every point fired, the restarts counted and in the logs, 0 lost /
+  0 doubled input, exact results, and per (key, worker) the route job's decisions equal an
+  uninterrupted offline replay of the grouping.
 
-Nothing waits a fixed time: every wait polls for an event (a marker, an exit) with
-a generous timeout, so a busy machine only makes a run slower.
+Nothing waits a fixed time: every wait polls for an event (a marker, an exit).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +27,9 @@ from typing import Any
 
 from skewlab import faults
 from skewlab.live.driver.handle import RunHandle
+from skewlab.live.driver.spark_launcher import TASK_NAMES
 from skewlab.spec import n_events
+from tests.integration.fixtures.engine import ran_as_tasks, task_retries
 from tests.integration.fixtures.live import (
     LiveRun,
     RunRefs,
@@ -40,7 +45,12 @@ restarted job, the 2nd batch's Kafka records sent but its Delta rows not written
 WORKER_POINTS: dict[str, int] = {"worker.before_commit": 1, "worker.after_commit": 1}
 """A worker's first flush: everything but the partials written / the partials written."""
 RESTART_POINTS: dict[str, int] = {"worker.restoring": 1}
-"""Hit only by a worker with message sets as it starts: armed for restarts only."""
+"""Hit by every worker with message sets as it starts: a later point (:attr:`Crashes.later`),
+released for the restarts only."""
+
+
+HELD = "held"
+"""What the marker of a :attr:`Crashes.later` point holds until it is released."""
 
 
 @dataclass
@@ -50,22 +60,41 @@ class Crashes:
     directory: Path
     points: dict[str, int]
     later: dict[str, int] = field(default_factory=dict)
-    """Points armed only once the first ones fired (for restarted processes)."""
+    """Points that fire only after :meth:`release_later` (for processes started after it):
+    armed in every process, but held by a marker that exists until then. A marker, not the
+    environment, arms them later: a Spark task retry runs with its request's environment."""
+
+    def __post_init__(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for p in self.later:
+            self._marker(p).write_text(HELD)
 
     @property
     def all(self) -> dict[str, int]:
         return {**self.points, **self.later}
 
-    def env(self, points: Mapping[str, int] | None = None) -> dict[str, str]:
-        return faults.crash_env(dict(self.points if points is None else points), self.directory)
+    def _marker(self, point: str) -> Path:
+        return self.directory / f"crash-{point}.fired"
+
+    def env(self) -> dict[str, str]:
+        """The environment entries arming every point (the later ones held)."""
+        return faults.crash_env(self.all, self.directory)
+
+    def release_later(self) -> None:
+        """Let the :attr:`later` points fire (their held markers removed; once)."""
+        for p in self.later:
+            with contextlib.suppress(OSError):
+                if self._marker(p).read_text() == HELD:
+                    self._marker(p).unlink()
 
     def fired(self) -> set[str]:
-        return {p for p in self.all if faults.fired(self.directory, p)}
+        """The points whose marker holds the pid of a process that crashed there."""
+        return {p for p in self.all if self.pid(p) is not None}
 
     def pid(self, point: str) -> int | None:
         """The pid of the process that crashed at ``point`` (its marker holds it)."""
         try:
-            return int((self.directory / f"crash-{point}.fired").read_text())
+            return int(self._marker(point).read_text())
         except (OSError, ValueError):
             return None
 
@@ -94,24 +123,42 @@ def spark_starts(run: RunRefs) -> int:
     return run.log("route.log").count("skewlab.spark.session started Spark")
 
 
+def engine(run_dir: Path) -> str:
+    """Where the run's workers ran: ``spark`` (as tasks) or ``local`` (processes)."""
+    return "spark" if ran_as_tasks(run_dir) else "local"
+
+
+def restarts_of(run_dir: Path) -> dict[str, int]:
+    """Per process name, its restarts: the driver's supervisor's (the handle's ``restarts``:
+    the route job, and the workers on the local engine) plus Spark's task retries of the
+    workers run as tasks, where the supervisor must have restarted none of them (it fails
+    the run when Spark gives one up: ``retried_by_engine``)."""
+    restarts = Counter(RunHandle.load(run_dir).restarts)
+    if ran_as_tasks(run_dir):
+        by_supervisor = {k: v for k, v in restarts.items() if k.startswith(TASK_NAMES)}
+        assert not by_supervisor, f"Spark tasks restarted by the supervisor: {by_supervisor}"
+    return dict(restarts + task_retries(run_dir))
+
+
 def assert_survived(
     run: LiveRun,
     crashes: Crashes,
     strategy_params: Mapping[str, Any] | None = None,
     killed: int = 0,
 ) -> dict[str, Any]:
-    """The checks of the module doc; returns the restarts for the matrix table.
+    """The checks of the module doc; returns the restarts (:func:`restarts_of`) for the
+    matrix table.
 
     ``strategy_params`` given: the per (key, worker) replay check of a grouping run
     (runs whose keys move by message sets check the final key state instead).
     ``killed``: workers the test SIGKILLed itself (to restart one into ``worker.restoring``).
+    A worker's restart is a supervisor's restart or a Spark task retry (:func:`restarts_of`).
     """
     s = run.summary
     assert s is not None
     fired = crashes.fired()
     assert fired == set(crashes.all), f"did not fire: {sorted(set(crashes.all) - fired)}"
-    handle = RunHandle.load(run.run_dir)
-    restarts = dict(handle.restarts)
+    restarts = restarts_of(run.run_dir)
     # A route job that fails for another reason (a busy machine times Spark out) is
     # restarted too: at least one restart per route point, one Spark start per restart.
     route_crashes = sum(1 for p in fired if p.startswith("route."))

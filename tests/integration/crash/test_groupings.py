@@ -6,9 +6,10 @@ sending the batch's records to Kafka but before its Delta rows
 (``route.after_produce``; each on three groupings: a Spark start is most of a
 run), and workers die around their first partials commit
 (``worker.before_commit``, ``worker.after_commit``). The driver's
-supervision restarts each; the run must end with every point fired, 0 lost,
-0 doubled, exact results, and the route job's decisions equal to an
-uninterrupted replay of the grouping (so restored splitter state is exact too).
+supervision restarts each (a worker run as a Spark task: Spark's task retry);
+the run must end with every point fired, 0 lost, 0 doubled, exact results, and
+the route job's decisions equal to an uninterrupted replay of the grouping (so
+restored splitter state is exact too).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.integration.crash.harness import (
     WORKER_POINTS,
     Crashes,
     assert_survived,
+    engine,
     supervised,
 )
 
@@ -53,4 +55,7 @@ def test_route_and_worker_crashes(run_live, tmp_path, monkeypatch, strategy):
     t0 = time.monotonic()
     run = run_live(strategy, strategy_params=params, **SMALL)
     restarts = assert_survived(run, crashes, params)
-    print(f"crash {strategy}: {sorted(crashes.fired())} {restarts} {time.monotonic() - t0:.0f} s")
+    print(
+        f"crash {strategy} ({engine(run.run_dir)}): {sorted(crashes.fired())} {restarts} "
+        f"{time.monotonic() - t0:.0f} s"
+    )

@@ -14,8 +14,9 @@ points at once; they fire at different times, so one run covers them all:
 - ``worker.before_commit`` / ``worker.after_commit``: a worker's first flush;
 - ``worker.restoring@2``: the 2nd hit of the point in one process is only reached
   by a started instance replaying its shadow (the 1st is its start-up), so a new
-  instance of the state manager dies mid-shadow: the driver's supervision must
-  restart it (it resumes from its committed plan and offsets);
+  instance of the state manager dies mid-shadow: the driver's supervision (or, for
+  workers run as Spark tasks, Spark's task retry) must restart it (it resumes from
+  its committed plan and offsets);
 - ``scaleout.after_cut`` (checkpoint run): the old instance dies right after
   committing its cut (docs/scaleout.md, "The cut"); restarted, it reads the cut
   from its committed state and keeps dropping the moved keys, while the new
@@ -30,8 +31,9 @@ points at once; they fire at different times, so one run covers them all:
 Each run must end with every point fired, a restart of the new instance, the
 input exactly the workload, 0 lost, 0 doubled, exact key state, 0 order
 violations, and one switch per scale event: no instance started while running, no
-``assignments`` version written twice or skipped, and every start of a new
-instance's process a manager start or a supervised restart. Each switch reports the
+``assignments`` version written twice or skipped, and every start of a new instance's
+process a manager start or a restart
+(:func:`~tests.integration.crash.harness.restarts_of`). Each switch reports the
 keys its version moved; the one the resumed driver's manager made moved some
 (checkpoint, restart), and its scale event has them and their pause.
 """
@@ -48,7 +50,7 @@ import pytest
 from skewlab.control.scaleout.recovery import ORDER
 from skewlab.spec import n_events
 from tests.integration.crash.driver import drive
-from tests.integration.crash.harness import Crashes, supervised
+from tests.integration.crash.harness import Crashes, engine, restarts_of, supervised
 from tests.integration.fixtures.live import LiveRun
 
 pytestmark = [
@@ -154,7 +156,6 @@ def manager_starts(details: list[dict[str, Any]], workers: int) -> dict[int, int
 
 @pytest.mark.parametrize("policy", list(RUNS))
 def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) -> None:
-    from skewlab.live.driver.handle import RunHandle
     from skewlab.live.report.summary import RunSummary
 
     refs = live_refs("key", scale_out=policy, **SCALE)
@@ -171,8 +172,8 @@ def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) ->
     driver_deaths = sum(p in fired for p in ("driver.mid_produce", SWITCH))
     assert codes == [86] * driver_deaths + [0], codes
 
-    # Supervision: the route job and workers restarted, the new instance among them.
-    restarts = dict(RunHandle.load(run.run_dir).restarts)
+    # Restarts: the route job and workers restarted, the new instance among them.
+    restarts = restarts_of(run.run_dir)
     W = run.settings.workers
     if any(p.startswith("route.") for p in fired):
         assert restarts.get("route", 0) >= 1, restarts
@@ -180,8 +181,8 @@ def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) ->
     assert any(j >= W for j in restarted), f"no new instance restarted: {restarts}"
     olds = sum(p in fired for p in ("worker.before_commit", "worker.after_commit", CUT))
     assert len([j for j in restarted if j < W]) >= min(olds, 1), restarts
-    # A new instance's process started once per manager start plus once per restart
-    # (a resumed driver's manager that forgot it would start it again while running).
+    # A new instance's process started once per manager start plus once per restart (a
+    # resumed driver's manager that forgot it would start it again while running).
     details = _decisions(run, policy)
     by_manager = manager_starts(details, W)
     for j in new_instances(run, W):
@@ -230,6 +231,7 @@ def test_scale_out_run_survives_its_crash_points(live_refs: Any, policy: str) ->
         ]  # fmt: skip
         assert ev["keys_moved"] == first["keys_moved"] and ev["pause_s"] > 0, ev
     print(
-        f"crash scale-out {policy}: {sorted(fired)} codes {codes} restarts {restarts} "
+        f"crash scale-out {policy} ({engine(run.run_dir)}): {sorted(fired)} codes {codes} "
+        f"restarts {restarts} "
         f"switches {len(switches)} {time.monotonic() - t0:.0f} s"
     )

@@ -29,9 +29,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import raw_consume, row, say
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.driver.producer import ProduceSettings, produce
-from skewlab.live.mains.route_job import RouteSettings
 from skewlab.rundir import RunDir
 from skewlab.services import get_service
+from skewlab.spark.route import RouteSettings
 from skewlab.workload.spec import parse_workload
 
 

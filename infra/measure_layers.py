@@ -1,6 +1,8 @@
-"""Measure skewlab's package structure: lines per package, imports inside functions, cycles.
+"""Measure skewlab's package structure: lines per package, imports inside functions, cycles,
+and names at two addresses (re-exports, imports of a name from a module that does not define it).
 
-Usage: python infra/measure_layers.py [ROOT]   (ROOT defaults to the repo holding this file)
+Usage: python infra/measure_layers.py [ROOT] [--names]   (ROOT defaults to the repo holding this
+file; --names lists each re-export and each misdirected import)
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 HEAVY = (
@@ -113,6 +115,221 @@ def scan(root: Path) -> dict[str, object]:
     }
 
 
+def _bound(target: ast.expr) -> Iterator[str]:
+    """The names an assignment target binds (``a``, ``a, (b, *c)``; not ``a.b`` or ``a[0]``)."""
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, ast.Starred):
+        yield from _bound(target.value)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            yield from _bound(elt)
+
+
+def _top_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements run when the module loads: its body and the blocks of its ``if``,
+    ``try``, ``with`` and ``for`` statements (not function or class bodies)."""
+    for node in body:
+        yield node
+        for block in ("body", "orelse", "finalbody"):
+            yield from _top_statements(getattr(node, block, []))
+        for handler in getattr(node, "handlers", []):
+            yield from _top_statements(handler.body)
+
+
+MODULE_DUNDERS = frozenset(
+    ("__name__", "__file__", "__doc__", "__spec__", "__path__", "__dict__", "__loader__")
+)
+"""Names every module has without binding them."""
+
+
+def defined_names(tree: ast.Module) -> set[str]:
+    """Names the module itself binds at load time: defs, classes, assignments, loop and
+    ``with`` targets, and :data:`MODULE_DUNDERS`; not the names it imports."""
+    out: set[str] = set(MODULE_DUNDERS)
+    for node in _top_statements(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                out.update(_bound(t))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+            out.update(_bound(node.target))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    out.update(_bound(item.optional_vars))
+    return out
+
+
+def dunder_all(tree: ast.Module) -> list[str]:
+    """The string entries of the module's ``__all__`` (``=`` and ``+=`` at load time)."""
+    out: list[str] = []
+    for node in _top_statements(tree.body):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        else:
+            continue
+        value = node.value
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and isinstance(
+            value, (ast.List, ast.Tuple)
+        ):
+            out += [
+                e.value
+                for e in value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            ]
+    return out
+
+
+class ModuleInfo:
+    """What the name checks need of one module: where it is, what it binds itself, its
+    ``__all__``, each ``from skewlab.X import N`` in it and each dotted name it reads
+    through an imported name (``summary.draw`` after ``from skewlab.live.report import
+    summary``), anywhere in the file."""
+
+    def __init__(self, name: str, path: Path, tree: ast.Module) -> None:
+        self.name, self.path = name, path
+        self.is_pkg = path.name == "__init__.py"
+        self.defined = defined_names(tree)
+        self.all = dunder_all(tree)
+        self.name_imports: list[tuple[str, str, int]] = []
+        """(source module, name, line) for each name imported from a skewlab module."""
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                src = resolve(name, self.is_pkg, node)
+                if src == "skewlab" or src.startswith("skewlab."):
+                    for alias in node.names:
+                        self.name_imports.append((src, alias.name, node.lineno))
+                        aliases[alias.asname or alias.name] = f"{src}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "skewlab":
+                        local = alias.asname or alias.name.split(".")[0]
+                        aliases[local] = alias.name if alias.asname else "skewlab"
+        self.dotted_reads: list[tuple[str, int]] = []
+        """(dotted name, line) for each ``a.b.c`` read whose head ``a`` is an imported name,
+        spelled from ``skewlab`` (``skewlab.live.report.summary.draw``)."""
+        patched: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                parts = _dotted(node)
+                if parts and parts[0] in aliases:
+                    full = ".".join([aliases[parts[0]], *parts[1:]])
+                    self.dotted_reads.append((full, node.lineno))
+            elif isinstance(node, ast.Call) and _is_setattr(node):
+                parts = _dotted(node.args[0])
+                if parts and parts[0] in aliases:
+                    name = node.args[1].value  # type: ignore[attr-defined]
+                    patched.add(".".join([aliases[parts[0]], *parts[1:], name]))
+        # a test that patches ``mod.f`` may read the original ``mod.f`` (patch where used)
+        self.dotted_reads = [(d, n) for d, n in self.dotted_reads if d not in patched]
+
+    def imported(self, name: str) -> str | None:
+        """The skewlab module this module imports ``name`` from, if it does."""
+        for src, n, _ in self.name_imports:
+            if n == name:
+                return src
+        return None
+
+
+def _is_setattr(call: ast.Call) -> bool:
+    """``setattr(obj, "name", ...)`` or ``monkeypatch.setattr(obj, "name", ...)``."""
+    f = call.func
+    named = (isinstance(f, ast.Name) and f.id == "setattr") or (
+        isinstance(f, ast.Attribute) and f.attr == "setattr"
+    )
+    return (
+        named
+        and len(call.args) >= 2
+        and isinstance(call.args[1], ast.Constant)
+        and isinstance(call.args[1].value, str)
+    )
+
+
+def _dotted(node: ast.expr) -> list[str]:
+    """``["a", "b", "c"]`` for the expression ``a.b.c``; ``[]`` if it is not a dotted name."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else []
+
+
+def load_modules(root: Path, dirs: Iterable[str] = ("lib",)) -> dict[str, ModuleInfo]:
+    """Every module under ``root/<dir>`` for each dir, by dotted name (``lib`` is the
+    import root of lib/; the others are named ``tests.unit.x`` and so on)."""
+    out: dict[str, ModuleInfo] = {}
+    for d in dirs:
+        base = root / d
+        if not base.is_dir():
+            continue
+        top = root / "lib" if d == "lib" else root
+        for path in sorted(base.rglob("*.py")):
+            parts = list(path.relative_to(top).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mod = ".".join(parts)
+            out[mod] = ModuleInfo(mod, path, ast.parse(path.read_text(), str(path)))
+    return out
+
+
+def _through(modules: Mapping[str, ModuleInfo], dotted: str) -> tuple[str, str] | None:
+    """For a dotted read ``skewlab.a.b.N.x``: ``(module, name)`` if its longest module
+    prefix ``skewlab.a.b`` neither defines ``N`` nor has a submodule ``N``, else None."""
+    parts = dotted.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        mod = ".".join(parts[:i])
+        if mod in modules:
+            name = parts[i]
+            if name in modules[mod].defined or f"{mod}.{name}" in modules:
+                return None
+            return mod, name
+    return None
+
+
+def misdirected_imports(modules: Mapping[str, ModuleInfo]) -> list[tuple[str, int, str, str]]:
+    """``from M import N`` (or a read of ``M.N`` through an imported module) where M is a
+    skewlab module that does not define N and N is not a submodule of M: (importer, line, M,
+    N). Only modules in ``modules`` are checked as sources."""
+    bad = []
+    for mod, info in modules.items():
+        for src, name, line in info.name_imports:
+            source = modules.get(src)
+            if source is None or name in source.defined or f"{src}.{name}" in modules:
+                continue
+            bad.append((mod, line, src, name))
+        for dotted, line in info.dotted_reads:
+            hit = _through(modules, dotted)
+            if hit is not None:
+                bad.append((mod, line, *hit))
+    return bad
+
+
+def reexports(modules: Mapping[str, ModuleInfo]) -> dict[str, set[str]]:
+    """Per skewlab module M, the names it re-exports: names M imports from another skewlab
+    module (or does not bind at all, such as a lazy ``__getattr__``'s) that M lists in
+    ``__all__`` or that another module of ``modules`` imports from M."""
+    taken: dict[str, set[str]] = defaultdict(set)
+    for _, _, src, name in misdirected_imports(modules):
+        taken[src].add(name)
+    out: dict[str, set[str]] = {}
+    for mod, info in modules.items():
+        if not mod.startswith("skewlab"):
+            continue
+        names = {
+            n
+            for n in set(info.all) | taken.get(mod, set())
+            if n != "*" and n not in info.defined and f"{mod}.{n}" not in modules
+        }
+        if names:
+            out[mod] = names
+    return out
+
+
 def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
     """Strongly connected components with more than one package (Tarjan)."""
     index: dict[str, int] = {}
@@ -150,8 +367,37 @@ def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
     return out
 
 
+NAME_DIRS = ("lib", "tests", "jobs", "dags", "bench", "infra")
+"""The folders whose modules' imports are checked against lib/."""
+
+
+def report_names(root: Path, listing: bool) -> None:
+    """Print the re-exports of lib/ (plain modules and package ``__init__`` files apart) and the
+    imports, in lib/ and in the whole repository, that take a name from a module of lib/ that
+    does not define it."""
+    modules = load_modules(root, NAME_DIRS)
+    lib = {m: i for m, i in modules.items() if m.split(".")[0] == "skewlab"}
+    found = reexports(modules)
+    for label, is_pkg in (("plain modules", False), ("package __init__s", True)):
+        part = {m: n for m, n in found.items() if modules[m].is_pkg == is_pkg}
+        names = sum(len(n) for n in part.values())
+        print(f"re-exported names, {label}: {len(part)} modules, {names} names")
+        for m in sorted(part) if listing else ():
+            print(f"  {m}: {', '.join(sorted(part[m]))}")
+    for label, scope in (("lib/", lib), ("lib/ + tests/ jobs/ dags/ bench/ infra/", modules)):
+        bad = misdirected_imports(scope)
+        plain = sum(1 for b in bad if not scope[b[2]].is_pkg)
+        print(
+            f"imports of a name from a module that does not define it ({label}): {len(bad)} "
+            f"({plain} through plain modules, {len(bad) - plain} through package __init__s)"
+        )
+        for mod, line, src, name in bad if listing and scope is lib else ():
+            print(f"  {mod}:{line} {src}.{name}")
+
+
 def main() -> None:
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    root = Path(args[0]) if args else Path(__file__).resolve().parents[1]
     r = scan(root)
     lines = r["lines"]
     assert isinstance(lines, dict)
@@ -170,6 +416,7 @@ def main() -> None:
         print(f"package-level cycles ({label}): {len(cyc)}")
         for c in cyc:
             print("  ", " <-> ".join(c))
+    report_names(root, "--names" in sys.argv)
     edges = r["edges"]
     assert isinstance(edges, dict)
     print("package edges:")

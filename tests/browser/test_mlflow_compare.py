@@ -41,7 +41,8 @@ T0 = 1_800_000_000.0
 def _run(home: Path, name: str, window_s: float, shares: list[float]) -> LiveRun:
     """One finished MLflow run of a made-up 30 s live run in windows of ``window_s``."""
     from skewlab.io.tracking import TrackingSettings
-    from skewlab.live.report.summary import RunSummary, draw
+    from skewlab.live.report.plots import draw
+    from skewlab.live.report.summary import RunSummary
     from skewlab.live.report.tracking import open_live_run
     from skewlab.rundir import RunDir
     from skewlab.runsettings import ExperimentSettings

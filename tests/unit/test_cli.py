@@ -10,6 +10,7 @@ import pytest
 
 from skewlab import cli
 from skewlab.commands import simulate as simulate_cmd
+from skewlab.commands._args import count
 
 pytestmark = pytest.mark.unit
 
@@ -108,7 +109,7 @@ def test_default_out_dir_and_progress(
 
 @pytest.mark.parametrize("events", ["5e6", "5000000", "5_000_000"])
 def test_event_counts(events: str) -> None:
-    assert simulate_cmd.count(events) == 5_000_000
+    assert count(events) == 5_000_000
 
 
 @pytest.mark.parametrize(

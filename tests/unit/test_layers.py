@@ -15,17 +15,27 @@ third-party package but numpy and mmh3: pyspark, mlflow, airflow, deltalake,
 ...) or a skewlab module that imports one when loaded: a DAG file or a light
 command must not pay for it. No module-level import cycle between modules either,
 and no import inside a function whose target imports (at module level, through any
-chain) the importing module: that import only dodges a cycle.
+chain) the importing module: that import only dodges a cycle. Every name is imported from
+the module that defines it, and no module re-exports a name it imports (a package's
+``__init__`` may gather its package's public names for users and tests; lib/ does not
+import through it).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-from infra.measure_layers import cycles
+from infra.measure_layers import (
+    ModuleInfo,
+    cycles,
+    load_modules,
+    misdirected_imports,
+    reexports,
+)
 
 LIB = Path(__file__).resolve().parents[2] / "lib"
 
@@ -269,3 +279,85 @@ def test_no_import_inside_a_function_dodges_a_cycle() -> None:
 def test_the_reach_check_follows_chains() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": set()}
     assert _reaches(graph, "a", "c") and not _reaches(graph, "c", "a")
+
+
+REPO = LIB.parent
+IMPORTERS = ("lib", "tests", "jobs", "dags", "bench", "infra")
+"""Where the modules live whose imports make a name of lib/ re-exported."""
+
+KEPT_REEXPORTS: dict[str, set[str]] = {
+    "skewlab.live.mains.route_job": {"RouteSettings", "decode_fn", "splitter_fn"},
+}
+"""Re-exports a test still relies on: tests/integration/live/test_route_job.py imports these
+from the route job's process module (they are :mod:`skewlab.spark.route`'s)."""
+
+
+@functools.cache
+def _repo_modules() -> dict[str, ModuleInfo]:
+    return load_modules(REPO, IMPORTERS)
+
+
+def _lib_modules() -> dict[str, ModuleInfo]:
+    return {m: info for m, info in _repo_modules().items() if m.split(".")[0] == "skewlab"}
+
+
+def test_lib_imports_every_name_from_the_module_that_defines_it() -> None:
+    bad = [
+        f"{mod}:{line} takes {name} from {src}, which does not define it"
+        for mod, line, src, name in misdirected_imports(_lib_modules())
+    ]
+    assert bad == []
+
+
+def test_no_module_re_exports_a_name() -> None:
+    """Besides a package's ``__init__``, no module of lib/ lists in ``__all__`` a name it
+    imports, and no module anywhere in the repository imports such a name from it."""
+    modules = _repo_modules()
+    found = {m: names for m, names in reexports(modules).items() if not modules[m].is_pkg}
+    assert found == KEPT_REEXPORTS
+
+
+def test_package_inits_gather_only_their_own_package() -> None:
+    modules = _lib_modules()
+    bad = [
+        f"{pkg} re-exports {name} from {modules[pkg].imported(name)}"
+        for pkg, names in reexports(modules).items()
+        for name in sorted(names)
+        if not (modules[pkg].imported(name) or "").startswith(pkg + ".")
+    ]
+    assert bad == []
+
+
+def _planted(files: dict[str, str]) -> dict[str, ModuleInfo]:
+    return {
+        name: ModuleInfo(name, Path(name.replace(".", "/") + ".py"), ast.parse(src))
+        for name, src in files.items()
+    }
+
+
+def test_the_name_checks_find_a_planted_re_export() -> None:
+    modules = _planted({
+        "skewlab.a": "X = 1\ndef f(): pass\n",
+        "skewlab.b": "from skewlab.a import X, f\n__all__ = ['X', 'g']\ndef g(): return f()\n",
+        "skewlab.c": "from skewlab.b import X, g\n",
+        "skewlab.d": "from skewlab import b\ny = b.f\nz = b.g\n",
+        "skewlab.e": "import skewlab.b\ny = skewlab.b.X\n",
+    })  # fmt: skip
+    assert misdirected_imports(modules) == [
+        ("skewlab.c", 1, "skewlab.b", "X"),
+        ("skewlab.d", 2, "skewlab.b", "f"),
+        ("skewlab.e", 2, "skewlab.b", "X"),
+    ]
+    assert reexports(modules) == {"skewlab.b": {"X", "f"}}
+
+
+def test_the_name_checks_let_a_test_read_what_it_patches() -> None:
+    modules = _planted({
+        "skewlab.a": "def f(): pass\n",
+        "skewlab.b": "from skewlab.a import f\ndef g(): return f()\n",
+        "tests.t": "from skewlab import b\n"
+                   "def test(monkeypatch):\n"
+                   "    real = b.f\n"
+                   "    monkeypatch.setattr(b, 'f', lambda: real())\n",
+    })  # fmt: skip
+    assert misdirected_imports(modules) == [] and reexports(modules) == {}

@@ -16,7 +16,8 @@ from skewlab.commands._args import flag_dest
 from skewlab.control.rebalance_loop import RebalanceSettings
 from skewlab.errors import ConfigError
 from skewlab.grouping import GROUPING_NAMES, make_grouping
-from skewlab.orchestration.params import OFF, PARAMS, settings_from_params
+from skewlab.orchestration.params import PARAMS, settings_from_params
+from skewlab.orchestration.paramspec import OFF
 from skewlab.runsettings import ExperimentSettings, StateManagerSettings
 from skewlab.services.datadir import resolve_home
 from skewlab.spec import (

@@ -29,7 +29,6 @@ from skewlab.control.rebalance import (
 from skewlab.control.scaleout import step as scaleout
 from skewlab.control.scaleout.step import ScaleOutParams, scaleout_step
 from skewlab.registry import resolve
-from skewlab.rundir import app_id
 
 if TYPE_CHECKING:
     from skewlab.pipeline.store import Store
@@ -44,7 +43,6 @@ __all__ = [
     "StepFunction",
     "StepResult",
     "StepStatus",
-    "app_id",
     "autoscale_step",
     "check_interval",
     "consumer_assignment_rows",

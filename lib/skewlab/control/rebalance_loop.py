@@ -23,13 +23,7 @@ from skewlab.rebalance.base import Decision
 from skewlab.rundir import app_id
 from skewlab.spec import DEFAULTS
 
-__all__ = [
-    "POLICIES",
-    "EpochClock",
-    "RebalanceLoop",
-    "RebalanceSettings",
-    "start_loop",
-]
+__all__ = ["RebalanceLoop", "RebalanceSettings", "start_loop"]
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The DLB experiments, rerun in the simulator (``skewlab experiment NAME``).
 
 ``dlb-switch``: DLB Fig. 3(b)/4(b) beside the key-granularity floor, with the paper's claims
-(:func:`switch_claims`); ``pkg-split-state``: DLB Table 1. Choices where the paper is silent:
-:data:`SETUP_NOTE` and docs/experiments.md.
+(:func:`~skewlab.experiments.dlb_claims.switch_claims`); ``pkg-split-state``: DLB Table 1.
+Choices where the paper is silent: :data:`SETUP_NOTE` and docs/experiments.md.
 """
 
 from __future__ import annotations
@@ -29,14 +29,7 @@ from skewlab.grouping import make_grouping
 from skewlab.report.table import format_table
 from skewlab.workload.switching import EpsSwitchWorkload
 
-__all__ = [
-    "EXPERIMENTS",
-    "PolicyStats",
-    "SwitchMeasure",
-    "measure_switch",
-    "switch_claims",
-    "switch_setup",
-]
+__all__ = ["EXPERIMENTS", "switch_setup"]
 
 log = logging.getLogger(__name__)
 

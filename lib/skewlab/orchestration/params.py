@@ -3,8 +3,8 @@
 :data:`PARAMS` declares each DAG param once (:func:`param_schemas` makes the form);
 :func:`settings_from_params` checks a params mapping again and builds the grouping or the
 autoscale settings, failing with one :class:`~skewlab.errors.ConfigError` line. The later
-tasks' helpers (:mod:`skewlab.orchestration.runs`) are re-exported here. The DAG imports this
-module at parse time. More: docs/orchestration.md.
+tasks' helpers are in :mod:`skewlab.orchestration.runs`. The DAG imports this module at parse
+time. More: docs/orchestration.md.
 """
 
 from __future__ import annotations
@@ -25,16 +25,6 @@ from skewlab.orchestration.paramspec import OFF, Kind, ParamSpec, one_line
 from skewlab.orchestration.patterns import (
     AUTOSCALE_WORKLOAD_PATTERN,
     AUTOSCALE_WORKLOAD_WORDS,
-)
-from skewlab.orchestration.runs import (
-    progress_logger,
-    quality_skip_reason,
-    result_for_xcom,
-    run_for_xcom,
-    run_tags,
-    settings_from_xcom,
-    settings_to_xcom,
-    verdict,
 )
 from skewlab.rebalance import REBALANCERS, make_rebalancer
 from skewlab.registry import resolve
@@ -57,28 +47,17 @@ if TYPE_CHECKING:
     Settings: TypeAlias = ExperimentSettings | AutoscaleSettings
 
 __all__ = [
-    "OFF",
     "PARAMS",
     "REBALANCE_KEYS",
     "SCALE_OUT_KEYS",
     "SCALE_OUT_POLICIES",
-    "ParamSpec",
     "autoscale_timing",
     "check_size",
     "grouping_keys",
-    "one_line",
     "param_schemas",
-    "progress_logger",
-    "quality_skip_reason",
     "rebalance_keys",
-    "result_for_xcom",
-    "run_for_xcom",
-    "run_tags",
     "scale_out_keys",
     "settings_from_params",
-    "settings_from_xcom",
-    "settings_to_xcom",
-    "verdict",
     "workload_spec",
 ]
 

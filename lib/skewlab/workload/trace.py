@@ -35,17 +35,9 @@ from skewlab.workload.trace_check import (
     checked,
     format_of,
     scan,
-    validate_trace,
 )
 
-__all__ = [
-    "BadRow",
-    "TraceCheck",
-    "TraceError",
-    "TraceWorkload",
-    "check_events",
-    "validate_trace",
-]
+__all__ = ["TraceWorkload", "check_events"]
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +49,9 @@ ON_BAD = ("fail", "skip")
 class TraceWorkload:
     """Replays ``path`` (formats: docs/workload.md); ``seed`` is unused (kept for the contract).
 
-    Building it validates the whole file (:func:`validate_trace`, once per file
-    version): a file with bad rows raises :class:`TraceError` naming the first
+    Building it validates the whole file
+    (:func:`~skewlab.workload.trace_check.validate_trace`, once per file version): a file
+    with bad rows raises :class:`~skewlab.workload.trace_check.TraceError` naming the first
     ones unless ``bad="skip"``, which replays only the valid rows. ``events(n)``
     yields exactly the first ``n`` (valid) rows; if the file has fewer,
     ``loop=True`` replays it again (event time continuing after the previous

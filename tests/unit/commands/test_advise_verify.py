@@ -12,7 +12,7 @@ import pytest
 
 from skewlab import cli
 from skewlab.advise import Candidate, SimSettings, StreamWorkload, candidates, evaluate, stream_of
-from skewlab.advise.calibrate import service_from_flushes
+from skewlab.advise.calibrate import rel_error, service_from_flushes
 from skewlab.advise.command import run_args
 from skewlab.commands._advise_verify import (
     VerifyResult,
@@ -21,7 +21,6 @@ from skewlab.commands._advise_verify import (
     live_figures,
     measured_service,
     model_run,
-    rel_error,
     route_batches,
 )
 from skewlab.commands.run import settings_list

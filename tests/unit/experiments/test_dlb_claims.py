@@ -16,13 +16,16 @@ import pytest
 from skewlab.experiments import ExperimentArgs, get
 from skewlab.experiments._dlb_runs import (
     PolicyRun,
+    SwitchMeasure,
     WindowProbe,
     kg_reference,
+    measure_switch,
     run_policy,
     sample_rstd,
 )
 from skewlab.experiments.claims import Claim
-from skewlab.experiments.dlb import SwitchMeasure, measure_switch, switch_claims, switch_setup
+from skewlab.experiments.dlb import switch_setup
+from skewlab.experiments.dlb_claims import switch_claims
 from skewlab.hashing import bucket
 from skewlab.keys import KeyVocab
 from skewlab.metrics import imb_score

@@ -29,10 +29,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from skewlab.grouping import GROUPING_NAMES, make_grouping
-from skewlab.live.mains.route_job import decode_fn
 from skewlab.pipeline import events
 from skewlab.pipeline.route import Splitter, key_loads
 from skewlab.pipeline.worker import window_start
+from skewlab.spark.route import decode_fn
 
 pytestmark = pytest.mark.unit
 

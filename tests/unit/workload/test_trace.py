@@ -9,7 +9,7 @@ import pytest
 
 from skewlab.errors import ConfigError
 from skewlab.workload import TraceWorkload, parse_workload
-from skewlab.workload.trace import TraceError
+from skewlab.workload.trace_check import TraceError
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,13 @@ import pytest
 from skewlab.errors import ConfigError
 from skewlab.runsettings import ExperimentSettings
 from skewlab.workload import TraceWorkload, parse_workload
-from skewlab.workload.trace import TraceError, validate_trace
-from skewlab.workload.trace_check import LISTED, MAX_KEY_BYTES, MAX_SPAN_S
+from skewlab.workload.trace_check import (
+    LISTED,
+    MAX_KEY_BYTES,
+    MAX_SPAN_S,
+    TraceError,
+    validate_trace,
+)
 
 pytestmark = pytest.mark.unit
 

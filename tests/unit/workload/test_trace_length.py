@@ -9,7 +9,8 @@ import pytest
 
 from skewlab.runsettings import ExperimentSettings
 from skewlab.spec import n_events
-from skewlab.workload.trace import TraceError, check_events
+from skewlab.workload.trace import check_events
+from skewlab.workload.trace_check import TraceError
 from skewlab.workload.zipf import ZipfWorkload
 
 

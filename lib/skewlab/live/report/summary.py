@@ -19,8 +19,8 @@ import numpy as np
 
 from skewlab.io.delta.store import DeltaStore
 from skewlab.live.driver.supervise import hangs
-from skewlab.live.report.control import add_rebalance, add_scale_out, final_key_state
-from skewlab.live.report.plots import PLOT_NAMES, draw
+from skewlab.live.report.control import add_rebalance, add_scale_out
+from skewlab.live.report.plots import draw
 from skewlab.metrics import dist_cost, imb_score, std_dev_pct
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rebalance.base import hash_worker
@@ -31,18 +31,7 @@ from skewlab.spec import time_scale
 if TYPE_CHECKING:
     from skewlab.live.driver.producer import ProduceReport
 
-__all__ = [
-    "PLOT_NAMES",
-    "RunSummary",
-    "add_rebalance",
-    "add_scale_out",
-    "backlog",
-    "draw",
-    "final_key_state",
-    "startup_seconds",
-    "summarize",
-    "weighted_percentiles",
-]
+__all__ = ["RunSummary", "backlog", "startup_seconds", "summarize", "weighted_percentiles"]
 
 
 @dataclass

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from skewlab.io.tracking import TrackingError, TrackingSettings
-from skewlab.live.report.summary import RunSummary, draw
+from skewlab.live.report.plots import draw
+from skewlab.live.report.summary import RunSummary
 from skewlab.live.report.tracking import LOADS_TABLE, LiveRun, fail_run, log_run, open_live_run
 from skewlab.rundir import RunDir
 from skewlab.runsettings import ExperimentSettings

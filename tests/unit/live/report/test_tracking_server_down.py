@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from skewlab.io.tracking import Tracker, TrackingSettings
-from skewlab.live.report.summary import draw
+from skewlab.live.report.plots import draw
 from skewlab.live.report.tracking import (
     CALL_BOUND_S,
     CALL_BOUNDS,

@@ -24,7 +24,7 @@ import pytest
 
 from skewlab.io.delta import DeltaStore
 from skewlab.io.kafka.base import KafkaSettings, Record
-from skewlab.live.report.summary import final_key_state
+from skewlab.live.report.control import final_key_state
 from skewlab.live.worker import process as worker_mod
 from skewlab.live.worker import switch_watch
 from skewlab.live.worker.process import Worker

@@ -8,14 +8,19 @@ class / function), module-docstring lines, the share of all docstring lines that
 essays (a module docstring longer than ``ESSAY_LINES``), and the number of public functions,
 classes and methods without a docstring. "Public" means: a top-level function or class, or a
 method of a public class, whose name does not start with ``_`` (dunders such as ``__init__`` are
-not counted); nested functions are not counted. tests/unit/test_docstrings.py imports
-``public_without_docstring`` and ``module_docstring_lines`` from here.
+not counted); nested functions are not counted. It also counts module docstrings that only
+point to docs/ (:func:`pointer_only`) and step citations that name steps not there
+(:func:`missing_steps`, :func:`unlisted_steps`). tests/unit/test_docstrings.py imports these
+checks from here.
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import re
 import sys
+import tokenize
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -73,6 +78,85 @@ def all_docstring_lines(tree: ast.Module) -> int:
     return total
 
 
+_POINTER = re.compile(r"^(?:Details|More|See|Rationale)\b[^:]*:\s*docs/\S+[^.]*\.?$", re.S)
+
+
+def pointer_only(tree: ast.Module) -> bool:
+    """Whether the module docstring says nothing past its first line but where the words are
+    (``Details: docs/x.md``; a one-line docstring is not counted)."""
+    doc = ast.get_docstring(tree) or ""
+    rest = " ".join(doc.splitlines()[1:]).strip()
+    return bool(_POINTER.match(rest))
+
+
+_CITE = re.compile(r"(?:[Ss]teps?|[Rr]ules?) (\d+)(?:\s*-\s*(\d+))? of the module doc(?:string)?")
+"""A docstring citing numbered steps of its module's docstring: ``steps 1-4 of the module doc``."""
+
+_ITEM = re.compile(r"^\s*(\d+)[.)]\s", re.M)
+"""A numbered item of a docstring: ``1. read;`` or ``2) write`` at the start of a line."""
+
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def missing_steps(tree: ast.Module) -> list[str]:
+    """Citations of ``steps A-B of the module doc`` whose module docstring lacks a numbered
+    item ``1.`` .. ``B.`` (one per line)."""
+    have = {int(n) for n in _ITEM.findall(ast.get_docstring(tree) or "")}
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, _DOCUMENTED):
+            for m in _CITE.finditer(ast.get_docstring(node) or ""):
+                if not set(range(1, int(m.group(2) or m.group(1)) + 1)) <= have:
+                    bad.append(f"{getattr(node, 'name', '<module>')}: {m.group(0)!r}")
+    return bad
+
+
+_STEP = re.compile(r"\b[Ss]teps? (\d+)((?:\s*(?:-|,|and|or)\s*\d+\b)*)")
+"""A bare step citation: ``step 3``, ``Steps 1-4``, ``steps 1, 3 and 4``, ``step 2 or 4``."""
+
+_ELSEWHERE = re.compile(r"\s+(?:of|in)\s+(?!the module doc)")
+"""After a citation: it names whose steps (``of :func:`run```, ``of the state manager``)."""
+
+
+def _step_numbers(m: re.Match[str]) -> set[int]:
+    first, rest = int(m.group(1)), m.group(2)
+    nums = {first, *map(int, re.findall(r"\d+", rest))}
+    span = re.match(r"\s*-\s*(\d+)", rest)
+    return nums | set(range(first, int(span.group(1)) + 1)) if span else nums
+
+
+def unlisted_steps(src: str) -> list[str]:
+    """Bare citations of steps (in a docstring or a comment) whose numbers are no numbered
+    item of any docstring of the module (module, class or function): ``line: text``.
+
+    A citation that says whose steps it means (``steps 2-4 of :func:`run```, ``step 1 of
+    the state manager``) or sits in a docstring or comment pointing to docs/ is left to the
+    reader; ``of the module doc`` is :func:`missing_steps`'s.
+    """
+    tree = ast.parse(src)
+    have: set[int] = set()
+    texts: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, _DOCUMENTED) and (doc := ast.get_docstring(node)):
+            have |= {int(n) for n in _ITEM.findall(doc)}
+            first = node.body[0]
+            texts.append((first.lineno, doc))
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:
+            texts.append((tok.start[0], tok.string))
+    bad = []
+    for line, text in texts:
+        if "docs/" in text:
+            continue
+        for m in _STEP.finditer(text):
+            after = text[m.end() :]
+            if after.startswith(" of the module doc") or _ELSEWHERE.match(after):
+                continue
+            if not _step_numbers(m) <= have:
+                bad.append(f"{line + text[: m.start()].count(chr(10))}: {m.group(0)!r}")
+    return bad
+
+
 @dataclass
 class PackageWords:
     """Totals for one package."""
@@ -85,6 +169,11 @@ class PackageWords:
     essays: int = 0
     public: int = 0
     missing: list[str] = field(default_factory=list)
+    pointers: list[str] = field(default_factory=list)
+    """Modules whose docstring only points to docs/ (:func:`pointer_only`)."""
+    bad_steps: list[str] = field(default_factory=list)
+    """Step citations naming steps that are not there (:func:`missing_steps`,
+    :func:`unlisted_steps`)."""
 
 
 def package_key(rel: Path) -> str:
@@ -112,6 +201,9 @@ def scan(root: Path) -> dict[str, PackageWords]:
         if mdl > ESSAY_LINES:
             pw.essays += 1
             pw.essay_lines += mdl
+        if pointer_only(tree):
+            pw.pointers.append(str(rel))
+        pw.bad_steps += [f"{rel}: {b}" for b in missing_steps(tree) + unlisted_steps(src)]
         defs = list(public_defs(tree))
         pw.public += len(defs)
         pw.missing += [
@@ -149,6 +241,8 @@ def main(argv: list[str]) -> None:
         tot.essays += p.essays
         tot.public += p.public
         tot.missing += p.missing
+        tot.pointers += p.pointers
+        tot.bad_steps += p.bad_steps
     share = 100.0 * tot.essay_lines / tot.doc_lines if tot.doc_lines else 0.0
     print(
         f"{'TOTAL':16s} {tot.files:5d} {tot.lines:6d} {tot.doc_lines:5d} "
@@ -159,6 +253,10 @@ def main(argv: list[str]) -> None:
         print("public defs without a docstring:")
         for m in tot.missing:
             print("  " + m)
+    print(f"module docstrings that only point to docs/: {len(tot.pointers)}")
+    print(f"step citations naming steps that are not there: {len(tot.bad_steps)}")
+    for m in tot.pointers + tot.bad_steps:
+        print("  " + m)
 
 
 if __name__ == "__main__":

@@ -164,7 +164,8 @@ class StateManagerSettings:
     interval_s: float = DEFAULTS["scale_out_interval_s"]
     lead_s: float = DEFAULTS["scale_out_lead_s"]
     signal_window_s: float = 5.0
-    """Input / processed rates are measured over this much time (the manager's step 1)."""
+    """Input / processed rates are measured over this much time (the state manager's step 1,
+    :mod:`skewlab.control.scaleout.manager`)."""
     params: dict[str, Any] = field(default_factory=dict)
     """Threshold fields (alarming=45...), cooldown_s, checkpoint interval_s, startup_s."""
 

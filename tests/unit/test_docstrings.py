@@ -3,7 +3,9 @@
 Every module of the packages below opens with a short docstring (what the module is for, at
 most :data:`MAX_MODULE_LINES` lines; longer rationale lives in docs/), every public
 function, class and method (see ``infra.measure_docs.public_defs``) has a docstring, and
-every ``docs/<page>.md[, "<section>"]`` a docstring points to exists.
+every ``docs/<page>.md[, "<section>"]`` a docstring points to exists. A module docstring
+says more than where its words are, and no docstring or comment cites a step that is not
+there (issue 33).
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ import re
 from pathlib import Path
 
 import pytest
-from infra.measure_docs import module_docstring_lines, public_without_docstring
+from infra.measure_docs import (
+    missing_steps,
+    module_docstring_lines,
+    pointer_only,
+    public_without_docstring,
+    unlisted_steps,
+)
 
 SKEWLAB = Path(__file__).resolve().parents[2] / "lib" / "skewlab"
 DOCS = SKEWLAB.parents[1] / "docs"
@@ -189,23 +197,6 @@ class _Hidden:
     assert module_docstring_lines(ast.parse("x = 1\n")) == 0
 
 
-_CITE = re.compile(r"(?:[Ss]teps?|[Rr]ules?) (\d+)(?:\s*-\s*(\d+))? of the module doc(?:string)?")
-"""A docstring citing numbered steps of its module's docstring: ``steps 1-4 of the module doc``."""
-
-
-def missing_steps(tree: ast.Module) -> list[str]:
-    """Citations of ``steps A-B of the module doc`` whose module docstring lacks a numbered
-    item ``1.`` .. ``B.`` (one per line)."""
-    have = {int(n) for n in re.findall(r"^\s*(\d+)\.\s", ast.get_docstring(tree) or "", re.M)}
-    bad = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            for m in _CITE.finditer(ast.get_docstring(node) or ""):
-                if not set(range(1, int(m.group(2) or m.group(1)) + 1)) <= have:
-                    bad.append(f"{getattr(node, 'name', '<module>')}: {m.group(0)!r}")
-    return bad
-
-
 @pytest.mark.parametrize("rel", MODULES)
 def test_cited_steps_are_in_the_module_doc(rel: str) -> None:
     bad = missing_steps(_tree(rel))
@@ -219,3 +210,37 @@ def test_the_step_checker_finds_a_missing_step() -> None:
     bad = ast.parse('"""M.\n\n1. read.\n"""\ndef f():\n    """Steps 1-2 of the module doc."""\n')
     assert missing_steps(good) == []
     assert missing_steps(bad) == ["f: 'Steps 1-2 of the module doc'"]
+
+
+@pytest.mark.parametrize("rel", MODULES)
+def test_cited_steps_are_listed(rel: str) -> None:
+    bad = unlisted_steps((SKEWLAB / rel).read_text())
+    assert not bad, f"{rel}: cites steps no docstring of the module lists: {'; '.join(bad)}"
+
+
+def test_the_step_checker_finds_a_step_that_is_not_listed() -> None:
+    src = (
+        '"""M.\n\n1. read;\n2. write.\n"""\n'
+        "def f():\n"
+        '    """Steps 1-2; step 3 too."""\n'
+        "    x = 1  # step 4\n"
+        "    y = 2  # step 2\n"
+        "def g():\n"
+        '    """Steps 5 and 6 of :func:`run`, step 7 (docs/page.md), step 8 of the module doc."""\n'
+    )
+    assert unlisted_steps(src) == ["7: 'step 3'", "8: 'step 4'"]
+    assert missing_steps(ast.parse(src)) == ["g: 'step 8 of the module doc'"]
+
+
+@pytest.mark.parametrize("rel", MODULES)
+def test_module_docstring_says_more_than_where_to_read(rel: str) -> None:
+    assert not pointer_only(_tree(rel)), (
+        f"{rel}: the module docstring only points to docs/; say what the module is for "
+        "(and its steps, if it runs a protocol)"
+    )
+
+
+def test_the_pointer_check() -> None:
+    assert pointer_only(ast.parse('"""The x.\n\nDetails: docs/x.md."""\n'))
+    assert not pointer_only(ast.parse('"""The x."""\n'))
+    assert not pointer_only(ast.parse('"""The x.\n\nIt does y. Details: docs/x.md."""\n'))

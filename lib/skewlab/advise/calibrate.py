@@ -90,7 +90,7 @@ def effective_period(batches: list[tuple[int, float]], trigger_s: float) -> floa
 
 
 def fit_delay(live_p50_ms: float, sim_p50_sojourn_ms: float) -> float:
-    """The pipeline's fixed delay: what the live median has beyond the simulated median
+    """Step 4, the pipeline's fixed delay: what the live median has beyond the simulated median
     (at least 0: a live pipeline is never faster than its workers)."""
     if not (math.isfinite(live_p50_ms) and math.isfinite(sim_p50_sojourn_ms)):
         return 0.0
@@ -112,7 +112,7 @@ class Calibration:
 
 
 def chunk_arrivals(n: int, rate: float, chunk: int) -> np.ndarray:
-    """When each of ``n`` events is sent by skewlab's producer at ``rate`` events/s: in
+    """Step 1: when each of ``n`` events is sent by skewlab's producer at ``rate`` events/s: in
     chunks of ``chunk`` events sent together every ``chunk / rate`` s, each event stamped
     with its chunk's send time (``k x chunk / rate`` for the ``k``-th chunk)."""
     if n < 0 or not rate > 0 or chunk < 1:

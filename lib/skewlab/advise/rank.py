@@ -107,18 +107,18 @@ def rank(
     service_ms = service_s * 1e3
     best = min(o.p99_ms for o in outcomes) + service_ms
     bound = max(best * (1.0 + slack) - service_ms, random_feed_p99_ms(load, service_s))
-    ok = [o.p99_ms <= bound for o in outcomes]
-    front = pareto(outcomes)
+    ok = [o.p99_ms <= bound for o in outcomes]  # rule 2
+    front = pareto(outcomes)  # rule 1
 
     cheapest = min((o.dist_cost for o, good in zip(outcomes, ok) if good), default=0.0)
 
     def key(i: int) -> tuple[float, ...]:
         o = outcomes[i]
-        if ok[i] and o.dist_cost <= cheapest + COST_TIE:
+        if ok[i] and o.dist_cost <= cheapest + COST_TIE:  # rule 3: the cheapest tier
             return (0, 0.0, o.keys_moved_min, o.p99_ms, o.imbalance, o.label != "key")
-        if ok[i]:
+        if ok[i]:  # rule 3: the other acceptable ones
             return (1, o.dist_cost, o.keys_moved_min, o.p99_ms, o.imbalance)
-        return (2, o.p99_ms, o.dist_cost, o.keys_moved_min, o.imbalance)
+        return (2, o.p99_ms, o.dist_cost, o.keys_moved_min, o.imbalance)  # rule 4
 
     order = sorted(range(len(outcomes)), key=key)
     return [Ranked(outcomes[i], r + 1, front[i], ok[i]) for r, i in enumerate(order)]

@@ -1,8 +1,17 @@
 """Message sets at a worker: which key records to apply now, buffer, or hand off (SMALOPS Fig. 5).
 
-:class:`KeySets` keeps, per key, the sets this worker holds or awaits; a completed set's state
-leaves as a :class:`Handoff` to its next holder. The records, the five steps of a set's life
-and shadow sets: docs/pipeline.md, "Message sets at a worker".
+:class:`KeySets` keeps, per key, the sets this worker holds or awaits. One set ``s`` of a key:
+
+1. its entry is created by its first record, marker or hand-off: set 0 ``ACTIVE`` with
+   empty state, a later set ``WAITING``;
+2. while ``WAITING``, the key's records of the set are buffered, in order;
+3. the hand-off of set ``s - 1`` brings its state: the buffer is applied, the set is
+   ``ACTIVE`` (a second copy of a hand-off is ignored);
+4. ``ACTIVE`` records are applied at once (a seq not above its splitter's last: a violation);
+5. once every splitter ended the set (or the stream ended) and it is ``ACTIVE``, its state
+   leaves as a :class:`Handoff` to its next holder.
+
+The records and shadow sets: docs/pipeline.md, "Message sets at a worker".
 """
 
 from __future__ import annotations
@@ -140,8 +149,7 @@ def cut_row(completed: int, cut: int, received: int) -> bytes:
 
 
 class KeySets:
-    """The message sets of every key at one worker (steps 1-5 of docs/pipeline.md,
-    "Message sets at a worker").
+    """The message sets of every key at one worker (steps 1-5 of the module doc).
 
     ``record`` / ``receive`` return the records to apply now (the caller adds
     them to its partials); ``take_handoffs`` returns completed sets to send.
@@ -181,6 +189,7 @@ class KeySets:
     # ---------------------------------------------------------------- input
 
     def _entry(self, key: str, set_id: int, source: int) -> SetEntry | None:
+        """Step 1: the entry of ``set_id`` of ``key`` (None once that set was handed on)."""
         if set_id <= self.completed.get(key, -1):
             return None
         sets = self.sets.setdefault(key, {})

@@ -122,7 +122,7 @@ def dlb_pass(
 
     ``pick`` is ``"heavy"`` (DLB-H) or ``"light"`` (DLB-L). Reasons:
     ``below-threshold`` (no pass needed), ``balanced`` (reached ``theta``),
-    ``no-improving-move`` (step 4 exhausted every engine).
+    ``no-improving-move`` (Algorithm 1's step 4, docs/rebalance.md: every engine examined).
     """
     final = np.array(placement, dtype=np.int64, copy=True)
     eng = _Engines(np.asarray(loads, dtype=np.int64), final, workers)

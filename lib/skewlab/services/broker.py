@@ -193,7 +193,7 @@ class Broker(Service):
             )
 
     def command(self, executable: Path, host: str, port: int) -> list[str]:
-        """``java ... kafka.Kafka HOME/broker/server.properties`` (after :meth:`prepare`).
+        """Step 4: ``java ... kafka.Kafka HOME/broker/server.properties`` (after :meth:`prepare`).
 
         ``-Dskewlab.broker=host:port`` puts the address on the command line, so a process
         listing tells this broker from another one.
@@ -238,12 +238,12 @@ class Broker(Service):
         return f"{host}:{port}"
 
     def probe(self, host: str, port: int) -> bool:
-        """ApiVersions answers and Metadata lists a broker (it serves metadata)."""
+        """Step 5: ApiVersions answers and Metadata lists a broker (it serves metadata)."""
         return kafka_api_versions_ok(host, port) and kafka_metadata_brokers(host, port) > 0
 
     def state_extra(self) -> dict[str, Any]:
-        """Record the controller port, the log dir, the cluster id and where the JVM writes
-        its class-data archive at exit (if it does)."""
+        """Step 6: record the controller port, the log dir, the cluster id and where the JVM
+        writes its class-data archive at exit (if it does)."""
         return {
             "controller_port": self._controller_port,
             "log_dir": str(self.log_dir),

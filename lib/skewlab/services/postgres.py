@@ -99,7 +99,7 @@ class Postgres(Service):
         return f"postgresql+{driver}://{ROLE}:{self.password()}@{st.host}:{st.port}/{database}"
 
     def executable(self) -> Path:
-        """``postgres`` of the newest installed version."""
+        """Step 1: ``postgres`` of the newest installed version."""
         return pg_bin_dir() / "postgres"
 
     def _run(self, argv: list[str], what: str) -> str:

@@ -190,7 +190,7 @@ class SparkMaster(_SparkDaemon):
     program: ClassVar[str] = MASTER_CLASS
 
     def command(self, executable: Path, host: str, port: int) -> list[str]:
-        """``... Master --host HOST --port PORT --webui-port UI``."""
+        """Step 2: ``... Master --host HOST --port PORT --webui-port UI``."""
         args = ["--host", host, "--port", str(port), "--webui-port", str(self._chosen_ui)]
         return daemon_command(executable, spark_home(), MASTER_CLASS, args, str(self.datadir.root))
 
@@ -199,7 +199,7 @@ class SparkMaster(_SparkDaemon):
         return f"spark://{host}:{port}"
 
     def probe(self, host: str, port: int) -> bool:
-        """The ``/json`` page answers with status ALIVE."""
+        """Step 3: the ``/json`` page answers with status ALIVE."""
         ui = self._chosen_ui or self.recorded_ui_port()
         status = master_json(host, ui) if ui else None
         return bool(status and status.get("status") == "ALIVE")
@@ -237,7 +237,7 @@ class SparkWorker(_SparkDaemon):
         return self.directory / "work"
 
     def command(self, executable: Path, host: str, port: int) -> list[str]:
-        """``... Worker MASTER --host HOST --port PORT --webui-port UI --cores --memory``."""
+        """Step 2: ``... Worker MASTER --host HOST --port PORT --webui-port UI``, cores, memory."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         args = [
             self.master,
@@ -261,6 +261,6 @@ class SparkWorker(_SparkDaemon):
         return f"http://{host}:{self._chosen_ui or self.recorded_ui_port()}"
 
     def probe(self, host: str, port: int) -> bool:
-        """The master lists a worker at ``host:port`` ALIVE."""
+        """Step 3: the master lists a worker at ``host:port`` ALIVE."""
         workers = alive_workers(master_json(host, self.master_ui_port))
         return any(w.get("host") == host and w.get("port") == port for w in workers)

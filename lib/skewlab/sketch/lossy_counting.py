@@ -130,7 +130,7 @@ class LossyCounter(WindowedSketch):
         return take
 
     def _apply(self, names: list[str], totals: np.ndarray) -> None:
-        """Steps 2-3 for distinct ``names`` with positive ``totals``."""
+        """Steps 1-2 for distinct ``names`` with positive ``totals``."""
         if not names:
             return
         delta = self._n // self._w
@@ -154,7 +154,7 @@ class LossyCounter(WindowedSketch):
             self._prune(bucket)
 
     def _prune(self, bucket: int) -> None:
-        """Step 3: delete entries with ``f + delta <= bucket``."""
+        """Step 2: delete entries with ``f + delta <= bucket``."""
         dead = np.flatnonzero(self._live & (self._f + self._d <= bucket))
         keys, slot = self._keys, self._slot
         for s in dead.tolist():
@@ -181,7 +181,7 @@ class LossyCounter(WindowedSketch):
         return int(self._f[s]), int(self._f[s] + self._d[s])
 
     def _hits(self, t: float) -> list[tuple[str, int]]:
-        """Step 4: keys with ``f >= T - epsilon * N`` for ``T = t``."""
+        """Step 3's report: keys with ``f >= T - epsilon * N`` for ``T = t``."""
         cut = t - self._eps * self._n
         hit = np.flatnonzero(self._live & (self._f >= cut))
         keys = self._keys

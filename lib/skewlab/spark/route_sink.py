@@ -227,7 +227,7 @@ class RouteSink:
         return routed
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        if not self.dry:
+        if not self.dry:  # step 1
             crash_point("route.in_batch")
         t0 = time.perf_counter()
         driver = self.s.splitters == "driver"
@@ -254,18 +254,18 @@ class RouteSink:
         self.batches += 1
 
     def write(self, t: pa.Table, batch_id: int, compute_s: float = 0.0) -> None:
-        """Steps 3-4 for a sorted batch ``t`` (:data:`~skewlab.spark.route.ROUTED_SCHEMA`)."""
+        """Steps 2-3 for a sorted batch ``t`` (:data:`~skewlab.spark.route.ROUTED_SCHEMA`)."""
         s, spark = self.s, self.spark
         if spark is None:
             raise RuntimeError("RouteSink.write needs a Spark session (RouteSink.spark)")
         t1 = time.perf_counter()
-        records = routed_records(t)
+        records = routed_records(t)  # step 2
         t2 = time.perf_counter()
         if not self.dry:
             kafka_write(spark, s.bootstrap, s.routed_topic, records, **ROUTED_PRODUCER)
             crash_point("route.after_produce")
         t3 = time.perf_counter()
-        is_event = pc.equal(t.column("kind"), 1)
+        is_event = pc.equal(t.column("kind"), 1)  # step 3
         good = t.filter(pc.and_(is_event, pc.greater_equal(t.column("worker"), 0)))
         bad = t.filter(pc.and_(is_event, pc.less(t.column("worker"), 0)))
         app, run = app_id("route", s.run_id), s.run_id

@@ -1,9 +1,17 @@
 """The controller process: the pure Sec. V-C state machine, executed for real.
 
-It wraps :class:`skewlab.autoscale.Controller` (which decides) and does the I/O its actions ask
-for: consumer instances (local processes or Spark tasks, :mod:`.instances`), inbox messages,
-Delta records, the persisted group state. Its lifecycle (restore, synchronize, loop, record,
-stop): docs/autoscale.md, "The controller process".
+It wraps :class:`skewlab.autoscale.controller.Controller` (which decides) and does the I/O its
+actions ask for: consumer instances (local processes or Spark tasks, :mod:`.instances`), inbox
+messages, Delta records, the persisted group state. Its lifecycle:
+
+1. restore the persisted group state; skip to the end of its inbox and the newest measurement;
+2. synchronize: query every known consumer; the replies become the believed group;
+3. loop every ``poll_s``: inbox messages, the newest measurement, dead consumers, the
+   Sentinel timeout; the actions of each reply are executed at once;
+4. record each finished reassignment (``decisions``, ``consumer_assignments``);
+5. stop (the run's stop file): ``exit`` to every consumer, wait, kill stragglers.
+
+More: docs/autoscale.md, "The controller process".
 """
 
 from __future__ import annotations
@@ -92,8 +100,7 @@ class _Pending:
 
 
 class LiveController:
-    """Executes the pure controller's actions; the steps: docs/autoscale.md,
-    "The controller process"."""
+    """Executes the pure controller's actions: steps 1-5 of the module doc."""
 
     def __init__(
         self,

@@ -1,8 +1,16 @@
 """A consumer process of the live autoscaler (Landau et al. Sec. V-B).
 
-It reads the data partitions the controller gave it at most ``C_bar`` bytes/s, obeys its inbox
-between batches, writes evidence, then commits. Its lifecycle (ready, inbox, batch) and what a
-crash between evidence and commit does: docs/autoscale.md, "A consumer's lifecycle".
+It reads the data partitions the controller gave it (assigned by hand, no group joined) at
+most ``C_bar`` bytes/s:
+
+1. ready: skip its inbox to the true end, then send ``ready`` to the controller's inbox;
+2. inbox, between batches only: ``start p`` / ``stop p`` (evidence, then an ack),
+   ``query`` (report), ``exit``;
+3. batch: take what the ``C_bar`` token bucket allows, fetch it, write one ``batch``
+   evidence record per partition, then commit the offsets (a crash between the evidence
+   and the commit resumes from the evidence; one before it redoes the batch).
+
+More: docs/autoscale.md, "A consumer's lifecycle".
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ ORPHAN_EXIT_S = 20.0
 
 
 class LiveConsumer:
-    """One consumer's loop; its steps: docs/autoscale.md, "A consumer's lifecycle"."""
+    """One consumer's loop: steps 1-3 of the module doc."""
 
     def __init__(
         self,
@@ -88,7 +96,7 @@ class LiveConsumer:
                 return
 
     def apply(self, msg: Message) -> None:
-        """Carry out one inbox message (step 2, docs/autoscale.md, "A consumer's lifecycle")."""
+        """Carry out one inbox message (step 2)."""
         p = msg.partition
         if msg.op == "start":
             if p not in self.positions:

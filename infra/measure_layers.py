@@ -367,6 +367,34 @@ def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
     return out
 
 
+def folders(root: Path) -> dict[str, tuple[int, int]]:
+    """Each folder of lib/skewlab (``live/driver``, ``control``; ``.`` for the top) with its
+    own modules and lines, subfolders not included."""
+    out: dict[str, tuple[int, int]] = {}
+    base = root / "lib" / "skewlab"
+    for path in sorted(base.rglob("*.py")):
+        key = path.parent.relative_to(base).as_posix()
+        n, lines = out.get(key, (0, 0))
+        out[key] = (n + 1, lines + len(path.read_text().splitlines()))
+    return out
+
+
+def report_folders(root: Path) -> None:
+    """Print modules and lines per folder, a package's total beside its subfolders."""
+    own = folders(root)
+    total_lines = sum(lines for _, lines in own.values())
+    print("modules and lines per folder (own files; a package with subfolders: its total too):")
+    for key in sorted(own):
+        n, lines = own[key]
+        sub = [k for k in own if k.startswith(key + "/")] if key != "." else []
+        line = f"  {key:22s} {n:4d} {lines:7d} {100.0 * lines / total_lines:5.1f} %"
+        if sub:
+            tn = n + sum(own[k][0] for k in sub)
+            tl = lines + sum(own[k][1] for k in sub)
+            line += f"   with subfolders: {tn:4d} {tl:7d} {100.0 * tl / total_lines:5.1f} %"
+        print(line)
+
+
 NAME_DIRS = ("lib", "tests", "jobs", "dags", "bench", "infra")
 """The folders whose modules' imports are checked against lib/."""
 
@@ -416,6 +444,7 @@ def main() -> None:
         print(f"package-level cycles ({label}): {len(cyc)}")
         for c in cyc:
             print("  ", " <-> ".join(c))
+    report_folders(root)
     report_names(root, "--names" in sys.argv)
     edges = r["edges"]
     assert isinstance(edges, dict)

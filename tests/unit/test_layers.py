@@ -361,3 +361,13 @@ def test_the_name_checks_let_a_test_read_what_it_patches() -> None:
                    "    monkeypatch.setattr(b, 'f', lambda: real())\n",
     })  # fmt: skip
     assert misdirected_imports(modules) == [] and reexports(modules) == {}
+
+
+def _folders(root: Path) -> set[str]:
+    """The folders under ``root`` holding Python files (data folders and caches left out)."""
+    return {p.parent.relative_to(root).as_posix() for p in root.rglob("*.py")} - {"."}
+
+
+def test_unit_tests_mirror_the_packages() -> None:
+    """tests/unit/<folder> for each package folder of lib/skewlab, and no other folder."""
+    assert _folders(REPO / "tests" / "unit") == _folders(LIB / "skewlab")

@@ -285,11 +285,8 @@ REPO = LIB.parent
 IMPORTERS = ("lib", "tests", "jobs", "dags", "bench", "infra")
 """Where the modules live whose imports make a name of lib/ re-exported."""
 
-KEPT_REEXPORTS: dict[str, set[str]] = {
-    "skewlab.live.mains.route_job": {"RouteSettings", "decode_fn", "splitter_fn"},
-}
-"""Re-exports a test still relies on: tests/integration/live/test_route_job.py imports these
-from the route job's process module (they are :mod:`skewlab.spark.route`'s)."""
+KEPT_REEXPORTS: dict[str, set[str]] = {}
+"""Re-exports kept on purpose: none."""
 
 
 @functools.cache

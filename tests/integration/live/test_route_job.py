@@ -163,7 +163,7 @@ def test_dkg_splitter_starts_its_clock_at_the_first_event():
     """
     import pyarrow as pa
 
-    from skewlab.live.mains.route_job import RouteSettings, decode_fn, splitter_fn
+    from skewlab.spark.route import RouteSettings, decode_fn, splitter_fn
 
     s = RouteSettings(
         run_id="clock",

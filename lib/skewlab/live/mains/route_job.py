@@ -33,8 +33,6 @@ from skewlab.pipeline import events
 from skewlab.rundir import settings_text
 from skewlab.spark.route import (
     RouteSettings,
-    decode_fn,  # noqa: F401  (tests/integration/live/test_route_job.py imports it from here)
-    splitter_fn,  # noqa: F401  (likewise)
     start_query,
 )
 from skewlab.spark.route_sink import RouteSink

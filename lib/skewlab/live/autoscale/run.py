@@ -42,8 +42,7 @@ from skewlab.live.autoscale.protocol import (
 from skewlab.live.autoscale.settings import AutoscaleSettings
 from skewlab.live.autoscale.summary import (
     AutoscaleSummary,
-    log_summary,
-    open_mlflow,
+    mlflow_opening,
     plot_run,
     read_decisions,
     read_evidence,
@@ -54,7 +53,7 @@ from skewlab.live.driver.handle import Phase as P
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.launch import Proc, exit_cause, module_command
 from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
-from skewlab.live.report.tracking import LiveRun
+from skewlab.live.report.tracking import LiveRun, log_run, open_live_run
 from skewlab.pipeline.exactness import ExactnessReport
 
 __all__ = ["AutoscaleRun", "Hook", "run_autoscale"]
@@ -401,13 +400,13 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
         )  # fmt: skip
         if s.mlflow:
             summary.plots.append(str(plot_run(summary, self.files.path / "autoscale.png")))
-            summary = log_summary(self.mlflow or open_mlflow(s, self.files), summary)
+            summary = log_run(summary, mlflow_opening(s), Path(h.home))
         return summary
 
     # -- what the shared phases ask of this kind -----------------------------------------
 
     def _track(self) -> None:
-        self.mlflow = open_mlflow(self.s, self.files)
+        self.mlflow = open_live_run(mlflow_opening(self.s), self.files)
 
     def _ask_to_exit(self, grace_s: float) -> None:
         """The stop file asks the controller to stop its consumers and everyone to exit;

@@ -1,11 +1,10 @@
-"""What an autoscale run produced: its summary row, plot and MLflow run."""
+"""What an autoscale run produced: its summary row, plot and what its MLflow run logs."""
 
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,24 +12,15 @@ import numpy as np
 
 from skewlab.io.delta.store import DeltaStore
 from skewlab.io.kafka.base import KafkaClient
-from skewlab.io.tracking import Tracker, TrackingSettings
 from skewlab.live.autoscale.protocol import LiveSettings, Processed
-from skewlab.live.report.tracking import (
-    NOT_PARAMS,
-    RUN_DIR_TAG,
-    RUN_ID_TAG,
-    LiveRun,
-    LogStep,
-)
-from skewlab.rundir import RunDir
+from skewlab.live.report.tracking import NOT_PARAMS, Logged, Opening, Series
 
 if TYPE_CHECKING:
     from skewlab.live.autoscale.settings import AutoscaleSettings
 
 __all__ = [
     "AutoscaleSummary",
-    "log_summary",
-    "open_mlflow",
+    "mlflow_opening",
     "plot_run",
     "read_decisions",
     "read_evidence",
@@ -101,6 +91,23 @@ class AutoscaleSummary:
             "mlflow_url": self.mlflow_url,
         }  # fmt: skip
 
+    def logged(self) -> Logged:
+        """What its MLflow run logs (:meth:`~skewlab.live.report.tracking.LiveRun.finish`):
+        the scalars of the row; the series stepped by iteration: per decision consumers,
+        Rscore, decision and hand-off time, per sample lag and live consumers;
+        ``summary.json`` is the row with the decisions."""
+        row = self.row()
+        metrics = {k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
+        its = [int(d["iteration"]) for d in self.decisions]
+        at = [int(x["iteration"]) for x in self.samples]
+        series: list[Series] = [
+            (name, [float(d[name]) for d in self.decisions], its)
+            for name in ("consumers", "rscore", "decide_ms", "manage_s")
+        ]
+        series += [("lag", [x["lag"] for x in self.samples], at),
+                   ("live_consumers", [x["consumers"] for x in self.samples], at)]  # fmt: skip
+        return Logged(metrics, {**row, "decisions": self.decisions}, series)
+
 
 def read_evidence(client: KafkaClient, live: LiveSettings) -> list[Processed]:
     """Every record of the run's ``processed`` topic."""
@@ -141,47 +148,10 @@ def plot_run(summary: AutoscaleSummary, out: Path) -> Path:
     return out
 
 
-def open_mlflow(s: AutoscaleSettings, files: RunDir) -> LiveRun:
-    """The run's MLflow run, RUNNING from the run's start and recorded in
-    ``<run dir>/mlflow.json``: a grouping run's :class:`~skewlab.live.report.tracking.LiveRun`,
-    so a later task attaches it, progress is logged the same way and a failure ends it.
-
-    Params are the settings that say what the run does (not where it logs); the
-    skewlab run id and dir are tags, as a grouping run's.
-    """
-    tracker = Tracker(TrackingSettings.for_runs(s.home))
+def mlflow_opening(s: AutoscaleSettings) -> Opening:
+    """What its MLflow run opens with (:func:`~skewlab.live.report.tracking.open_live_run`,
+    as a grouping run's): the run's experiment, the settings that say what the run does
+    (not where it logs) as params, its mode and algorithm as tags."""
     params = {k: v for k, v in asdict(s).items() if k not in NOT_PARAMS}
-    tags = {RUN_ID_TAG: files.run_id, RUN_DIR_TAG: str(files.path), "mode": "live-autoscale",
-            "algorithm": s.algorithm}  # fmt: skip
-    return LiveRun.open(tracker, s.experiment, files, params, tags)
-
-
-def log_summary(run: LiveRun, summary: AutoscaleSummary) -> AutoscaleSummary:
-    """Log ``summary`` into ``run`` and end it: FINISHED if exact, else FAILED with the
-    reason. Metrics are the scalar row; the per-iteration series (consumers, Rscore,
-    decision and hand-off time, lag) are stepped by iteration; the plots sit at the
-    artifact root, the row with the decisions in ``summary.json``. Each call is bounded
-    and a server gone mid-run is recorded, not raised (:meth:`LiveRun.log_steps`)."""
-    tracker, rid = run.tracker, run.mlflow_run_id
-    summary.mlflow_run_id, summary.mlflow_url = rid, run.url
-    row = summary.row()
-    metrics = {k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
-    finite = {k: v for k, v in metrics.items() if math.isfinite(v)}
-    steps = [LogStep("metrics", list(finite), lambda: tracker.log_metrics(rid, finite))]
-    its = [int(d["iteration"]) for d in summary.decisions]
-    for name in ("consumers", "rscore", "decide_ms", "manage_s"):
-        values = [float(d[name]) for d in summary.decisions]
-        steps.append(LogStep.series(tracker, rid, name, values, its))
-    at = [int(x["iteration"]) for x in summary.samples]
-    steps.append(LogStep.series(tracker, rid, "lag", [x["lag"] for x in summary.samples], at))
-    live = [x["consumers"] for x in summary.samples]
-    steps.append(LogStep.series(tracker, rid, "live_consumers", live, at))
-    for p in summary.plots:
-        steps.append(LogStep("artifacts", [Path(p).name], partial(tracker.log_artifact, rid, p)))
-    doc = {**row, "decisions": summary.decisions}
-    steps.append(
-        LogStep("artifacts", ["summary.json"], lambda: tracker.log_dict(rid, doc, "summary.json"))
-    )
-    steps.extend(LogStep.verdict(tracker, rid, summary.exact, summary.exactness))
-    run.log_steps(steps)
-    return summary
+    tags = {"mode": "live-autoscale", "algorithm": s.algorithm}
+    return Opening(s.home, s.experiment, params, tags)

@@ -21,6 +21,15 @@ from skewlab.io.delta.store import DeltaStore
 from skewlab.live.driver.supervise import hangs
 from skewlab.live.report.control import add_rebalance, add_scale_out
 from skewlab.live.report.plots import draw
+from skewlab.live.report.tracking import (
+    LOADS_TABLE,
+    REBALANCE_METRICS,
+    SCALE_OUT_METRICS,
+    SUMMARY_METRICS,
+    Logged,
+    loads_table,
+    window_steps,
+)
 from skewlab.metrics import dist_cost, imb_score, std_dev_pct
 from skewlab.pipeline.exactness import ExactnessReport
 from skewlab.rebalance.base import hash_worker
@@ -145,6 +154,45 @@ class RunSummary:
         for k in self.SERIES:
             d.pop(k)
         return d
+
+    def logged(self) -> Logged:
+        """What its MLflow run logs (:meth:`~skewlab.live.report.tracking.LiveRun.finish`):
+        :data:`~skewlab.live.report.tracking.SUMMARY_METRICS` (plus the rebalance or
+        scale-out ones and the start-up times), the per-window series stepped by window
+        end, the loads table, a scale-out run's instance series and scale events, the row."""
+        metrics = {k: float(getattr(self, k)) for k in SUMMARY_METRICS}
+        metrics["exact"] = 1.0 if self.exact else 0.0
+        if self.rebalance:
+            metrics.update({k: float(getattr(self, k)) for k in REBALANCE_METRICS})
+            metrics["state_exact"] = 1.0 if self.state_exact else 0.0
+        if self.scale_out:
+            metrics.update({k: float(getattr(self, k)) for k in SCALE_OUT_METRICS})
+            metrics["state_exact"] = 1.0 if self.state_exact else 0.0
+        metrics.update({f"startup_{k}_s": v for k, v in self.startup_s.items()})
+        out = Logged(metrics, self.row())
+        loads = np.asarray(self.window_loads, dtype=np.float64)
+        if loads.size:
+            at = window_steps(self.window_starts_ms, self.window_s, self.t_first_s)
+            out.series += [
+                ("window_std_dev", [std_dev_pct(r) for r in loads], at),
+                ("window_throughput", (loads.sum(axis=1) / self.window_s).tolist(), at),
+                ("window_p50_ms", [a for a, _ in self.window_latency_ms], at),
+                ("window_p99_ms", [b for _, b in self.window_latency_ms], at),
+            ]
+            if self.window_imb:
+                out.series += [("window_imb", self.window_imb, at),
+                               ("window_imb_key", self.window_imb_key, at)]  # fmt: skip
+            out.tables[LOADS_TABLE] = loads_table(self)
+        if self.instances_t:
+            ticks = [max(0, round(t)) for t in self.instances_t]
+            out.series += [
+                ("instances_running", self.instances_running, ticks),
+                ("instances_active", self.instances_active, ticks),
+                ("input_rate", self.input_rate, ticks),
+                ("processed_rate", self.processed_rate, ticks),
+            ]
+            out.docs["scale_events.json"] = {"events": self.scale_log}
+        return out
 
 
 def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs: list[float]) -> list[float]:

@@ -29,13 +29,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from skewlab.io.run_links import run_link, run_url
 from skewlab.io.tracking import Tracker, TrackingError, TrackingSettings
-from skewlab.metrics import std_dev_pct
 from skewlab.rundir import RunDir
 from skewlab.runsettings import ExperimentSettings
 from skewlab.workload.spec import parse_workload
@@ -279,6 +276,44 @@ class LogStep:
         ]
 
 
+Series = tuple[str, Sequence[float], Sequence[int]]
+"""One metric series: its name, its values, their steps."""
+
+
+@dataclass
+class Logged:
+    """What one kind's summary logs into its MLflow run; :meth:`LiveRun.finish` adds what
+    every kind's run logs (the plots at the artifact root, ``summary.json``, the verdict)."""
+
+    metrics: Mapping[str, float]
+    """Scalar metrics (a non-finite one is left out)."""
+    summary: Mapping[str, Any]
+    """``summary.json``: the summary's row (and what the kind adds to it)."""
+    series: list[Series] = field(default_factory=list)
+    tables: dict[str, Mapping[str, list[Any]]] = field(default_factory=dict)
+    """Artifact name -> columns, logged as a table (``window_loads.json``)."""
+    docs: dict[str, Any] = field(default_factory=dict)
+    """Artifact name -> a JSON document (``scale_events.json``), after the tables."""
+
+
+class Tracked(Protocol):
+    """A kind's summary as :meth:`LiveRun.finish` logs it."""
+
+    run_id: str
+    exact: bool
+    exactness: str
+    plots: list[str]
+    mlflow_run_id: str | None
+    mlflow_url: str | None
+
+    def logged(self) -> Logged:
+        """Its kind's metrics, series, tables and ``summary.json`` (the MLflow ids set)."""
+        ...
+
+
+T = TypeVar("T", bound=Tracked)
+
+
 def experiment_name(s: ExperimentSettings) -> str:
     """One MLflow experiment per workload family (``zipf``, ``country``...)."""
     return s.experiment or f"skewlab-live-{s.workload.split(':', 1)[0]}"
@@ -339,19 +374,31 @@ def run_label(s: ExperimentSettings) -> str:
     return f"{s.strategy}+{policy}" if policy else s.strategy
 
 
-def run_tags(s: ExperimentSettings, run_dir: RunDir) -> dict[str, str]:
-    """Ids and labels: the skewlab run id and dir, the strategy, the control policies."""
-    tags = {
-        RUN_ID_TAG: run_dir.run_id,
-        RUN_DIR_TAG: str(run_dir.path),
-        "mode": "live",
-        "strategy": s.strategy,
-    }
+@dataclass(frozen=True)
+class Opening:
+    """What one kind's MLflow run opens with; :func:`open_live_run` adds what every kind's
+    has (the skewlab run id and dir as tags, the data dir's tracking store,
+    ``<run dir>/mlflow.json``)."""
+
+    home: str
+    experiment: str
+    params: Mapping[str, Any]
+    """The settings that say what the run does (:data:`NOT_PARAMS` left out)."""
+    tags: Mapping[str, str]
+    """The kind's labels (``mode``, its strategy or algorithm...)."""
+    label: str | None = None
+    """The run name's label (``None``: the run id's, :func:`run_name`)."""
+
+
+def run_opening(s: ExperimentSettings) -> Opening:
+    """A grouping run's: its workload family's experiment, :func:`run_params`, the strategy
+    and control policies as tags, :func:`run_label` as the name's label."""
+    tags = {"mode": "live", "strategy": s.strategy}
     if s.rebalance:
         tags["rebalance"] = s.rebalance
     if s.scale_out:
         tags["scale_out"] = s.scale_out
-    return tags
+    return Opening(s.home, experiment_name(s), run_params(s), tags, run_label(s))
 
 
 def window_steps(starts_ms: Sequence[int], window_s: float, t_first_s: float) -> list[int]:
@@ -579,10 +626,11 @@ class LiveRun:
         log.info("MLflow run %s: FAILED (%s)", self.mlflow_run_id, text.splitlines()[0])
         return True
 
-    def finish(self, summary: RunSummary, quality: QualityReport | None = None) -> RunSummary:
-        """Log ``summary`` (metrics, series, loads table, plots, JSON) and ``quality`` into
-        the run and end it: FINISHED if the run was exact, else FAILED with the reason.
-        Sets ``summary.mlflow_run_id`` / ``mlflow_url``."""
+    def finish(self, summary: T, quality: QualityReport | None = None) -> T:
+        """Log ``summary`` (its kind's metrics, series and tables, :meth:`Tracked.logged`;
+        the plots, ``summary.json``) and ``quality`` into the run and end it: FINISHED if
+        the run was exact, else FAILED with the reason. Sets ``summary.mlflow_run_id`` /
+        ``mlflow_url``."""
         rid = self.mlflow_run_id
         summary.mlflow_run_id, summary.mlflow_url = rid, self.url
         self.log_steps(_summary_steps(self.tracker, rid, summary, quality))
@@ -626,17 +674,19 @@ class LiveRun:
 
 
 def open_live_run(
-    s: ExperimentSettings,
+    s: Opening | ExperimentSettings,
     run_dir: str | Path | RunDir,
     tracking: TrackingSettings | None = None,
 ) -> LiveRun:
     """Create the run's MLflow run (RUNNING, params and tags set) and record it in
-    ``<run dir>/mlflow.json``. ``tracking`` defaults to :meth:`TrackingSettings.for_runs`
-    of the run's home. Call it when the run starts."""
+    ``<run dir>/mlflow.json``; call it when the run starts. ``s`` is the kind's
+    :class:`Opening` (a grouping run's settings stand for theirs, :func:`run_opening`);
+    ``tracking`` defaults to :meth:`TrackingSettings.for_runs` of its home."""
+    o = s if isinstance(s, Opening) else run_opening(s)
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
-    tracker = Tracker(tracking or TrackingSettings.for_runs(s.home))
-    name = run_name(rd.run_id, run_label(s))
-    return LiveRun.open(tracker, experiment_name(s), rd, run_params(s), run_tags(s, rd), name)
+    tracker = Tracker(tracking or TrackingSettings.for_runs(o.home))
+    tags = {RUN_ID_TAG: rd.run_id, RUN_DIR_TAG: str(rd.path), **o.tags}
+    return LiveRun.open(tracker, o.experiment, rd, o.params, tags, run_name(rd.run_id, o.label))
 
 
 def fail_run(run_dir: str | Path | RunDir, reason: str) -> bool:
@@ -651,10 +701,14 @@ def fail_run(run_dir: str | Path | RunDir, reason: str) -> bool:
 
 
 def log_run(
-    summary: RunSummary, s: ExperimentSettings, home: Path, quality: QualityReport | None = None
-) -> RunSummary:
-    """Record a finished run as one MLflow run: the run's open one (:func:`open_live_run`)
-    if it has one, else a new one opened now. Sets ``summary.mlflow_run_id``."""
+    summary: T,
+    s: Opening | ExperimentSettings,
+    home: Path,
+    quality: QualityReport | None = None,
+) -> T:
+    """Record a finished run of either kind as one MLflow run: the run's open one
+    (:func:`open_live_run`) if it has one, else a new one opened now. Sets
+    ``summary.mlflow_run_id``."""
     rd = RunDir.at(home, summary.run_id)
     run = LiveRun.find(rd)
     if run is None:
@@ -667,52 +721,23 @@ def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
 
 
 def _summary_steps(
-    tracker: Tracker, rid: str, summary: RunSummary, quality: QualityReport | None
+    tracker: Tracker, rid: str, summary: Tracked, quality: QualityReport | None
 ) -> list[LogStep]:
     """The calls that log ``summary`` (and ``quality``) and end the run, in order, each
-    with what it logs (so a call not made can be named)."""
-    steps: list[LogStep] = []
-
-    def series(name: str, values: Sequence[float], at: Sequence[int]) -> None:
-        steps.append(LogStep.series(tracker, rid, name, values, at))
-
-    metrics = {k: float(getattr(summary, k)) for k in SUMMARY_METRICS}
-    metrics["exact"] = 1.0 if summary.exact else 0.0
-    if summary.rebalance:
-        metrics.update({k: float(getattr(summary, k)) for k in REBALANCE_METRICS})
-        metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
-    if summary.scale_out:
-        metrics.update({k: float(getattr(summary, k)) for k in SCALE_OUT_METRICS})
-        metrics["state_exact"] = 1.0 if summary.state_exact else 0.0
-    metrics.update({f"startup_{k}_s": v for k, v in summary.startup_s.items()})
-    finite = _finite(metrics)
-    steps.append(LogStep("metrics", list(finite), lambda: tracker.log_metrics(rid, finite)))
-    loads = np.asarray(summary.window_loads, dtype=np.float64)
-    if loads.size:
-        at = window_steps(summary.window_starts_ms, summary.window_s, summary.t_first_s)
-        series("window_std_dev", [std_dev_pct(r) for r in loads], at)
-        series("window_throughput", (loads.sum(axis=1) / summary.window_s).tolist(), at)
-        series("window_p50_ms", [a for a, _ in summary.window_latency_ms], at)
-        series("window_p99_ms", [b for _, b in summary.window_latency_ms], at)
-        if summary.window_imb:
-            series("window_imb", summary.window_imb, at)
-            series("window_imb_key", summary.window_imb_key, at)
-        table = loads_table(summary)
-        steps.append(
-            LogStep("artifacts", [LOADS_TABLE], lambda: tracker.log_table(rid, table, LOADS_TABLE))
-        )
-    if summary.instances_t:
-        ticks = [max(0, round(t)) for t in summary.instances_t]
-        series("instances_running", summary.instances_running, ticks)
-        series("instances_active", summary.instances_active, ticks)
-        series("input_rate", summary.input_rate, ticks)
-        series("processed_rate", summary.processed_rate, ticks)
-        scale = {"events": summary.scale_log}
-        name = "scale_events.json"
-        steps.append(LogStep("artifacts", [name], lambda: tracker.log_dict(rid, scale, name)))
+    with what it logs (so a call not made can be named): the kind's metrics, series,
+    tables and documents (:meth:`Tracked.logged`), then every kind's plots,
+    ``summary.json``, quality report and verdict."""
+    logged = summary.logged()
+    finite = _finite(logged.metrics)
+    steps = [LogStep("metrics", list(finite), lambda: tracker.log_metrics(rid, finite))]
+    steps += [LogStep.series(tracker, rid, name, v, at) for name, v, at in logged.series]
+    for name, table in logged.tables.items():
+        steps.append(LogStep("artifacts", [name], partial(tracker.log_table, rid, table, name)))
+    for name, doc in logged.docs.items():
+        steps.append(LogStep("artifacts", [name], partial(tracker.log_dict, rid, doc, name)))
     for p in summary.plots:  # at the root: the compare view offers only the root's files
         steps.append(LogStep("artifacts", [Path(p).name], partial(tracker.log_artifact, rid, p)))
-    row = summary.row()
+    row = logged.summary
     steps.append(
         LogStep("artifacts", ["summary.json"], lambda: tracker.log_dict(rid, row, "summary.json"))
     )

@@ -150,7 +150,7 @@ def test_a_server_down_at_the_start_fails_the_open_within_the_bound(tmp_path: Pa
 def test_an_autoscale_summary_is_recorded_not_raised_when_the_server_is_gone(
     tmp_path: Path,
 ) -> None:
-    from skewlab.live.autoscale.summary import AutoscaleSummary, log_summary
+    from skewlab.live.autoscale.summary import AutoscaleSummary
 
     opened, run = _gone(tmp_path, "autoscale-down")
     decisions = [
@@ -165,7 +165,7 @@ def test_an_autoscale_summary_is_recorded_not_raised_when_the_server_is_gone(
         samples=samples, downtime=[], iteration_s=1.0, wall_s=3.0,
         run_dir=str(run.run_dir.path),
     )  # fmt: skip
-    out = log_summary(run, summary)  # before: the first refused call raised out of the run
+    out = run.finish(summary)  # before: the first refused call raised out of the run
 
     missed = NotLogged.load(run.run_dir)
     assert out is summary and summary.mlflow_run_id == opened.mlflow_run_id

@@ -51,8 +51,9 @@ from skewlab.live.driver.base import Counts, PhasedRun, create_handle, reopen
 from skewlab.live.driver.experiment import ExperimentError, new_run_id
 from skewlab.live.driver.handle import Phase as P
 from skewlab.live.driver.handle import RunHandle
-from skewlab.live.driver.launch import Proc, exit_cause, module_command
+from skewlab.live.driver.launch import Proc, Procs, module_command
 from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
+from skewlab.live.driver.supervise import BrokerProbe, Roles, Supervisor
 from skewlab.live.report.tracking import LiveRun, log_run, open_live_run
 from skewlab.pipeline.exactness import ExactnessReport
 
@@ -61,8 +62,6 @@ __all__ = ["AutoscaleRun", "Hook", "run_autoscale"]
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
-CONTROLLER_RESTARTS = 3
-"""A controller that dies is restarted this many times (it resumes from its state file)."""
 EXIT_WAIT_S = 30.0
 ROLES = ("monitor", "controller")
 
@@ -104,6 +103,9 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
         self._evidence: list[Processed] = []
         self.mlflow: LiveRun | None = LiveRun.find(self.files) if s.mlflow else None
         """The run's MLflow run (opened by :meth:`services`), if it logs to MLflow."""
+        self.probe: BrokerProbe | None = None
+        self.supervisor: Supervisor | None = None
+        """Watches the monitor and the controller (made by :meth:`supervise`)."""
 
     @classmethod
     def new(
@@ -222,20 +224,21 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
         if self.mlflow is not None:
             self.mlflow.progress(t_s, sent, sent, sent - lag, lag)
 
-    def _check_running(self) -> None:
-        """Raise if the monitor failed; restart a controller that died (up to a limit)."""
-        for role in ROLES:
-            p = self.procs.get(role)
-            if p is None or p.poll() is None or p.returncode == 0:
-                continue
-            restarts = self.handle.restarts.get(role, 0)
-            if role == "controller" and restarts < CONTROLLER_RESTARTS:
-                self.handle.restarts[role] = restarts + 1
-                log.warning("controller exited (%s); restarting it", p.returncode)
-                self.start_controller()
-                continue
-            cause = exit_cause(p.returncode, self.files.log(role))
-            raise ExperimentError(f"{role} failed ({cause})")
+    def supervise(self) -> None:
+        """One look at the broker (fails fast when it is gone) and at the monitor and the
+        controller: one that exits unasked is restarted after its backoff, within the run's
+        budget (:class:`~skewlab.live.driver.supervise.Supervisor`, as a grouping run's
+        route job and workers; the controller resumes from its state file)."""
+        h = self.handle
+        if self.probe is None and h.bootstrap is not None:
+            self.probe = BrokerProbe(h.bootstrap)
+        if self.probe is not None:
+            self.probe.check()
+        if self.supervisor is None:
+            roles = Roles(lambda: self.procs, self._start, self.files.stop)
+            self.supervisor = Supervisor(Procs(), h, self.files, list, broker=self.probe,
+                                         roles=roles)  # fmt: skip
+        self.supervisor.check()
 
     # -- this kind's phases --------------------------------------------------------------
 
@@ -292,7 +295,7 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
                 self._progress(now - t0, sent, lag)
                 if self.hook is not None:
                     self.hook(k, self)
-                self._check_running()
+            self.supervise()
             credit += plan[k] * (now - last)
             last = now
             n = np.floor(credit / s.record_bytes).astype(np.int64)
@@ -325,7 +328,7 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
         t0, sent = h.t_produce or time.time(), int((h.produced or {}).get("events", 0))
         while (lag := self.lag()) > 0:
             self._progress(time.time() - t0, sent, lag)
-            self._check_running()
+            self.supervise()
             if clock() >= until:
                 return False
             sleep(0.25)
@@ -428,6 +431,9 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
                 killed.append(f"consumer-{c}" if c >= 0 else f"consumer pid {proc.pid}")
             proc.kill()
         return killed
+
+    def _broker_lost(self) -> bool:
+        return self.probe is not None and self.probe.lost
 
     def _topics(self) -> Iterable[str]:
         return self.live.topics.all()

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from skewlab.errors import SkewlabError
+from skewlab.io.kafka._common import log_librdkafka_to
 from skewlab.io.kafka.base import KafkaClient
 from skewlab.live.driver.handle import Phase, RunHandle, Status
 from skewlab.live.driver.launch import Launcher, LocalLauncher, Proc
@@ -275,8 +276,9 @@ class PhasedRun(EndsOnExit, Generic[S]):
     def stop(self, grace_s: float = 0.0) -> list[str]:
         """Phase 8 (safe after any phase): stop the loops, ask the processes to exit (given
         ``grace_s`` to drain what they have), kill what still runs, delete the topics
-        unless ``keep_topics``, close the client. Returns the names of the processes it
-        killed. A broker known gone gets no topic deletion and no flush."""
+        unless ``keep_topics``, close the client (and the run's ``kafka.log``: librdkafka's
+        lines go nowhere after). Returns the names of the processes it killed. A broker
+        known gone gets no topic deletion and no flush."""
         h = self.handle
         self._signal()
         lost = self._broker_lost()
@@ -297,6 +299,7 @@ class PhasedRun(EndsOnExit, Generic[S]):
                 except SkewlabError as exc:
                     log.warning("could not delete topic %s: %s", t, exc)
         self._close(0.0 if lost else 10.0)
+        log_librdkafka_to(None)  # the run's kafka.log is complete (a supervised run's)
         h.mark(Phase.STOPPED)
         return killed
 

@@ -30,7 +30,6 @@ from skewlab.control.scaleout.settings import Processes
 from skewlab.faults import crash_point
 from skewlab.io.delta.store import DeltaStore
 from skewlab.io.kafka import connect
-from skewlab.io.kafka._common import log_librdkafka_to
 from skewlab.io.kafka.base import KafkaClient, KafkaSettings
 from skewlab.live.autoscale.run import AutoscaleRun
 from skewlab.live.autoscale.settings import AutoscaleSettings
@@ -473,13 +472,6 @@ class Run(PhasedRun["RunSummary"]):
         if ctx.client is not None:
             ctx.client.close(flush_s=flush_s)  # 0: no broker, no flush
             ctx.client = None
-
-    def stop(self, grace_s: float = 0.0) -> list[str]:
-        """:meth:`PhasedRun.stop <skewlab.live.driver.base.PhasedRun.stop>`; then the
-        run's ``kafka.log`` is complete (librdkafka's lines go nowhere)."""
-        killed = super().stop(grace_s)
-        log_librdkafka_to(None)
-        return killed
 
     def _before(self, phase: Phase) -> None:
         """What :meth:`run_all` is about to do, in a line (and the modules a later phase

@@ -2,12 +2,14 @@
 
 :class:`Supervisor` restarts a child that exited unasked (after a backoff, :class:`RestartPolicy`)
 and a worker hung with records waiting (no committed progress for ``stall_s``), and fails the
-run once its restarts are used; :class:`BrokerProbe` fails it when the broker cannot be reached
-for ``grace_s``. Why restarts keep the run exact, the hang rule, and scale-out instances
-stopped on purpose: docs/live-run.md, "skewlab.live.driver.supervise". ``stall_s`` is the
-run's setting (``--stall-s``); each hang is also written to the run dir's ``hangs.txt``
-(:func:`hangs`), which the run's summary lists. While a run is supervised, librdkafka's
-log of this process goes to the run's ``kafka.log``.
+run once its restarts are used; the children are the route job and the workers, and a kind's
+processes named by role (:class:`Roles`: the autoscale run's monitor and controller).
+:class:`BrokerProbe` fails the run when the broker cannot be reached for ``grace_s``. Why
+restarts keep the run exact, the hang rule, and scale-out instances stopped on purpose:
+docs/live-run.md, "skewlab.live.driver.supervise". ``stall_s`` is the run's setting
+(``--stall-s``); each hang is also written to the run dir's ``hangs.txt`` (:func:`hangs`),
+which the run's summary lists. While a run is supervised, librdkafka's log of this process
+goes to the run's ``kafka.log``.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from skewlab.errors import ConfigError
@@ -33,6 +37,7 @@ __all__ = [
     "BrokerProbe",
     "ChildFailed",
     "RestartPolicy",
+    "Roles",
     "Supervisor",
     "WorkerProgress",
     "hangs",
@@ -89,6 +94,18 @@ class RestartPolicy:
         return min(self.max_backoff_s, self.backoff_s * self.factor**n)
 
 
+@dataclass(frozen=True)
+class Roles:
+    """A run's processes named by role (an autoscale run's ``monitor`` and ``controller``),
+    supervised beside or instead of a route job and workers: ``procs()`` gives the run's
+    current ``{name: process}``, ``start(name)`` starts one again (recorded in the handle);
+    one that exits 0 once the run's ``stop`` file exists has finished, not failed."""
+
+    procs: Callable[[], Mapping[str, Any]]
+    start: Callable[[str], None]
+    stop: Path
+
+
 @dataclass
 class Supervisor:
     """Restarts the run's children that exit unasked, and workers that hang (see
@@ -127,6 +144,8 @@ class Supervisor:
     _stall: dict[str, tuple[Any, int, float]] = field(default_factory=dict)
     """Worker name -> (its process, committed offset, clock time since when that offset
     has not moved while records waited)."""
+    roles: Roles | None = None
+    """The kind's processes named by role, watched and restarted as the route job is."""
 
     def __post_init__(self) -> None:
         if self.stall_s is None:
@@ -141,11 +160,18 @@ class Supervisor:
         ]
         for i in self.workers():
             out.append((f"worker-{i}", self.procs.workers.get(i), _bind(self.procs, i)))
+        if self.roles is not None:
+            out += [(n, p, partial(self.roles.start, n)) for n, p in self.roles.procs().items()]
         return out
+
+    def _role(self, name: str) -> bool:
+        return self.roles is not None and name in self.roles.procs()
 
     def _finished(self, name: str, rc: int) -> bool:
         if rc != 0:
             return False
+        if self.roles is not None and self._role(name):
+            return self.roles.stop.exists()
         if name == "route":
             return self.files.route_stop.exists()
         return self.files.workers_stop.exists() or self.files.spares_stop.exists()
@@ -153,7 +179,9 @@ class Supervisor:
     def _watched(self, name: str) -> bool:
         """Whether ``name`` is still to be kept running (asked again at each decision:
         a scale-out instance may have been stopped on purpose since the look began)."""
-        return name == "route" or int(name.split("-", 1)[1]) in set(self.workers())
+        if name == "route" or self._role(name):
+            return True
+        return int(name.split("-", 1)[1]) in set(self.workers())
 
     def check(self) -> None:
         """Look at every child once: schedule restarts, run the due ones, or raise
@@ -183,7 +211,7 @@ class Supervisor:
                 continue
             rc = proc.poll()
             if rc is None:
-                if name != "route" and (stalled := self._stalled(name, proc, now)) is not None:
+                if name.startswith("worker-") and (stalled := self._stalled(name, proc, now)):
                     self._hung(name, proc, now, *stalled)
                 continue
             if self._finished(name, rc) or not self._watched(name):

@@ -16,6 +16,7 @@ from skewlab.live.driver.supervise import (
     BrokerProbe,
     ChildFailed,
     RestartPolicy,
+    Roles,
     Supervisor,
     hangs,
 )
@@ -62,6 +63,55 @@ def _run(tmp_path: Path, workers: int = 2) -> tuple[Procs, RunHandle, RunDir, li
 
     procs.restart_route, procs.restart_worker = restart_route, restart_worker
     return procs, handle, files, started
+
+
+def _roles(tmp_path: Path) -> tuple[dict[str, FakeProc], RunHandle, RunDir, Roles, list[str]]:
+    """An autoscale run's monitor and controller, supervised by role."""
+    files = RunDir.create(tmp_path, "mwf-sup")
+    handle = RunHandle("mwf-sup", str(tmp_path), str(files), str(tmp_path / "delta"), {})
+    procs = {"monitor": FakeProc(), "controller": FakeProc()}
+    started: list[str] = []
+
+    def start(name: str) -> None:
+        started.append(name)
+        procs[name] = FakeProc()
+
+    return procs, handle, files, Roles(lambda: procs, start, files.stop), started
+
+
+def test_a_role_that_exits_unasked_is_restarted_after_its_backoff_within_the_budget(
+    tmp_path: Path,
+) -> None:
+    procs, handle, files, roles, started = _roles(tmp_path)
+    clock = Clock()
+    sup = Supervisor(Procs(), handle, files, list, RestartPolicy(1, 1.0, 2.0, 10.0), clock,
+                     roles=roles)  # fmt: skip
+    dead = procs["controller"]
+    dead.returncode = 0  # no stop file: an exit nobody asked for, even with 0
+    sup.check()
+    assert started == [] and dead.killed == 1 and sup.pending == {"controller": 101.0}
+    clock.t = 100.5
+    sup.check()
+    assert started == []  # its backoff is not over
+    clock.t = 101.0
+    sup.check()
+    assert started == ["controller"] and handle.restarts == {"controller": 1}
+    procs["controller"].returncode = -9
+    with pytest.raises(ChildFailed, match="controller failed after 1 restart"):
+        sup.check()  # its budget is used
+    assert procs["monitor"].killed == 0
+
+
+def test_a_role_that_exits_cleanly_after_the_stop_file_has_finished(tmp_path: Path) -> None:
+    procs, handle, files, roles, started = _roles(tmp_path)
+    sup = Supervisor(Procs(), handle, files, list, RestartPolicy(), Clock(), roles=roles)
+    files.stop.touch()
+    procs["monitor"].returncode = procs["controller"].returncode = 0
+    sup.check()
+    assert started == [] and sup.pending == {} and handle.restarts == {}
+    procs["monitor"].returncode = 1  # a failure is one, stop file or not
+    sup.check()
+    assert "monitor" in sup.pending
 
 
 def test_backoff_grows_and_is_capped() -> None:

@@ -34,6 +34,10 @@ from skewlab.services.process import free_port, pid_alive
 pytestmark = pytest.mark.integration
 
 SKEWLAB = [sys.executable, "-c", "import sys; from skewlab.cli import main; sys.exit(main())"]
+NO_HOST = {**os.environ, "SKEWLAB_ROUTE_HOST": "off"}
+"""``skewlab airflow --run`` starts the data dir's route host (a Spark JVM), which stays up
+after the command by design: these tests are about Airflow's processes, so they start none
+(tests/unit/commands covers the host's start by ``--run``)."""
 
 FAKE_AIRFLOW = """#!{python}
 import json, os, signal, subprocess, sys, time
@@ -79,7 +83,7 @@ class Supervised:
             self.proc = subprocess.Popen(
                 [*SKEWLAB, "airflow", "--run", "--home", str(home), "--airflow", str(airflow),
                  "--port", str(free_port())],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=NO_HOST,
             )  # fmt: skip
         self.tree = self._wait_tree()
 
@@ -195,7 +199,7 @@ def test_sigterm_to_skewlab_airflow_run_leaves_no_real_airflow_process(tmp_path:
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [*SKEWLAB, "airflow", "--run", "--home", str(home), "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=NO_HOST,
         )  # fmt: skip
     airflow_home = home / "airflow"
     try:

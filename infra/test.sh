@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: set up if needed, lint, type-check, then pytest.
-# With no arguments pytest runs as two shards side by side (infra/test_shards.py); extra
-# arguments go to one pytest (e.g. `-m unit`, `-m integration`, `-k dkg`, or `tests` for
-# the whole suite in one process).
+# Extra arguments go to pytest (e.g. `-m unit`, `-m integration`, `-k dkg`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/infra/setup.sh"
@@ -15,7 +13,4 @@ echo "== mypy (lib/)" >&2
 "$bin/mypy"
 echo "== pytest" >&2
 bash "$root/infra/browser.sh" >&2  # chromium for -m browser (apt-get if missing)
-if [ "$#" -eq 0 ]; then
-  exec "$bin/python" "$root/infra/test_shards.py" --python "$bin/python"
-fi
 exec "$bin/python" -m pytest "$@"

@@ -113,7 +113,8 @@ class Supervisor:
 
     ``workers()`` lists the worker indexes to watch (for a scale-out run the
     instances its state manager runs: it starts and stops them itself, and a
-    worker that left the list was stopped, not crashed). A child that exits
+    worker that left the list was stopped, not crashed; a worker's exit that fails the run
+    is decided, as a restart, one backoff later). A child that exits
     with 0 after its stop marker was touched has finished, not failed.
 
     With ``progress`` set, a watched worker is hung when, its ready marker written,
@@ -146,6 +147,10 @@ class Supervisor:
     has not moved while records waited)."""
     roles: Roles | None = None
     """The kind's processes named by role, watched and restarted as the route job is."""
+    _failing: dict[str, str] = field(default_factory=dict)
+    """Worker name -> why the run fails, for a pending worker with no restart to come (its
+    budget used, or its engine's retries: ``retried_by_engine``). Decided when due, as a
+    restart would be: a scale-out state manager may have stopped or replaced it meanwhile."""
 
     def __post_init__(self) -> None:
         if self.stall_s is None:
@@ -190,6 +195,7 @@ class Supervisor:
         for name in list(self.pending):
             if not self._watched(name):  # stopped on purpose since its exit was seen
                 del self.pending[name]
+                self._failing.pop(name, None)
                 log.info("%s was stopped by the run; no restart", _what(name))
         for name, proc, restart in self._children():
             if proc is None:
@@ -197,8 +203,11 @@ class Supervisor:
             due = self.pending.get(name)
             if due is not None and proc is not self._dead.get(name):
                 del self.pending[name]  # started again meanwhile by the run (state manager)
+                self._failing.pop(name, None)
                 continue
             if due is not None:
+                if now >= due and name in self._failing:
+                    raise ChildFailed(self._failing.pop(name))  # still watched, not replaced
                 if now >= due:
                     self._broker_alive(name, "its restart is due")
                     del self.pending[name]
@@ -220,8 +229,18 @@ class Supervisor:
             used = self.handle.restarts.get(name, 0)
             proc.kill()  # what is left of its group (the route job's JVM)
             self._broker_alive(name, f"it exited ({cause})")
-            if used >= self.policy.max_restarts or getattr(proc, "retried_by_engine", False):
-                raise ChildFailed(f"{_what(name)} failed after {used} restart(s): {cause}")
+            out = used >= self.policy.max_restarts or getattr(proc, "retried_by_engine", False)
+            failed = f"{_what(name)} failed after {used} restart(s): {cause}"
+            if out and (name == "route" or self._role(name)):
+                raise ChildFailed(failed)
+            if out:  # a worker: a state manager may be stopping it on purpose right now
+                log.warning(
+                    "%s exited (%s); the run fails unless it was stopped", _what(name), cause
+                )
+                self.pending[name] = now + self.policy.delay(0)
+                self._dead[name] = proc
+                self._failing[name] = failed
+                continue
             delay = self.policy.delay(used)
             log.warning("%s exited (%s); restart in %.1f s", _what(name), cause, delay)
             self.pending[name] = now + delay

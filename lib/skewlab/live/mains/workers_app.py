@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.envsettings import env_settings
-from skewlab.live.driver.handle import TERMINAL, Phase, RunHandle, Status
+from skewlab.live.driver.handle import HandleError, Phase, RunHandle, Status
 from skewlab.live.driver.launch import PROC_ENV, process_args
 from skewlab.live.driver.spark_launcher import EngineDir, Request, on_cluster
 from skewlab.services.spark_standalone import (
@@ -127,22 +127,37 @@ def _submit(sc: SparkContext, d: EngineDir, req: Request) -> None:
     d.finish(req.id, d.job_rc(req.id, failed))
 
 
-def _ended(run_dir: Path) -> bool:
+def ended(run_dir: Path) -> str | None:
+    """Step 4: why the run is over for its workers app, or None while it may go on.
+
+    Over: its handle says stopped (phase ``stopped``: the driver's stop after the summary or
+    a failure; status ``stopped``: ``skewlab stop`` / ``gc``) or done, or its run dir is gone.
+    A failed run is not over: a new driver (``skewlab resume``, a crash run's next driver, a
+    DAG task's retry) resumes it with its running workers; who gives it up stops it (an
+    orphan's app is ``skewlab gc``'s, as its other processes). A handle that cannot be read
+    is no evidence either way."""
+    if not run_dir.is_dir():
+        return "its run dir is gone"
     try:
         h = RunHandle.load(run_dir)
-    except Exception:
-        return True  # the run dir is gone or unreadable: nothing to serve
-    return h.done(Phase.STOPPED) or Status(h.status) in TERMINAL
+    except HandleError as exc:
+        log.debug("handle not read (%s); serving on", exc)
+        return None
+    if h.done(Phase.STOPPED):
+        return "the run is stopped"
+    if Status(h.status) in (Status.DONE, Status.STOPPED):
+        return f"the run is {h.status}"
+    return None
 
 
 def serve(sc: SparkContext, run_dir: Path) -> None:
-    """Steps 1, 3 and 4 until the run ends (:func:`_ended`)."""
+    """Steps 1, 3 and 4 until the run is over (:func:`ended`)."""
     from pyspark import InheritableThread
 
     d = EngineDir.of_run(run_dir)
     submitted: dict[str, Any] = {}
     cancelled: set[str] = set()
-    while not _ended(run_dir):
+    while (why := ended(run_dir)) is None:
         for req in d.requests():
             if req.id not in submitted:
                 t = InheritableThread(target=_submit, args=(sc, d, req), daemon=True)
@@ -155,6 +170,7 @@ def serve(sc: SparkContext, run_dir: Path) -> None:
                 cancelled.add(rid)
                 log.info("cancelled job group %s", rid)
         time.sleep(TICK_S)
+    log.info("leaving: %s; cancelling every job", why)
     sc.cancelAllJobs()
 
 

@@ -146,3 +146,51 @@ def test_a_guard_failure_while_the_loop_settles_is_raised() -> None:
     with pytest.raises(ChildFailed):
         stop_guarded(loop, guard, tick_s=0.01)
     loop.release.set()
+
+
+class EngineProc(FakeProc):
+    """A worker run by an engine that retries it itself (a Spark task): its exit means the
+    engine gave up, or the job was cancelled on purpose."""
+
+    retried_by_engine = True
+
+
+def test_an_engine_run_instance_the_manager_restarts_does_not_fail_the_run(tmp_path: Path) -> None:
+    procs, handle, mgr, started, sup, now = _setup(tmp_path)
+    procs.workers[0] = EngineProc()
+    procs.workers[0].kill()  # restart policy: the manager cancels the operator's job ...
+    sup.check()  # (its end seen before the manager forgot it: the failure waits)
+    assert "worker-0" in sup.pending and started == []
+    mgr.running.discard(0)
+    mgr.start(0)  # ... and starts it again as a new job
+    now[0] += 10
+    sup.check()
+    assert started == ["worker-0"] and sup.pending == {} and handle.restarts == {}
+
+
+def test_an_engine_run_instance_the_manager_forgot_does_not_fail_the_run(tmp_path: Path) -> None:
+    procs, handle, mgr, started, sup, now = _setup(tmp_path)
+    procs.workers[1] = EngineProc()
+    procs.workers[1].kill()  # the manager's stop: cancelled, not yet discarded
+    sup.check()
+    mgr.running.discard(1)
+    now[0] += 10
+    sup.check()
+    assert started == [] and sup.pending == {} and handle.restarts == {}
+
+
+def test_an_engine_run_instance_that_exits_unasked_fails_the_run_one_backoff_later(
+    tmp_path: Path,
+) -> None:
+    from skewlab.live.driver.supervise import ChildFailed
+
+    procs, handle, _mgr, started, sup, now = _setup(tmp_path)
+    procs.workers[1] = EngineProc()
+    procs.workers[1].returncode = 86  # the engine's retries are used
+    sup.check()
+    now[0] += 0.4
+    sup.check()  # not yet: a manager's stop would have shown by the next backoff
+    now[0] += 0.1
+    with pytest.raises(ChildFailed, match=r"worker 1 failed after 0 restart\(s\): exit 86"):
+        sup.check()
+    assert started == [] and handle.restarts == {}

@@ -6,8 +6,9 @@ Files in ``<run dir>/spark-workers/`` (:class:`EngineDir`) are the whole protoco
 
 1. ``start`` starts the app once (detached; its record in ``app.json``) and writes a request
    ``<id>.json`` (name, command, log); the app submits it as one job in job group ``<id>``;
-2. each task attempt appends ``{attempt, pid, ...}`` to ``<id>.attempts`` and runs the command
-   as its child; a non-zero exit fails the task, so Spark's task retry restarts it;
+2. each task attempt removes the request's ``fresh`` files (a worker's ready marker), appends
+   ``{attempt, pid, ...}`` to ``<id>.attempts`` and runs the command as its child; a non-zero
+   exit removes them again and fails the task, so Spark's task retry restarts it;
 3. ``kill`` touches ``<id>.cancel`` (the app cancels the group; a task seeing it does not fail)
    and kills the current attempt's process tree;
 4. the app writes the job's end to ``<id>.rc``: 0, the last attempt's exit code, or ``-9`` if
@@ -88,6 +89,9 @@ class Request:
     log: str
     env: dict[str, str] = field(default_factory=dict)
     """Variables set for the command on top of the executor's (:data:`PASSED_ENV`)."""
+    fresh: list[str] = field(default_factory=list)
+    """Files an attempt's command writes that no later attempt may inherit (step 2): a
+    worker's ready marker, so that a retried worker is ready only once it says so again."""
 
 
 @dataclass(frozen=True)
@@ -134,11 +138,13 @@ class EngineDir:
         """Step 4: the job end code of ``rid``."""
         return self.path / f"{rid}.rc"
 
-    def write_request(self, name: str, cmd: list[str], log: Path) -> Request:
+    def write_request(
+        self, name: str, cmd: list[str], log: Path, fresh: list[Path] | None = None
+    ) -> Request:
         """Step 1: a new request for ``name`` (written atomically; ids sort by time)."""
         env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV)}
         rid = f"{name}-{time.time_ns()}-{uuid.uuid4().hex[:6]}"
-        req = Request(rid, name, cmd, str(log), env)
+        req = Request(rid, name, cmd, str(log), env, [str(p) for p in fresh or []])
         write_json(self.request(req.id), req.__dict__)
         return req
 
@@ -258,6 +264,18 @@ class SparkProc:
         return wait_polling(self, self.rec.cmd, timeout)
 
 
+def _fresh(run_dir: Path, name: str) -> list[Path]:
+    """What a retry of ``name`` must not inherit from its crashed attempt: a worker's ready
+    marker (the local engine's restart removes it too: :func:`~skewlab.live.driver.context.
+    bind_spawners`)."""
+    kind, _, index = name.partition("-")
+    return (
+        [RunDir.of(run_dir).worker_ready(int(index))]
+        if kind == "worker" and index.isdigit()
+        else []
+    )
+
+
 @dataclass(frozen=True)
 class SparkLauncher:
     """``worker-<i>`` and ``consumer-<i>`` (:data:`TASK_NAMES`) as Spark jobs of the run's
@@ -302,7 +320,9 @@ class SparkLauncher:
         if strays := kill_strays(log):  # a process of this name no handle recorded
             logger.warning("killed %d unrecorded process(es) of %s: %s", len(strays), name, strays)
         app = self.app()
-        req = EngineDir.of_run(self.run_dir).write_request(name, cmd, log)
+        req = EngineDir.of_run(self.run_dir).write_request(
+            name, cmd, log, _fresh(self.run_dir, name)
+        )
         rec = ProcRecord(
             name, app.pid, app.create_time, list(cmd), str(log), app.rc_file,
             request=str(EngineDir.of_run(self.run_dir).request(req.id)),

@@ -77,15 +77,22 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _remove(paths: Iterable[str]) -> None:
+    for p in paths:
+        Path(p).unlink(missing_ok=True)
+
+
 def run_instance(engine_dir: str, req: Request) -> None:
-    """Step 2, in the Spark task: run ``req.cmd`` with output appended to its log,
-    recording the attempt; a non-zero exit fails the task unless it was cancelled."""
+    """Step 2, in the Spark task: remove ``req.fresh``, run ``req.cmd`` with output appended
+    to its log, recording the attempt; a non-zero exit removes ``req.fresh`` again and fails
+    the task unless it was cancelled."""
     import psutil
     from pyspark import TaskContext
 
     d = EngineDir(Path(engine_dir))
     if d.cancel(req.id).exists():
         return
+    _remove(req.fresh)  # a retry is not ready before its own command says so
     tc = TaskContext.get()
     attempt = tc.attemptNumber() if tc is not None else 0
     task = tc.taskAttemptId() if tc is not None else -1
@@ -106,6 +113,7 @@ def run_instance(engine_dir: str, req: Request) -> None:
     rc = p.wait()
     d.add_attempt(req.id, {**entry, "rc": rc})
     if rc != 0 and not d.cancel(req.id).exists():
+        _remove(req.fresh)  # nothing waits for the retry's start to stop taking it for ready
         raise RuntimeError(f"{req.name} exited with {rc} (attempt {attempt}); log: {req.log}")
 
 

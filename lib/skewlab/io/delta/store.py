@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as pds
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.schema import Field as DeltaField
@@ -342,13 +342,14 @@ class DeltaStore:
         if not new:
             return target.empty_table()
         try:
-            result = pds.dataset(new, format="parquet").to_table(columns=list(columns))
+            cols = list(columns)
+            parts = [pq.ParquetFile(u).read(columns=cols).select(cols).cast(target) for u in new]
         except (pa.ArrowException, OSError) as exc:  # as :meth:`_query` tells them apart
             if any(word in str(exc).lower() for word in _DATA_DAMAGE):
                 raise DamagedTableError(spec.name, dt.table_uri, str(exc)) from exc
             raise DeltaStoreError(f"reading new files of {spec.name!r} failed: {exc}") from exc
         read.update(new)
-        return result.cast(target)
+        return pa.concat_tables(parts)
 
     def latest_assignments(self, run_id: str) -> pa.Table:
         """The rows of the newest ``assignments`` version of ``run_id``, ordered by key.

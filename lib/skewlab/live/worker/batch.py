@@ -16,15 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas  # noqa: F401  (see below)
 import pyarrow as pa
 
 from skewlab.io.kafka.base import FetchedRange, Record
 from skewlab.pipeline import events
-
-# pyarrow imports pandas on its first conversion of a Python list (``pa.array``: 0.25 s
-# on a quiet machine); imported with this module, a worker pays that at start-up, before
-# it is ready, instead of on its first routed events (the latency tail of a run's start).
 
 DATA = 0
 """A valid routed event (key, ts, seq, size, source partition and offset decoded)."""

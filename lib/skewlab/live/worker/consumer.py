@@ -33,6 +33,7 @@ from skewlab.live.autoscale.protocol import (
     read_new,
     resume_offset,
 )
+from skewlab.live.driver.launch import process_args, without_pandas
 
 __all__ = ["LiveConsumer", "main"]
 
@@ -210,14 +211,13 @@ class LiveConsumer:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m skewlab.live.worker.consumer SETTINGS_JSON CONSUMER_ID``."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        sys.stderr.write("usage: consumer SETTINGS_JSON CONSUMER_ID\n")
+    args = process_args(argv, "consumer SETTINGS_JSON CONSUMER_ID")
+    if args is None:
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     LiveConsumer(LiveSettings.from_file(args[0]), int(args[1])).run()
     return 0
 
 
 if __name__ == "__main__":
+    without_pandas()
     sys.exit(main())

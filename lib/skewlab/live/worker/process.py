@@ -30,7 +30,7 @@ from skewlab.io.kafka import connect, fetch_range
 from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
-from skewlab.live.driver.launch import process_age_s, process_args
+from skewlab.live.driver.launch import process_age_s, process_args, without_pandas
 from skewlab.live.worker.batch import DATA, END, EOS, HANDOFF, classify
 from skewlab.live.worker.fetch import end_offset, fetch_available
 from skewlab.live.worker.rows import handoff_row, latency_rows, ms, partial_rows, state_table
@@ -526,4 +526,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    without_pandas()
     raise SystemExit(main())

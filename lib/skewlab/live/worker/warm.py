@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from skewlab.io.delta.store import warm_up_queries
-from skewlab.live.driver.launch import process_age_s, process_args
+from skewlab.live.driver.launch import process_age_s, process_args, without_pandas
 from skewlab.live.worker import process as worker
 from skewlab.live.worker.settings import read_worker_settings
 
@@ -63,4 +63,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    without_pandas()
     raise SystemExit(main())

@@ -190,3 +190,53 @@ def test_a_start_kills_the_unrecorded_process_a_dead_driver_left_of_that_name(
     finally:
         for p in (new, other, stray):
             p.kill()
+
+
+WITHOUT_PANDAS = """\
+import sys
+from skewlab.live.driver.launch import without_pandas
+without_pandas()
+without_pandas()  # twice: one finder
+import numpy as np, pyarrow as pa
+from skewlab.live.worker.rows import ms
+table = pa.table({"k": ["a", "b"], "n": np.arange(2)})
+assert table.column("n").to_pylist() == [0, 1], table
+try:
+    import pandas
+except ModuleNotFoundError as exc:
+    print("refused:", exc)
+print("in sys.modules:", "pandas" in sys.modules)
+"""
+
+
+def test_a_worker_tier_process_converts_with_pyarrow_and_never_imports_pandas() -> None:
+    """In a process of its own (pytest's own keeps pandas): conversions work as before,
+    pandas is refused and never loaded, whoever asks."""
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_PANDAS], capture_output=True, text=True, check=True
+    ).stdout
+    assert "refused: pandas: not imported in a worker-tier process" in out, out
+    assert "in sys.modules: False" in out, out
+
+
+RUN_AS_MAIN = """\
+import atexit, runpy, sys
+names = lambda: [type(f).__name__ for f in sys.meta_path]
+atexit.register(lambda: print("refusing:", "_NoPandas" in names()))
+sys.argv = ["{module}"]  # no arguments: main prints its usage and returns 2
+runpy.run_module("{module}", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["skewlab.live.worker.process", "skewlab.live.worker.warm", "skewlab.live.worker.consumer"],
+)
+def test_every_worker_tier_main_refuses_pandas(module: str) -> None:
+    """Run as ``__main__``, the module installs the refusal (:func:`without_pandas`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_AS_MAIN.format(module=module)], capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert "usage:" in done.stderr
+    assert "refusing: True" in done.stdout, done.stdout

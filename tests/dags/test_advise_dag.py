@@ -109,7 +109,7 @@ def test_small_advice_end_to_end(
 
 @pytest.mark.integration
 def test_verify_from_the_form_runs_both_strategies_live_and_records_the_comparison(
-    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route_host: Path
 ) -> None:
     # verify on: the DAG's advise task runs the recommendation and KEY grouping live on the
     # trace (embedded broker, Spark route job, workers, Delta under a tmp $SKEWLAB_HOME),

@@ -8,8 +8,8 @@ and one that fails in ``produce`` after the route job started, to show that
 ``dag.test()`` (Airflow 3) creates a DAG run in the migrated SQLite DB of the
 ``airflow_db`` fixture and runs each task in this process; the experiment task
 starts the embedded broker under a tmp ``$SKEWLAB_HOME`` (stopped at the end),
-the Spark route job and the workers as subprocesses, writes Delta and MLflow
-there. Bad params are refused twice: by the form's JSON schema before a run
+the route query (on the session's warm route host) and the workers as
+subprocesses, writes Delta and MLflow there. Bad params are refused twice: by the form's JSON schema before a run
 exists, and by ``validate_params`` (a workload spec JSON schema cannot check)
 with one line, before anything starts.
 """
@@ -63,8 +63,13 @@ AUTOSCALE = {
 
 
 @pytest.fixture
-def skewlab_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh data dir as ``$SKEWLAB_HOME``; its embedded broker is stopped afterwards."""
+def skewlab_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route_host: Path
+) -> Iterator[Path]:
+    """A fresh data dir as ``$SKEWLAB_HOME``; its embedded broker is stopped afterwards.
+    The run's route query goes to the session's warm route host (``$SKEWLAB_ROUTE_HOST``,
+    as for a deployed Airflow started beside one), not to a Spark application of its own:
+    13-15 s of start-up a run on 2 cores."""
     from skewlab.services import get_service
 
     home = tmp_path / "skewlab"

@@ -123,6 +123,11 @@ class RouteSettings:
     state_store: str = "hdfs"
     """The splitters' state store: ``hdfs`` (Spark's in-memory map with a delta file
     per batch: the splitter state is one small value per group) or ``rocksdb``."""
+    delta_every_s: float = 5.0
+    """Seconds between the starts of two rounds of Delta appends (each round: one commit
+    per table for every batch waiting; :class:`~skewlab.spark.writes.DeltaAppender`). A
+    round costs a dozen Spark jobs whatever its rows, so fewer rounds leave the cores to
+    the stream; the tables then lag the stream by up to this much plus a round."""
 
     def __post_init__(self) -> None:
         if self.message_sets and self.strategy != "key":
@@ -133,6 +138,8 @@ class RouteSettings:
             raise ConfigError(f"workers must be >= 1, got {self.workers}")
         if self.window_s <= 0 or self.trigger_s <= 0:
             raise ConfigError("window_s and trigger_s must be > 0")
+        if self.delta_every_s < 0:
+            raise ConfigError(f"delta_every_s must be >= 0, got {self.delta_every_s}")
         if self.warmup_events < 0:
             raise ConfigError(f"warmup_events must be >= 0, got {self.warmup_events}")
         if self.tasks < 1:

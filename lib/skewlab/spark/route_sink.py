@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 PENDING = "skewlab-delta-pending"
 """The folder of the checkpoint holding batches' Delta rows not yet appended."""
 
+MAX_PENDING = 64
+"""Batches whose Delta rows may wait for a round before the stream waits for the appends:
+a bound on memory and on the tables' lag should rounds fall behind (a dozen Spark jobs each)."""
+
 ROUTED_PRODUCER = {"batch.size": "1048576", "linger.ms": "20"}
 """Producer settings of the sink's Kafka write: a batch is sent in bulk, so 1 MB record
 batches per partition (not 16 KB) and a 20 ms linger; measured in docs/real-stack.md."""
@@ -169,6 +173,8 @@ class RouteSink:
                 Path(self.s.checkpoint) / PENDING,
                 app_id=app_id("route", self.s.run_id),
                 run_id=self.s.run_id,
+                max_lag=MAX_PENDING,
+                every_s=self.s.delta_every_s,
             )
         return self._appender
 

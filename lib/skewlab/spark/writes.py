@@ -202,7 +202,9 @@ class DeltaAppender:
     2. one background thread appends the queued batches in batch order: all batches
        queued at that moment in one commit per table (their rows concatenated, app
        version = the newest batch id, the tables at once: :func:`delta_appends`), then
-       deletes their files.
+       deletes their files. Rounds start ``every_s`` apart at most (an idempotent append
+       costs several Spark jobs whatever its size: docs/real-stack.md), sooner when more
+       than ``max_lag`` batches wait or :meth:`flush` asks.
 
     Exactly once: Delta skips an append whose version is not above the app's last.
     A process that starts queues the files a crash left behind (:meth:`recover`)
@@ -211,7 +213,7 @@ class DeltaAppender:
     later batch is new, and a commit of several covers every batch below its version.
     :meth:`close` appends everything still pending. At most
     ``max_lag`` batches wait (:meth:`submit` blocks beyond), so readers of the tables
-    lag by a few batches at most. A failed append fails the next :meth:`submit`.
+    lag by ``every_s`` plus a round at most. A failed append fails the next :meth:`submit`.
     """
 
     def __init__(
@@ -223,12 +225,18 @@ class DeltaAppender:
         app_id: str,
         run_id: str,
         max_lag: int = 4,
+        every_s: float = 0.0,
     ) -> None:
         self.spark, self.root, self.pending = spark, str(root), Path(pending)
         self.app_id, self.run_id, self.max_lag = app_id, run_id, max_lag
+        self.every_s = every_s
         self._queue: list[_Pending] = []
         self._submitted = 0
         self._busy = False
+        self._hurry = 0
+        """Callers of :meth:`flush` waiting: append what is queued without waiting."""
+        self._next_round = 0.0
+        """``time.monotonic()`` before which no round starts (but to hurry)."""
         self._error: BaseException | None = None
         self._recovered = False
         self._closed = False
@@ -275,8 +283,13 @@ class DeltaAppender:
         """Wait until every queued batch is appended (raises a failed append's error)."""
         self.recover()
         with self._cond:
-            while (self._queue or self._busy) and self._error is None:
-                self._cond.wait()
+            self._hurry += 1
+            self._cond.notify_all()
+            try:
+                while (self._queue or self._busy) and self._error is None:
+                    self._cond.wait()
+            finally:
+                self._hurry -= 1
         self._raise()
 
     def close(self) -> None:
@@ -328,12 +341,14 @@ class DeltaAppender:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
+                while not self._closed and not self._due():
+                    wait = self._next_round - time.monotonic()
+                    self._cond.wait(wait if self._queue else None)
                 if not self._queue:
                     return
                 group, self._queue = self._queue, []
                 self._busy = True
+                self._next_round = time.monotonic() + self.every_s
             try:
                 self._append(group)
             except BaseException as exc:  # kept for the stream's thread to raise
@@ -346,6 +361,14 @@ class DeltaAppender:
                 self._busy = False
                 self.appends += 1
                 self._cond.notify_all()
+
+    def _due(self) -> bool:
+        """Whether a round starts now (with the lock held): batches wait and their round's
+        time has come, or too many wait, or a :meth:`flush` waits for them."""
+        if not self._queue:
+            return False
+        late = len(self._queue) > self.max_lag or self._hurry > 0
+        return late or time.monotonic() >= self._next_round
 
     def _append(self, group: list[_Pending]) -> None:
         t0 = time.perf_counter()

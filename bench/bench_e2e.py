@@ -20,6 +20,9 @@ has finished its warm-up micro-batch):
    passthrough run as a stream at the same rate (``_passthrough.py --rate``): its
    p50 / p99 are the floor any job on this Spark trigger and broker pays.
 
+Each run starts a route job of its own (a fresh JVM), unless ``--route-host``: then every
+run's route query runs on one warm route host, as ``skewlab run`` does on one machine.
+
     .venv/bin/python bench/bench_e2e.py [--rate 100000] [--duration 10] [--workers 4]
 """
 
@@ -37,6 +40,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import raw_consume, row, say
 from cpu_profile import CpuSampler, budget, table
 from skewlab.io.kafka import KafkaSettings, connect
+from skewlab.live.driver.route_host import ROUTE_HOST_ENV, launch_host, stop_host, wait_ready
 from skewlab.live.driver.run import run_experiment
 from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
@@ -99,11 +103,17 @@ def main() -> None:
     )
     ap.add_argument("--pyspy", default=None, help="with --cpu: py-spy stacks of workers here")
     ap.add_argument("--only", default=None, help="one run only: key or dkg at --rate")
+    ap.add_argument(
+        "--route-host",
+        action="store_true",
+        help="every run's route query on one warm route host (as `skewlab run`)",
+    )
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="skewlab-bench-")
     bootstrap = get_service("broker", home).start().url
     port = bootstrap.rsplit(":", 1)[-1]
     sampler = CpuSampler(port, pyspy_dir=args.pyspy).start() if args.cpu else None
+    host = os.path.join(home, "route-host") if args.route_host else None
     extra = {}
     if args.trigger is not None:
         extra["trigger_s"] = args.trigger
@@ -144,6 +154,15 @@ def main() -> None:
         n = int(args.rate * args.duration)
         raw = raw_consume_rate(bootstrap, min(n, 1_000_000), args.partitions)
         peer = passthrough_rate(bootstrap, min(n, 1_000_000), args.partitions, args.workers)
+        if host is not None:  # started after the baselines: its JVM is not theirs
+            d = launch_host(host)
+            wait_ready(d)
+            os.environ[ROUTE_HOST_ENV] = host
+            rec = d.host_record()
+            if sampler is not None and rec is not None:
+                sampler.hosts.add(rec.pid)
+                sampler.homes = (home,)
+            say(f"route host warm in {host}")
         say(f"live runs: {args.workers} workers, {args.partitions} partitions, data dir {home}")
         say(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores)")
         widths = (22, 12, 8, 12, 16, 18)
@@ -189,6 +208,8 @@ def main() -> None:
     finally:
         if sampler is not None:
             sampler.stop()
+        if host is not None:
+            stop_host(host)
         get_service("broker", home).stop()
 
 

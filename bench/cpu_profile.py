@@ -10,7 +10,9 @@ sample). Classes, from the process tree and command line:
 * ``broker``: the Kafka broker's JVM (``kafka.Kafka``), the one whose command line names
   the broker's port (``-Dskewlab.broker=host:port``);
 * ``route JVM`` / ``route driver`` / ``route py workers``: the route job's JVM, its
-  Python driver, and the Python processes Spark starts (source read + decode);
+  Python driver, and the Python processes Spark starts (source read + decode); a route
+  host's (:attr:`CpuSampler.hosts`, detached from the bench) alike, and a detached process
+  naming the bench's data dir (:attr:`CpuSampler.homes`) is the run's;
 * ``worker N``: each skewlab worker (``skewlab.live.worker.process``);
 * ``run, other``: any other process under the bench (e.g. a state manager);
 * ``not this run``: everything else on the machine (other engineers' load);
@@ -62,6 +64,10 @@ class CpuSampler:
         self._spies: list[subprocess.Popen[bytes]] = []
         self.interval_s = interval_s
         self.me = os.getpid()
+        self.hosts: set[int] = set()
+        """Detached processes of this run (a route host): they and theirs count as the run's."""
+        self.homes: tuple[str, ...] = ()
+        """Data dirs of this run: a detached process naming one (a worker) is the run's."""
         self.procs: dict[tuple[int, float], _Proc] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
@@ -107,11 +113,12 @@ class CpuSampler:
             return CLASSES[8]
         if "kafka.Kafka" in cmd and f":{self.broker_port}" in cmd:
             return CLASSES[1]
-        if self.me not in chain:
+        detached = self.hosts & (chain | {p.pid}) or any(h in cmd for h in self.homes)
+        if self.me not in chain and not detached:
             return CLASSES[7]
         if name == "java":
             return CLASSES[2]
-        if "skewlab.live.mains.route_job" in cmd:
+        if "skewlab.live.mains.route_job" in cmd or "skewlab.live.mains.route_host" in cmd:
             return CLASSES[3]
         if "pyspark" in cmd or "pydaemon" in cmd or "skewlab.spark" in cmd:
             return CLASSES[4]

@@ -161,7 +161,6 @@ def main() -> None:
             rec = d.host_record()
             if sampler is not None and rec is not None:
                 sampler.hosts.add(rec.pid)
-                sampler.homes = (home,)
             say(f"route host warm in {host}")
         say(f"live runs: {args.workers} workers, {args.partitions} partitions, data dir {home}")
         say(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores)")

@@ -11,8 +11,7 @@ sample). Classes, from the process tree and command line:
   the broker's port (``-Dskewlab.broker=host:port``);
 * ``route JVM`` / ``route driver`` / ``route py workers``: the route job's JVM, its
   Python driver, and the Python processes Spark starts (source read + decode); a route
-  host's (:attr:`CpuSampler.hosts`, detached from the bench) alike, and a detached process
-  naming the bench's data dir (:attr:`CpuSampler.homes`) is the run's;
+  host's (:attr:`CpuSampler.hosts`, detached from the bench) alike;
 * ``worker N``: each skewlab worker (``skewlab.live.worker.process``);
 * ``run, other``: any other process under the bench (e.g. a state manager);
 * ``not this run``: everything else on the machine (other engineers' load);
@@ -66,8 +65,6 @@ class CpuSampler:
         self.me = os.getpid()
         self.hosts: set[int] = set()
         """Detached processes of this run (a route host): they and theirs count as the run's."""
-        self.homes: tuple[str, ...] = ()
-        """Data dirs of this run: a detached process naming one (a worker) is the run's."""
         self.procs: dict[tuple[int, float], _Proc] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
@@ -113,8 +110,7 @@ class CpuSampler:
             return CLASSES[8]
         if "kafka.Kafka" in cmd and f":{self.broker_port}" in cmd:
             return CLASSES[1]
-        detached = self.hosts & (chain | {p.pid}) or any(h in cmd for h in self.homes)
-        if self.me not in chain and not detached:
+        if self.me not in chain and not self.hosts & (chain | {p.pid}):
             return CLASSES[7]
         if name == "java":
             return CLASSES[2]

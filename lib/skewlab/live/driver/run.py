@@ -181,7 +181,9 @@ class Run(PhasedRun["RunSummary"]):
 
     def start(self) -> None:
         """Phase 3: write the job settings, start the route job and W workers, wait for the
-        route query (the command is recorded in the handle)."""
+        route query (the command is recorded in the handle). With the Spark worker engine
+        the workers app starts first, so that its JVM starts while the route job (or the
+        route host's answer) is awaited: the workers' tasks need it before they are ready."""
         ctx = self.ctx
         s, h = ctx.settings, ctx.handle
         h.require(P.TOPICS, "start the jobs of")
@@ -193,6 +195,8 @@ class Run(PhasedRun["RunSummary"]):
         ctx.files.settings.write_text(json.dumps(asdict(s), indent=2))
         h.route_cmd = route_command(route_json, route.spark_master)
         h.t_start = time.time()
+        if worker_engine() == "spark":
+            SparkLauncher(ctx.files.path).app()  # spawned only: nothing waits for it here
         spawned = {"route": time.time()}
         ctx.procs.restart_route()
         for i in range(s.workers):

@@ -29,6 +29,7 @@ from skewlab import faults
 from skewlab.live.driver.handle import RunHandle
 from skewlab.live.driver.spark_launcher import TASK_NAMES
 from skewlab.spec import n_events
+from tests.integration.fixtures.engine import engine as engine  # the crash tests' import
 from tests.integration.fixtures.engine import ran_as_tasks, task_retries
 from tests.integration.fixtures.live import (
     LiveRun,
@@ -121,11 +122,6 @@ def worker_resumes(run: RunRefs) -> int:
 
 def spark_starts(run: RunRefs) -> int:
     return run.log("route.log").count("skewlab.spark.session started Spark")
-
-
-def engine(run_dir: Path) -> str:
-    """Where the run's workers ran: ``spark`` (as tasks) or ``local`` (processes)."""
-    return "spark" if ran_as_tasks(run_dir) else "local"
 
 
 def restarts_of(run_dir: Path) -> dict[str, int]:

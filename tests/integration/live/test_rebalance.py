@@ -17,10 +17,10 @@ import time
 from typing import Any
 
 import pytest
+from tests.integration.fixtures.engine import crash_and_restart, engine, task_retries
 from tests.integration.fixtures.live import (
     LiveRun,
     RunRefs,
-    kill_and_wait,
     routed_sets,
     wait_for,
 )
@@ -185,9 +185,7 @@ def test_worker_killed_during_a_hand_off_restarts_and_stays_exact(run_live):
         # Kill the old holder while the splitters cross the version: markers, buffering
         # on the new holder and the hand-off are in flight.
         wait_for("the version to apply", lambda: time.time() > effective + 0.3)
-        seen["worker"], seen["rc"] = old, kill_and_wait(procs.workers[old])
-        time.sleep(1.0)
-        procs.restart_worker(old)
+        seen["worker"], (_, seen["rc"]) = old, crash_and_restart(procs, old, pause_s=1.0)
 
     run = run_live(
         "key",
@@ -198,5 +196,7 @@ def test_worker_killed_during_a_hand_off_restarts_and_stays_exact(run_live):
         **BASE,
     )
     assert seen and seen["rc"] == -9
+    if engine(run.run_dir) == "spark":  # restarted as attempt 1 of its job, by Spark only
+        assert task_retries(run.run_dir) == {f"worker-{seen['worker']}": 1}
     assert run.log(f"worker-{seen['worker']}.log").count("resumes at routed offset") == 2
     assert_moved_and_exact(run)

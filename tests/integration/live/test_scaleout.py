@@ -22,7 +22,8 @@ import time
 from typing import Any
 
 import pytest
-from tests.integration.fixtures.live import LiveRun, RunRefs, kill_and_wait
+from tests.integration.fixtures.engine import crash_and_restart, engine, task_retries
+from tests.integration.fixtures.live import LiveRun, RunRefs
 
 from skewlab.live.driver.handle import RunHandle
 from skewlab.spec import n_events
@@ -149,8 +150,7 @@ def test_crash_between_checkpoint_and_take_over(
             crashed.append(-1)  # too late: the take-over happened first
         elif taken:
             g = int(taken[0]["group"])
-            kill_and_wait(procs.workers[g])
-            procs.restart_worker(g)
+            crash_and_restart(procs, g)
             crashed.append(g)
         return bool(crashed)
 
@@ -175,3 +175,5 @@ def test_crash_between_checkpoint_and_take_over(
     assert crashed and crashed[0] >= 0, "no checkpoint before the take-over"
     scaled_and_exact(run, "TakeCheckpoint")
     assert "resumes at routed offset" in run.log(f"worker-{crashed[0]}.log")
+    if engine(run.run_dir) == "spark":  # restarted as attempt 1 of its job, by Spark only
+        assert task_retries(run.run_dir) == {f"worker-{crashed[0]}": 1}

@@ -2,7 +2,8 @@
 
 The crash point: worker 0 is SIGKILLed once it has committed at least one flush
 (``partials`` version > 0) and about half the events are produced; it is restarted
-at once and must resume from its committed routed offset, not from 0.
+at once (by the test, or by Spark's task retry on the Spark worker engine) and must
+resume from its committed routed offset, not from 0.
 """
 
 from __future__ import annotations
@@ -11,13 +12,8 @@ import re
 from typing import Any
 
 import pytest
-from tests.integration.fixtures.live import (
-    LIVE_DEFAULTS,
-    RunRefs,
-    kill_and_wait,
-    per_key_worker,
-    wait_for,
-)
+from tests.integration.fixtures.engine import engine, kill_worker, restart_killed, task_retries
+from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, per_key_worker, wait_for
 
 from skewlab.live.report.aggregate import verify
 
@@ -39,12 +35,15 @@ def test_worker_killed_mid_stream_resumes_from_its_committed_offset(run_live):
             watch=procs.workers[0],
         )
         seen["sent"] = sent
-        seen["rc"] = kill_and_wait(procs.workers[0])
+        proc = procs.workers[0]
+        _, seen["rc"] = kill_worker(proc)
         seen["committed"] = refs.store.committed_version("partials", app)
-        procs.restart_worker(0)
+        restart_killed(procs, 0, proc)
 
     run = run_live("pkg", hook=crash_worker_0)
     assert seen["rc"] == -9 and seen["sent"] >= 0.5 * N
+    if engine(run.run_dir) == "spark":  # restarted as attempt 1 of its job, by Spark only
+        assert task_retries(run.run_dir) == {"worker-0": 1}
     starts = [
         int(o)
         for o in re.findall(r"worker 0 resumes at routed offset (\d+)", run.log("worker-0.log"))

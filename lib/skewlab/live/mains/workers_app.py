@@ -8,7 +8,7 @@ file protocol is numbered in :mod:`skewlab.live.driver.spark_launcher`; this pro
 1. submits each new request as one job (one partition) in its own job group, from its own thread;
 2. each task runs the request's command as its child (:func:`run_instance`), which dies with it;
 3. cancels the job group of a request whose cancel marker appeared;
-4. writes each job's end code; exits once the run is stopped or ended (its handle says so).
+4. writes each job's end code; exits once the run is stopped or done (:func:`ended`).
 """
 
 from __future__ import annotations

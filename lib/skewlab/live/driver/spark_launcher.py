@@ -215,9 +215,7 @@ class SparkProc:
     """A worker running as a Spark job (``Popen``-like), known by its request's files.
 
     ``poll`` stays ``None`` while Spark retries a failed attempt: only the job's end
-    (step 4) is an exit. ``retried_by_engine`` tells the supervisor not to restart it."""
-
-    retried_by_engine = True
+    (step 4) is an exit. :attr:`retried_by_engine` tells the supervisor not to restart it."""
 
     def __init__(self, rec: ProcRecord) -> None:
         if rec.request is None:
@@ -226,6 +224,16 @@ class SparkProc:
         self.dir = EngineDir(Path(rec.request).parent)
         self.rid = Path(rec.request).stem
         self.returncode: int | None = None
+        self.app_lost = False
+        """The app ended with no end recorded for this job (``skewlab gc`` / ``stop`` killed
+        its group, or it died): Spark retries nothing more, whatever the attempts were."""
+
+    @property
+    def retried_by_engine(self) -> bool:
+        """Whether Spark restarted this worker as far as it would (its job ended with a
+        recorded end): an exit is then no case for a restart by the supervisor. Not when the
+        app is gone (:attr:`app_lost`): the supervisor restarts it, as a new job of a new app."""
+        return not self.app_lost
 
     def attempts(self) -> list[dict[str, Any]]:
         """The task attempts started so far (step 2)."""
@@ -250,6 +258,7 @@ class SparkProc:
             return None
         if rc is None:
             rc = self.dir.read_rc(self.rid)
+        self.app_lost = rc is None
         self.returncode = rc if rc is not None else -signal.SIGKILL
         return self.returncode
 

@@ -97,6 +97,7 @@ def test_a_job_runs_through_retries_and_its_end_code_is_the_apps(tmp_path: Path)
         assert d.job_rc(p.rid, failed=False) == 0
         d.finish(p.rid, 0)
         assert p.poll() == 0 and p.wait(timeout=1) == 0
+        assert p.retried_by_engine  # ended by the app: Spark did what it would
     finally:
         app.kill()
         app.wait()
@@ -109,6 +110,7 @@ def test_a_job_whose_app_died_reads_as_killed(tmp_path: Path) -> None:
     app.kill()
     app.wait()
     assert p.poll() == -signal.SIGKILL
+    assert not p.retried_by_engine  # Spark retries nothing more: the supervisor restarts it
     with pytest.raises(ChildProcessError, match="no task attempt started"):
         _ = p.pid
 

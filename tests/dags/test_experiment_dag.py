@@ -9,9 +9,9 @@ and one that fails in ``produce`` after the route job started, to show that
 ``airflow_db`` fixture and runs each task in this process; the experiment task
 starts the embedded broker under a tmp ``$SKEWLAB_HOME`` (stopped at the end),
 the route query (on the session's warm route host) and the workers as
-subprocesses, writes Delta and MLflow there. Bad params are refused twice: by the form's JSON schema before a run
-exists, and by ``validate_params`` (a workload spec JSON schema cannot check)
-with one line, before anything starts.
+subprocesses, writes Delta and MLflow there. Bad params are refused twice: by
+the form's JSON schema before a run exists, and by ``validate_params`` (a
+workload spec JSON schema cannot check) with one line, before anything starts.
 """
 
 from __future__ import annotations

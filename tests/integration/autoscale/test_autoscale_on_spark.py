@@ -156,7 +156,12 @@ def test_a_consumer_crash_between_evidence_and_commit_is_retried_and_ends_exact(
     attempts = {q.id: d.read_attempts(q.id) for q in _consumer_requests(run_dir)}
     (rid,) = [q for q, a in attempts.items() if any(x["attempt"] == 1 for x in a)]
     ends = [(a["attempt"], a["rc"]) for a in attempts[rid] if "rc" in a]
-    assert ends == [(0, CRASH_EXIT), (1, 0)], ends
+    assert ends[0] == (0, CRASH_EXIT) and [a for a, _ in ends] == [0, 1], ends
+    # the retry ran on, then left as every instance leaves: by its exit message (0), or
+    # cancelled by the controller (-9, its cancel marker written) when a scale-in took that
+    # consumer and the next iteration scaled out again before it had exited (seen when the
+    # crash comes in the first iterations, while the load is still low)
+    assert ends[1][1] == 0 or (ends[1][1] == -signal.SIGKILL and d.cancel(rid).exists()), ends
     assert all(x["reason"] != "unassigned" for x in r.decisions[1:]), r.decisions
 
 

@@ -136,6 +136,7 @@ def test_rebalance_run_survives_driver_controller_route_and_worker_crashes(live_
     # handed off, and the final key state is exact (assert_survived).
     rows = refs.store.read("assignments", run_id=refs.run_id).to_pylist()
     assert min(r["version"] for r in rows) == 1
+    assert run.summary is not None
     assert any(r["reason"] == "moved" for r in rows) and run.summary.handoffs >= 1
     print(f"crash rebalance ({engine(refs.run_dir)}): {sorted(crashes.fired())} codes {codes} "
           f"restarts {restarts} {time.monotonic() - t0:.0f} s")  # fmt: skip

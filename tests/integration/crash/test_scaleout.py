@@ -142,7 +142,8 @@ def manager_starts(details: list[dict[str, Any]], workers: int) -> dict[int, int
     ``StartInstances`` rows; active backup stops its secondaries when the load falls
     below alarming and may start them again later). Fails if a manager started an
     instance its decisions still held running (a resumed manager that forgot it)."""
-    running, starts = set(range(workers)), {}
+    running: set[int] = set(range(workers))
+    starts: dict[int, int] = {}
     for d in details:
         if d["action"] == "StartInstances":
             for j in map(int, d.get("started", [])):

@@ -30,6 +30,7 @@ from skewlab.io.kafka.base import KafkaClient
 from skewlab.live.driver.handle import Phase, RunHandle, Status
 from skewlab.live.driver.launch import Launcher, LocalLauncher, Proc
 from skewlab.live.driver.lifecycle import EndsOnExit, failure_reason, this_process
+from skewlab.live.driver.spark_launcher import await_app_exit
 from skewlab.live.driver.startup import start_services
 from skewlab.live.report.tracking import LiveRun, fail_run
 from skewlab.pipeline.exactness import ExactnessReport, check
@@ -301,6 +302,8 @@ class PhasedRun(EndsOnExit, Generic[S]):
         self._close(0.0 if lost else 10.0)
         log_librdkafka_to(None)  # the run's kafka.log is complete (a supervised run's)
         h.mark(Phase.STOPPED)
+        if await_app_exit(self.files.path):  # it leaves on seeing the phase
+            killed.append("workers-app")
         return killed
 
     def fail(self, exc: BaseException) -> str:

@@ -285,6 +285,35 @@ def _fresh(run_dir: Path, name: str) -> list[Path]:
     )
 
 
+APP_EXIT_S = 30.0
+"""How long a run's stop waits for its workers app to leave by itself (Spark's own stop)."""
+
+
+def await_app_exit(run_dir: Path, timeout_s: float = APP_EXIT_S) -> bool:
+    """Once the run is stopped: wait for its workers app (if it has one) to leave, which it
+    does on seeing the stop (:func:`skewlab.live.mains.workers_app.ended`), and kill its
+    process group after ``timeout_s``. So no process of a stopped run outlives its driver's
+    stop (``skewlab gc`` right after must not find one). True if the app had to be killed."""
+    try:
+        rec = ProcRecord(**json.loads(EngineDir(RunDir.of(run_dir).spark_workers).app.read_text()))
+    except (OSError, ValueError, TypeError):
+        return False  # no workers app: the local engine, or none started
+    app = Detached(rec)
+    deadline = time.monotonic() + timeout_s
+    while app.alive():
+        if time.monotonic() > deadline:
+            logger.warning(
+                "workers app of %s still up %.0f s after the stop: killed", run_dir, timeout_s
+            )
+            app.kill()
+            gone = time.monotonic() + 10.0  # SIGKILL is not death yet
+            while app.alive() and time.monotonic() < gone:
+                time.sleep(0.05)
+            return True
+        time.sleep(0.1)
+    return False
+
+
 @dataclass(frozen=True)
 class SparkLauncher:
     """``worker-<i>`` and ``consumer-<i>`` (:data:`TASK_NAMES`) as Spark jobs of the run's

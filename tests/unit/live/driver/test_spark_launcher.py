@@ -20,6 +20,7 @@ from skewlab.live.driver.spark_launcher import (
     EngineDir,
     SparkLauncher,
     SparkProc,
+    await_app_exit,
     worker_engine,
 )
 
@@ -163,3 +164,31 @@ def test_the_workers_app_caps_itself_on_a_cluster_master_only(
     conf = cluster_conf(master())
     assert conf["spark.cores.max"] == "16"  # its slots: one node holds them all
     assert conf["spark.executor.cores"] == "8"  # several executors per node allowed
+
+
+def _app(run_dir: Path, seconds: float) -> Detached:
+    """A detached stand-in for the workers app that leaves after ``seconds``."""
+    from skewlab.live.driver.launch import spawn_detached, write_json
+
+    cmd = [sys.executable, "-c", f"import time; time.sleep({seconds})"]
+    app, rec = spawn_detached("workers-app", cmd, run_dir / "workers-app.log")
+    write_json(EngineDir.of_run(run_dir).app, rec.__dict__)
+    return app
+
+
+def test_a_stopped_runs_app_that_leaves_by_itself_is_waited_for_not_killed(tmp_path: Path) -> None:
+    app = _app(tmp_path, 1.0)
+    assert app.alive()
+    assert await_app_exit(tmp_path, timeout_s=60) is False
+    assert not app.alive() and app.poll() == 0  # it left by itself
+
+
+def test_a_stopped_runs_app_that_stays_is_killed_with_its_group(tmp_path: Path) -> None:
+    app = _app(tmp_path, 600)
+    assert await_app_exit(tmp_path, timeout_s=0.5) is True
+    assert not app.alive()
+
+
+def test_a_run_without_a_workers_app_has_nothing_to_wait_for(tmp_path: Path) -> None:
+    assert await_app_exit(tmp_path, timeout_s=0.0) is False
+    assert not (tmp_path / "spark-workers").exists()  # nothing created for a local run

@@ -330,6 +330,8 @@ class PhasedRun(EndsOnExit, Generic[S]):
             h = self.handle
             if h.status != Status.DONE.value:  # a resumed run runs again
                 h.status, h.error = Status.RUNNING.value, None
+                if h.done(Phase.STOPPED):  # a failed driver's stop: its processes run again
+                    h.phases.remove(Phase.STOPPED.value)  # (a workers app ends on the mark)
                 h.save()
             steps: list[tuple[Phase, Callable[[], Any]]] = [
                 (Phase.SERVICES, self.services), (Phase.TOPICS, self.topics),

@@ -232,8 +232,12 @@ class SparkProc:
     def retried_by_engine(self) -> bool:
         """Whether Spark restarted this worker as far as it would (its job ended with a
         recorded end): an exit is then no case for a restart by the supervisor. Not when the
-        app is gone (:attr:`app_lost`): the supervisor restarts it, as a new job of a new app."""
-        return not self.app_lost
+        app is gone (:attr:`app_lost`): the supervisor restarts it, as a new job of a new app.
+        Nor when a driver cancelled the job (step 3): Spark never retried it then, and a
+        worker still wanted (one a failed driver's stop cancelled, adopted by a resumed
+        driver) is restarted as a new job, as the local engine restarts a killed process."""
+        cancelled = self.returncode == -signal.SIGKILL and self.dir.cancel(self.rid).exists()
+        return not self.app_lost and not cancelled
 
     def attempts(self) -> list[dict[str, Any]]:
         """The task attempts started so far (step 2)."""

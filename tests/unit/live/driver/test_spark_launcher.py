@@ -116,6 +116,28 @@ def test_a_job_whose_app_died_reads_as_killed(tmp_path: Path) -> None:
         _ = p.pid
 
 
+def test_a_job_a_driver_cancelled_is_restarted_by_the_supervisor_not_given_up(
+    tmp_path: Path,
+) -> None:
+    """A failed driver's stop cancels every worker job; a resumed driver that adopts one
+    must start it again (as the local engine restarts a killed process), while a job whose
+    attempts Spark gave up on (no cancel) is the engine's restart done."""
+    d = EngineDir.of_run(tmp_path)
+    app = _sleeper()
+    try:
+        given_up, cancelled = _proc(d, app, "worker-0"), _proc(d, app, "worker-1")
+        for p, rc in ((given_up, 1), (cancelled, -signal.SIGKILL)):
+            d.add_attempt(p.rid, {"attempt": 0, "pid": 11, "create_time": 0.0, "rc": rc})
+        d.cancel(cancelled.rid).touch()
+        d.finish(given_up.rid, d.job_rc(given_up.rid, failed=True))
+        d.finish(cancelled.rid, d.job_rc(cancelled.rid, failed=True))
+        assert (given_up.poll(), cancelled.poll()) == (1, -signal.SIGKILL)
+        assert given_up.retried_by_engine and not cancelled.retried_by_engine
+    finally:
+        app.kill()
+        app.wait()
+
+
 def test_kill_cancels_the_job_and_kills_the_current_attempts_process(tmp_path: Path) -> None:
     d = EngineDir.of_run(tmp_path)
     app, attempt = _sleeper(), _sleeper()

@@ -234,15 +234,13 @@ class Supervisor:
             if out and (name == "route" or self._role(name)):
                 raise ChildFailed(failed)
             if out:  # a worker: a state manager may be stopping it on purpose right now
-                log.warning(
-                    "%s exited (%s); the run fails unless it was stopped", _what(name), cause
-                )
-                self.pending[name] = now + self.policy.delay(0)
-                self._dead[name] = proc
                 self._failing[name] = failed
-                continue
-            delay = self.policy.delay(used)
-            log.warning("%s exited (%s); restart in %.1f s", _what(name), cause, delay)
+                delay = self.policy.delay(0)
+                then = "the run fails unless it was stopped"
+            else:
+                delay = self.policy.delay(used)
+                then = f"restart in {delay:.1f} s"
+            log.warning("%s exited (%s); %s", _what(name), cause, then)
             self.pending[name] = now + delay
             self._dead[name] = proc
 

@@ -4,13 +4,12 @@
    query's checkpoint (:func:`kafka_events`);
 2. each Arrow batch of (partition, offset, value) is decoded (:func:`decode_batch`):
    valid events shrink to (key, ts, seq, size), rejects keep their bytes and a reason;
-   with ``splitters="driver"`` the sink decodes the batch's raw rows on the driver
-   (no Python worker in the query), else a ``mapInArrow`` task does;
-3. each source partition is one splitter routing in offset order: on the driver in the
-   sink (``splitters="driver"``) or in Spark with its state in the state store;
+3. each source partition is one splitter routing in offset order: in the read's own
+   Spark task, its state in the checkpoint (``splitters="task"``,
+   :mod:`skewlab.spark.task_route`: one Spark job per batch), or in Spark with its
+   state in the state store (``splitters="spark"``);
 4. the ``foreachBatch`` sink (:mod:`skewlab.spark.route_sink`) sends ``routed`` and
-   appends the Delta tables.
-"""
+   appends the Delta tables."""
 
 from __future__ import annotations
 
@@ -74,7 +73,7 @@ STATE_STORES = {
 }
 """State store providers of the route query (:attr:`RouteSettings.state_store`)."""
 
-SPLITTERS = ("driver", "spark")
+SPLITTERS = ("task", "spark")
 """Where the splitters run (:attr:`RouteSettings.splitters`)."""
 
 ASSIGNMENTS_PROPERTY = "skewlab.route.assignments"
@@ -115,11 +114,12 @@ class RouteSettings:
     fixed cost per batch (a Python worker round trip, a state store load and commit); on
     2 cores that the workers, broker and producer share, one task per stage gave the
     shortest batches at 5,000 events/s (docs/throughput.md)."""
-    splitters: str = "driver"
-    """Where the splitters run: ``driver`` (the sink routes each batch on the driver, the
-    states saved per batch in the checkpoint, :mod:`skewlab.spark.driver_splitters`: one
-    Spark stage per batch) or ``spark`` (a shuffle to ``applyInPandasWithState``, the
-    states in Spark's state store: two stages)."""
+    splitters: str = "task"
+    """Where the splitters run: ``task`` (in the Kafka read's tasks, which send the
+    routed records with Spark's Kafka sink; the states saved per batch and source
+    partition in the checkpoint, :mod:`skewlab.spark.task_route`: one Spark job per
+    batch) or ``spark`` (a shuffle to ``applyInPandasWithState``, the states in Spark's
+    state store, the records sent from the driver: two stages and a second job)."""
     state_store: str = "hdfs"
     """The splitters' state store: ``hdfs`` (Spark's in-memory map with a delta file
     per batch: the splitter state is one small value per group) or ``rocksdb``."""
@@ -205,8 +205,8 @@ def _array(col: Any) -> Any:
 
 
 def decode_table(t: Any, max_bytes: int) -> Any:
-    """:func:`decode_batch` of a whole Arrow table of (partition, offset, value) rows (the
-    sink's micro-batch with ``splitters="driver"``), as a table of :data:`DECODED_SCHEMA`."""
+    """:func:`decode_batch` of a whole Arrow table of (partition, offset, value) rows (a
+    task's rows with ``splitters="task"``), as a table of :data:`DECODED_SCHEMA`."""
     import pyarrow as pa
 
     return pa.Table.from_batches([decode_batch(t, max_bytes)])
@@ -335,13 +335,12 @@ def kafka_events(spark: SparkSession, s: RouteSettings) -> DataFrame:
 def routed_stream(spark: SparkSession, s: RouteSettings, source: DataFrame | None = None) -> Any:
     """Steps 1-3 as a streaming DataFrame (``source``: rows of partition, offset, value;
     default :func:`kafka_events`), its partitions coalesced to ``s.tasks`` tasks. With
-    ``s.splitters == "driver"`` only step 1: the raw (partition, offset, value) rows, which
-    the sink decodes and routes on the driver (a Python worker round trip per batch
-    costs more than the decode itself, docs/real-stack.md)."""
+    ``s.splitters == "task"`` only step 1: the raw (partition, offset, value) rows, which
+    the sink decodes, routes and sends in one Spark job (:mod:`skewlab.spark.task_route`)."""
     rows = (kafka_events(spark, s) if source is None else source).select(
         "partition", "offset", "value"
     )
-    if s.splitters == "driver":  # the sink decodes and routes (skewlab.spark.driver_splitters)
+    if s.splitters == "task":  # the sink decodes, routes and sends (skewlab.spark.task_route)
         return rows.coalesce(s.tasks)
     decoded = rows.coalesce(s.tasks).mapInArrow(decode_fn(s.max_event_bytes), DECODED_SCHEMA)
     return route_with_state(
@@ -417,7 +416,7 @@ def _start(
 ) -> StreamingQuery:
     writer = (
         routed_stream(spark, s, source)
-        .writeStream.outputMode("append" if s.splitters == "driver" else "update")
+        .writeStream.outputMode("append" if s.splitters == "task" else "update")
         .foreachBatch(sink)
         .option("checkpointLocation", checkpoint or s.checkpoint)
         .queryName(name or f"route-{s.run_id}")

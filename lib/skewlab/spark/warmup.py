@@ -4,10 +4,10 @@
 Delta) before any real event exists, writing nothing that is counted:
 
 1. synthetic ``events`` records over two source partitions, one invalid (quarantine);
-2. the route query's own decode and splitter functions on them, as a new splitter starts
-   (in this process with ``splitters="driver"``, as the sink runs them);
-3. a ``dry`` :class:`~skewlab.spark.route_sink.RouteSink` writes the batch: routed records
-   built, not produced; Delta writes to a scratch root deleted afterwards.
+2. a ``dry`` :class:`~skewlab.spark.route_sink.RouteSink` runs the batch as the query's
+   sink does (``splitters="task"``: the same one job, its records dropped, the splitter
+   states under a scratch folder), as each new splitter starts;
+3. its Delta rows go to a scratch root; the scratch folders are deleted afterwards.
 
 Why a batch job: docs/throughput.md, "skewlab.spark.warmup".
 """
@@ -26,7 +26,6 @@ from skewlab.spark.route import (
     ROUTED_SCHEMA,
     RouteSettings,
     decode_fn,
-    decode_table,
     splitter_fn,
 )
 from skewlab.spark.route_sink import RouteSink
@@ -52,8 +51,8 @@ def synthetic_values(n: int, t0: float) -> list[bytes]:
 def run_warmup(spark: SparkSession, s: RouteSettings, folder: Path, t0: float) -> float:
     """Steps 1-3 of the module doc; returns the seconds it took.
 
-    ``folder`` holds the scratch Delta root; it is deleted afterwards. ``t0``: the
-    synthetic events' event time (s since the epoch).
+    ``folder`` holds the scratch Delta root and splitter files; it is deleted afterwards.
+    ``t0``: the synthetic events' event time (s since the epoch).
     """
     import pandas as pd
 
@@ -68,25 +67,26 @@ def run_warmup(spark: SparkSession, s: RouteSettings, folder: Path, t0: float) -
         }
     )
     source = spark.createDataFrame(frame, "partition int, offset long, value binary")
-    split = splitter_fn(s, versions=list)
-
-    def group(key: tuple[Any, ...], rows: pd.DataFrame) -> pd.DataFrame:
-        return split(key, None, group_rows(iter([rows]), "offset"))[1]
-
-    sink = RouteSink(s, dry=True, delta_root=str(folder / "delta"), spark=spark)
+    sink = RouteSink(
+        s, dry=True, delta_root=str(folder / "delta"), spark=spark, scratch=folder / "route"
+    )
     try:
-        if s.splitters == "driver":  # decoded and routed in this process, as the sink does
-            raw = source.repartition(PARTITIONS, "partition").toArrow()
-            routed = sink.route(decode_table(raw, s.max_event_bytes), 0)
+        if s.splitters == "task":  # the query's own sink on the source's partitions
+            sink(source.repartition(PARTITIONS, "partition").coalesce(s.tasks), 0)
         else:
+            split = splitter_fn(s, versions=list)
+
+            def group(key: tuple[Any, ...], rows: pd.DataFrame) -> pd.DataFrame:
+                return split(key, None, group_rows(iter([rows]), "offset"))[1]
+
             decoded = source.repartition(PARTITIONS, "partition").mapInArrow(
                 decode_fn(s.max_event_bytes), DECODED_SCHEMA
             )
             routed = decoded.groupBy("partition").applyInPandas(group, ROUTED_SCHEMA).toArrow()
-        t = routed.sort_by(
-            [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
-        )
-        sink.write(t, 0)
+            t = routed.sort_by(
+                [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
+            )
+            sink.write(t, 0)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return time.perf_counter() - started

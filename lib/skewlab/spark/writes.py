@@ -9,8 +9,7 @@ the same commit as the data, and a replayed version is skipped). :func:`delta_ap
 runs several appends at once (each is a few small Spark jobs; see docs/real-stack.md);
 :class:`DeltaAppender` runs them off the micro-batch's path, saved to disk first.
 
-The rows are built on the driver (the route job routes there); these functions only
-hand them to Spark's writers.
+The Delta rows are built on the driver; these functions only hand them to Spark's writers.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from skewlab.io.delta.convert import to_arrow
 from skewlab.io.delta.schemas import table_spec
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +80,18 @@ def kafka_frame(records: pa.Table) -> pa.Table:
     return pa.table(cols)
 
 
+def kafka_writer(df: DataFrame, bootstrap: str, topic: str, **kafka: str) -> DataFrameWriter:
+    """Spark's Kafka sink for ``df`` (columns of :func:`kafka_frame`) to ``topic``;
+    ``kafka``: extra producer settings (``linger.ms="5"`` becomes option ``kafka.linger.ms``).
+    Each task sends its rows in order; delivery is at least once."""
+    writer = (
+        df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+    )
+    for key, value in kafka.items():
+        writer = writer.option(f"kafka.{key}", value)
+    return writer
+
+
 def kafka_write(
     spark: SparkSession, bootstrap: str, topic: str, records: pa.Table, **kafka: str
 ) -> None:
@@ -88,21 +99,13 @@ def kafka_write(
 
     One Spark task writes them all (``coalesce(1)``), so the records of each partition
     arrive in the order of the table. Delivery is at least once (Spark's sink); the
-    route job's readers drop the copies of a replayed batch. ``kafka``: extra producer
-    settings (``linger.ms="5"`` becomes option ``kafka.linger.ms``).
+    route job's readers drop the copies of a replayed batch. ``kafka``: as
+    :func:`kafka_writer`.
     """
     if records.num_rows == 0:
         return
-    writer = (
-        spark.createDataFrame(kafka_frame(records))
-        .coalesce(1)
-        .write.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", topic)
-    )
-    for key, value in kafka.items():
-        writer = writer.option(f"kafka.{key}", value)
-    writer.save()
+    df = spark.createDataFrame(kafka_frame(records)).coalesce(1)
+    kafka_writer(df, bootstrap, topic, **kafka).save()
 
 
 @dataclass(frozen=True)

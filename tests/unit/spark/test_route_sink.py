@@ -26,7 +26,7 @@ from skewlab.pipeline.route import AssignmentVersion
 from skewlab.pipeline.route import key_loads as reference_key_loads
 from skewlab.spark import tables
 from skewlab.spark.route import versions_from_json, versions_to_json
-from skewlab.spark.route_sink import json_strings, routed_records
+from skewlab.spark.task_route import json_strings, routed_records
 from skewlab.spark.writes import HEADER_PREFIX
 
 pytestmark = pytest.mark.unit

@@ -34,8 +34,9 @@ from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, wait_for
 
 from skewlab.faults import CRASH_EXIT, crash_env
 from skewlab.live.driver.handle import Phase, ProcRecord, RunHandle, Status
+from skewlab.live.driver.launch import Detached
 from skewlab.live.driver.lifecycle import gc
-from skewlab.live.driver.route_host import HostDir, attach_any
+from skewlab.live.driver.route_host import attach_any
 
 pytestmark = pytest.mark.integration
 
@@ -91,9 +92,10 @@ def group_members(rec: ProcRecord) -> list[int]:
 
 
 def nothing_left(h: RunHandle) -> bool:
-    """No process of the run runs (a query on the shared route host: that query ended)."""
+    """No process of the run runs (a query on the shared route host, a job of the shared warm
+    workers app: that query or job ended; a process of the run's own: its group is gone)."""
     return not any(
-        attach_any(r).alive() or (HostDir.of_request(r.request) is None and group_members(r))
+        (p := attach_any(r)).alive() or (isinstance(p, Detached) and group_members(r))
         for r in h.procs.values()
     )
 

@@ -1,7 +1,9 @@
 """The worker tier as Spark tasks (``$SKEWLAB_WORKER_ENGINE=spark``), real Spark and broker.
 
-* a KEY run ends EXACT and each worker ran as a task of the app ``skewlab-workers <run id>``:
-  its Spark event log names the app, one job group per worker, each task ended Success;
+* a KEY run ends EXACT and each worker ran as a task of the warm workers app beside the
+  session's route host, which stays up (or, with none, of the app ``skewlab-workers <run
+  id>``): its event log names the app, one job per worker in the run's job group, each task
+  ended Success;
 * a worker SIGKILLed mid-run is restarted by Spark's task retry (attempt 1 of the same
   job, a failed attempt 0 in the event log), not by the driver's supervisor (no restart
   counted in the handle), and the run ends EXACT;
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.fixtures.engine import event_log, tasks_by_group
+from tests.integration.fixtures.engine import event_log, job_groups, tasks_by_group
 from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, wait_for
 
 from skewlab.live.driver.handle import RunHandle, Status
@@ -86,11 +88,20 @@ def test_a_key_run_ends_exact_with_its_workers_as_spark_tasks(
     assert h.status == Status.DONE.value and not h.restarts
     log = event_log(run.run_dir)
     (app,) = [e for e in log if e["Event"] == "SparkListenerApplicationStart"]
-    assert app["App Name"] == f"skewlab-workers {run.run_id}"
-    tasks = tasks_by_group(log)
     d = EngineDir(run.run_dir / "spark-workers")
+    warm = d.warm_app()
+    if warm is None:  # an app of its own (no warm route host beside which one runs)
+        assert app["App Name"] == f"skewlab-workers {run.run_id}"
+    else:  # the warm app: still up for the next run, this run's jobs in a group of its own
+        rec = warm.app_record()
+        assert app["App Name"] == "skewlab-workers (warm)" and rec is not None and warm.alive()
+        assert {r.pid for n, r in h.procs.items() if n.startswith("worker-")} == {rec.pid}
+        groups = job_groups(log)
+    tasks = tasks_by_group(log)
     for i in range(LIVE_DEFAULTS["workers"]):
         rid = _request_of(h, f"worker-{i}")
+        if warm is not None:
+            assert groups[rid] == (run.run_id, f"skewlab-workers {run.run_id}: worker-{i}")
         assert tasks[rid] == [(0, "Success")]
         assert [a["rc"] for a in d.read_attempts(rid) if "rc" in a] == [0]
         assert d.read_rc(rid) == 0

@@ -30,6 +30,7 @@ from typing import Any
 
 from skewlab.envsettings import env_settings
 from skewlab.faults import parse
+from skewlab.live.driver import warm_app
 from skewlab.live.driver.handle import ProcRecord
 from skewlab.live.driver.launch import (
     Detached,
@@ -41,6 +42,7 @@ from skewlab.live.driver.launch import (
     write_code,
     write_json,
 )
+from skewlab.live.driver.spark_launcher import EngineDir, SparkProc
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +168,10 @@ def wait_ready(d: HostDir, timeout_s: float = READY_WAIT_S) -> dict[str, Any]:
 
 
 def stop_host(path: str | Path, grace_s: float = 60.0) -> None:
-    """Ask the host in ``path`` to stop; kill it if it has not after ``grace_s``."""
+    """Ask the host in ``path`` to stop, and the warm workers app beside it
+    (:mod:`skewlab.live.driver.warm_app`); kill each if it has not after ``grace_s``."""
     d = HostDir(Path(path).resolve())
+    warm_app.stop(warm_app.WarmDir(d.path / "workers-app"), grace_s)
     rec = d.host_record()
     if rec is None:
         return
@@ -251,10 +255,16 @@ class HostProc:
         return wait_polling(self, self.rec.cmd, timeout)
 
 
-def attach_any(rec: ProcRecord) -> Detached | HostProc:
-    """The process of any run's record: a :class:`HostProc` for a host's query, else a
-    :class:`Detached` (the host is shared: stopping a run must never kill it)."""
-    return HostProc(rec) if HostDir.of_request(rec.request) is not None else Detached(rec)
+def attach_any(rec: ProcRecord) -> Detached | HostProc | SparkProc:
+    """The process of any run's record: a :class:`HostProc` for a host's query, a
+    :class:`~skewlab.live.driver.spark_launcher.SparkProc` for a job of a warm workers app,
+    else a :class:`Detached` (the host and the warm app are shared: stopping a run must
+    never kill them)."""
+    if HostDir.of_request(rec.request) is not None:
+        return HostProc(rec)
+    if rec.request is not None and EngineDir(Path(rec.request).parent).warm_app() is not None:
+        return SparkProc(rec)
+    return Detached(rec)
 
 
 @dataclass(frozen=True)

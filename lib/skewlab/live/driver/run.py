@@ -196,7 +196,7 @@ class Run(PhasedRun["RunSummary"]):
         h.route_cmd = route_command(route_json, route.spark_master)
         h.t_start = time.time()
         if worker_engine() == "spark":
-            SparkLauncher(ctx.files.path).app()  # spawned only: nothing waits for it here
+            SparkLauncher(ctx.files.path).app(share=True)  # spawned only if none is warm
         spawned = {"route": time.time()}
         ctx.procs.restart_route()
         for i in range(s.workers):

@@ -44,6 +44,11 @@ from skewlab.live.driver.launch import (
     write_code,
     write_json,
 )
+from skewlab.live.driver.warm_app import APP_MODULE, WarmDir, on_cluster
+from skewlab.live.driver.warm_app import home as warm_home
+from skewlab.live.driver.warm_app import launch as launch_warm
+from skewlab.live.driver.warm_app import read_ready as warm_ready
+from skewlab.live.driver.warm_app import register as register_warm
 from skewlab.rundir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -52,7 +57,6 @@ ENGINE_ENV = "SKEWLAB_WORKER_ENGINE"
 """``local``: workers are local processes; ``spark``: tasks of a Spark app. Unset: ``spark``
 on a cluster master (:func:`on_cluster`), else ``local``."""
 ENGINES = ("local", "spark")
-APP_MODULE = "skewlab.live.mains.workers_app"
 TASK_NAMES = ("worker-", "consumer-")
 """Name prefixes of the processes run as Spark tasks: grouping workers (and spares), autoscale
 consumers (:mod:`skewlab.live.autoscale.instances`)."""
@@ -61,11 +65,6 @@ PASSED_ENV = ("SKEWLAB_", "MLFLOW_", "AWS_")
 on a cluster has its node's environment, not the run's."""
 
 _APP_LOCK = threading.Lock()
-
-
-def on_cluster(master: str | None) -> bool:
-    """Whether a Spark master URL names a cluster (anything but ``local...``)."""
-    return bool(master) and not str(master).strip().startswith("local")
 
 
 def worker_engine() -> str:
@@ -122,6 +121,18 @@ class EngineDir:
         """The app's Spark event log directory."""
         return self.path / "events"
 
+    @property
+    def warm(self) -> Path:
+        """Names the warm app (:mod:`.warm_app`) serving the run, if one does (JSON: ``dir``)."""
+        return self.path / "warm.json"
+
+    def warm_app(self) -> WarmDir | None:
+        """The warm app serving this run, or None: the run has an app of its own."""
+        try:
+            return WarmDir(Path(json.loads(self.warm.read_text())["dir"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
     def request(self, rid: str) -> Path:
         """Step 1: the request file of ``rid``."""
         return self.path / f"{rid}.json"
@@ -152,7 +163,7 @@ class EngineDir:
         """Every request written so far, oldest first."""
         out = []
         for p in sorted(self.path.glob("*.json")):
-            if p.name != self.app.name:
+            if p.name not in (self.app.name, self.warm.name):
                 with contextlib.suppress(OSError, ValueError, TypeError):
                     out.append(Request(**json.loads(p.read_text())))
         return out
@@ -253,6 +264,10 @@ class SparkProc:
             time.sleep(0.1)
         return int(started[-1]["pid"])
 
+    def alive(self) -> bool:
+        """True while the job runs (``skewlab stop`` / ``gc``: a warm app is not the run's)."""
+        return self.poll() is None
+
     def poll(self) -> int | None:
         """The job's exit code (step 4) once it ended; ``-SIGKILL`` if the app is gone."""
         if self.returncode is not None:
@@ -297,9 +312,14 @@ def await_app_exit(run_dir: Path, timeout_s: float = APP_EXIT_S) -> bool:
     """Once the run is stopped: wait for its workers app (if it has one) to leave, which it
     does on seeing the stop (:func:`skewlab.live.mains.workers_app.ended`), and kill its
     process group after ``timeout_s``. So no process of a stopped run outlives its driver's
-    stop (``skewlab gc`` right after must not find one). True if the app had to be killed."""
+    stop (``skewlab gc`` right after must not find one). On a warm app (which other runs
+    share) wait instead for the run's jobs to end, and kill what still runs of them after
+    ``timeout_s``. True if something had to be killed."""
+    d = EngineDir(RunDir.of(run_dir).spark_workers)
+    if d.warm_app() is not None:
+        return _await_jobs(d, timeout_s)
     try:
-        rec = ProcRecord(**json.loads(EngineDir(RunDir.of(run_dir).spark_workers).app.read_text()))
+        rec = ProcRecord(**json.loads(d.app.read_text()))
     except (OSError, ValueError, TypeError):
         return False  # no workers app: the local engine, or none started
     app = Detached(rec)
@@ -318,6 +338,28 @@ def await_app_exit(run_dir: Path, timeout_s: float = APP_EXIT_S) -> bool:
     return False
 
 
+def _await_jobs(d: EngineDir, timeout_s: float) -> bool:
+    """:func:`await_app_exit` on a warm app: every job of the run ended, or its attempts'
+    processes killed (the app forgets the run; a job's end code may then be missing)."""
+    app = d.warm_app()
+    rec = app.app_record() if app is not None else None
+    deadline = time.monotonic() + timeout_s
+    while rec is not None and Detached(rec).alive():
+        running = [r.id for r in d.requests() if d.read_rc(r.id) is None]
+        if not running:
+            return False
+        if time.monotonic() > deadline:
+            logger.warning("jobs of %s still running %.0f s after the stop: killed",
+                           d.path.parent, timeout_s)  # fmt: skip
+            for rid in running:
+                d.cancel(rid).touch()
+                for a in d.read_attempts(rid)[-1:]:
+                    _kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
+            return True
+        time.sleep(0.1)
+    return False
+
+
 @dataclass(frozen=True)
 class SparkLauncher:
     """``worker-<i>`` and ``consumer-<i>`` (:data:`TASK_NAMES`) as Spark jobs of the run's
@@ -326,10 +368,19 @@ class SparkLauncher:
     run_dir: Path
     local: LocalLauncher = field(default_factory=LocalLauncher)
 
-    def app(self) -> ProcRecord:
-        """The running workers app's record, started (detached) if none runs."""
+    def app(self, share: bool = False) -> ProcRecord:
+        """The running workers app's record, started (detached) if none runs: the warm app
+        serving the run (:mod:`.warm_app`; with ``share``, a new run's driver asks for it:
+        there is one on a local master beside a route host), else the run's own."""
         d = EngineDir.of_run(self.run_dir)
         with _APP_LOCK:
+            warm = d.warm_app()
+            if warm is None and share and (warm := warm_home()) is not None:
+                write_json(d.warm, {"dir": str(warm.path)})
+            if warm is not None:
+                rec = launch_warm(warm)
+                register_warm(warm, self.run_dir)
+                return rec
             with contextlib.suppress(OSError, ValueError, TypeError):
                 rec = ProcRecord(**json.loads(d.app.read_text()))
                 if Detached(rec).alive():
@@ -346,10 +397,14 @@ class SparkLauncher:
         passes first."""
         rec = self.app()
         d = EngineDir.of_run(self.run_dir)
+        warm = d.warm_app()
         deadline = time.monotonic() + timeout_s
         while True:
+            if warm is not None and (ready := warm_ready(warm)) is not None:
+                return ready
             with contextlib.suppress(OSError, ValueError):
-                return dict(json.loads(d.ready.read_text()))
+                if warm is None:
+                    return dict(json.loads(d.ready.read_text()))
             if not Detached(rec).alive() or time.monotonic() > deadline:
                 raise ChildProcessError(f"workers app not ready; log: {rec.log}")
             time.sleep(0.1)

@@ -1,18 +1,22 @@
-"""The workers app of a run: ``python -m skewlab.live.mains.workers_app RUN_DIR``.
+"""The workers app: ``python -m skewlab.live.mains.workers_app RUN_DIR`` (a run's own) or
+``... --warm DIR`` (the warm app many runs share: :mod:`skewlab.live.driver.warm_app`).
 
-A Spark application named ``skewlab-workers <run id>`` on ``$SKEWLAB_SPARK_MASTER`` (default
-``local[N,F]``: N task slots, F attempts per task), speculation off, event log in
-``<run dir>/spark-workers/events``, ``app.ready`` written once it ran a first Python task. The
-file protocol is numbered in :mod:`skewlab.live.driver.spark_launcher`; this process:
+A Spark application (``skewlab-workers <run id>``, or ``skewlab-workers (warm)``) on
+``$SKEWLAB_SPARK_MASTER`` (default ``local[N,F]``: N task slots, F attempts per task),
+speculation off, its event log in its ``events/``, ``app.ready`` written once it ran a first
+Python task. The protocol is numbered in :mod:`skewlab.live.driver.spark_launcher`; this process:
 
-1. submits each new request as one job (one partition) in its own job group, from its own thread;
+1. submits each new request as one job (one partition), tagged with its id, in its own job
+   group (the warm app: the run's), from its own thread;
 2. each task runs the request's command as its child (:func:`run_instance`), which dies with it;
-3. cancels the job group of a request whose cancel marker appeared;
-4. writes each job's end code; exits once the run is stopped or done (:func:`ended`).
+3. cancels the job of a request whose cancel marker appeared;
+4. writes each job's end code; leaves once the run is stopped or done (:func:`ended`); the
+   warm app forgets such a run (:meth:`Server.drop`) and leaves on its ``stop`` file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import json
@@ -29,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 from skewlab.envsettings import env_settings
 from skewlab.live.driver.handle import HandleError, Phase, RunHandle, Status
 from skewlab.live.driver.launch import PROC_ENV, process_args
-from skewlab.live.driver.spark_launcher import EngineDir, Request, on_cluster
+from skewlab.live.driver.spark_launcher import PASSED_ENV, EngineDir, Request
+from skewlab.live.driver.warm_app import WARM_FLAG, WarmDir, forget, on_cluster
+from skewlab.rundir import RunDir
 from skewlab.services.spark_standalone import (
     WORKERS_APP_CORES,
     WORKERS_APP_EXECUTOR_CORES,
@@ -96,7 +102,8 @@ def run_instance(engine_dir: str, req: Request) -> None:
     tc = TaskContext.get()
     attempt = tc.attemptNumber() if tc is not None else 0
     task = tc.taskAttemptId() if tc is not None else -1
-    env = {**os.environ, **req.env, "PYTHONUNBUFFERED": "1", PROC_ENV: req.log}
+    own = {k: v for k, v in os.environ.items() if not k.startswith(PASSED_ENV)}
+    env = {**own, **req.env, "PYTHONUNBUFFERED": "1", PROC_ENV: req.log}  # the run's settings
     with open(req.log, "ab") as out:
         out.write(f"--- {req.name}: Spark task {task}, attempt {attempt}\n".encode())
         out.flush()
@@ -122,9 +129,14 @@ def _run_all(engine_dir: str, reqs: Iterable[Request]) -> None:
         run_instance(engine_dir, r)
 
 
-def _submit(sc: SparkContext, d: EngineDir, req: Request) -> None:
-    """Step 1 and step 4 for one request (in its own thread: the job blocks it)."""
-    sc.setJobGroup(req.id, f"{req.name} ({' '.join(req.cmd[-2:])})", interruptOnCancel=True)
+def _submit(sc: SparkContext, d: EngineDir, req: Request, run_id: str | None) -> None:
+    """Step 1 and step 4 for one request (in its own thread: the job blocks it). The run's
+    own app gives it a job group of its own; a warm app the run's group (``run_id``)."""
+    if run_id is None:
+        sc.setJobGroup(req.id, f"{req.name} ({' '.join(req.cmd[-2:])})", interruptOnCancel=True)
+    else:
+        sc.setJobGroup(run_id, f"skewlab-workers {run_id}: {req.name}", interruptOnCancel=True)
+    sc.addJobTag(req.id)
     failed = False
     where = str(d.path)
     try:
@@ -158,41 +170,112 @@ def ended(run_dir: Path) -> str | None:
     return None
 
 
+class Server:
+    """Steps 1 and 3 for the runs an app serves; ``warm``: many runs (jobs grouped by run)."""
+
+    def __init__(self, sc: SparkContext, warm: bool = False) -> None:
+        self.sc, self.warm = sc, warm
+        self.submitted: dict[str, Any] = {}
+        self.cancelled: set[str] = set()
+
+    def tick(self, run_dir: Path) -> None:
+        """Submit the run's new requests (step 1); cancel those marked (step 3)."""
+        from pyspark import InheritableThread
+
+        d = EngineDir.of_run(run_dir)
+        group = run_dir.name if self.warm else None
+        reqs = d.requests()
+        for req in reqs:
+            if req.id not in self.submitted and d.read_rc(req.id) is None:
+                t = InheritableThread(target=_submit, args=(self.sc, d, req, group), daemon=True)
+                self.submitted[req.id] = t
+                t.start()
+                log.info("submitted %s as job %s", req.name, req.id)
+        for req in reqs:
+            job = self.submitted.get(req.id)
+            if job is None or req.id in self.cancelled or not job.is_alive():
+                continue
+            if d.cancel(req.id).exists():
+                if self.warm:
+                    self.sc.cancelJobsWithTag(req.id)
+                else:
+                    self.sc.cancelJobGroup(req.id)
+                self.cancelled.add(req.id)
+                log.info("cancelled job %s", req.id)
+
+    def drop(self, run_dir: Path, why: str) -> None:
+        """Step 3 of :mod:`skewlab.live.driver.warm_app`: the run is over; cancel its jobs
+        (their cancel markers first: cancelled, so not retried) and forget them."""
+        d = EngineDir(RunDir.of(run_dir).spark_workers)
+        running = [r.id for r in d.requests() if d.read_rc(r.id) is None]
+        for rid in running:
+            with contextlib.suppress(OSError):
+                d.cancel(rid).touch()
+        if running:
+            self.sc.cancelJobGroup(run_dir.name)
+        log.info("run %s left: %s; %d job(s) cancelled", run_dir.name, why, len(running))
+
+
 def serve(sc: SparkContext, run_dir: Path) -> None:
     """Steps 1, 3 and 4 until the run is over (:func:`ended`)."""
-    from pyspark import InheritableThread
-
-    d = EngineDir.of_run(run_dir)
-    submitted: dict[str, Any] = {}
-    cancelled: set[str] = set()
+    server = Server(sc)
     while (why := ended(run_dir)) is None:
-        for req in d.requests():
-            if req.id not in submitted:
-                t = InheritableThread(target=_submit, args=(sc, d, req), daemon=True)
-                submitted[req.id] = t
-                t.start()
-                log.info("submitted %s as job group %s", req.name, req.id)
-        for rid, t in submitted.items():
-            if rid not in cancelled and t.is_alive() and d.cancel(rid).exists():
-                sc.cancelJobGroup(rid)
-                cancelled.add(rid)
-                log.info("cancelled job group %s", rid)
+        server.tick(run_dir)
         time.sleep(TICK_S)
     log.info("leaving: %s; cancelling every job", why)
     sc.cancelAllJobs()
 
 
+def _forget_stale(w: WarmDir) -> None:
+    """A request of a registered run written before this app started belongs to an app
+    that ended (a new one starts only then): its job ended with it (-9), never resubmitted."""
+    rec = w.app_record()
+    if rec is None:
+        return
+    for run_dir in w.registered():
+        with contextlib.suppress(OSError):
+            d = EngineDir(RunDir.of(run_dir).spark_workers)
+            for req in d.requests():
+                stale = d.request(req.id).stat().st_mtime < rec.create_time
+                if stale and d.read_rc(req.id) is None:
+                    d.finish(req.id, -signal.SIGKILL)
+
+
+def serve_warm(sc: SparkContext, w: WarmDir) -> None:
+    """The warm app (:mod:`skewlab.live.driver.warm_app`): steps 1, 3 and 4 of every
+    registered run until it is over, until ``stop`` exists (or the app's dir is gone)."""
+    server = Server(sc, warm=True)
+    while w.path.is_dir() and not w.stop_file.exists():
+        for run_dir, seen in w.registered().items():
+            if (why := ended(run_dir)) is None:
+                server.tick(run_dir)
+            else:
+                server.drop(run_dir, why)
+                forget(w, run_dir, seen)
+        time.sleep(TICK_S)
+    log.info("leaving: stopped; cancelling every job")
+    sc.cancelAllJobs()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Start the app on the run dir given, serve it, stop the Spark context."""
-    args = process_args(argv, "workers_app RUN_DIR")
+    """Start the app on the run dir given (``--warm DIR``: the warm app in DIR), serve it,
+    stop the Spark context."""
+    given = sys.argv[1:] if argv is None else argv
+    warm = given[:1] == [WARM_FLAG]
+    args = process_args(given[1:] if warm else given, "workers_app DIR")
     if args is None:
         return 2
     from pyspark.sql import SparkSession
 
-    run_dir = Path(args[0]).resolve()
+    where = Path(args[0]).resolve()
     os.environ["PYSPARK_PYTHON"] = sys.executable  # tasks import skewlab from this venv
-    d = EngineDir.of_run(run_dir)
-    d.events.mkdir(exist_ok=True)
+    w = WarmDir(where) if warm else None
+    if w is not None:
+        ready, events, name = w.ready, w.events, "skewlab-workers (warm)"
+    else:
+        d = EngineDir.of_run(where)
+        ready, events, name = d.ready, d.events, f"skewlab-workers {where.name}"
+    events.mkdir(parents=True, exist_ok=True)
     m = master()
     java = env_settings().spark_java_opts or JAVA_OPTIONS  # a quick JVM start, as the route job
     builder = SparkSession.builder.config("spark.driver.extraJavaOptions", java)
@@ -201,12 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in cluster_conf(m).items():
         builder = builder.config(key, value)
     spark = (
-        builder.appName(f"skewlab-workers {run_dir.name}")
+        builder.appName(name)
         .master(m)
         .config("spark.speculation", "false")
         .config("spark.task.maxFailures", str(ATTEMPTS))
         .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", d.events.as_uri())
+        .config("spark.eventLog.dir", events.as_uri())
         .config("spark.eventLog.compress", "false")
         .config("spark.eventLog.rolling.enabled", "false")  # one JSON-lines file
         .config("spark.ui.showConsoleProgress", "false")
@@ -218,11 +301,15 @@ def main(argv: list[str] | None = None) -> int:
     log.info("workers app %s on %s, UI %s", sc.applicationId, sc.master, sc.uiWebUrl)
     sc.setJobGroup(WARM_UP_GROUP, "start the Python workers' daemon before any request")
     sc.parallelize([0], 1).map(lambda x: x).count()  # the first request then needs no daemon
-    tmp = d.ready.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"app_id": sc.applicationId, "ui": sc.uiWebUrl}))
-    os.replace(tmp, d.ready)
+    tmp = ready.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"app_id": sc.applicationId, "ui": sc.uiWebUrl, "master": m}))
+    os.replace(tmp, ready)
     try:
-        serve(sc, run_dir)
+        if w is not None:
+            _forget_stale(w)
+            serve_warm(sc, w)
+        else:
+            serve(sc, where)
     finally:
         spark.stop()
     return 0

@@ -4,12 +4,11 @@
    query's checkpoint (:func:`kafka_events`);
 2. each Arrow batch of (partition, offset, value) is decoded (:func:`decode_batch`):
    valid events shrink to (key, ts, seq, size), rejects keep their bytes and a reason;
-3. each source partition is one splitter routing in offset order: in the read's own
-   Spark task, its state in the checkpoint (``splitters="task"``,
-   :mod:`skewlab.spark.task_route`: one Spark job per batch), or in Spark with its
-   state in the state store (``splitters="spark"``);
-4. the ``foreachBatch`` sink (:mod:`skewlab.spark.route_sink`) sends ``routed`` and
-   appends the Delta tables."""
+3. each source partition is one splitter routing in offset order (:func:`splitter_fn`)
+   in the read's own Spark task, its state in the checkpoint
+   (:mod:`skewlab.spark.task_route`);
+4. the ``foreachBatch`` sink (:mod:`skewlab.spark.route_sink`) runs steps 2-3 and
+   Spark's Kafka sink to ``routed`` as one Spark job, then appends the Delta tables."""
 
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ from skewlab.io.kafka.base import KafkaSettings
 from skewlab.pipeline import events
 from skewlab.pipeline.route import AssignmentVersion, Splitter
 from skewlab.rundir import RunDir
-from skewlab.spark.state import route_with_state
 from skewlab.spec import default
 
 if TYPE_CHECKING:
@@ -67,19 +65,6 @@ OUT_COLUMNS = [
     "kind",
 ]
 
-STATE_STORES = {
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-}
-"""State store providers of the route query (:attr:`RouteSettings.state_store`)."""
-
-SPLITTERS = ("task", "spark")
-"""Where the splitters run (:attr:`RouteSettings.splitters`)."""
-
-ASSIGNMENTS_PROPERTY = "skewlab.route.assignments"
-"""Spark job property carrying the micro-batch's ``assignments`` versions (JSON) from
-the driver to the splitter tasks (:func:`versions_to_json`)."""
-
 
 @dataclass(frozen=True)
 class RouteSettings:
@@ -109,20 +94,11 @@ class RouteSettings:
     """Synthetic events of the warm-up micro-batch (0: no warm-up, ``route.ready`` when
     the query runs)."""
     tasks: int = 1
-    """Spark tasks per stage of a micro-batch: the source's reads (its Kafka partitions,
-    coalesced) and the splitter groups (the query's shuffle partitions). Each task is a
-    fixed cost per batch (a Python worker round trip, a state store load and commit); on
-    2 cores that the workers, broker and producer share, one task per stage gave the
-    shortest batches at 5,000 events/s (docs/throughput.md)."""
-    splitters: str = "task"
-    """Where the splitters run: ``task`` (in the Kafka read's tasks, which send the
-    routed records with Spark's Kafka sink; the states saved per batch and source
-    partition in the checkpoint, :mod:`skewlab.spark.task_route`: one Spark job per
-    batch) or ``spark`` (a shuffle to ``applyInPandasWithState``, the states in Spark's
-    state store, the records sent from the driver: two stages and a second job)."""
-    state_store: str = "hdfs"
-    """The splitters' state store: ``hdfs`` (Spark's in-memory map with a delta file
-    per batch: the splitter state is one small value per group) or ``rocksdb``."""
+    """Spark tasks of a micro-batch: the source's reads (its Kafka partitions, coalesced),
+    each routing and sending its source partitions. Each task is a fixed cost per batch
+    (a Python worker round trip); one task also sends the source partitions one after
+    another, as one producer. On 2 cores that the workers, broker and producer share, one
+    task gave the shortest batches at 5,000 events/s (docs/throughput.md)."""
     delta_every_s: float = 5.0
     """Seconds between the starts of two rounds of Delta appends (each round: one commit
     per table for every batch waiting; :class:`~skewlab.spark.writes.DeltaAppender`). A
@@ -144,14 +120,6 @@ class RouteSettings:
             raise ConfigError(f"warmup_events must be >= 0, got {self.warmup_events}")
         if self.tasks < 1:
             raise ConfigError(f"tasks must be >= 1, got {self.tasks}")
-        if self.splitters not in SPLITTERS:
-            raise ConfigError(
-                f"splitters must be one of {', '.join(SPLITTERS)}, got {self.splitters!r}"
-            )
-        if self.state_store not in STATE_STORES:
-            raise ConfigError(
-                f"state_store must be one of {', '.join(STATE_STORES)}, got {self.state_store!r}"
-            )
         make_grouping(self.strategy, workers=self.workers, **self.strategy_params)
         KafkaSettings(self.bootstrap, self.client)
 
@@ -179,7 +147,7 @@ class RouteSettings:
 def decode_batch(b: Any, max_bytes: int) -> Any:
     """One Arrow batch of (partition, offset, value) decoded into :data:`DECODED_SCHEMA`
     (step 2): valid events shrink to (key, ts, seq, size); only rejects keep their raw
-    bytes, so the shuffle to the splitters moves a fraction of the input."""
+    bytes."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -206,7 +174,7 @@ def _array(col: Any) -> Any:
 
 def decode_table(t: Any, max_bytes: int) -> Any:
     """:func:`decode_batch` of a whole Arrow table of (partition, offset, value) rows (a
-    task's rows with ``splitters="task"``), as a table of :data:`DECODED_SCHEMA`."""
+    task's rows), as a table of :data:`DECODED_SCHEMA`."""
     import pyarrow as pa
 
     return pa.Table.from_batches([decode_batch(t, max_bytes)])
@@ -222,43 +190,20 @@ def decode_fn(max_bytes: int) -> Callable[[Any], Any]:
     return run
 
 
-def versions_to_json(versions: Sequence[AssignmentVersion]) -> str:
-    """The versions as the compact JSON of :data:`ASSIGNMENTS_PROPERTY`."""
-    return json.dumps([[v.version, v.effective, [list(s) for s in v.sets]] for v in versions])
-
-
-def versions_from_json(text: str) -> list[AssignmentVersion]:
-    """Inverse of :func:`versions_to_json`."""
-    return [
-        AssignmentVersion(int(v), float(eff), tuple((str(k), int(w), int(s)) for k, w, s in sets))
-        for v, eff, sets in json.loads(text)
-    ]
-
-
-def task_versions() -> list[AssignmentVersion]:
-    """The versions the driver attached to this task's job (:data:`ASSIGNMENTS_PROPERTY`).
-
-    Raises :class:`ConfigError` when the property is missing: a splitter routing moved
-    keys without their versions would break the message-set order silently.
-    """
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    text = ctx.getLocalProperty(ASSIGNMENTS_PROPERTY) if ctx is not None else None
-    if text is None:
-        raise ConfigError(f"splitter task without the {ASSIGNMENTS_PROPERTY!r} job property")
-    return versions_from_json(text)
-
-
 Versions = Callable[[], Sequence[AssignmentVersion]]
 
 
-def splitter_fn(s: RouteSettings, versions: Versions = task_versions) -> Any:
-    """The per-splitter function run by Spark for one group and micro-batch (step 3).
+def splitter_fn(s: RouteSettings, versions: Versions | None = None) -> Any:
+    """The function of one splitter (source partition) and micro-batch (step 3):
+    ``fn(key, state_or_None, rows) -> (new_state, out_rows)``, pandas frames of
+    :data:`DECODED_SCHEMA` in and :data:`ROUTED_SCHEMA` out, in offset order.
 
-    ``versions()`` gives the batch's ``assignments`` versions (message sets only);
-    by default the ones the driver attached to the task (:func:`task_versions`).
+    ``versions()`` gives the batch's ``assignments`` versions; message sets need it
+    (:class:`ConfigError` without: moved keys routed without their versions would break
+    the message-set order silently).
     """
+    if s.message_sets and versions is None:
+        raise ConfigError("a splitter of message sets needs the batch's assignments versions")
     cfg = make_grouping(s.strategy, workers=s.workers, **s.strategy_params)
 
     def run(key: tuple[Any, ...], state: Any, rows: pd.DataFrame) -> tuple[Any, pd.DataFrame]:
@@ -275,7 +220,7 @@ def splitter_fn(s: RouteSettings, versions: Versions = task_versions) -> Any:
         if valid.any():
             keys, ts = rows["key"][valid].tolist(), rows["ts"][valid].to_numpy()
             if s.message_sets:
-                rs = splitter.route_sets(keys, ts, versions())
+                rs = splitter.route_sets(keys, ts, versions() if versions else ())
                 workers[valid], set_ids[valid], sources[valid] = rs.workers, rs.set_ids, rs.sources
                 offs = rows["offset"][valid].to_numpy()
                 markers = [
@@ -333,19 +278,13 @@ def kafka_events(spark: SparkSession, s: RouteSettings) -> DataFrame:
 
 
 def routed_stream(spark: SparkSession, s: RouteSettings, source: DataFrame | None = None) -> Any:
-    """Steps 1-3 as a streaming DataFrame (``source``: rows of partition, offset, value;
-    default :func:`kafka_events`), its partitions coalesced to ``s.tasks`` tasks. With
-    ``s.splitters == "task"`` only step 1: the raw (partition, offset, value) rows, which
-    the sink decodes, routes and sends in one Spark job (:mod:`skewlab.spark.task_route`)."""
+    """Step 1 as a streaming DataFrame: the raw (partition, offset, value) rows of
+    ``source`` (default :func:`kafka_events`), coalesced to ``s.tasks`` tasks, which the
+    sink decodes, routes and sends in one Spark job (:mod:`skewlab.spark.task_route`)."""
     rows = (kafka_events(spark, s) if source is None else source).select(
         "partition", "offset", "value"
     )
-    if s.splitters == "task":  # the sink decodes, routes and sends (skewlab.spark.task_route)
-        return rows.coalesce(s.tasks)
-    decoded = rows.coalesce(s.tasks).mapInArrow(decode_fn(s.max_event_bytes), DECODED_SCHEMA)
-    return route_with_state(
-        decoded, ["partition"], splitter_fn(s), ROUTED_SCHEMA, order_by="offset"
-    )
+    return rows.coalesce(s.tasks)
 
 
 class RouteQuery:
@@ -380,43 +319,10 @@ def start_query(
     available_now: bool = False,
 ) -> StreamingQuery:
     """Define and start the streaming query (steps 1-4) writing through ``sink``
-    (a :class:`RouteQuery`: its ``stop`` closes the sink too).
-
-    The query runs with ``s.tasks`` shuffle partitions and the ``s.state_store``
-    provider; both are set on the session only while the query starts (a query keeps
-    the settings it started with, and a restarted one those of its checkpoint), so
-    other queries of the session keep theirs.
-    """
-    query_conf = {
-        "spark.sql.shuffle.partitions": str(s.tasks),
-        "spark.sql.streaming.stateStore.providerClass": STATE_STORES[s.state_store],
-    }
-    saved = {k: spark.conf.get(k, None) for k in query_conf}
-    for k, v in query_conf.items():
-        spark.conf.set(k, v)
-    try:
-        query = _start(spark, s, sink, source, checkpoint, name, available_now)
-        return RouteQuery(query, sink, spark)  # type: ignore[return-value]
-    finally:
-        for k, old in saved.items():
-            if old is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, old)
-
-
-def _start(
-    spark: SparkSession,
-    s: RouteSettings,
-    sink: Callable[[DataFrame, int], None],
-    source: DataFrame | None,
-    checkpoint: str | None,
-    name: str | None,
-    available_now: bool,
-) -> StreamingQuery:
+    (a :class:`RouteQuery`: its ``stop`` closes the sink too)."""
     writer = (
         routed_stream(spark, s, source)
-        .writeStream.outputMode("append" if s.splitters == "task" else "update")
+        .writeStream.outputMode("append")
         .foreachBatch(sink)
         .option("checkpointLocation", checkpoint or s.checkpoint)
         .queryName(name or f"route-{s.run_id}")
@@ -425,4 +331,4 @@ def _start(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{s.trigger_s} seconds")
-    return writer.start()
+    return RouteQuery(writer.start(), sink, spark)  # type: ignore[return-value]

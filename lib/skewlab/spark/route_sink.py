@@ -2,12 +2,9 @@
 
 :class:`RouteSink` runs each micro-batch:
 
-1. crash point ``route.in_batch``; with ``splitters="task"`` one Spark job decodes the
-   batch, routes each source partition from its state under the checkpoint and sends the
-   routed records with Spark's Kafka sink, one partition per worker
-   (:mod:`~skewlab.spark.task_route`); with ``splitters="spark"`` the routed rows come to
-   the driver as Arrow and a second job sends them
-   (:func:`~skewlab.spark.writes.kafka_write`);
+1. crash point ``route.in_batch``; one Spark job decodes the batch, routes each source
+   partition from its state under the checkpoint and sends the routed records with
+   Spark's Kafka sink, one partition per worker (:mod:`~skewlab.spark.task_route`);
 2. crash point ``route.after_produce``;
 3. the batch's ``key_loads``, ``partition_loads`` and (when there are rejects)
    ``quarantine`` rows (from the tasks' files, :func:`~skewlab.spark.task_route.read_loads`)
@@ -33,22 +30,9 @@ from skewlab.faults import crash_point
 from skewlab.pipeline.route import AssignmentVersion
 from skewlab.rundir import app_id
 from skewlab.spark import tables
-from skewlab.spark.route import ASSIGNMENTS_PROPERTY, RouteSettings, versions_to_json
-from skewlab.spark.task_route import (
-    KAFKA_SCHEMA,
-    TaskPlan,
-    drop_loads,
-    read_loads,
-    route_task_fn,
-    routed_records,
-)
-from skewlab.spark.writes import (
-    Append,
-    DeltaAppender,
-    delta_appends,
-    kafka_write,
-    kafka_writer,
-)
+from skewlab.spark.route import RouteSettings
+from skewlab.spark.task_route import KAFKA_SCHEMA, TaskPlan, drop_loads, read_loads, route_task_fn
+from skewlab.spark.writes import Append, DeltaAppender, delta_appends, kafka_writer
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -150,19 +134,12 @@ class RouteSink:
         return self.s.files.splitter_states, Path(self.s.checkpoint) / LOADS
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Steps 1-3 for one micro-batch (its raw rows ``batch``)."""
         if not self.dry:  # step 1
             crash_point("route.in_batch")
         if self.spark is None:
             self.spark = batch.sparkSession
-        if self.s.splitters == "task":
-            self.route_in_tasks(batch, int(batch_id))
-        else:
-            self._routed_on_driver(batch, int(batch_id))
-
-    def route_in_tasks(self, batch: DataFrame, batch_id: int) -> None:
-        """Steps 1-3 with the splitters in the read's tasks: one Spark job routes and
-        sends (:mod:`~skewlab.spark.task_route`), then the batch's Delta rows."""
-        s = self.s
+        s, batch_id = self.s, int(batch_id)
         states, loads = self.folders()
         t0 = time.perf_counter()
         versions = tuple(self.versions()) if s.message_sets else ()
@@ -180,39 +157,6 @@ class RouteSink:
         self.delta(events, batch_id, {"route + produce job": routed_s})  # step 3
         drop_loads(loads, batch_id)
         self.batches += 1
-
-    def _routed_on_driver(self, batch: DataFrame, batch_id: int) -> None:
-        """Steps 1-3 with ``splitters="spark"``: the routed rows to the driver, then sent."""
-        t0 = time.perf_counter()
-        sc = batch.sparkSession.sparkContext
-        if self.s.message_sets:
-            sc.setLocalProperty(ASSIGNMENTS_PROPERTY, versions_to_json(self.versions()))
-        try:
-            t = batch.toArrow()
-        finally:
-            if self.s.message_sets:
-                sc.setLocalProperty(ASSIGNMENTS_PROPERTY, None)  # type: ignore[arg-type]
-        if t.num_rows == 0:
-            return
-        t = t.sort_by(
-            [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
-        )
-        self.write(t, batch_id, compute_s=time.perf_counter() - t0)
-        self.batches += 1
-
-    def write(self, t: pa.Table, batch_id: int, compute_s: float = 0.0) -> None:
-        """Steps 2-3 for a sorted batch ``t`` (:data:`~skewlab.spark.route.ROUTED_SCHEMA`)."""
-        s, spark = self.s, self.spark
-        if spark is None:
-            raise RuntimeError("RouteSink.write needs a Spark session (RouteSink.spark)")
-        t1 = time.perf_counter()
-        records = routed_records(t)
-        t2 = time.perf_counter()
-        if not self.dry:
-            kafka_write(spark, s.bootstrap, s.routed_topic, records, **ROUTED_PRODUCER)
-            crash_point("route.after_produce")
-        times = {"compute": compute_s, "encode": t2 - t1, "produce": time.perf_counter() - t2}
-        self.delta(t.filter(pc.equal(t.column("kind"), 1)), batch_id, times)
 
     def delta(self, events: pa.Table, batch_id: int, times: dict[str, float]) -> None:
         """Step 3: the Delta rows of a batch's ``events`` (``worker`` < 0: rejects), saved

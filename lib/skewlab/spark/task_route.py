@@ -71,6 +71,10 @@ KAFKA_SCHEMA = (
 )
 """The rows the task yields: the columns Spark's Kafka sink reads (``partition`` = worker)."""
 
+KAFKA_COLUMNS = ["partition", "key", "value", "headers"]
+""":data:`KAFKA_SCHEMA`'s columns in its order: Spark takes ``mapInArrow``'s columns by
+position, not by name."""
+
 LOADS_COLUMNS = ["src_partition", "src_offset", "worker", "key", "ts", "size", "raw", "reason"]
 """The columns of a partition's events kept for the batch's Delta rows (:func:`save_loads`)."""
 
@@ -274,7 +278,7 @@ def route_table(raw: pa.Table, plan: TaskPlan, fn: SplitFn | None = None) -> Ite
         new, routed = route_partition(rows, fn, p, states.before(p, plan.batch_id))  # step 2
         states.save(p, plan.batch_id, new)  # step 3
         save_loads(loads, plan.batch_id, p, routed)
-        records = kafka_frame(routed_records(routed))  # step 4
+        records = kafka_frame(routed_records(routed)).select(KAFKA_COLUMNS)  # step 4
         if records.num_rows:
             yield records
 

@@ -5,8 +5,8 @@ Delta) before any real event exists, writing nothing that is counted:
 
 1. synthetic ``events`` records over two source partitions, one invalid (quarantine);
 2. a ``dry`` :class:`~skewlab.spark.route_sink.RouteSink` runs the batch as the query's
-   sink does (``splitters="task"``: the same one job, its records dropped, the splitter
-   states under a scratch folder), as each new splitter starts;
+   sink does (the same one job, its records dropped, the splitter states under a
+   scratch folder), as each new splitter starts;
 3. its Delta rows go to a scratch root; the scratch folders are deleted afterwards.
 
 Why a batch job: docs/throughput.md, "skewlab.spark.warmup".
@@ -18,21 +18,13 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skewlab.pipeline import events
-from skewlab.spark.route import (
-    DECODED_SCHEMA,
-    ROUTED_SCHEMA,
-    RouteSettings,
-    decode_fn,
-    splitter_fn,
-)
+from skewlab.spark.route import RouteSettings
 from skewlab.spark.route_sink import RouteSink
-from skewlab.spark.state import group_rows
 
 if TYPE_CHECKING:
-    import pandas as pd
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
@@ -70,23 +62,8 @@ def run_warmup(spark: SparkSession, s: RouteSettings, folder: Path, t0: float) -
     sink = RouteSink(
         s, dry=True, delta_root=str(folder / "delta"), spark=spark, scratch=folder / "route"
     )
-    try:
-        if s.splitters == "task":  # the query's own sink on the source's partitions
-            sink(source.repartition(PARTITIONS, "partition").coalesce(s.tasks), 0)
-        else:
-            split = splitter_fn(s, versions=list)
-
-            def group(key: tuple[Any, ...], rows: pd.DataFrame) -> pd.DataFrame:
-                return split(key, None, group_rows(iter([rows]), "offset"))[1]
-
-            decoded = source.repartition(PARTITIONS, "partition").mapInArrow(
-                decode_fn(s.max_event_bytes), DECODED_SCHEMA
-            )
-            routed = decoded.groupBy("partition").applyInPandas(group, ROUTED_SCHEMA).toArrow()
-            t = routed.sort_by(
-                [("src_partition", "ascending"), ("src_offset", "ascending"), ("kind", "ascending")]
-            )
-            sink.write(t, 0)
+    try:  # the query's own sink on the source's partitions
+        sink(source.repartition(PARTITIONS, "partition").coalesce(s.tasks), 0)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return time.perf_counter() - started

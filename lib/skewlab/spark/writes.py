@@ -1,10 +1,10 @@
 """The route job's writes through Spark's own connectors: Kafka records and Delta appends.
 
-:func:`kafka_write` sends an Arrow table of records with Spark's Kafka sink
-(``format("kafka")``: a ``partition`` column picks each record's partition, a
-``headers`` column carries its headers); :func:`delta_append` appends an Arrow table to
-a Delta table with delta-spark, exactly once per ``(app_id, version)`` through Delta's
-idempotent writes (``txnAppId`` / ``txnVersion``: the app transaction is recorded in
+:func:`kafka_writer` is Spark's Kafka sink (``format("kafka")``) for a DataFrame in
+the columns of :func:`kafka_frame` (a ``partition`` column picks each record's
+partition, a ``headers`` column carries its headers); :func:`delta_append` appends an
+Arrow table to a Delta table with delta-spark, exactly once per ``(app_id, version)``
+through Delta's idempotent writes (``txnAppId`` / ``txnVersion``: the app transaction is recorded in
 the same commit as the data, and a replayed version is skipped). :func:`delta_appends`
 runs several appends at once (each is a few small Spark jobs; see docs/real-stack.md);
 :class:`DeltaAppender` runs them off the micro-batch's path, saved to disk first.
@@ -90,22 +90,6 @@ def kafka_writer(df: DataFrame, bootstrap: str, topic: str, **kafka: str) -> Dat
     for key, value in kafka.items():
         writer = writer.option(f"kafka.{key}", value)
     return writer
-
-
-def kafka_write(
-    spark: SparkSession, bootstrap: str, topic: str, records: pa.Table, **kafka: str
-) -> None:
-    """Send ``records`` to ``topic`` with Spark's Kafka sink, in row order.
-
-    One Spark task writes them all (``coalesce(1)``), so the records of each partition
-    arrive in the order of the table. Delivery is at least once (Spark's sink); the
-    route job's readers drop the copies of a replayed batch. ``kafka``: as
-    :func:`kafka_writer`.
-    """
-    if records.num_rows == 0:
-        return
-    df = spark.createDataFrame(kafka_frame(records)).coalesce(1)
-    kafka_writer(df, bootstrap, topic, **kafka).save()
 
 
 @dataclass(frozen=True)

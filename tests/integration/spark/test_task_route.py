@@ -89,8 +89,14 @@ def test_a_batch_is_one_job_routing_and_sending_in_its_tasks(
 
     got: dict[tuple[int, int], int] = {}
     ends = kafka.end_offsets(routed)
+    sent = {(p, o): v for b in batches for p, o, v in b}
     for w in range(4):
-        srcs = [events.parse_src(r.headers) for r in kafka.fetch(routed, w, 0, ends[w])]
+        recs = list(kafka.fetch(routed, w, 0, ends[w]))
+        srcs = [events.parse_src(r.headers) for r in recs]
+        for r, src in zip(recs, srcs, strict=True):  # the event itself, keyed by its key
+            ev, out = events.decode([sent[src]]), events.decode([r.value], routed=True)
+            assert (out.keys, out.ts, out.seq, out.sizes) == (ev.keys, ev.ts, ev.seq, ev.sizes)
+            assert r.key == ev.keys[0].encode()
         for p in (0, 1):
             offs = [o for q, o in srcs if q == p]
             assert offs == sorted(offs)  # each source in offset order

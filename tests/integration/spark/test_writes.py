@@ -1,6 +1,6 @@
 """The route job's writes through Spark's own connectors, on the real broker and Delta.
 
-- :func:`kafka_write`: every record once, on its partition, in table order, headers kept;
+- :func:`kafka_writer`: every record once, on its partition, in row order, headers kept;
 - :func:`delta_append`: exactly once per (app id, version), read back by delta-rs;
 - :class:`DeltaAppender`: in batch order, once, pending rows recovered after a crash;
 - a table round-trips between delta-spark and delta-rs both ways, checkpoints included.
@@ -23,7 +23,8 @@ from skewlab.spark.writes import (
     DeltaAppender,
     delta_append,
     delta_appends,
-    kafka_write,
+    kafka_frame,
+    kafka_writer,
 )
 
 pytestmark = pytest.mark.integration
@@ -41,11 +42,12 @@ def records(n: int, partitions: int) -> pa.Table:
     )
 
 
-def test_kafka_write_sends_every_record_on_its_partition_in_order(
+def test_kafka_writer_sends_every_record_on_its_partition_in_order(
     spark, broker, new_topic, kafka
 ) -> None:
     topic = new_topic(partitions=3)
-    kafka_write(spark, broker.bootstrap, topic, records(300, 3))
+    df = spark.createDataFrame(kafka_frame(records(300, 3))).coalesce(1)
+    kafka_writer(df, broker.bootstrap, topic, **{"linger.ms": "5"}).save()
     ends = kafka.end_offsets(topic)
     assert ends == {0: 100, 1: 100, 2: 100}
     for p in range(3):

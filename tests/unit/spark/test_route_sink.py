@@ -5,7 +5,6 @@
 * ``key_loads`` / ``partition_loads`` built with Arrow group-bys equal the per-row
   reference (:func:`skewlab.pipeline.route.key_loads`) row for row;
 * the typed writers refuse a column the Delta schema does not have;
-* the assignments versions survive their trip to the splitter tasks as JSON.
 """
 
 from __future__ import annotations
@@ -22,10 +21,8 @@ from hypothesis import strategies as st
 from skewlab.errors import ConfigError
 from skewlab.io.delta.schemas import KEY_LOADS
 from skewlab.pipeline import events
-from skewlab.pipeline.route import AssignmentVersion
 from skewlab.pipeline.route import key_loads as reference_key_loads
 from skewlab.spark import tables
-from skewlab.spark.route import versions_from_json, versions_to_json
 from skewlab.spark.task_route import json_strings, routed_records
 from skewlab.spark.writes import HEADER_PREFIX
 
@@ -162,11 +159,3 @@ def test_typed_writers_refuse_columns_the_schema_lacks_or_needs():
     with pytest.raises(ConfigError, match="has 2 values"):
         tables.KEY_LOADS_WRITER.build("r", 1, window_start=[1, 2], key=["k"], worker=[0],
                                       count=[1], bytes=[1])  # fmt: skip
-
-
-def test_assignment_versions_survive_their_json_trip():
-    versions = [
-        AssignmentVersion(1, 12.5, (("a", 1, 1), ("b", 0, 2))),
-        AssignmentVersion(3, 0.0, ()),
-    ]
-    assert versions_from_json(versions_to_json(versions)) == versions

@@ -27,6 +27,7 @@ from skewlab.pipeline import events
 from skewlab.pipeline.route import Splitter
 from skewlab.spark.route import RouteSettings, decode_batch, decode_table
 from skewlab.spark.task_route import (
+    KAFKA_SCHEMA,
     ROUTED_ARROW,
     PartitionStates,
     TaskPlan,
@@ -214,7 +215,13 @@ def test_the_task_function_takes_arrow_batches_and_no_batch(tmp_path):
     assert list(fn(iter([]))) == []
     out = list(fn(iter(raw(recs, 5).to_batches())))
     assert sum(b.num_rows for b in out) == sum(1 for _, _, v in recs if v != b"not json")
-    assert {b.schema.names[0] for b in out} == {"partition"}
+    # Spark takes the columns by position: they are the schema's, in its order.
+    names = [c.strip().split(" ")[0] for c in KAFKA_SCHEMA.split(",")[:4]]
+    assert names == ["partition", "key", "value", "headers"]
+    assert {tuple(b.schema.names) for b in out} == {tuple(names)}
+    values = [v for b in out for v in b.column("value").to_pylist()]
+    decoded = events.decode_arrow(pa.array(values, pa.binary()), routed=True)
+    assert decoded.column("reason").null_count == len(values)  # every value a routed event
 
 
 def test_only_the_state_files_a_replay_needs_are_kept(tmp_path):

@@ -44,7 +44,7 @@ from skewlab.live.driver.launch import (
     write_code,
     write_json,
 )
-from skewlab.live.driver.warm_app import APP_MODULE, WarmDir, on_cluster
+from skewlab.live.driver.warm_app import APP_MODULE, WarmDir
 from skewlab.live.driver.warm_app import home as warm_home
 from skewlab.live.driver.warm_app import launch as launch_warm
 from skewlab.live.driver.warm_app import read_ready as warm_ready
@@ -54,8 +54,8 @@ from skewlab.rundir import RunDir
 logger = logging.getLogger(__name__)
 
 ENGINE_ENV = "SKEWLAB_WORKER_ENGINE"
-"""``local``: workers are local processes; ``spark``: tasks of a Spark app. Unset: ``spark``
-on a cluster master (:func:`on_cluster`), else ``local``."""
+"""``spark`` (the default): workers are tasks of a Spark app (:mod:`.warm_app`'s on a local
+master beside a route host, else the run's own); ``local``: local processes."""
 ENGINES = ("local", "spark")
 TASK_NAMES = ("worker-", "consumer-")
 """Name prefixes of the processes run as Spark tasks: grouping workers (and spares), autoscale
@@ -68,11 +68,9 @@ _APP_LOCK = threading.Lock()
 
 
 def worker_engine() -> str:
-    """The engine ``$SKEWLAB_WORKER_ENGINE`` names; unset, ``spark`` when
-    ``$SKEWLAB_SPARK_MASTER`` names a cluster (the worker tier goes where the route job
-    goes), else ``local``."""
-    settings = env_settings()
-    engine = settings.worker_engine or ("spark" if on_cluster(settings.spark_master) else "local")
+    """The engine ``$SKEWLAB_WORKER_ENGINE`` names; unset, ``spark`` on every master (the
+    worker tier goes where the route job goes)."""
+    engine = env_settings().worker_engine or "spark"
     if engine not in ENGINES:
         raise ConfigError(f"{ENGINE_ENV}={engine!r}: expected one of {', '.join(ENGINES)}")
     return engine

@@ -38,14 +38,14 @@ def _proc(d: EngineDir, app: subprocess.Popen[bytes], name: str = "worker-0") ->
     return SparkProc(rec)
 
 
-def test_the_engine_defaults_to_spark_on_a_cluster_master_else_local(
+def test_the_engine_defaults_to_spark_on_every_master_and_local_stays_selectable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(ENGINE_ENV, raising=False)
     monkeypatch.delenv("SKEWLAB_SPARK_MASTER", raising=False)
-    assert worker_engine() == "local"
+    assert worker_engine() == "spark"
     monkeypatch.setenv("SKEWLAB_SPARK_MASTER", "local[2]")
-    assert worker_engine() == "local"
+    assert worker_engine() == "spark"
     monkeypatch.setenv("SKEWLAB_SPARK_MASTER", "spark://127.0.0.1:7077")
     assert worker_engine() == "spark"  # on a cluster master the workers go to the cluster
     monkeypatch.setenv(ENGINE_ENV, "local")

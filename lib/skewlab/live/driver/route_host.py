@@ -30,7 +30,7 @@ from typing import Any
 
 from skewlab.envsettings import env_settings
 from skewlab.faults import parse
-from skewlab.live.driver import warm_app
+from skewlab.live.driver import resident, warm_app
 from skewlab.live.driver.handle import ProcRecord
 from skewlab.live.driver.launch import (
     Detached,
@@ -102,23 +102,15 @@ class HostDir:
 
     def host_record(self) -> ProcRecord | None:
         """The host process's record, if one was written."""
-        try:
-            return ProcRecord(**json.loads(self.record.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
+        return resident.read_record(self.record)
 
     def alive(self) -> bool:
         """Whether the recorded host process runs."""
-        rec = self.host_record()
-        return rec is not None and Detached(rec).alive()
+        return resident.running(self.record)
 
     def read_ready(self) -> dict[str, Any] | None:
         """``host.ready`` of a running host, else None."""
-        try:
-            ready = dict(json.loads(self.ready.read_text()))
-        except (OSError, ValueError):
-            return None
-        return ready if self.alive() else None
+        return resident.read_ready(self.ready, self.record)
 
     def write_rc(self, rid: str, rc: int) -> None:
         """Step 4 (the host): request ``rid`` ended with ``rc``."""
@@ -172,18 +164,7 @@ def stop_host(path: str | Path, grace_s: float = 60.0) -> None:
     (:mod:`skewlab.live.driver.warm_app`); kill each if it has not after ``grace_s``."""
     d = HostDir(Path(path).resolve())
     warm_app.stop(warm_app.WarmDir(d.path / "workers-app"), grace_s)
-    rec = d.host_record()
-    if rec is None:
-        return
-    d.stop_file.parent.mkdir(parents=True, exist_ok=True)
-    d.stop_file.touch()
-    proc = Detached(rec)
-    deadline = time.monotonic() + grace_s
-    while proc.alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=30)
+    resident.stop(d.record, d.stop_file, grace_s)
 
 
 def route_job_point(name: str) -> bool:

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from skewlab.envsettings import EnvSettings, env_settings
+from skewlab.live.driver import resident
 from skewlab.live.driver.handle import ProcRecord
 from skewlab.live.driver.launch import Detached, spawn_detached, write_json
 
@@ -81,15 +80,11 @@ class WarmDir:
 
     def app_record(self) -> ProcRecord | None:
         """The app process's record, if one was written."""
-        try:
-            return ProcRecord(**json.loads(self.record.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
+        return resident.read_record(self.record)
 
     def alive(self) -> bool:
         """Whether the recorded app process runs."""
-        rec = self.app_record()
-        return rec is not None and Detached(rec).alive()
+        return resident.running(self.record)
 
     def registered(self) -> dict[Path, float]:
         """Step 2: each registered run dir with its registration's modification time."""
@@ -142,24 +137,9 @@ def forget(d: WarmDir, run_dir: Path, seen_mtime: float) -> None:
 
 def read_ready(d: WarmDir) -> dict[str, Any] | None:
     """``app.ready`` of a running app, else None."""
-    try:
-        ready = dict(json.loads(d.ready.read_text()))
-    except (OSError, ValueError):
-        return None
-    return ready if d.alive() else None
+    return resident.read_ready(d.ready, d.record)
 
 
 def stop(d: WarmDir, grace_s: float = 60.0) -> None:
     """Step 4: ask the app to leave; kill it if it has not after ``grace_s``."""
-    rec = d.app_record()
-    if rec is None:
-        return
-    d.path.mkdir(parents=True, exist_ok=True)
-    d.stop_file.touch()
-    proc = Detached(rec)
-    deadline = time.monotonic() + grace_s
-    while proc.alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=30)
+    resident.stop(d.record, d.stop_file, grace_s)

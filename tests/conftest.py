@@ -1,10 +1,10 @@
 """How the suite shares the 2 cores: two pytest-xdist workers, tests grouped by what they start.
 
-`infra/test.sh` runs pytest with ``-n 2``. A live, crash, DAG or browser test is CPU-bound
-and shares the session's services (broker, route host, Airflow), so all of them run in one
-worker, one after another, as they would without xdist. The other worker takes what mostly
-waits or needs one core: the unit tests, then the autoscale runs (their control loops run on
-the wall clock). Measurements: docs/testing.md, "Session 27".
+`infra/test.sh` runs pytest with ``-n 2``. The live, DAG and browser tests are CPU-bound and
+share the session's services (broker, route host, Airflow), so they run in one worker, one
+after another, as they would without xdist. The other worker takes the unit tests
+(one core), the autoscale runs (their control loops wait on the wall clock), then the crash
+matrix (its runs start their own route jobs). Measurements: docs/testing.md, "Session 27".
 
 1. collection (:func:`pytest_collection_modifyitems`): Airflow's users move behind every
    other test, so the other worker's tests run beside the live runs, not beside Airflow's
@@ -22,7 +22,11 @@ from xdist.scheduler import LoadScopeScheduling
 
 SERVICES = "services"
 """The group of every test that starts or shares the session's services."""
-BESIDE = {"tests/unit/": "unit", "tests/integration/autoscale/": "autoscale"}
+BESIDE = {
+    "tests/unit/": "unit",
+    "tests/integration/autoscale/": "autoscale",
+    "tests/integration/crash/": "crash",
+}
 """Folders whose tests run on the other worker, and their groups."""
 LAST = "airflow_server"
 """The fixture whose users run after every other test."""

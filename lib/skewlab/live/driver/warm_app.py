@@ -10,7 +10,8 @@ does not pay a workers app's JVM and Spark start (:mod:`.spark_launcher`). The f
    its jobs in job group ``<run id>``, each tagged with its request's id;
 3. once the run is over (:func:`skewlab.live.mains.workers_app.ended`) the app writes the
    cancel marker of each of its running jobs, cancels its group and forgets the run;
-4. :func:`stop` (``stop`` file, then a kill) ends the app; the route host's stop does too.
+4. :func:`stop` (``stop`` file, then a kill) ends the app; the route host's stop does too, and
+   the app leaves by itself once the host has been gone a minute (a killed test session).
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ class WarmDir:
     def stop_file(self) -> Path:
         """Step 4: the app leaves once this exists."""
         return self.path / "stop"
+
+    def host_gone(self) -> bool:
+        """Whether the route host beside the app (its directory's parent) is not running."""
+        return not resident.running(self.path.parent / "host.json")
 
     def registration(self, run_id: str) -> Path:
         """Step 2: the file naming run ``run_id``'s run dir."""

@@ -53,6 +53,8 @@ SLOTS = 32
 ATTEMPTS = 4
 """Attempts per task (Spark's ``maxFailures``): a worker is restarted up to 3 times."""
 TICK_S = 0.2
+HOST_GONE_S = 60.0
+"""The warm app leaves once the route host beside it has been gone this long."""
 WARM_UP_GROUP = "warm-up"
 """Job group of the one trivial job run before ``app.ready`` (its Python daemon started)."""
 
@@ -243,9 +245,16 @@ def _forget_stale(w: WarmDir) -> None:
 
 def serve_warm(sc: SparkContext, w: WarmDir) -> None:
     """The warm app (:mod:`skewlab.live.driver.warm_app`): steps 1, 3 and 4 of every
-    registered run until it is over, until ``stop`` exists (or the app's dir is gone)."""
+    registered run until it is over, until ``stop`` exists, the app's dir is gone, or the
+    route host beside it has been gone :data:`HOST_GONE_S`."""
     server = Server(sc, warm=True)
+    seen_host = time.monotonic()
     while w.path.is_dir() and not w.stop_file.exists():
+        if not w.host_gone():
+            seen_host = time.monotonic()
+        elif time.monotonic() - seen_host > HOST_GONE_S:
+            log.info("leaving: the route host beside this app is gone")
+            break
         for run_dir, seen in w.registered().items():
             if (why := ended(run_dir)) is None:
                 server.tick(run_dir)
@@ -253,7 +262,7 @@ def serve_warm(sc: SparkContext, w: WarmDir) -> None:
                 server.drop(run_dir, why)
                 forget(w, run_dir, seen)
         time.sleep(TICK_S)
-    log.info("leaving: stopped; cancelling every job")
+    log.info("leaving; cancelling every job")
     sc.cancelAllJobs()
 
 

@@ -122,3 +122,15 @@ def test_stop_asks_then_kills(tmp_path: Path) -> None:
     began = time.monotonic()
     warm_app.stop(d, grace_s=0.2)
     assert not app.alive() and d.stop_file.exists() and time.monotonic() - began < 30
+
+
+def test_the_app_knows_when_its_route_host_is_gone(tmp_path: Path) -> None:
+    d = warm_app.WarmDir(tmp_path / "host" / "workers-app")
+    assert d.host_gone()  # none recorded
+    host = _stand_in(warm_app.WarmDir(tmp_path / "elsewhere"))
+    d.path.mkdir(parents=True)
+    write_json(tmp_path / "host" / "host.json", host.rec.__dict__)
+    assert not d.host_gone()
+    host.kill()
+    host.wait(timeout=10)
+    assert d.host_gone()

@@ -4,8 +4,8 @@
 driver for that batch (:class:`TaskPlan`: the batch id, the ``assignments`` versions);
 Spark's Kafka sink sends what it yields in the same task. In each task:
 
-1. the task's rows (partition, offset, value) are decoded
-   (:func:`~skewlab.spark.route.decode_table`);
+1. the task's rows (partition, offset, value), one source partition at a time as they
+   come in (:func:`partition_runs`), are decoded (:func:`~skewlab.spark.route.decode_table`);
 2. each source partition, in offset order, is routed from its state after the newest
    earlier batch (:meth:`PartitionStates.before`; :func:`route_partition`);
 3. its new state is saved as ``<states>/<partition>/<batch>`` (fsynced, renamed) and its
@@ -17,6 +17,7 @@ Spark's Kafka sink sends what it yields in the same task. In each task:
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -24,8 +25,9 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -283,15 +285,41 @@ def route_table(raw: pa.Table, plan: TaskPlan, fn: SplitFn | None = None) -> Ite
             yield records
 
 
+def partition_runs(batches: Iterable[Any]) -> Iterator[pa.Table]:
+    """The rows of a task's Arrow batches, one table per source partition, as soon as the
+    next partition starts: Spark hands a task its Kafka partitions one after another, so
+    routing one overlaps reading the next and sending the previous. A partition that
+    comes back after another is refused (``ValueError``): its state and files are per
+    batch, so its rows must be routed at once."""
+    pending: list[Any] = []
+    current: int | None = None
+    done: set[int] = set()
+    for b in batches:
+        parts = b.column("partition").to_numpy(zero_copy_only=False)
+        if len(parts) == 0:
+            continue
+        cuts = [0, *(np.flatnonzero(parts[1:] != parts[:-1]) + 1).tolist(), len(parts)]
+        for start, end in itertools.pairwise(cuts):
+            p = int(parts[start])
+            if p != current:
+                if pending:
+                    yield pa.Table.from_batches(pending)
+                    done.add(cast(int, current))
+                if p in done:
+                    raise ValueError(f"source partition {p} split across a task's input")
+                pending, current = [], p
+            pending.append(b.slice(start, end - start))
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
 def route_task_fn(plan: TaskPlan) -> Callable[[Iterable[Any]], Iterator[Any]]:
-    """The ``mapInArrow`` function of one micro-batch (module doc)."""
+    """The ``mapInArrow`` function of one micro-batch (module doc): each source partition
+    routed and sent as soon as its rows are in (:func:`partition_runs`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        got = list(batches)
-        if not got:
-            return
-        raw = pa.Table.from_batches(got)
-        for records in route_table(raw, plan):
-            yield from records.to_batches()
+        for raw in partition_runs(batches):
+            for records in route_table(raw, plan):
+                yield from records.to_batches()
 
     return run

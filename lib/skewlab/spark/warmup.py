@@ -62,8 +62,10 @@ def run_warmup(spark: SparkSession, s: RouteSettings, folder: Path, t0: float) -
     sink = RouteSink(
         s, dry=True, delta_root=str(folder / "delta"), spark=spark, scratch=folder / "route"
     )
-    try:  # the query's own sink on the source's partitions
-        sink(source.repartition(PARTITIONS, "partition").coalesce(s.tasks), 0)
+    # Each source partition's rows together, as Spark's Kafka source hands them to a task.
+    rows = source.repartition(PARTITIONS, "partition").sortWithinPartitions("partition")
+    try:  # the query's own sink
+        sink(rows.coalesce(s.tasks), 0)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return time.perf_counter() - started

@@ -77,7 +77,8 @@ def test_a_batch_is_one_job_routing_and_sending_in_its_tasks(
     for b, recs in enumerate(batches):
         frame = pd.DataFrame(recs, columns=["partition", "offset", "value"])
         df = spark.createDataFrame(frame, "partition int, offset long, value binary")
-        df = df.repartition(2, "partition").localCheckpoint()  # the source's own job first
+        # A task's source partitions one after another (as from Kafka); this job first.
+        df = df.repartition(2, "partition").sortWithinPartitions("partition").localCheckpoint()
         group = f"taskroute-{b}"
         sc.setJobGroup(group, group)
         try:

@@ -33,6 +33,7 @@ from skewlab.spark.task_route import (
     TaskPlan,
     arrow_schema,
     drop_loads,
+    partition_runs,
     read_loads,
     route_table,
     route_task_fn,
@@ -74,9 +75,13 @@ def stream(n: int, seed: int) -> list[tuple[int, int, bytes]]:
     return out
 
 
-def raw(recs: list[tuple[int, int, bytes]], shuffle_seed: int) -> pa.Table:
-    """The rows as a task gets them: in arrival order, in several Arrow batches."""
-    order = np.random.default_rng(shuffle_seed).permutation(len(recs))
+def raw(recs: list[tuple[int, int, bytes]], shuffle_seed: int | None) -> pa.Table:
+    """The rows in several Arrow batches, shuffled unless ``shuffle_seed`` is None."""
+    order = (
+        np.arange(len(recs))
+        if shuffle_seed is None
+        else np.random.default_rng(shuffle_seed).permutation(len(recs))
+    )
     b = pa.RecordBatch.from_pydict(
         {
             "partition": pa.array([recs[i][0] for i in order], pa.int32()),
@@ -208,12 +213,31 @@ def test_message_sets_send_markers_before_their_event_in_offset_order(tmp_path):
     assert offs == list(range(60))
 
 
+def in_partition_order(recs: list[tuple[int, int, bytes]]) -> list[pa.RecordBatch]:
+    """The rows as Spark's Kafka source hands them to a task: partition after partition,
+    in batches of 70 rows that do not end with a partition."""
+    return raw(sorted(recs, key=lambda r: r[0]), None).combine_chunks().to_batches(70)
+
+
+def test_partition_runs_are_each_source_partition_whole():
+    recs = stream(600, seed=6)
+    batches = in_partition_order(recs)
+    assert any(len(set(b.column("partition").to_pylist())) == 2 for b in batches)
+    runs = list(partition_runs(iter([batches[0].slice(0, 0), *batches])))
+    assert [set(t.column("partition").to_pylist()) for t in runs] == [{0}, {1}, {2}]
+    assert [t.num_rows for t in runs] == [sum(1 for r in recs if r[0] == p) for p in range(3)]
+    assert list(partition_runs(iter([]))) == []
+    back = [*batches, batches[0]]  # partition 0 again after the others: refused
+    with pytest.raises(ValueError, match="source partition 0 split"):
+        list(partition_runs(iter(back)))
+
+
 def test_the_task_function_takes_arrow_batches_and_no_batch(tmp_path):
     recs = stream(300, seed=4)
     s = settings("key", {})
     fn = route_task_fn(plan(tmp_path, s, 0))
     assert list(fn(iter([]))) == []
-    out = list(fn(iter(raw(recs, 5).to_batches())))
+    out = list(fn(iter(in_partition_order(recs))))
     assert sum(b.num_rows for b in out) == sum(1 for _, _, v in recs if v != b"not json")
     # Spark takes the columns by position: they are the schema's, in its order.
     names = [c.strip().split(" ")[0] for c in KAFKA_SCHEMA.split(",")[:4]]

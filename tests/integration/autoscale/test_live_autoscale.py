@@ -9,6 +9,8 @@ reassignment, or a consumer while it owns partitions; the crash-point tests
 (issue 18) end the controller or a consumer at a named point and check the run
 still ends exact. One test runs each phase from a fresh :class:`AutoscaleRun`
 resumed from the run's handle, as the ``skewlab_experiment`` DAG's tasks do.
+Its consumers are local processes (``SKEWLAB_WORKER_ENGINE=local``), so a killed one stays
+dead for the controller to notice; test_autoscale_on_spark.py runs them as Spark tasks.
 """
 
 from __future__ import annotations
@@ -29,10 +31,17 @@ from skewlab.live.autoscale.summary import AutoscaleSummary
 from skewlab.live.driver.handle import Phase, RunHandle, Status
 from skewlab.live.driver.lifecycle import gc
 from skewlab.live.driver.run import open_run
+from skewlab.live.driver.spark_launcher import ENGINE_ENV
 
 pytestmark = pytest.mark.integration
 
 STEP = "step:lo=0.1,hi=0.45,up=2,down=7"
+
+
+@pytest.fixture(autouse=True)
+def _local_consumers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Consumers as local processes (the module doc)."""
+    monkeypatch.setenv(ENGINE_ENV, "local")
 
 
 def _settings(broker, home: Path, **over) -> AutoscaleSettings:

@@ -53,7 +53,7 @@ def _role(cmd: list[str]) -> str:
     text = " ".join(cmd)
     for needle, role in (
         ("java", "JVM (Spark)"),
-        ("pyspark.worker", "Python workers (source read + decode, splitters)"),
+        ("pyspark.worker", "Python workers (decode, splitters, records for the sink)"),
         ("python_streaming_source_runner", "source planner (latestOffset)"),
         ("plan_data_source_read", "source planner (partitions)"),
         ("route_job", "driver (foreachBatch sink: produce, Delta)"),
@@ -97,8 +97,6 @@ def main() -> None:
     ap.add_argument("--profile", default=None, help="py-spy output dir")
     ap.add_argument("--rate", type=float, default=1e9, help="offered events/s (default: flat out)")
     ap.add_argument("--tasks", type=int, default=None, help="RouteSettings.tasks")
-    ap.add_argument("--state-store", default=None, help="RouteSettings.state_store")
-    ap.add_argument("--splitters", default=None, help="RouteSettings.splitters (driver, spark)")
     ap.add_argument("--settle", type=float, default=0.0, help="s to wait after route.ready")
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="skewlab-bench-route-"))
@@ -127,8 +125,6 @@ def main() -> None:
         trigger_s=args.trigger,
         max_events_per_trigger=args.max_events_per_trigger,
         **({"tasks": args.tasks} if args.tasks else {}),
-        **({"state_store": args.state_store} if args.state_store else {}),
-        **({"splitters": args.splitters} if args.splitters else {}),
     )
     files.route_settings.write_text(s.to_json())
     cmd = [sys.executable, "-m", "skewlab.live.mains.route_job", str(files.route_settings)]
@@ -184,7 +180,7 @@ def main() -> None:
         f"route latency (routed record time - event ts), ms: p50 {lat[0]:,.0f}  "
         f"p90 {lat[1]:,.0f}  p99 {lat[2]:,.0f}  (trigger {args.trigger} s, "
         f"max/trigger {args.max_events_per_trigger}, offered {args.rate:,.0f}/s, "
-        f"tasks {s.tasks}, splitters {s.splitters}, state store {s.state_store})"
+        f"tasks {s.tasks})"
     )
     say(
         f"route job CPU: {cpu:.1f} s for {args.events:,} events = "

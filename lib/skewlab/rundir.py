@@ -200,8 +200,9 @@ class RunDir:
 
     @property
     def splitter_states(self) -> Path:
-        """The route job's splitter states per micro-batch when the splitters run on the
-        driver (inside the checkpoint: the two are recovered, or deleted, together)."""
+        """The route job's splitter states, a file per source partition and micro-batch,
+        written by the tasks that route (inside the checkpoint: the two are recovered, or
+        deleted, together)."""
         return self.checkpoint / "skewlab-splitters"
 
     @property

@@ -256,7 +256,9 @@ def test_a_failed_task_leaves_no_process_of_the_run(
     from skewlab.live.driver.experiment import ExperimentError
     from skewlab.live.driver.handle import RunHandle
     from skewlab.live.driver.route_host import HostDir, attach_any
+    from skewlab.live.driver.spark_launcher import EngineDir
     from skewlab.orchestration import live_tasks
+    from skewlab.rundir import RunDir
 
     def broken_produce(ref: Any, settings: Any, progress: Any = None) -> Any:
         raise ExperimentError("injected: the producer\nbroke")
@@ -288,8 +290,13 @@ def test_a_failed_task_leaves_no_process_of_the_run(
         if any(handle.run_id in part for part in p.info["cmdline"] or [])
     ]
     assert leftovers == []
-    groups = {  # each ran in its own session (a query on the shared route host: in none)
-        rec.pid for rec in handle.procs.values() if HostDir.of_request(rec.request) is None
+    warm = EngineDir(RunDir.of(run_dir).spark_workers).warm_app()
+    shared = warm.app_record() if warm is not None else None
+    groups = {  # each ran in its own session (a query on the shared route host or a job of
+        # the shared warm workers app: in none; their own ends are checked above)
+        rec.pid
+        for rec in handle.procs.values()
+        if HostDir.of_request(rec.request) is None and (shared is None or rec.pid != shared.pid)
     }
     assert _group_members(groups) == [], "the Spark JVM (or another child) outlived the run"
     client = connect(KafkaSettings(handle.bootstrap or ""))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: set up if needed, lint, type-check, then pytest.
-# Extra arguments go to pytest (e.g. `-m unit`, `-m integration`, `-k dkg`); pytest runs on
-# two xdist workers, tests grouped by what they start (tests/conftest.py; `-n 0`: one process).
+# Extra arguments go to pytest (e.g. `-m unit`, `-m integration`, `-k dkg`; `-n 2`: two xdist
+# workers, tests grouped by what they start, tests/conftest.py and docs/testing.md).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/infra/setup.sh"
@@ -14,4 +14,4 @@ echo "== mypy (lib/)" >&2
 "$bin/mypy"
 echo "== pytest" >&2
 bash "$root/infra/browser.sh" >&2  # chromium for -m browser (apt-get if missing)
-exec "$bin/python" -m pytest -n 2 "$@"
+exec "$bin/python" -m pytest "$@"

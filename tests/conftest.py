@@ -1,10 +1,10 @@
-"""How the suite shares the 2 cores: two pytest-xdist workers, tests grouped by what they start.
+"""How the suite shares 2 cores under ``-n 2`` (pytest-xdist): tests grouped by what they start.
 
-`infra/test.sh` runs pytest with ``-n 2``. The live, DAG and browser tests are CPU-bound and
-share the session's services (broker, route host, Airflow), so they run in one worker, one
-after another, as they would without xdist. The other worker takes the unit tests
-(one core), the autoscale runs (their control loops wait on the wall clock), then the crash
-matrix (its runs start their own route jobs). Measurements: docs/testing.md, "Session 27".
+``bash infra/test.sh -n 2`` (one process without it; docs/testing.md, "Session 27"). The
+live, DAG and browser tests are CPU-bound and share the session's services (broker, route
+host, Airflow), so they run in one worker, one after another, as without xdist. The other
+worker takes the unit tests (one core), the autoscale runs (their control loops wait on the
+wall clock), then the crash matrix (its runs start their own route jobs).
 
 1. collection (:func:`pytest_collection_modifyitems`): Airflow's users move behind every
    other test, so the other worker's tests run beside the live runs, not beside Airflow's

@@ -59,7 +59,7 @@ from skewlab.live.driver.settings import (
     routed_partitions,
     warm_spares,
 )
-from skewlab.live.driver.spark_launcher import SparkLauncher, worker_engine
+from skewlab.live.driver.spark_launcher import SparkLauncher, SparkProc, worker_engine
 from skewlab.live.driver.startup import (
     preload,
     preload_modules,
@@ -158,6 +158,8 @@ class Run(PhasedRun["RunSummary"]):
         run = cls(resume_context(handle, progress))
         procs = run.ctx.procs
         for name, proc in run.attached().items():
+            if isinstance(proc, SparkProc):
+                proc.adopt()
             if name == "route":
                 procs.route = proc
             else:

@@ -236,6 +236,8 @@ class SparkProc:
         self.app_lost = False
         """The app ended with no end recorded for this job (``skewlab gc`` / ``stop`` killed
         its group, or it died): Spark retries nothing more, whatever the attempts were."""
+        self.inherited_end = False
+        """The job had ended when a resuming driver adopted it (:meth:`adopt`)."""
 
     @property
     def retried_by_engine(self) -> bool:
@@ -246,7 +248,13 @@ class SparkProc:
         worker still wanted (one a failed driver's stop cancelled, adopted by a resumed
         driver) is restarted as a new job, as the local engine restarts a killed process."""
         cancelled = self.returncode == -signal.SIGKILL and self.dir.cancel(self.rid).exists()
-        return not self.app_lost and not cancelled
+        return not self.app_lost and not cancelled and not self.inherited_end
+
+    def adopt(self) -> None:
+        """A driver resuming the run takes this job over: an end already recorded is the
+        failed attempt's (a broker loss ended it, say), not Spark's last word on a worker
+        the resumed run still wants, so the supervisor restarts it as a new job."""
+        self.inherited_end = self.poll() is not None
 
     def attempts(self) -> list[dict[str, Any]]:
         """The task attempts started so far (step 2)."""

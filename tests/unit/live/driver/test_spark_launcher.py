@@ -214,3 +214,26 @@ def test_a_stopped_runs_app_that_stays_is_killed_with_its_group(tmp_path: Path) 
 def test_a_run_without_a_workers_app_has_nothing_to_wait_for(tmp_path: Path) -> None:
     assert await_app_exit(tmp_path, timeout_s=0.0) is False
     assert not (tmp_path / "spark-workers").exists()  # nothing created for a local run
+
+def test_a_job_that_had_ended_when_a_resuming_driver_adopted_it_is_restarted(
+    tmp_path: Path,
+) -> None:
+    """A broker loss ends the workers' jobs by themselves (Spark gave up on them, no
+    cancel) before the failed driver stops; the driver that resumes the run adopts them
+    ended and must start them again, while a job that ends after adoption is Spark's end."""
+    d = EngineDir.of_run(tmp_path)
+    app = _sleeper()
+    try:
+        before, after = _proc(d, app, "worker-0"), _proc(d, app, "worker-1")
+        d.add_attempt(before.rid, {"attempt": 0, "pid": 11, "create_time": 0.0, "rc": 1})
+        d.finish(before.rid, d.job_rc(before.rid, failed=True))
+        before.adopt()
+        after.adopt()  # still running when adopted
+        d.add_attempt(after.rid, {"attempt": 0, "pid": 12, "create_time": 0.0, "rc": 1})
+        d.finish(after.rid, d.job_rc(after.rid, failed=True))
+        assert (before.poll(), after.poll()) == (1, 1)
+        assert not before.retried_by_engine  # the failed attempt's end: restart it
+        assert after.retried_by_engine  # ended under this driver: Spark's retries were used
+    finally:
+        app.kill()
+        app.wait()

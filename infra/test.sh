@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: set up if needed, lint, type-check, then pytest.
-# Extra arguments go to pytest (e.g. `-m unit`, `-m integration`, `-k dkg`; `-n 2`: two xdist
-# workers, tests grouped by what they start, tests/conftest.py and docs/testing.md).
+# With no arguments pytest runs on two xdist workers: every service test on one, in order, the
+# unit tests on the other at a lower priority (tests/conftest.py, docs/testing.md). Arguments
+# go to pytest instead, in one process (e.g. `-m unit`, `-m integration`, `-k dkg`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/infra/setup.sh"
@@ -14,4 +15,7 @@ echo "== mypy (lib/)" >&2
 "$bin/mypy"
 echo "== pytest" >&2
 bash "$root/infra/browser.sh" >&2  # chromium for -m browser (apt-get if missing)
+if [ "$#" -eq 0 ]; then
+  set -- -n 2
+fi
 exec "$bin/python" -m pytest "$@"

@@ -1,16 +1,17 @@
-"""How the suite shares 2 cores under ``-n 2`` (pytest-xdist): tests grouped by what they start.
+"""How the suite shares 2 cores under ``-n 2`` (pytest-xdist): the unit tests on idle CPU.
 
-``bash infra/test.sh -n 2`` (one process without it; docs/testing.md, "Session 27"). The
-live, DAG and browser tests are CPU-bound and share the session's services (broker, route
-host, Airflow), so they run in one worker, one after another, as without xdist. The other
-worker takes the unit tests (one core), the autoscale runs (their control loops wait on the
-wall clock), then the crash matrix (its runs start their own route jobs).
+``bash infra/test.sh`` with no arguments runs ``pytest -n 2`` (docs/testing.md, "Session 28").
+Every test that starts or shares a service (broker, route host, warm workers app, Airflow)
+runs in one worker, in collection order, as in one process: each service stops right after
+its last user. The other worker takes the unit tests, and lowers its priority first, so it
+runs on the CPU the services' tests leave idle (they kept the cores 58 % busy) and does not
+slow them down. Session 27's split, half the integration tests on each worker, made every
+test about twice as slow and gained nothing.
 
-1. collection (:func:`pytest_collection_modifyitems`): Airflow's users move behind every
-   other test, so the other worker's tests run beside the live runs, not beside Airflow's
-   scheduler (Airflow loses most from sharing the cores);
-2. scheduling (:func:`pytest_xdist_make_scheduler`): each group of :func:`group_of` is one
-   unit of work, sent whole to one worker, which runs it in collection order.
+1. scheduling (:func:`pytest_xdist_make_scheduler`): each group of :func:`group_of` is one
+   unit of work, sent whole to one worker, which runs it in collection order;
+2. priority (:func:`pytest_runtest_setup`): a worker given the unit group is reniced to
+   :data:`UNIT_NICE` before its first test (the processes its tests start inherit it).
 """
 
 from __future__ import annotations
@@ -23,22 +24,16 @@ from xdist.scheduler import LoadScopeScheduling
 
 SERVICES = "services"
 """The group of every test that starts or shares the session's services."""
-BESIDE = {
-    "tests/unit/": "unit",
-    "tests/integration/autoscale/": "autoscale",
-    "tests/integration/crash/": "crash",
-}
-"""Folders whose tests run on the other worker, and their groups."""
-LAST = "airflow_server"
-"""The fixture whose users run after every other test."""
+UNIT = "unit"
+"""The group of the pure library's tests (``tests/unit``): no service, CPU only."""
+UNIT_NICE = 10
+"""The niceness the unit worker adds to its own (CFS weight 110 against 1024: about a tenth
+of a core while the services' tests keep both busy, all of what they leave idle)."""
 
 
 def group_of(nodeid: str) -> str:
-    """The group of a test: its :data:`BESIDE` folder's group, else :data:`SERVICES`."""
-    for folder, group in BESIDE.items():
-        if nodeid.startswith(folder):
-            return group
-    return SERVICES
+    """The group of a test: :data:`UNIT` under ``tests/unit/``, else :data:`SERVICES`."""
+    return UNIT if nodeid.startswith("tests/unit/") else SERVICES
 
 
 class ByGroup(LoadScopeScheduling):
@@ -50,12 +45,17 @@ class ByGroup(LoadScopeScheduling):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ByGroup:
-    """Step 2: schedule by group (the module doc)."""
+    """Step 1: schedule by group (the module doc)."""
     return ByGroup(config, log)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Step 1, in an xdist worker: Airflow's users last (the module doc); the sort is stable.
-    One process keeps the order in which each service stops right after its last user."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: LAST in getattr(item, "fixturenames", ()))
+_reniced: list[bool] = []
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Step 2: an xdist worker about to run its first unit test gives way (the module doc).
+    One process (no xdist) keeps its priority: nothing runs beside it."""
+    if _reniced or not os.environ.get("PYTEST_XDIST_WORKER") or group_of(item.nodeid) != UNIT:
+        return
+    os.nice(UNIT_NICE)
+    _reniced.append(True)

@@ -7,15 +7,20 @@ Delta tables. Run in a process of its own (its JVM gone before the live runs sta
 
     .venv/bin/python bench/_passthrough.py BOOTSTRAP --records N --partitions P --workers W
 
-It fills the input topic, runs the job once over 1,000 records (JVM and connector warm-up,
-as the route job's warm-up batch), then times one ``availableNow`` query over the N
-records from its start to its end, and prints ``{"records": .., "seconds": ..}``.
+It runs the job once over 1,000 records (JVM and connector warm-up, as the route job's
+warm-up batch), then one of:
 
-``--rate R --duration D``: the latency floor instead. After the same warm-up the job runs
-as a stream (the route job's default ``trigger_s``); the live runs' producer sends the
-bench's workload at R/s for D s (its pacing, each burst stamped at send); once all are
-through it prints ``{"records", "p50_ms", "p99_ms"}`` of (the output record's timestamp,
-set by Spark's Kafka producer) - (the event's send time).
+- ``--records N`` (one batch): fills the input topic with N records, times one
+  ``availableNow`` query over them from its start to its end, and prints
+  ``{"records": .., "seconds": ..}``;
+- ``--rate R --duration D`` (a stream, like the route query): the job runs with the
+  route query's trigger (``--trigger``, default ``trigger_s``) and batch cap
+  (``--max-offsets-per-trigger``), its checkpoint on the local disk; the live runs'
+  producer sends the bench's workload at R/s for D s (its pacing, each burst stamped at
+  send); once all are through it prints ``{"records", "seconds", "p50_ms", "p99_ms"}``:
+  latency = (the output record's timestamp, set by Spark's Kafka producer) - (the
+  event's send time), ``seconds`` = last output timestamp - first send time (the live
+  runs' sustained window: first produced -> last processed).
 """
 
 from __future__ import annotations
@@ -54,16 +59,31 @@ def fill(bootstrap: str, topic: str, n: int, partitions: int) -> None:
         c.close()
 
 
-def start_job(spark, bootstrap: str, source: str, sink: str, workers: int, ck: Path, once: bool):
-    """The job from ``source`` to ``sink``: one ``availableNow`` run, or a stream."""
+def start_job(
+    spark,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    workers: int,
+    ck: Path,
+    once: bool,
+    trigger_s: float = DEFAULTS["trigger_s"],
+    max_offsets: int | None = None,
+):
+    """The job from ``source`` to ``sink``: one ``availableNow`` run, or a stream with a
+    ``trigger_s`` trigger and at most ``max_offsets`` records a batch."""
     from pyspark.sql import functions as F
 
-    writer = (
+    reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
-        .load()
+    )
+    if max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    writer = (
+        reader.load()
         .select((F.col("partition") % workers).cast("int").alias("partition"), "key", "value")
         .writeStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -72,7 +92,7 @@ def start_job(spark, bootstrap: str, source: str, sink: str, workers: int, ck: P
     )
     if once:
         return writer.trigger(availableNow=True).start()
-    return writer.trigger(processingTime=f"{DEFAULTS['trigger_s']} seconds").start()
+    return writer.trigger(processingTime=f"{trigger_s} seconds").start()
 
 
 def passthrough(spark, bootstrap: str, source: str, sink: str, workers: int, ck: Path) -> float:
@@ -91,24 +111,41 @@ def wait_records(client, topic: str, n: int, timeout_s: float = 600.0) -> None:
         time.sleep(0.2)
 
 
-def latency_ms(client, topic: str, partitions: int) -> list[float]:
-    """Per event record of ``topic`` (not the probe): its timestamp - the event's ts, in ms."""
-    out = []
+def out_stamps(client, topic: str, partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(record timestamps, event send times)`` in s of every event record of ``topic``
+    (not the probe): values decoded as one Arrow column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stamps: list[float] = []
+    values: list[bytes | None] = []
     for p in range(partitions):
         end = client.end_offsets(topic).get(p, 0)
         for rec in client.fetch(topic, p, 0, end):
-            d = events.decode([rec.value])
-            if d.keys and d.keys[0] != PROBE:
-                out.append(rec.timestamp_ms - d.ts[0] * 1000.0)
-    return out
+            stamps.append(rec.timestamp_ms / 1000.0)
+            values.append(rec.value)
+    dec = events.decode_arrow(pa.array(values, pa.binary()))
+    keep = pc.fill_null(pc.not_equal(dec.column("key"), PROBE), False).to_numpy()
+    sent = dec.column("ts").to_numpy(zero_copy_only=False)
+    return np.asarray(stamps)[keep], sent[keep]
 
 
-def measure_latency(spark, client, bootstrap: str, args, tmp: Path, tag: str) -> dict:
-    """The ``--rate`` mode of the module doc: one probe through the stream, then the events."""
+def measure_stream(spark, client, bootstrap: str, args, tmp: Path, tag: str) -> dict:
+    """The stream mode of the module doc: one probe through the stream, then the events."""
     src, out = f"bench-pass-lin-{tag}", f"bench-pass-lout-{tag}"
     client.create_topic(src, args.partitions)
     client.create_topic(out, args.workers)
-    query = start_job(spark, bootstrap, src, out, args.workers, tmp / "ck-lat", once=False)
+    query = start_job(
+        spark,
+        bootstrap,
+        src,
+        out,
+        args.workers,
+        tmp / "ck-stream",
+        once=False,
+        trigger_s=args.trigger,
+        max_offsets=args.max_offsets_per_trigger,
+    )
     client.produce(src, events.encode(PROBE, time.time(), 0, ""), partition=0)
     client.flush()
     wait_records(client, out, 1)  # the stream is running and has moved a record
@@ -117,11 +154,13 @@ def measure_latency(spark, client, bootstrap: str, args, tmp: Path, tag: str) ->
     produce(client, parse_workload("zipf:s=1.1,v=2.72"), ps)
     wait_records(client, out, n + 1)
     query.stop()
-    ms = np.sort(np.asarray(latency_ms(client, out, args.workers)))
+    stamps, sent = out_stamps(client, out, args.workers)
     for t in (src, out):
         client.delete_topic(t)
+    ms = np.sort((stamps - sent) * 1000.0)
     pct = {q: float(np.percentile(ms, q)) for q in (50, 99)} if len(ms) else {50: 0.0, 99: 0.0}
-    return {"records": len(ms), "p50_ms": pct[50], "p99_ms": pct[99]}
+    secs = float(stamps.max() - sent.min()) if len(ms) else 0.0
+    return {"records": len(ms), "seconds": secs, "p50_ms": pct[50], "p99_ms": pct[99]}
 
 
 def main() -> None:
@@ -130,8 +169,10 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--rate", type=float, default=None, help="latency mode: events/s")
-    ap.add_argument("--duration", type=float, default=10.0, help="latency mode: seconds")
+    ap.add_argument("--rate", type=float, default=None, help="stream mode: events/s")
+    ap.add_argument("--duration", type=float, default=10.0, help="stream mode: seconds")
+    ap.add_argument("--trigger", type=float, default=DEFAULTS["trigger_s"], help="stream: s")
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=None, help="stream: cap")
     args = ap.parse_args()
     tag = uuid.uuid4().hex[:8]
     warm, src, out, wout = (f"bench-pass-{name}-{tag}" for name in ("warm", "in", "out", "wout"))
@@ -142,7 +183,7 @@ def main() -> None:
         spark = spark_session("bench-passthrough", Path(tmp) / "spark", master="local[2]")
         passthrough(spark, args.bootstrap, warm, wout, args.workers, Path(tmp) / "ck-warm")
         if args.rate is not None:
-            result = measure_latency(spark, admin, args.bootstrap, args, Path(tmp), tag)
+            result = measure_stream(spark, admin, args.bootstrap, args, Path(tmp), tag)
         else:
             fill(args.bootstrap, src, args.records, args.partitions)
             admin.create_topic(out, args.workers)

@@ -8,7 +8,12 @@ sustained rate. Baselines, both measured in this run before the live runs:
 - raw consume: the default client's consume rate over the same number of events,
   read as columns (``fetch_range``, the path the workers use): the machine's limit;
 - Spark passthrough (``_passthrough.py``, a process of its own): ``format("kafka")``
-  in, Spark's Kafka sink out with a ``partition`` column, nothing else.
+  in, Spark's Kafka sink out with a ``partition`` column, nothing else, run like the
+  route query: a stream with the same trigger and batch cap, checkpoint on the local
+  disk, offered ``--rate`` for ``--duration`` by the live runs' producer; its sustained
+  rate (events / (last output - first sent)) is the peer of the ratio. Beside it, the
+  old baseline: one ``availableNow`` batch over the same number of records
+  (``--no-batch-baseline`` skips it).
 
 Runs, each a whole live run (embedded broker, Spark route job, W workers,
 Delta, exactness check; MLflow off; the producer starts once the route job
@@ -29,6 +34,7 @@ run's route query runs on one warm route host, as ``skewlab run`` does on one ma
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -44,6 +50,7 @@ from skewlab.live.driver.route_host import ROUTE_HOST_ENV, launch_host, stop_hos
 from skewlab.live.driver.run import run_experiment
 from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
+from skewlab.spec import DEFAULTS
 
 TARGET_RATIO = 0.30
 TARGET_PASSTHROUGH = 0.5
@@ -65,26 +72,15 @@ def raw_consume_rate(bootstrap: str, n: int, partitions: int) -> float:
     return got / secs
 
 
-def passthrough_rate(bootstrap: str, n: int, partitions: int, workers: int) -> float:
-    """Records/s of Spark's minimal Kafka -> Kafka job (``_passthrough.py``) over ``n``."""
+def passthrough(bootstrap: str, partitions: int, workers: int, *mode: str) -> dict:
+    """What ``_passthrough.py`` prints for Spark's minimal Kafka -> Kafka job in ``mode``:
+    ``--records N`` (one batch) or ``--rate R --duration D ...`` (a stream)."""
     script = os.path.join(os.path.dirname(__file__), "_passthrough.py")
-    argv = [sys.executable, script, bootstrap, "--records", str(n)]
-    argv += ["--partitions", str(partitions), "--workers", str(workers)]
+    argv = [sys.executable, script, bootstrap, "--partitions", str(partitions)]
+    argv += ["--workers", str(workers), *mode]
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-    got = json.loads(out.strip().splitlines()[-1])
-    return got["records"] / got["seconds"]
-
-
-def passthrough_latency(
-    bootstrap: str, rate: float, duration: float, partitions: int, workers: int
-) -> tuple[float, float]:
-    """``(p50, p99)`` ms of the passthrough run as a stream at ``rate`` (``_passthrough.py``)."""
-    script = os.path.join(os.path.dirname(__file__), "_passthrough.py")
-    argv = [sys.executable, script, bootstrap, "--rate", str(rate), "--duration", str(duration)]
-    argv += ["--partitions", str(partitions), "--workers", str(workers)]
-    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-    got = json.loads(out.strip().splitlines()[-1])
-    return got["p50_ms"], got["p99_ms"]
+    got: dict = json.loads(out.strip().splitlines()[-1])
+    return got
 
 
 def main() -> None:
@@ -102,6 +98,12 @@ def main() -> None:
         help="CPU seconds per process class over each run's sustained phase (cpu_profile.py)",
     )
     ap.add_argument("--pyspy", default=None, help="with --cpu: py-spy stacks of workers here")
+    ap.add_argument(
+        "--no-batch-baseline",
+        dest="batch_baseline",
+        action="store_false",
+        help="skip the one-batch (availableNow) passthrough over the same records",
+    )
     ap.add_argument("--only", default=None, help="one run only: key or dkg at --rate")
     ap.add_argument(
         "--route-host",
@@ -153,7 +155,14 @@ def main() -> None:
     try:
         n = int(args.rate * args.duration)
         raw = raw_consume_rate(bootstrap, min(n, 1_000_000), args.partitions)
-        peer = passthrough_rate(bootstrap, min(n, 1_000_000), args.partitions, args.workers)
+        pt = functools.partial(passthrough, bootstrap, args.partitions, args.workers)
+        stream = ["--trigger", str(extra.get("trigger_s", DEFAULTS["trigger_s"]))]
+        if args.max_events_per_trigger is not None:
+            stream += ["--max-offsets-per-trigger", str(args.max_events_per_trigger)]
+        offered = ["--rate", str(args.rate), "--duration", str(args.duration)]
+        peer_run = pt(*offered, *stream)  # like the route runs: the same stream and load
+        peer = peer_run["records"] / peer_run["seconds"]
+        once = pt("--records", str(min(n, 1_000_000))) if args.batch_baseline else None
         if host is not None:  # started after the baselines: its JVM is not theirs
             d = launch_host(host)
             wait_ready(d)
@@ -168,7 +177,21 @@ def main() -> None:
         head = ("run", "events/s", "x raw", "x passthru", "p50 / p99 ms", "exact / events")
         say(row(*head, widths=widths))
         say(row("raw consume", f"{raw:,.0f}", "1.000", "", widths=widths))
-        say(row("spark passthrough", f"{peer:,.0f}", f"{peer / raw:.3f}", "1.000", widths=widths))
+        say(
+            row(
+                f"passthru @ {args.rate:,.0f}/s",
+                f"{peer:,.0f}",
+                f"{peer / raw:.3f}",
+                "1.000",
+                f"{peer_run['p50_ms']:,.0f} / {peer_run['p99_ms']:,.0f}",
+                f"- / {peer_run['records']:,}",
+                widths=widths,
+            )
+        )
+        if once is not None:
+            v = once["records"] / once["seconds"]
+            head = "passthru 1 batch"
+            say(row(head, f"{v:,.0f}", f"{v / raw:.3f}", f"{v / peer:.3f}", "", widths=widths))
 
         def line(label: str, r) -> str:
             return row(
@@ -191,9 +214,8 @@ def main() -> None:
         half = 0.5 * min(sustained.values())
         r = run("key", half, args.half_duration)
         say(line(f"key @ {half:,.0f}/s", r))
-        p50, p99 = passthrough_latency(
-            bootstrap, half, args.half_duration, args.partitions, args.workers
-        )
+        low = pt("--rate", str(half), "--duration", str(args.half_duration), *stream)
+        p50, p99 = low["p50_ms"], low["p99_ms"]
         say(row(f"passthru @ {half:,.0f}/s", "", "", "", f"{p50:,.0f} / {p99:,.0f}", widths=widths))
         for name, v in sustained.items():
             say(f"{name}: sustained {v / raw:.3f}x raw (target >= {TARGET_RATIO:.2f}x)")
@@ -201,8 +223,12 @@ def main() -> None:
                 f"{name}: sustained {v / peer:.3f}x Spark passthrough "
                 f"(target >= {TARGET_PASSTHROUGH:.2f}x)"
             )
+            if once is not None:
+                one = v / (once["records"] / once["seconds"])
+                say(f"{name}: sustained {one:.3f}x the one-batch passthrough (the old baseline)")
         say(f"p99 at half the sustained rate: {r.p99_ms:,.0f} ms (target <= {TARGET_P99_MS:,.0f})")
         say(f"Spark passthrough's p99 at that rate (the floor of a micro-batch job): {p99:,.0f} ms")
+        say(f"Spark passthrough's p99 at {args.rate:,.0f}/s: {peer_run['p99_ms']:,.0f} ms")
         say(f"load average at end: {os.getloadavg()[0]:.1f}")
     finally:
         if sampler is not None:

@@ -6,7 +6,8 @@ start or stop it:
 * every registered service (:data:`skewlab.services.SERVICES`, the Kafka
   broker today): ``skewlab up`` starts it, ``skewlab down`` stops it;
 * the route host ``skewlab run`` starts (:func:`start_route_host`, a Spark session kept
-  warm for the next run's route query); ``skewlab down`` stops it;
+  warm for the next run's route query), and the warm workers app beside it (the Spark
+  application whose tasks run the runs' workers); ``skewlab down`` stops both;
 * Airflow standalone started by ``skewlab airflow --run`` for this data dir
   (found by its ``AIRFLOW_HOME``); ``skewlab down`` stops it too;
 * an MLflow UI / server reading this data dir's store, if one was started by
@@ -29,6 +30,9 @@ from typing import Any
 from skewlab.envsettings import EnvSettings, env_settings
 from skewlab.live.driver.lifecycle import run_states
 from skewlab.live.driver.route_host import ROUTE_HOST_ENV, HostDir, launch_host, stop_host
+from skewlab.live.driver.warm_app import beside as warm_app_beside
+from skewlab.live.driver.warm_app import read_ready as warm_app_ready
+from skewlab.live.driver.warm_app import stop as stop_warm_app
 from skewlab.report.table import format_table
 from skewlab.services import SERVICES, get_service
 from skewlab.services.datadir import DataDir, resolve_home
@@ -44,6 +48,8 @@ MLFLOW_DEFAULT_PORT = 5000
 
 ROUTE_HOST = "route-host"
 """The route host's folder under the data dir (and its row in ``status``)."""
+WORKERS_APP = "workers-app"
+"""The ``status`` row of the warm workers app beside the route host."""
 
 
 def route_host_dir(home: str | os.PathLike[str] | None) -> Path:
@@ -196,6 +202,7 @@ def status_rows(home: str | None) -> list[list[str]]:
         else:
             rows.append([name, "stopped", "-", "-", f"skewlab up{flag}"])
     rows.append(route_host_row(root / ROUTE_HOST, flag))
+    rows.append(workers_app_row(root / ROUTE_HOST, flag))
     airflow = find_airflow(root / "airflow")
     if airflow:
         rows.extend(
@@ -224,6 +231,18 @@ def route_host_row(path: Path, flag: str) -> list[str]:
     return [ROUTE_HOST, state, str(url), str(rec.pid), f"skewlab down{flag}"]
 
 
+def workers_app_row(host_dir: Path, flag: str) -> list[str]:
+    """The ``status`` row of the warm workers app beside the route host in ``host_dir``
+    (:mod:`skewlab.live.driver.warm_app`): starting or running (its Spark UI), or stopped."""
+    d = warm_app_beside(host_dir)
+    rec = d.app_record()
+    if rec is None or not d.alive():
+        return [WORKERS_APP, "stopped", "-", "-", "started by skewlab run"]
+    ready = warm_app_ready(d)
+    state, url = ("starting", "-") if ready is None else ("running", ready.get("ui") or "-")
+    return [WORKERS_APP, state, str(url), str(rec.pid), f"skewlab down{flag}"]
+
+
 def _act(action: str, args: argparse.Namespace) -> int:
 
     if action == "status":
@@ -247,9 +266,15 @@ def _act(action: str, args: argparse.Namespace) -> int:
             print(f"{name}: {'stopped' if stopped else 'was not running'}")
     if action == "down":
         host = HostDir(resolve_home(args.home) / ROUTE_HOST)
+        app = warm_app_beside(host.path)
+        app_up = app.alive()
         if host.alive():
-            stop_host(host.path)
+            stop_host(host.path)  # and the workers app beside it
             print(f"{ROUTE_HOST}: {'could not be stopped' if host.alive() else 'stopped'}")
+        if app.alive():  # its host gone already: it would leave by itself within a minute
+            stop_warm_app(app)
+        if app_up:
+            print(f"{WORKERS_APP}: {'could not be stopped' if app.alive() else 'stopped'}")
         for a in find_airflow(resolve_home(args.home) / "airflow"):
             gone = stop_group(a.pid)
             print(f"airflow: {'stopped' if gone else 'could not be stopped'} (pid {a.pid})")
@@ -263,8 +288,9 @@ def up(args: argparse.Namespace) -> int:
 
 
 def down(args: argparse.Namespace) -> int:
-    """``skewlab down``: stop every registered service, the data dir's route host and its
-    Airflow standalone (:func:`stop_group`), one line each; returns 0."""
+    """``skewlab down``: stop every registered service, the data dir's route host, the warm
+    workers app beside it and its Airflow standalone (:func:`stop_group`), one line each;
+    returns 0."""
     return _act("down", args)
 
 

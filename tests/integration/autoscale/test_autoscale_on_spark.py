@@ -1,11 +1,12 @@
 """The live autoscaler's consumers as Spark tasks (``SKEWLAB_WORKER_ENGINE=spark``, issue 34).
 
-Real broker, Delta and Spark (the run's workers app on ``local[32,4]``), the load step of
-test_live_autoscale.py held longer:
+Real broker, Delta and Spark (the session's warm workers app beside its route host, on
+``local[32,4]``, as a grouping run's), the load step of test_live_autoscale.py held longer:
 
 * the run scales out and back in and ends exact, and each consumer instance the controller
-  started is one job (its own job group) of the app ``skewlab-workers <run id>``: its
-  request, one attempt that exited 0, one successful task in the app's event log;
+  started is one job of the warm app ``skewlab-workers (warm)``, in the run's job group
+  ``<run id>`` described ``skewlab-workers <run id>: consumer-<c>``: its request, one
+  attempt that exited 0, one successful task in the app's event log; the app stays up;
 * a consumer SIGKILLed while it owns partitions is retried by Spark (attempt 1 of the same
   job), which resumes its partitions (its evidence): no loss noticed, no reassignment, exact.
   It prints the seconds from the kill to the new attempt's start and first batch;
@@ -36,7 +37,7 @@ from tests.integration.autoscale.test_live_autoscale import (
     _settings,
     _wait_phase,
 )
-from tests.integration.fixtures.engine import event_log, tasks_by_group
+from tests.integration.fixtures.engine import event_log, job_groups, tasks_by_group
 
 pytestmark = pytest.mark.integration
 
@@ -64,16 +65,20 @@ def test_consumers_are_tasks_of_the_workers_app_and_the_run_scales_exactly(
     run_dir = Path(r.run_dir)
     h = RunHandle.load(run_dir)
     assert h.startup["workers_app"] > 0
+    d = EngineDir(run_dir / "spark-workers")
+    warm = d.warm_app()
+    assert warm is not None and not d.app.exists()  # the shared app, none of the run's own
     log = event_log(run_dir)
     (app,) = [e for e in log if e["Event"] == "SparkListenerApplicationStart"]
-    assert app["App Name"] == f"skewlab-workers {r.run_id}"
-    tasks = tasks_by_group(log)
+    assert app["App Name"] == "skewlab-workers (warm)"
+    assert warm.alive()  # shared: the run's end does not end it
+    tasks, groups = tasks_by_group(log), job_groups(log)
     reqs = _consumer_requests(run_dir)
     assert len(reqs) >= max(consumers), [q.name for q in reqs]  # every instance a new job
-    d = EngineDir(run_dir / "spark-workers")
     stopped = RunDir.of(run_dir).stop.stat().st_mtime
     assert any(d.rc(q.id).stat().st_mtime < stopped for q in reqs)  # scaled in: a job ended
     for q in reqs:
+        assert groups[q.id] == (r.run_id, f"skewlab-workers {r.run_id}: {q.name}"), q.name
         assert tasks[q.id] == [(0, "Success")], (q.name, tasks[q.id])
         assert [a["rc"] for a in d.read_attempts(q.id) if "rc" in a] == [0], q.name
         assert d.read_rc(q.id) == 0

@@ -5,7 +5,8 @@
 * a worker SIGKILLed mid-produce is restarted by the driver (counted in the
   handle; on the Spark worker engine by Spark's task retry, counted in its attempts)
   and the run ends exact; one SIGSTOPped (hung, alive) is named, killed and restarted
-  by the driver once it made no progress with records waiting;
+  once it made no progress with records waiting: by the driver, or on the Spark worker
+  engine by its task (the attempt failed) and Spark's task retry;
 * the driver crashes mid-produce (crash point ``driver.mid_produce``): its
   children run on; ``skewlab gc`` stops them and records the run as stopped;
   ``Run.resume`` finishes the run (children restarted, the missing events
@@ -29,7 +30,14 @@ from typing import Any
 
 import psutil
 import pytest
-from tests.integration.fixtures.engine import engine, kill_worker, pid_now, task_retries
+from tests.integration.fixtures.engine import (
+    engine,
+    event_log,
+    kill_worker,
+    pid_now,
+    task_retries,
+    tasks_by_group,
+)
 from tests.integration.fixtures.live import LIVE_DEFAULTS, RunRefs, wait_for
 
 from skewlab.faults import CRASH_EXIT, crash_env
@@ -37,6 +45,7 @@ from skewlab.live.driver.handle import Phase, ProcRecord, RunHandle, Status
 from skewlab.live.driver.launch import Detached
 from skewlab.live.driver.lifecycle import gc
 from skewlab.live.driver.route_host import attach_any
+from skewlab.live.driver.spark_launcher import SparkProc
 
 pytestmark = pytest.mark.integration
 
@@ -162,7 +171,9 @@ def test_a_worker_stopped_mid_produce_is_named_killed_restarted_and_the_run_stay
     run_live: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 37 point 5: a SIGSTOPped worker is alive, so only its progress shows it hung:
-    the supervisor names it, kills its group and restarts it; the run ends EXACT."""
+    the supervisor names it, kills its group and restarts it; the run ends EXACT. On the
+    Spark worker engine its task does (issue 34): it kills the attempt's process for the
+    hang and fails the attempt, and Spark's task retry is the restart."""
     n = LIVE_DEFAULTS["events"]
     stopped: list[tuple[int, float]] = []
 
@@ -170,7 +181,7 @@ def test_a_worker_stopped_mid_produce_is_named_killed_restarted_and_the_run_stay
         if stopped or sent < 0.4 * n:
             return
         p = procs.workers[1]
-        os.kill(p.pid, signal.SIGSTOP)  # hung, not dead: the driver must notice by progress
+        os.kill(p.pid, signal.SIGSTOP)  # hung, not dead: only its progress can show it
         stopped.append((p.pid, psutil.Process(p.pid).create_time()))
 
     try:
@@ -184,9 +195,6 @@ def test_a_worker_stopped_mid_produce_is_named_killed_restarted_and_the_run_stay
                     os.kill(pid, signal.SIGKILL)
     assert stopped
     named = [r.getMessage() for r in caplog.records if "made no progress" in r.getMessage()]
-    assert len(named) == 1, named
-    assert named[0].startswith("worker-1 made no progress for ")
-    assert named[0].endswith(" records waiting; restarting it")
     s = run.summary
     assert s is not None and s.exact, s.exactness
     assert s.events == n
@@ -199,9 +207,24 @@ def test_a_worker_stopped_mid_produce_is_named_killed_restarted_and_the_run_stay
     assert int(found[1]) >= 8 and int(found[2].replace(",", "")) > 0
     h = RunHandle.load(run.run_dir)
     assert h.settings["stall_s"] == 8.0
-    assert h.restarts["worker-1"] == 1  # on either engine: the driver killed and restarted it
     assert set(h.restarts) <= {"worker-1", "route"}  # a Spark start may fail on a busy machine
-    assert not task_retries(run.run_dir)  # Spark: its job cancelled (no retry), a new one started
+    if engine(run.run_dir) == "spark":  # its task judged it, not the driver; Spark retried it
+        assert named == [] and "worker-1" not in h.restarts
+        proc = SparkProc(h.procs["worker-1"])  # the one job of worker 1: no new request
+        ends = [(a["attempt"], a["pid"], a["rc"]) for a in proc.dir.read_attempts(proc.rid)
+                if "rc" in a]  # fmt: skip
+        assert len(ends) == 2, ends
+        assert ends[0] == (0, stopped[0][0], -signal.SIGKILL), ends  # killed: it was stopped
+        assert ends[1][0] == 1 and ends[1][2] == 0 and proc.poll() == 0, ends  # finished
+        tasks = tasks_by_group(event_log(run.run_dir))[proc.rid]
+        assert tasks == [(0, "ExceptionFailure"), (1, "Success")], tasks
+        assert task_retries(run.run_dir) == {"worker-1": 1}
+    else:
+        assert len(named) == 1, named
+        assert named[0].startswith("worker-1 made no progress for ")
+        assert named[0].endswith(" records waiting; restarting it")
+        assert h.restarts["worker-1"] == 1  # the driver killed and restarted it
+        assert not task_retries(run.run_dir)
     assert pid_now(run.run_dir, "worker-1") != stopped[0][0]
     assert run.log("worker-1.log").count("worker 1 resumes at routed offset") == 2
     assert h.status == Status.DONE.value

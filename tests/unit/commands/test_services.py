@@ -128,3 +128,38 @@ def test_the_route_host_is_a_row_starting_then_running_and_down_stops_it(
     finally:
         if host.poll() is None:
             host.kill()
+
+
+def test_the_warm_workers_app_is_a_row_starting_then_running_and_down_stops_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stand-in app process beside the route host's folder (it exits once its stop file
+    appears, as the app does); its host is gone, so ``down`` stops the app itself."""
+    import psutil
+
+    from skewlab.commands.services import WORKERS_APP
+    from skewlab.live.driver.warm_app import beside
+
+    home = tmp_path / "home"
+    d = beside(home / ROUTE_HOST)
+    d.runs.mkdir(parents=True)
+    assert [r[:4] for r in _status(capsys, home) if r[0] == WORKERS_APP] == [
+        [WORKERS_APP, "stopped", "-", "-"]
+    ]
+    code = f"import os, time\nwhile not os.path.exists({str(d.stop_file)!r}): time.sleep(0.05)"
+    app = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        rec = ProcRecord("workers-app", app.pid, psutil.Process(app.pid).create_time(), [], "")
+        write_json(d.record, rec.__dict__)
+        row = next(r for r in _status(capsys, home) if r[0] == WORKERS_APP)
+        assert row[1:4] == ["starting", "-", str(app.pid)]
+        write_json(d.ready, {"app_id": "local-1", "ui": "http://127.0.0.1:4322", "master": "x"})
+        row = next(r for r in _status(capsys, home) if r[0] == WORKERS_APP)
+        assert row[1:4] == ["running", "http://127.0.0.1:4322", str(app.pid)]
+        assert row[4:] == ["skewlab", "down", "--home", str(home)]
+        assert cli.main(["down", "--home", str(home)]) == 0
+        assert f"{WORKERS_APP}: stopped" in capsys.readouterr().out.splitlines()
+        assert app.wait(timeout=30) == 0  # it ended by its stop file, not a kill
+    finally:
+        if app.poll() is None:
+            app.kill()

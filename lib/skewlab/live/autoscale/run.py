@@ -260,13 +260,14 @@ class AutoscaleRun(PhasedRun[AutoscaleSummary]):
 
     def start(self) -> None:
         """Phase 3: the monitor and the controller, running; with the ``spark`` engine the
-        run's workers app first, up (the controller's consumers are its jobs; its Spark
-        start, in ``handle.startup``, is not part of the load)."""
+        workers app first, up: the warm one beside a route host if there is one (as a
+        grouping run's), else the run's own (the controller's consumers are its jobs; its
+        Spark start, in ``handle.startup``, is not part of the load)."""
         self.handle.require(P.TOPICS, "start the processes of")
         self.handle.t_start = time.time()
         if self.engine == "spark":
             began = time.monotonic()
-            app = SparkLauncher(self.files.path).wait_app()
+            app = SparkLauncher(self.files.path).wait_app(share=True)
             self.handle.startup["workers_app"] = time.monotonic() - began
             log.info("workers app %s of %s ready, UI %s", app["app_id"], self.run_id, app["ui"])
         for role in ROLES:

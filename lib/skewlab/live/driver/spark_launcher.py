@@ -7,8 +7,8 @@ Files in ``<run dir>/spark-workers/`` (:class:`EngineDir`) are the whole protoco
 1. ``start`` starts the app once (detached; its record in ``app.json``) and writes a request
    ``<id>.json`` (name, command, log); the app submits it as one job in job group ``<id>``;
 2. each task attempt removes the request's ``fresh`` files (a worker's ready marker), appends
-   ``{attempt, pid, ...}`` to ``<id>.attempts`` and runs the command as its child; a non-zero
-   exit removes them again and fails the task, so Spark's task retry restarts it;
+   ``{attempt, pid, ...}`` to ``<id>.attempts``, runs the command as its child (a worker's
+   watched for a hang); a non-zero exit removes them again and fails the task: Spark retries;
 3. ``kill`` touches ``<id>.cancel`` (the app cancels the group; a task seeing it does not fail)
    and kills the current attempt's process tree;
 4. the app writes the job's end to ``<id>.rc``: 0, the last attempt's exit code, or ``-9`` if
@@ -18,6 +18,7 @@ Files in ``<run dir>/spark-workers/`` (:class:`EngineDir`) are the whole protoco
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from typing import Any
 
 from skewlab.envsettings import env_settings
 from skewlab.errors import ConfigError
-from skewlab.live.driver.handle import ProcRecord
+from skewlab.live.driver.handle import HandleError, ProcRecord, RunHandle
 from skewlab.live.driver.launch import (
     Detached,
     LocalLauncher,
@@ -44,6 +45,7 @@ from skewlab.live.driver.launch import (
     write_code,
     write_json,
 )
+from skewlab.live.driver.supervise import run_stall_s
 from skewlab.live.driver.warm_app import APP_MODULE, WarmDir
 from skewlab.live.driver.warm_app import home as warm_home
 from skewlab.live.driver.warm_app import launch as launch_warm
@@ -89,6 +91,9 @@ class Request:
     fresh: list[str] = field(default_factory=list)
     """Files an attempt's command writes that no later attempt may inherit (step 2): a
     worker's ready marker, so that a retried worker is ready only once it says so again."""
+    watch: dict[str, Any] | None = None
+    """A worker's hang watch in its task (step 2; :func:`hang_watch`): ``run_dir``,
+    ``worker`` (its index), ``stall_s``; None: not watched."""
 
 
 @dataclass(frozen=True)
@@ -148,12 +153,17 @@ class EngineDir:
         return self.path / f"{rid}.rc"
 
     def write_request(
-        self, name: str, cmd: list[str], log: Path, fresh: list[Path] | None = None
+        self,
+        name: str,
+        cmd: list[str],
+        log: Path,
+        fresh: list[Path] | None = None,
+        watch: dict[str, Any] | None = None,
     ) -> Request:
         """Step 1: a new request for ``name`` (written atomically; ids sort by time)."""
         env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV)}
         rid = f"{name}-{time.time_ns()}-{uuid.uuid4().hex[:6]}"
-        req = Request(rid, name, cmd, str(log), env, [str(p) for p in fresh or []])
+        req = Request(rid, name, cmd, str(log), env, [str(p) for p in fresh or []], watch)
         write_json(self.request(req.id), req.__dict__)
         return req
 
@@ -205,7 +215,9 @@ class EngineDir:
         return read_code(self.rc(rid))
 
 
-def _kill_tree(pid: int, create_time: float) -> None:
+def kill_tree(pid: int, create_time: float) -> None:
+    """SIGKILL process ``pid`` and its descendants, unless its number now names a process
+    created at another time than ``create_time`` (0: unknown)."""
     import psutil
 
     try:
@@ -256,6 +268,14 @@ class SparkProc:
         the resumed run still wants, so the supervisor restarts it as a new job."""
         self.inherited_end = self.poll() is not None
 
+    @functools.cached_property
+    def watches_hangs(self) -> bool:
+        """Whether its task watches it for a hang (step 2: its request names a ``watch``):
+        then the driver's supervisor does not."""
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            return json.loads(Path(str(self.rec.request)).read_text()).get("watch") is not None
+        return False
+
     def attempts(self) -> list[dict[str, Any]]:
         """The task attempts started so far (step 2)."""
         return [a for a in self.dir.read_attempts(self.rid) if "rc" not in a]
@@ -291,23 +311,39 @@ class SparkProc:
         """Step 3: cancel the job (no retry follows) and kill the current attempt's tree."""
         self.dir.cancel(self.rid).touch()
         for a in self.attempts()[-1:]:
-            _kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
+            kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
 
     def wait(self, timeout: float | None = None) -> int:
         """Poll every 0.1 s until the job ends; ``subprocess.TimeoutExpired`` after ``timeout``."""
         return wait_polling(self, self.rec.cmd, timeout)
 
 
+def _worker(name: str) -> int | None:
+    """The index of worker ``worker-<i>``; None for another name (a consumer)."""
+    kind, _, index = name.partition("-")
+    return int(index) if kind == "worker" and index.isdigit() else None
+
+
 def _fresh(run_dir: Path, name: str) -> list[Path]:
     """What a retry of ``name`` must not inherit from its crashed attempt: a worker's ready
     marker (the local engine's restart removes it too: :func:`~skewlab.live.driver.context.
     bind_spawners`)."""
-    kind, _, index = name.partition("-")
-    return (
-        [RunDir.of(run_dir).worker_ready(int(index))]
-        if kind == "worker" and index.isdigit()
-        else []
-    )
+    i = _worker(name)
+    return [] if i is None else [RunDir.of(run_dir).worker_ready(i)]
+
+
+def hang_watch(run_dir: Path, name: str) -> dict[str, Any] | None:
+    """Step 2's hang watch of ``name``: a worker is watched in its task, with the run's
+    ``stall_s`` (its handle's settings), as the driver's supervisor watches a local one; a
+    consumer is not (nor by the supervisor)."""
+    i = _worker(name)
+    if i is None:
+        return None
+    try:
+        settings = RunHandle.load(run_dir).settings
+    except HandleError:
+        settings = {}
+    return {"run_dir": str(run_dir), "worker": i, "stall_s": run_stall_s(settings)}
 
 
 APP_EXIT_S = 30.0
@@ -360,7 +396,7 @@ def _await_jobs(d: EngineDir, timeout_s: float) -> bool:
             for rid in running:
                 d.cancel(rid).touch()
                 for a in d.read_attempts(rid)[-1:]:
-                    _kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
+                    kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
             return True
         time.sleep(0.1)
     return False
@@ -397,11 +433,11 @@ class SparkLauncher:
             write_json(d.app, rec.__dict__)
             return rec
 
-    def wait_app(self, timeout_s: float = 300.0) -> dict[str, Any]:
+    def wait_app(self, timeout_s: float = 300.0, share: bool = False) -> dict[str, Any]:
         """The running app's ready record (``app_id``, ``ui``), waiting for its Spark start
-        (the app started if none runs); ``ChildProcessError`` if it exits or ``timeout_s``
-        passes first."""
-        rec = self.app()
+        (the app started if none runs: :meth:`app` with ``share``); ``ChildProcessError`` if
+        it exits or ``timeout_s`` passes first."""
+        rec = self.app(share=share)
         d = EngineDir.of_run(self.run_dir)
         warm = d.warm_app()
         deadline = time.monotonic() + timeout_s
@@ -424,7 +460,7 @@ class SparkLauncher:
             logger.warning("killed %d unrecorded process(es) of %s: %s", len(strays), name, strays)
         app = self.app()
         req = EngineDir.of_run(self.run_dir).write_request(
-            name, cmd, log, _fresh(self.run_dir, name)
+            name, cmd, log, _fresh(self.run_dir, name), hang_watch(self.run_dir, name)
         )
         rec = ProcRecord(
             name, app.pid, app.create_time, list(cmd), str(log), app.rc_file,

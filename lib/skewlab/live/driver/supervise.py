@@ -8,8 +8,9 @@ processes named by role (:class:`Roles`: the autoscale run's monitor and control
 restarts keep the run exact, the hang rule, and scale-out instances stopped on purpose:
 docs/live-run.md, "skewlab.live.driver.supervise". ``stall_s`` is the run's setting
 (``--stall-s``); each hang is also written to the run dir's ``hangs.txt`` (:func:`hangs`),
-which the run's summary lists. While a run is supervised, librdkafka's log of this process
-goes to the run's ``kafka.log``.
+which the run's summary lists; a worker run as a Spark task is watched by its task instead
+(:class:`StallRule`, the one rule). While a run is supervised, librdkafka's log of this
+process goes to the run's ``kafka.log``.
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ __all__ = [
     "ChildFailed",
     "RestartPolicy",
     "Roles",
+    "StallRule",
     "Supervisor",
     "WorkerProgress",
+    "hang_line",
     "hangs",
+    "record_hang",
+    "run_stall_s",
     "stop_guarded",
 ]
 
@@ -117,11 +122,10 @@ class Supervisor:
     is decided, as a restart, one backoff later). A child that exits
     with 0 after its stop marker was touched has finished, not failed.
 
-    With ``progress`` set, a watched worker is hung when, its ready marker written,
-    its committed offset has not moved for ``stall_s`` of :attr:`clock` while its
-    partition's end offset is above it (the time counts from the last look that saw it
-    move, saw no record waiting, or saw a new process). A hung worker's group is killed
-    and it is restarted like one that exited: same backoff, same budget.
+    With ``progress`` set, a watched worker is hung by :class:`StallRule` on :attr:`clock`;
+    its group is killed and it is restarted like one that exited: same backoff, same budget.
+    Not a worker run as a Spark task (``watches_hangs``): its task watches it by the same
+    rule and fails the attempt, and Spark's task retry restarts it.
     """
 
     procs: Procs
@@ -142,9 +146,8 @@ class Supervisor:
     stall_s: float | None = None
     """Seconds without progress that make a worker hung; None: the run's setting
     (``stall_s`` of the handle's settings, else :data:`STALL_S`)."""
-    _stall: dict[str, tuple[Any, int, float]] = field(default_factory=dict)
-    """Worker name -> (its process, committed offset, clock time since when that offset
-    has not moved while records waited)."""
+    _rule: StallRule = field(init=False)
+    """The hang rule's counts per worker."""
     roles: Roles | None = None
     """The kind's processes named by role, watched and restarted as the route job is."""
     _failing: dict[str, str] = field(default_factory=dict)
@@ -154,9 +157,8 @@ class Supervisor:
 
     def __post_init__(self) -> None:
         if self.stall_s is None:
-            self.stall_s = float(self.handle.settings.get("stall_s") or STALL_S)
-        if not self.stall_s > 0:
-            raise ConfigError(f"stall_s must be > 0, got {self.stall_s}")
+            self.stall_s = run_stall_s(self.handle.settings)
+        self._rule = StallRule(self.stall_s)
         log_librdkafka_to(self.files.log("kafka"))  # the driver's clients: the run's log
 
     def _children(self) -> list[tuple[str, Any, Callable[[], None]]]:
@@ -245,50 +247,28 @@ class Supervisor:
             self._dead[name] = proc
 
     def _stalled(self, name: str, proc: Any, now: float) -> tuple[float, int] | None:
-        """(seconds without progress, records waiting) once worker ``name`` (alive) has
-        made no progress for ``stall_s`` with records waiting; None otherwise.
-
-        Not judged before its ready marker exists: a worker writes it after restoring
-        its state (a scale-out shadow's restore may wait for a checkpoint), a warm
-        instance not yet released has none, and a restart removes the old one. An
-        unknown progress (the look failed) neither starts nor stops the count."""
-        if self.progress is None:
+        """(seconds without progress, records waiting) once worker ``name`` (alive) is hung
+        (:class:`StallRule`); None otherwise, and always for a worker whose engine watches
+        it (``watches_hangs``: a Spark task does, :mod:`skewlab.live.mains.workers_app`)."""
+        if self.progress is None or getattr(proc, "watches_hangs", False):
             return None
         i = int(name.split("-", 1)[1])
-        if not self.files.worker_ready(i).exists():
-            self._stall.pop(name, None)
-            return None
-        try:
-            seen = self.progress(i)
-        except Exception as exc:  # a failed look is no evidence either way
-            log.debug("progress of %s not read: %s", name, exc)
-            return None
-        if seen is None:
-            return None
-        committed, end = seen
-        last = self._stall.get(name)
-        if last is None or last[0] is not proc or last[1] != committed or end <= committed:
-            self._stall[name] = (proc, committed, now)
-            return None
-        assert self.stall_s is not None  # set by __post_init__
-        if now - last[2] < self.stall_s:
-            return None
-        return now - last[2], end - committed
+        ready = self.files.worker_ready(i).exists()
+        return self._rule.look(name, proc, ready, partial(self.progress, i), now)
 
     def _hung(self, name: str, proc: Any, now: float, stalled: float, waiting: int) -> None:
         """Kill hung worker ``name``'s group (SIGKILL ends a stopped process too) and
         schedule its restart like an exit's, on the same budget; the cause goes to the
         run dir's ``hangs.txt`` either way."""
-        self._stall.pop(name, None)
+        self._rule.forget(name)
         what = f"{name} made no progress for {stalled:.1f} s with {waiting:,} records waiting"
         proc.kill()
         self._broker_alive(name, f"it made no progress for {stalled:.1f} s")
         used = self.handle.restarts.get(name, 0)
-        cause = f"{name} hung {stalled:.0f} s with {waiting:,} records waiting"
-        if used >= self.policy.max_restarts:
-            _record_hang(self.files, f"{cause}: killed, no restart left")
+        restarted = used < self.policy.max_restarts
+        record_hang(self.files, hang_line(name, stalled, waiting, restarted))
+        if not restarted:
             raise ChildFailed(f"{what}; killed, and it has no restart left ({used} used)")
-        _record_hang(self.files, f"{cause}: killed and restarted")
         log.warning("%s; restarting it", what)
         self.pending[name] = now + self.policy.delay(used)
         self._dead[name] = proc
@@ -305,9 +285,78 @@ class Supervisor:
         )
 
 
-def _record_hang(files: RunDir, line: str) -> None:
-    """Append ``line`` to the run's ``hangs.txt`` (a write that fails is logged, not raised:
-    the restart matters more than its record)."""
+def run_stall_s(settings: Mapping[str, Any]) -> float:
+    """The hang time of a run's settings (a handle's ``settings``): ``stall_s``, else
+    :data:`STALL_S`."""
+    return float(settings.get("stall_s") or STALL_S)
+
+
+@dataclass
+class StallRule:
+    """The hang rule (docs/live-run.md, "skewlab.live.driver.supervise"), on a clock the
+    caller reads: a worker is hung when, its ready marker written, its committed offset has
+    not moved for ``stall_s`` while its partition's end offset is above it (the time counts
+    from the last look that saw it move, saw no record waiting, or saw a new process).
+
+    Not judged before its ready marker exists: a worker writes it after restoring its state
+    (a scale-out shadow's restore may wait for a checkpoint), a warm instance not yet
+    released has none, and a restart removes the old one. An unknown progress (None, or the
+    look failed) neither starts nor stops the count. The driver's :class:`Supervisor` and a
+    Spark task watching its worker (:mod:`skewlab.live.mains.workers_app`) both judge by it."""
+
+    stall_s: float
+    _since: dict[str, tuple[Any, int, float]] = field(default_factory=dict)
+    """Worker name -> (its process, committed offset, clock time since when that offset
+    has not moved while records waited)."""
+
+    def __post_init__(self) -> None:
+        if not self.stall_s > 0:
+            raise ConfigError(f"stall_s must be > 0, got {self.stall_s}")
+
+    def look(
+        self,
+        name: str,
+        proc: Any,
+        ready: bool,
+        progress: Callable[[], tuple[int, int] | None],
+        now: float,
+    ) -> tuple[float, int] | None:
+        """One look at worker ``name`` run by ``proc`` at ``now``: (seconds without progress,
+        records waiting) once it is hung, else None. ``progress()`` gives (committed offset,
+        end offset of its partition) and is only called once ``ready``."""
+        if not ready:
+            self._since.pop(name, None)
+            return None
+        try:
+            seen = progress()
+        except Exception as exc:  # a failed look is no evidence either way
+            log.debug("progress of %s not read: %s", name, exc)
+            return None
+        if seen is None:
+            return None
+        committed, end = seen
+        last = self._since.get(name)
+        if last is None or last[0] is not proc or last[1] != committed or end <= committed:
+            self._since[name] = (proc, committed, now)
+            return None
+        if now - last[2] < self.stall_s:
+            return None
+        return now - last[2], end - committed
+
+    def forget(self, name: str) -> None:
+        """Start ``name``'s count afresh at its next look (it was killed)."""
+        self._since.pop(name, None)
+
+
+def hang_line(name: str, stalled_s: float, waiting: int, restarted: bool) -> str:
+    """The ``hangs.txt`` line of a hung worker killed and restarted (or with no restart left)."""
+    done = "killed and restarted" if restarted else "killed, no restart left"
+    return f"{name} hung {stalled_s:.0f} s with {waiting:,} records waiting: {done}"
+
+
+def record_hang(files: RunDir, line: str) -> None:
+    """Append ``line`` (:func:`hang_line`) to the run's ``hangs.txt`` (a write that fails is
+    logged, not raised: the restart matters more than its record)."""
     try:
         with files.hangs.open("a", encoding="utf-8") as out:
             out.write(line + "\n")

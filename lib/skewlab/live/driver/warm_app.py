@@ -31,6 +31,8 @@ from skewlab.live.driver.launch import Detached, spawn_detached, write_json
 
 APP_MODULE = "skewlab.live.mains.workers_app"
 WARM_FLAG = "--warm"
+FOLDER = "workers-app"
+"""The app's folder in its route host's directory."""
 _LOCK = threading.Lock()
 
 
@@ -100,6 +102,11 @@ class WarmDir:
         return out
 
 
+def beside(host_dir: Path) -> WarmDir:
+    """The warm app's directory beside the route host in ``host_dir``."""
+    return WarmDir(Path(host_dir).resolve() / FOLDER)
+
+
 def home(env: EnvSettings | None = None) -> WarmDir | None:
     """The warm app a run on this machine uses: the one beside the route host that
     ``$SKEWLAB_ROUTE_HOST`` names, on a local master; None: the run starts its own app."""
@@ -107,7 +114,7 @@ def home(env: EnvSettings | None = None) -> WarmDir | None:
     where = env.route_host_dir
     if where is None or on_cluster(env.spark_master):
         return None
-    return WarmDir(Path(where).resolve() / "workers-app")
+    return beside(Path(where))
 
 
 def launch(d: WarmDir) -> ProcRecord:

@@ -8,7 +8,8 @@ Python task. The protocol is numbered in :mod:`skewlab.live.driver.spark_launche
 
 1. submits each new request as one job (one partition), tagged with its id, in its own job
    group (the warm app: the run's), from its own thread;
-2. each task runs the request's command as its child (:func:`run_instance`), which dies with it;
+2. each task runs the request's command as its child (:func:`run_instance`), which dies with
+   it; a worker's is watched for a hang (:class:`HangWatch`): killed, the attempt failed;
 3. cancels the job of a request whose cancel marker appeared;
 4. writes each job's end code; leaves once the run is stopped or done (:func:`ended`); the
    warm app forgets such a run (:meth:`Server.drop`) and leaves on its ``stop`` file.
@@ -25,16 +26,22 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewlab.envsettings import env_settings
+from skewlab.io.kafka import connect
 from skewlab.live.driver.handle import HandleError, Phase, RunHandle, Status
 from skewlab.live.driver.launch import PROC_ENV, process_args
-from skewlab.live.driver.spark_launcher import PASSED_ENV, EngineDir, Request
+from skewlab.live.driver.spark_launcher import PASSED_ENV, EngineDir, Request, kill_tree
+from skewlab.live.driver.supervise import StallRule, hang_line, record_hang
 from skewlab.live.driver.warm_app import WARM_FLAG, WarmDir, forget, on_cluster
+from skewlab.live.worker.fetch import end_offset
+from skewlab.live.worker.settings import read_worker_settings
 from skewlab.rundir import RunDir
 from skewlab.services.spark_standalone import (
     WORKERS_APP_CORES,
@@ -55,6 +62,8 @@ ATTEMPTS = 4
 TICK_S = 0.2
 HOST_GONE_S = 60.0
 """The warm app leaves once the route host beside it has been gone this long."""
+WATCH_EVERY_S = 1.0
+"""How often a task looks at its worker's progress (the driver's progress reads' period)."""
 WARM_UP_GROUP = "warm-up"
 """Job group of the one trivial job run before ``app.ready`` (its Python daemon started)."""
 
@@ -90,10 +99,97 @@ def _remove(paths: Iterable[str]) -> None:
         Path(p).unlink(missing_ok=True)
 
 
-def run_instance(engine_dir: str, req: Request) -> None:
+Progress = Callable[[], tuple[int, int] | None]
+"""(the worker's committed offset of ``routed``, the end offset of its partition), or None."""
+
+
+@dataclass
+class HangWatch:
+    """Step 2 for a worker: its task watches its command by :class:`~skewlab.live.driver.
+    supervise.StallRule` (the driver's rule), with the progress and clock given."""
+
+    name: str
+    files: RunDir
+    """The worker's run: its ready marker (nothing is judged before it exists), its
+    ``hangs.txt``."""
+    worker: int
+    progress: Progress
+    stall_s: float
+    clock: Callable[[], float] = time.monotonic
+    every_s: float = WATCH_EVERY_S
+    close: Callable[[], None] = lambda: None
+    """Releases what ``progress`` holds (its clients)."""
+
+    def run(self, ended: Callable[[float], bool]) -> tuple[float, int] | None:
+        """Look every ``every_s`` until ``ended(every_s)`` (which waits up to that long) says
+        the command ended: None; or until it is hung: (seconds without progress, records
+        waiting)."""
+        rule = StallRule(self.stall_s)
+        try:
+            while not ended(self.every_s):
+                ready = self.files.worker_ready(self.worker).exists()
+                if hung := rule.look(self.name, self, ready, self.progress, self.clock()):
+                    return hung
+            return None
+        finally:
+            self.close()
+
+
+def routed_watch(req: Request) -> HangWatch | None:
+    """The :class:`HangWatch` a worker's request asks for (``req.watch``): its committed
+    offset in ``worker_progress`` and its partition's end in ``routed``, read as the driver's
+    supervisor reads them; None for a request with no watch (a consumer)."""
+    if req.watch is None:
+        return None
+    from skewlab.io.delta.store import DeltaStore
+
+    files, i = RunDir.of(req.watch["run_dir"]), int(req.watch["worker"])
+    s = read_worker_settings(str(files.worker_settings(i)))
+    store, client = DeltaStore(s.delta_root), connect(s.kafka)
+
+    def progress() -> tuple[int, int]:
+        end = end_offset(client, s.topic, i)
+        done = store.read(
+            "worker_progress", run_id=s.run_id, columns=["routed_offset"],
+            filters=[("worker", "=", i)],
+        )  # fmt: skip
+        return max(done["routed_offset"].to_pylist(), default=0), end
+
+    stall_s = float(req.watch["stall_s"])
+    return HangWatch(req.name, files, i, progress, stall_s, close=client.close)
+
+
+def _watch(
+    p: subprocess.Popen[bytes], created: float, watch: HangWatch | None
+) -> tuple[list[tuple[float, int]], threading.Event]:
+    """Run ``watch`` on ``p`` in a thread until the event is set (``p`` ended); the list gets
+    (seconds, records waiting) before the thread kills ``p``'s tree for a hang."""
+    found: list[tuple[float, int]] = []
+    done = threading.Event()
+    if watch is None:
+        return found, done
+
+    def run() -> None:
+        try:
+            hung = watch.run(done.wait)
+        except Exception as exc:  # the watch must never fail the task
+            log.warning("hang watch of %s failed: %s", watch.name, exc)
+            return
+        if hung is not None:
+            found.append(hung)
+            kill_tree(p.pid, created)  # SIGKILL ends a stopped process too
+
+    threading.Thread(target=run, name=f"hang-watch-{watch.name}", daemon=True).start()
+    return found, done
+
+
+def run_instance(
+    engine_dir: str, req: Request, watch_of: Callable[[Request], HangWatch | None] = routed_watch
+) -> None:
     """Step 2, in the Spark task: remove ``req.fresh``, run ``req.cmd`` with output appended
-    to its log, recording the attempt; a non-zero exit removes ``req.fresh`` again and fails
-    the task unless it was cancelled."""
+    to its log, recording the attempt, watched for a hang (``watch_of``); a non-zero exit
+    removes ``req.fresh`` again and fails the task unless it was cancelled. A hang (the
+    process tree killed) is written to the run's ``hangs.txt`` as the supervisor writes one."""
     import psutil
     from pyspark import TaskContext
 
@@ -119,11 +215,27 @@ def run_instance(engine_dir: str, req: Request) -> None:
         created = 0.0
     entry = {"attempt": attempt, "task": task, "pid": p.pid, "create_time": created}
     d.add_attempt(req.id, {**entry, "host": os.uname().nodename, "t": time.time()})
+    try:
+        watch = watch_of(req)
+    except Exception as exc:  # no watch is no reason not to run the worker
+        log.warning("no hang watch for %s: %s", req.name, exc)
+        watch = None
+    found, done = _watch(p, created, watch)
     rc = p.wait()
+    hung = found[:1]  # filled before the kill that ended ``p``; a later find is not its end
+    done.set()
     d.add_attempt(req.id, {**entry, "rc": rc})
-    if rc != 0 and not d.cancel(req.id).exists():
-        _remove(req.fresh)  # nothing waits for the retry's start to stop taking it for ready
-        raise RuntimeError(f"{req.name} exited with {rc} (attempt {attempt}); log: {req.log}")
+    if rc == 0 or d.cancel(req.id).exists():
+        return
+    _remove(req.fresh)  # nothing waits for the retry's start to stop taking it for ready
+    why = f"{req.name} exited with {rc} (attempt {attempt}); log: {req.log}"
+    if hung and watch is not None:
+        line = hang_line(req.name, *hung[0], restarted=attempt + 1 < ATTEMPTS)
+        record_hang(watch.files, line)
+        with open(req.log, "ab") as out:
+            out.write(f"--- {line} (Spark task {task}, attempt {attempt})\n".encode())
+        why = f"{line} (attempt {attempt}); log: {req.log}"
+    raise RuntimeError(why)
 
 
 def _run_all(engine_dir: str, reqs: Iterable[Request]) -> None:

@@ -215,6 +215,7 @@ def test_a_run_without_a_workers_app_has_nothing_to_wait_for(tmp_path: Path) -> 
     assert await_app_exit(tmp_path, timeout_s=0.0) is False
     assert not (tmp_path / "spark-workers").exists()  # nothing created for a local run
 
+
 def test_a_job_that_had_ended_when_a_resuming_driver_adopted_it_is_restarted(
     tmp_path: Path,
 ) -> None:

@@ -468,3 +468,16 @@ def test_skewlab_run_refuses_a_bad_stall_s_in_one_line(
     assert err.startswith("skewlab run: error: argument --stall-s: ") and "\n" not in err
     assert "0" in err.split("--stall-s: ", 1)[1]
     assert not (tmp_path / "runs").exists()  # refused before anything started
+
+
+def test_a_worker_its_engine_watches_is_not_judged_by_the_supervisor(tmp_path: Path) -> None:
+    """A Spark task watches its worker by the same rule (``watches_hangs``) and fails the
+    attempt: the supervisor kills nothing, restarts nothing, records nothing."""
+    offsets = Offsets(w0=(500, 500), w1=(100, 1304))
+    procs, handle, files, started, sup, clock = _progress_watched(tmp_path, offsets)
+    procs.workers[1].watches_hangs = True  # type: ignore[attr-defined]
+    for t in (100.0, 115.3, 200.0):
+        clock.t = t
+        sup.check()
+    assert started == [] and procs.workers[1].killed == 0 and sup.pending == {}
+    assert hangs(files) == [] and handle.restarts == {}

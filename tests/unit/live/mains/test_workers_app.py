@@ -5,12 +5,14 @@ run_instance`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from skewlab.live.driver.handle import Phase, RunHandle, Status
@@ -105,3 +107,127 @@ def test_a_workers_request_names_its_ready_marker_and_a_consumers_none(
     launcher.start("consumer-3", ["true"], tmp_path / "consumer-3.log")
     consumer, worker = EngineDir.of_run(tmp_path).requests()  # by file name
     assert worker.fresh == [str(RunDir.of(tmp_path).worker_ready(3))] and consumer.fresh == []
+
+
+class Ticks:
+    """A clock that moves ``step`` seconds at each reading (one per look)."""
+
+    def __init__(self, step: float = 1.0) -> None:
+        self.t, self.step = 100.0, step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def _watch(tmp_path: Path, seen: dict[str, Any], clock: Any = None) -> Any:
+    from skewlab.live.mains.workers_app import HangWatch
+
+    files = RunDir.create(tmp_path, "key-hang")
+    return HangWatch(
+        "worker-0", files, 0, lambda: seen.get("at"), 8.0, clock=clock or Ticks(), every_s=0.005
+    )
+
+
+def test_a_tasks_hang_watch_judges_by_the_supervisors_rule_on_its_own_clock(
+    tmp_path: Path,
+) -> None:
+    """Looks until the command ends; hung once ready with no progress for stall_s while
+    records wait (the count starts at the first look that sees it ready and stuck)."""
+    seen: dict[str, Any] = {"at": (10, 90)}
+    w = _watch(tmp_path, seen)
+    looks = iter(range(50))
+    assert w.run(lambda _: next(looks) >= 20) is None  # never ready: 20 looks, no judgment
+    w.files.worker_ready(0).touch()
+    assert w.run(lambda _: False) == (8.0, 80)  # 8 looks of 1 s after its first ready look
+
+    def advancing(_: float) -> bool:  # 1 record per look, always far behind: never hung
+        committed, end = seen["at"]
+        seen["at"] = (committed + 1, end + 5)
+        return committed > 300
+
+    assert w.run(advancing) is None
+    seen["at"] = (400, 400)  # caught up: nothing waits, never hung
+    looks = iter(range(50))
+    assert w.run(lambda _: next(looks) >= 40) is None
+    seen["at"] = None  # an unknown progress starts nothing either
+    looks = iter(range(50))
+    assert w.run(lambda _: next(looks) >= 40) is None
+
+
+HANGS = """
+import sys, time
+from pathlib import Path
+Path(sys.argv[1]).write_text("1.0")  # ready ...
+time.sleep(600)  # ... then no progress at all, as a SIGSTOPped worker
+"""
+
+
+def test_a_hung_worker_is_killed_its_hang_recorded_and_its_attempt_failed(
+    tmp_path: Path,
+) -> None:
+    from skewlab.live.driver.spark_launcher import EngineDir
+    from skewlab.live.driver.supervise import hangs
+    from skewlab.live.mains.workers_app import run_instance
+
+    seen: dict[str, Any] = {"at": (10, 90)}
+    watch = _watch(tmp_path, seen)
+    d = EngineDir.of_run(watch.files.path)
+    marker = watch.files.worker_ready(0)
+    log = watch.files.path / "worker-0.log"
+    req = d.write_request("worker-0", [sys.executable, "-c", HANGS, str(marker)], log, [marker])
+    with pytest.raises(RuntimeError, match="worker-0 hung 8 s with 80 records waiting"):
+        run_instance(str(d.path), req, lambda r: watch)
+    # the same line the driver's supervisor writes (the summary lists it), killed by SIGKILL,
+    # and the ready marker gone: Spark's retry is the restart, on its own marker
+    assert hangs(watch.files) == ["worker-0 hung 8 s with 80 records waiting: killed and restarted"]
+    (start, end) = d.read_attempts(req.id)
+    assert end == {**{k: start[k] for k in ("attempt", "task", "pid", "create_time")}, "rc": -9}
+    assert not psutil.pid_exists(start["pid"]) or psutil.Process(start["pid"]).status() == "zombie"
+    assert not marker.exists()
+
+
+def test_a_watched_worker_that_finishes_is_not_judged(tmp_path: Path) -> None:
+    from skewlab.live.driver.spark_launcher import EngineDir
+    from skewlab.live.driver.supervise import hangs
+    from skewlab.live.mains.workers_app import run_instance
+
+    watch = _watch(tmp_path, {"at": (10, 90)}, clock=lambda: 100.0)  # stuck, but time stands
+    d = EngineDir.of_run(watch.files.path)
+    marker = watch.files.worker_ready(0)
+    cmd = [sys.executable, "-c", READY_THEN_CRASH, str(marker), "0"]
+    req = d.write_request("worker-0", cmd, watch.files.path / "worker-0.log", [marker])
+    run_instance(str(d.path), req, lambda r: watch)
+    assert [a["rc"] for a in d.read_attempts(req.id) if "rc" in a] == [0]
+    assert hangs(watch.files) == []
+
+
+def test_a_workers_request_asks_its_task_to_watch_it_with_the_runs_stall_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skewlab.live.driver.handle import ProcRecord
+    from skewlab.live.driver.spark_launcher import SparkLauncher, SparkProc
+    from skewlab.live.driver.supervise import STALL_S
+
+    h = _handle(tmp_path)
+    run_dir = Path(h.run_dir)
+    app = ProcRecord("workers-app", os.getpid(), 0.0, ["app"], "app.log")
+    monkeypatch.setattr(SparkLauncher, "app", lambda self: app)  # no Spark start here
+    launcher = SparkLauncher(run_dir)
+    worker, _ = launcher.start("worker-3", ["true"], run_dir / "worker-3.log")
+    h.settings["stall_s"] = 8.0
+    h.save()
+    again, _ = launcher.start("worker-3", ["true"], run_dir / "worker-3.log")
+    consumer, _ = launcher.start("consumer-3", ["true"], run_dir / "consumer-3.log")
+    watches = [json.loads(Path(str(p.rec.request)).read_text())["watch"]  # type: ignore[attr-defined]
+               for p in (worker, again, consumer)]  # fmt: skip
+    assert watches == [
+        {"run_dir": str(run_dir), "worker": 3, "stall_s": STALL_S},
+        {"run_dir": str(run_dir), "worker": 3, "stall_s": 8.0},
+        None,
+    ]
+    assert [isinstance(p, SparkProc) and p.watches_hangs for p in (worker, again, consumer)] == [
+        True,
+        True,
+        False,
+    ]

@@ -37,7 +37,6 @@ from skewlab.live.driver.launch import (
     Detached,
     LocalLauncher,
     Proc,
-    kill_strays,
     module_command,
     read_code,
     spawn_detached,
@@ -213,6 +212,22 @@ class EngineDir:
     def read_rc(self, rid: str) -> int | None:
         """The job's recorded end, or None while it runs."""
         return read_code(self.rc(rid))
+
+    def cancel_running(self, name: str) -> list[str]:
+        """Step 3 for every job of ``name`` neither ended nor cancelled (a driver killed between
+        a request and its record in the handle left one no handle names: the next start of
+        ``name`` must not run beside it): cancel marker, then the attempts' trees. Their ids."""
+        running = [
+            r.id
+            for r in self.requests()
+            if r.name == name and self.read_rc(r.id) is None and not self.cancel(r.id).exists()
+        ]
+        for rid in running:
+            self.cancel(rid).touch()
+            for a in self.read_attempts(rid):
+                if "rc" not in a:
+                    kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
+        return running
 
 
 def kill_tree(pid: int, create_time: float) -> None:
@@ -456,15 +471,16 @@ class SparkLauncher:
         :class:`SparkProc`."""
         if not name.startswith(TASK_NAMES):
             return self.local.start(name, cmd, log)
-        if strays := kill_strays(log):  # a process of this name no handle recorded
-            logger.warning("killed %d unrecorded process(es) of %s: %s", len(strays), name, strays)
+        d = EngineDir.of_run(self.run_dir)
+        if strays := d.cancel_running(name):
+            logger.warning("cancelled %d unrecorded job(s) of %s: %s", len(strays), name, strays)
         app = self.app()
-        req = EngineDir.of_run(self.run_dir).write_request(
+        req = d.write_request(
             name, cmd, log, _fresh(self.run_dir, name), hang_watch(self.run_dir, name)
         )
         rec = ProcRecord(
             name, app.pid, app.create_time, list(cmd), str(log), app.rc_file,
-            request=str(EngineDir.of_run(self.run_dir).request(req.id)),
+            request=str(d.request(req.id)),
         )  # fmt: skip
         return SparkProc(rec), rec
 

@@ -155,6 +155,34 @@ def test_kill_cancels_the_job_and_kills_the_current_attempts_process(tmp_path: P
             q.wait()
 
 
+def test_a_start_cancels_the_unrecorded_job_a_dead_driver_left_of_that_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request written, its driver killed before the handle named it: the next start of
+    that name cancels the job (no retry) and kills its running attempt; an ended job, a job
+    being cancelled and another name's are left alone."""
+    d = EngineDir.of_run(tmp_path)
+    app, attempt, other = _sleeper(), _sleeper(), _sleeper()
+    rec = ProcRecord("workers-app", app.pid, psutil.Process(app.pid).create_time(), ["a"], "l")
+    monkeypatch.setattr(SparkLauncher, "app", lambda self: rec)  # no Spark start here
+    try:
+        stray, ended, cancelling = (_proc(d, app) for _ in range(3))
+        for proc, pid in ((stray, attempt.pid), (cancelling, other.pid)):
+            created = psutil.Process(pid).create_time()
+            d.add_attempt(proc.rid, {"attempt": 0, "pid": pid, "create_time": created})
+        d.finish(ended.rid, 0)
+        d.cancel(cancelling.rid).touch()  # its canceller (a supervisor's kill) ends it
+        consumer = _proc(d, app, "consumer-0")
+        new, _ = SparkLauncher(tmp_path).start("worker-0", ["true"], tmp_path / "w.log")
+        assert attempt.wait(timeout=10) == -signal.SIGKILL and d.cancel(stray.rid).exists()
+        assert other.poll() is None and not d.cancel(consumer.rid).exists()
+        assert not d.cancel(ended.rid).exists() and not d.cancel(new.rid).exists()  # type: ignore[attr-defined]
+    finally:
+        for q in (app, attempt, other):
+            q.kill()
+            q.wait()
+
+
 def test_only_workers_go_to_spark_and_records_round_trip_through_the_handle(
     tmp_path: Path,
 ) -> None:

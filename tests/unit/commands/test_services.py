@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,64 +103,55 @@ def test_airflow_of_this_data_dir_is_listed_and_down_stops_it(
     assert find_airflow(home / "airflow") == []
 
 
+def _resident_row_then_down(
+    capsys: pytest.CaptureFixture[str], home: Path, row: str, d: Any, ready: dict[str, Any]
+) -> None:
+    """A stand-in for the resident process of ``d`` (it exits once ``d.stop_file`` appears,
+    as the real one does): its ``status`` row is stopped, starting once recorded, running
+    with its URL (the only value of ``ready`` that is one) once ready, and ``down`` stops it
+    by its stop file."""
+    import psutil
+
+    assert [r[:4] for r in _status(capsys, home) if r[0] == row] == [[row, "stopped", "-", "-"]]
+    code = f"import os, time\nwhile not os.path.exists({str(d.stop_file)!r}): time.sleep(0.05)"
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        rec = ProcRecord(row, proc.pid, psutil.Process(proc.pid).create_time(), [], "")
+        write_json(d.record, rec.__dict__)
+        assert next(r for r in _status(capsys, home) if r[0] == row)[1:4] == [
+            "starting", "-", str(proc.pid)
+        ]  # fmt: skip
+        write_json(d.ready, ready)
+        (url,) = [v for v in ready.values() if str(v).startswith("http")]
+        shown = next(r for r in _status(capsys, home) if r[0] == row)
+        assert shown[1:] == ["running", url, str(proc.pid), "skewlab", "down", "--home", str(home)]
+        assert cli.main(["down", "--home", str(home)]) == 0
+        assert f"{row}: stopped" in capsys.readouterr().out.splitlines()
+        assert proc.wait(timeout=30) == 0  # it ended by its stop file, not a kill
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_the_route_host_is_a_row_starting_then_running_and_down_stops_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A stand-in host process (it exits once the host's stop file appears, as the host does)."""
-    import psutil
-
     home = tmp_path / "home"
     d = HostDir(home / ROUTE_HOST)
     d.requests.mkdir(parents=True)
-    assert [r[:2] for r in _status(capsys, home) if r[0] == ROUTE_HOST] == [[ROUTE_HOST, "stopped"]]
-    code = f"import os, time\nwhile not os.path.exists({str(d.stop_file)!r}): time.sleep(0.05)"
-    host = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
-    try:
-        rec = ProcRecord("route-host", host.pid, psutil.Process(host.pid).create_time(), [], "")
-        write_json(d.record, rec.__dict__)
-        row = next(r for r in _status(capsys, home) if r[0] == ROUTE_HOST)
-        assert row[1:4] == ["starting", "-", str(host.pid)]
-        write_json(d.ready, {"pid": host.pid, "spark_ui": "http://127.0.0.1:4321"})
-        row = next(r for r in _status(capsys, home) if r[0] == ROUTE_HOST)
-        assert row[1:4] == ["running", "http://127.0.0.1:4321", str(host.pid)]
-        assert cli.main(["down", "--home", str(home)]) == 0
-        assert f"{ROUTE_HOST}: stopped" in capsys.readouterr().out.splitlines()
-        assert host.wait(timeout=30) == 0  # it ended by its stop file, not a kill
-    finally:
-        if host.poll() is None:
-            host.kill()
+    _resident_row_then_down(capsys, home, ROUTE_HOST, d, {"pid": 1, "spark_ui": "http://h:4321"})
 
 
 def test_the_warm_workers_app_is_a_row_starting_then_running_and_down_stops_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A stand-in app process beside the route host's folder (it exits once its stop file
-    appears, as the app does); its host is gone, so ``down`` stops the app itself."""
-    import psutil
-
+    """The app beside the route host's folder; its host is gone (killed, say), so ``down``
+    stops the app itself."""
     from skewlab.commands.services import WORKERS_APP
     from skewlab.live.driver.warm_app import beside
 
     home = tmp_path / "home"
     d = beside(home / ROUTE_HOST)
     d.runs.mkdir(parents=True)
-    assert [r[:4] for r in _status(capsys, home) if r[0] == WORKERS_APP] == [
-        [WORKERS_APP, "stopped", "-", "-"]
-    ]
-    code = f"import os, time\nwhile not os.path.exists({str(d.stop_file)!r}): time.sleep(0.05)"
-    app = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
-    try:
-        rec = ProcRecord("workers-app", app.pid, psutil.Process(app.pid).create_time(), [], "")
-        write_json(d.record, rec.__dict__)
-        row = next(r for r in _status(capsys, home) if r[0] == WORKERS_APP)
-        assert row[1:4] == ["starting", "-", str(app.pid)]
-        write_json(d.ready, {"app_id": "local-1", "ui": "http://127.0.0.1:4322", "master": "x"})
-        row = next(r for r in _status(capsys, home) if r[0] == WORKERS_APP)
-        assert row[1:4] == ["running", "http://127.0.0.1:4322", str(app.pid)]
-        assert row[4:] == ["skewlab", "down", "--home", str(home)]
-        assert cli.main(["down", "--home", str(home)]) == 0
-        assert f"{WORKERS_APP}: stopped" in capsys.readouterr().out.splitlines()
-        assert app.wait(timeout=30) == 0  # it ended by its stop file, not a kill
-    finally:
-        if app.poll() is None:
-            app.kill()
+    ready = {"app_id": "local-1", "ui": "http://127.0.0.1:4322", "master": "local[32,4]"}
+    _resident_row_then_down(capsys, home, WORKERS_APP, d, ready)

@@ -106,11 +106,25 @@ DELTA_SETTINGS = {
     "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
     "spark.databricks.delta.properties.defaults.checkpointPolicy": "classic",
     "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.databricks.delta.stats.collect": "false",
 }
 """delta-spark in the session; new tables keep a protocol delta-rs also writes (no
 deletion vectors, classic checkpoints), since the worker processes use delta-rs. A
 snapshot's state is rebuilt in one task, not 50: an idempotent append reads the
-table's app versions that way, and the route job's tables are small (docs/real-stack.md)."""
+table's app versions that way, and the route job's tables are small (docs/real-stack.md).
+No per-file column statistics: nothing reads them from Spark's tables, and collecting
+them was a fifth of a round of the route job's appends (session 28)."""
+
+
+CHECKPOINT_SETTINGS = {
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
+    ),
+}
+"""A streaming checkpoint's offsets and commit files through Hadoop's ``FileSystem``
+(a rename per file, as atomic as on the local disk) instead of ``FileContext``, whose
+local file system forks ``chmod`` / ``readlink`` per file: a micro-batch's ``walCommit`` +
+``commitOffsets`` fell from ~120 to ~50 ms (docs/real-stack.md, session 28)."""
 
 
 def connector_jars() -> str:
@@ -157,6 +171,7 @@ def spark_session(
     settings: dict[str, str] = {
         "spark.jars": connector_jars(),
         **DELTA_SETTINGS,
+        **CHECKPOINT_SETTINGS,
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.default.parallelism": str(shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,

@@ -19,7 +19,7 @@ import os
 import pickle
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,8 +190,10 @@ class DeltaAppender:
        queued at that moment in one commit per table (their rows concatenated, app
        version = the newest batch id, the tables at once: :func:`delta_appends`), then
        deletes their files. Rounds start ``every_s`` apart at most (an idempotent append
-       costs several Spark jobs whatever its size: docs/real-stack.md), sooner when more
-       than ``max_lag`` batches wait or :meth:`flush` asks.
+       costs several Spark jobs whatever its size: docs/real-stack.md), and a round that
+       took ``d`` seconds is followed by ``d`` seconds without one (``every_s`` > 0: Delta
+       takes at most half of the driver's time from the stream); sooner when more than ``max_lag``
+       batches wait or :meth:`flush` asks.
 
     Exactly once: Delta skips an append whose version is not above the app's last.
     A process that starts queues the files a crash left behind (:meth:`recover`)
@@ -200,7 +202,8 @@ class DeltaAppender:
     later batch is new, and a commit of several covers every batch below its version.
     :meth:`close` appends everything still pending. At most
     ``max_lag`` batches wait (:meth:`submit` blocks beyond), so readers of the tables
-    lag by ``every_s`` plus a round at most. A failed append fails the next :meth:`submit`.
+    lag by ``every_s`` or two rounds at most. A failed append fails the next :meth:`submit`.
+    ``clock``: monotonic seconds (injected by tests).
     """
 
     def __init__(
@@ -213,17 +216,18 @@ class DeltaAppender:
         run_id: str,
         max_lag: int = 4,
         every_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.spark, self.root, self.pending = spark, str(root), Path(pending)
         self.app_id, self.run_id, self.max_lag = app_id, run_id, max_lag
-        self.every_s = every_s
+        self.every_s, self._clock = every_s, clock
         self._queue: list[_Pending] = []
         self._submitted = 0
         self._busy = False
         self._hurry = 0
         """Callers of :meth:`flush` waiting: append what is queued without waiting."""
         self._next_round = 0.0
-        """``time.monotonic()`` before which no round starts (but to hurry)."""
+        """``clock()`` before which no round starts (but to hurry)."""
         self._error: BaseException | None = None
         self._recovered = False
         self._closed = False
@@ -329,13 +333,14 @@ class DeltaAppender:
         while True:
             with self._cond:
                 while not self._closed and not self._due():
-                    wait = self._next_round - time.monotonic()
+                    wait = self._next_round - self._clock()
                     self._cond.wait(wait if self._queue else None)
                 if not self._queue:
                     return
                 group, self._queue = self._queue, []
                 self._busy = True
-                self._next_round = time.monotonic() + self.every_s
+                start = self._clock()
+                self._next_round = start + self.every_s
             try:
                 self._append(group)
             except BaseException as exc:  # kept for the stream's thread to raise
@@ -345,6 +350,9 @@ class DeltaAppender:
                     self._cond.notify_all()
                 return
             with self._cond:
+                end = self._clock()
+                if self.every_s > 0:  # as long without a round as the round took
+                    self._next_round = max(self._next_round, end + (end - start))
                 self._busy = False
                 self.appends += 1
                 self._cond.notify_all()
@@ -355,7 +363,7 @@ class DeltaAppender:
         if not self._queue:
             return False
         late = len(self._queue) > self.max_lag or self._hurry > 0
-        return late or time.monotonic() >= self._next_round
+        return late or self._clock() >= self._next_round
 
     def _append(self, group: list[_Pending]) -> None:
         t0 = time.perf_counter()

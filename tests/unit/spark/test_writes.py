@@ -5,7 +5,8 @@ files and the order are the appender's own. Real appends: tests/integration/spar
 
 * batches that arrive before a round is due share one round (one version, their rows);
 * :meth:`flush` does not wait for the round's time; more than ``max_lag`` waiting do not;
-* the process's first batch still gets a round of its own (it may be a replay).
+* the process's first batch still gets a round of its own (it may be a replay);
+* a round that took ``d`` seconds is followed by ``d`` seconds without one.
 """
 
 from __future__ import annotations
@@ -99,3 +100,27 @@ def test_the_first_batch_of_a_process_keeps_a_round_of_its_own(
         app.submit(b, _kl(b + 1))
     app.close()
     assert rounds.done == [(5, [6]), (6, [7]), (7, [8])]
+
+
+def test_a_long_round_is_followed_by_as_long_a_pause(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    now = [100.0]
+    took = Rounds()
+
+    def slow_round(*args: Any, **kw: Any) -> None:
+        now[0] += 10.0  # the round takes 10 s of the injected clock
+        took(*args, **kw)
+
+    monkeypatch.setattr(writes, "delta_appends", slow_round)
+    app = _appender(tmp_path, max_lag=64, every_s=1.0, clock=lambda: now[0])
+    app.submit(0, _kl(1))
+    app.flush()  # ran 100 -> 110: no round before 120, though every_s is 1
+    app.submit(1, _kl(2))
+    with app._cond:
+        now[0] = 119.9
+        assert not app._due()
+        now[0] = 120.0
+        assert app._due()
+    app.close()
+    assert took.done == [(0, [1]), (1, [2])]

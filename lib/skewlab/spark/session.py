@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from skewlab.envsettings import env_settings
 from skewlab.jars import jar_files
 from skewlab.services.process import free_port
+from skewlab.spark.class_archive import driver_java_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""Driver JVM options (point 8)."""
+"""Driver JVM options (point 8), plus the class-data archive's where setup wrote one
+(:mod:`skewlab.spark.class_archive`)."""
 JAVA_OPTIONS_ENV = "SKEWLAB_SPARK_JAVA_OPTS"
 
 LOOPBACK = "127.0.0.1"
@@ -191,7 +193,7 @@ def spark_session(
         **driver_address(master),
         **(ui_settings(master) if ui else {}),
     }
-    java = env_settings().spark_java_opts or JAVA_OPTIONS
+    java = driver_java_options(env_settings().spark_java_opts or JAVA_OPTIONS)
     if java:
         settings["spark.driver.extraJavaOptions"] = java
     settings.update(conf or {})

@@ -48,6 +48,7 @@ from skewlab.services.spark_standalone import (
     WORKERS_APP_EXECUTOR_CORES,
     WORKERS_APP_EXECUTOR_MEMORY,
 )
+from skewlab.spark.class_archive import driver_java_options
 from skewlab.spark.session import JAVA_OPTIONS, driver_address
 
 if TYPE_CHECKING:
@@ -399,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     events.mkdir(parents=True, exist_ok=True)
     m = master()
     java = env_settings().spark_java_opts or JAVA_OPTIONS  # a quick JVM start, as the route job
-    builder = SparkSession.builder.config("spark.driver.extraJavaOptions", java)
+    builder = SparkSession.builder.config(
+        "spark.driver.extraJavaOptions", driver_java_options(java)
+    )
     if on_cluster(m):
         builder = builder.config("spark.executor.extraJavaOptions", java)
     for key, value in cluster_conf(m).items():

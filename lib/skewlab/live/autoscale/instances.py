@@ -2,8 +2,9 @@
 
 ``LiveSettings.engine`` (the run's :func:`~skewlab.live.driver.spark_launcher.worker_engine`)
 picks it. ``local``: a consumer is a child process of the controller, known by its pid
-(:class:`ConsumerProc`). ``spark``: a job of the run's ``skewlab-workers <run id>`` app
-(:class:`ConsumerTask`): a start is a new job, a stop a cancel, and a failed attempt is
+(:class:`ConsumerProc`). ``spark``: a job of the warm ``skewlab-workers (warm)`` app (with
+no route host, or on a cluster: of the run's ``skewlab-workers <run id>`` app;
+:class:`ConsumerTask`): a start is a new job, a stop a cancel, and a failed attempt is
 retried by Spark. A retried attempt says ``ready`` again holding nothing;
 :func:`resume_actions` is what the controller sends it so that it takes up what the dead
 attempt held. The persisted form of both: :func:`instances_state` / :func:`load_instances`.

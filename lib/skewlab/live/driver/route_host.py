@@ -163,7 +163,7 @@ def stop_host(path: str | Path, grace_s: float = 60.0) -> None:
     """Ask the host in ``path`` to stop, and the warm workers app beside it
     (:mod:`skewlab.live.driver.warm_app`); kill each if it has not after ``grace_s``."""
     d = HostDir(Path(path).resolve())
-    warm_app.stop(warm_app.WarmDir(d.path / "workers-app"), grace_s)
+    warm_app.stop(warm_app.beside(d.path), grace_s)
     resident.stop(d.record, d.stop_file, grace_s)
 
 

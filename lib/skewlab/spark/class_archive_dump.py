@@ -87,7 +87,7 @@ def maps(archive: Path) -> bool:
     """Whether a route job's driver JVM (pyspark from site-packages, as
     :mod:`skewlab.live.mains.route_job` starts it) maps ``archive``: a session started with
     ``-Xshare:on``, which fails rather than run without it, in a process of its own."""
-    argv = [sys.executable, "-m", __name__, "--check", str(archive)]
+    argv = [sys.executable, "-m", "skewlab.spark.class_archive_dump", "--check", str(archive)]
     return subprocess.run(argv, capture_output=True, timeout=600, check=False).returncode == 0
 
 

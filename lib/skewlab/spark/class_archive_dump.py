@@ -1,7 +1,8 @@
 """Write the Spark driver JVM's class-data archive (:mod:`skewlab.spark.class_archive`).
 
 ``python -m skewlab.spark.class_archive_dump`` (``infra/setup.sh`` runs it once the jars and
-packages are in place; a no-op while a usable archive exists). Steps:
+packages are in place; a no-op while the archive exists). Steps, in a child process whose
+Spark and JVM output goes to ``<archive>.log`` (:func:`dump`):
 
 1. start a Spark session the project's way (:func:`~skewlab.spark.session.spark_session`) on a
    JVM told to archive the classes it loaded when it exits (``-XX:ArchiveClassesAtExit``);
@@ -61,7 +62,7 @@ def dump(target: Path) -> bool:
     """Steps 1-4 into ``target``; True if a usable archive is there."""
     part = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     with tempfile.TemporaryDirectory(prefix="skewlab-cds-") as tmp:
-        java = f"{JAVA_OPTIONS} -XX:ArchiveClassesAtExit={part}"
+        java = f"{JAVA_OPTIONS} -XX:ArchiveClassesAtExit={part} -Xlog:cds=off"
         spark = spark_session(  # step 1
             "skewlab-class-archive",
             tmp,
@@ -110,18 +111,28 @@ def check(archive: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the archive unless the installed pyspark has one (``--check PATH``: the child
-    of :func:`maps`)."""
+    """Write the archive unless the installed pyspark has one, in a child process whose
+    Spark and JVM output goes to ``<archive>.log`` (``--dump PATH``: that child; ``--check
+    PATH``: the child of :func:`maps`)."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--check"]:
         return check(Path(args[1]))
+    if args[:1] == ["--dump"]:
+        return 0 if dump(Path(args[1])) else 1
     target = archive_path()
     if target.is_file():
         return 0
     t0 = time.monotonic()
+    log = target.with_name(f"{target.name}.log")
     print(f"setup: writing the Spark driver's class-data archive {target}", file=sys.stderr)
-    if not dump(target):
-        print("setup: no Spark class-data archive (the JVM wrote none it maps)", file=sys.stderr)
+    with log.open("w") as out:
+        argv_ = [sys.executable, "-m", "skewlab.spark.class_archive_dump", "--dump", str(target)]
+        subprocess.run(argv_, stdout=out, stderr=subprocess.STDOUT, timeout=1200, check=False)
+    if not target.is_file():
+        print(
+            f"setup: no Spark class-data archive (the JVM wrote none it maps: {log})",
+            file=sys.stderr,
+        )
         return 0  # Spark runs without one, a few seconds slower per start
     size = target.stat().st_size / 1e6
     print(f"setup: done ({size:.0f} MB, {time.monotonic() - t0:.0f} s)", file=sys.stderr)

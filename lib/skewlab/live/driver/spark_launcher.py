@@ -223,11 +223,19 @@ class EngineDir:
             if r.name == name and self.read_rc(r.id) is None and not self.cancel(r.id).exists()
         ]
         for rid in running:
-            self.cancel(rid).touch()
-            for a in self.read_attempts(rid):
-                if "rc" not in a:
-                    kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
+            self.cancel_job(rid)
         return running
+
+    def started(self, rid: str) -> list[dict[str, Any]]:
+        """The start lines of request ``rid``'s attempts, in order (step 2)."""
+        return [a for a in self.read_attempts(rid) if "rc" not in a]
+
+    def cancel_job(self, rid: str) -> None:
+        """Step 3 for request ``rid``: its cancel marker (the app cancels the job, Spark
+        retries nothing), then the process tree of its latest attempt."""
+        self.cancel(rid).touch()
+        for a in self.started(rid)[-1:]:
+            kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
 
 
 def kill_tree(pid: int, create_time: float) -> None:
@@ -293,7 +301,7 @@ class SparkProc:
 
     def attempts(self) -> list[dict[str, Any]]:
         """The task attempts started so far (step 2)."""
-        return [a for a in self.dir.read_attempts(self.rid) if "rc" not in a]
+        return self.dir.started(self.rid)
 
     @property
     def pid(self) -> int:
@@ -324,9 +332,7 @@ class SparkProc:
 
     def kill(self) -> None:
         """Step 3: cancel the job (no retry follows) and kill the current attempt's tree."""
-        self.dir.cancel(self.rid).touch()
-        for a in self.attempts()[-1:]:
-            kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
+        self.dir.cancel_job(self.rid)
 
     def wait(self, timeout: float | None = None) -> int:
         """Poll every 0.1 s until the job ends; ``subprocess.TimeoutExpired`` after ``timeout``."""
@@ -409,9 +415,7 @@ def _await_jobs(d: EngineDir, timeout_s: float) -> bool:
             logger.warning("jobs of %s still running %.0f s after the stop: killed",
                            d.path.parent, timeout_s)  # fmt: skip
             for rid in running:
-                d.cancel(rid).touch()
-                for a in d.read_attempts(rid)[-1:]:
-                    kill_tree(int(a["pid"]), float(a.get("create_time", 0.0)))
+                d.cancel_job(rid)
             return True
         time.sleep(0.1)
     return False

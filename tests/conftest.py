@@ -1,17 +1,18 @@
-"""How the suite shares 2 cores under ``-n 2`` (pytest-xdist): the unit tests on idle CPU.
+"""How the suite shares 2 cores under ``-n 2`` (pytest-xdist): three groups on two workers.
 
-``bash infra/test.sh`` with no arguments runs ``pytest -n 2`` (docs/testing.md, "Session 28").
-Every test that starts or shares a service (broker, route host, warm workers app, Airflow)
-runs in one worker, in collection order, as in one process: each service stops right after
-its last user. The other worker takes the unit tests, and lowers its priority first, so it
-runs on the CPU the services' tests leave idle (they kept the cores 58 % busy) and does not
-slow them down. Session 27's split, half the integration tests on each worker, made every
-test about twice as slow and gained nothing.
+``bash infra/test.sh`` with no arguments runs ``pytest -n 2`` (docs/testing.md, "Session 29").
+The groups are those of :mod:`tests.groups`. One worker runs the services' tests (broker,
+route host, warm workers app) in collection order, as in one process: each service stops
+right after its last user. The other runs the Airflow, DAG and browser tests, which start
+what they use, then the unit tests, which lower the worker's priority first so they run on
+the CPU the others leave idle.
 
-1. scheduling (:func:`pytest_xdist_make_scheduler`): each group of :func:`group_of` is one
-   unit of work, sent whole to one worker, which runs it in collection order;
-2. priority (:func:`pytest_runtest_setup`): a worker given the unit group is reniced to
-   :data:`UNIT_NICE` before its first test (the processes its tests start inherit it).
+1. scheduling (:func:`pytest_xdist_make_scheduler`): each group is one unit of work, sent
+   whole to one worker, which runs it in collection order; the groups go out in the order of
+   their first test (the Airflow group, the services, the unit tests), so the unit tests go
+   to the worker that empties first;
+2. priority (:func:`pytest_runtest_setup`): a worker about to run its first unit test is
+   reniced to :data:`UNIT_NICE` (the processes its tests start inherit it).
 """
 
 from __future__ import annotations
@@ -22,22 +23,19 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-SERVICES = "services"
-"""The group of every test that starts or shares the session's services."""
-UNIT = "unit"
-"""The group of the pure library's tests (``tests/unit``): no service, CPU only."""
+from tests.groups import UNIT, group_of
+
 UNIT_NICE = 10
 """The niceness the unit worker adds to its own (CFS weight 110 against 1024: about a tenth
-of a core while the services' tests keep both busy, all of what they leave idle)."""
-
-
-def group_of(nodeid: str) -> str:
-    """The group of a test: :data:`UNIT` under ``tests/unit/``, else :data:`SERVICES`."""
-    return UNIT if nodeid.startswith("tests/unit/") else SERVICES
+of a core while the other tests keep both busy, all of what they leave idle)."""
 
 
 class ByGroup(LoadScopeScheduling):
-    """xdist's scope scheduling with :func:`group_of` for the scope (largest group first)."""
+    """xdist's scope scheduling with :func:`group_of` for the scope, in collection order."""
+
+    def __init__(self, config: pytest.Config, log: Any = None) -> None:
+        config.option.loadscopereorder = False  # xdist would send the largest group first
+        super().__init__(config, log)
 
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid)

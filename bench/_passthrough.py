@@ -111,9 +111,12 @@ def wait_records(client, topic: str, n: int, timeout_s: float = 600.0) -> None:
         time.sleep(0.2)
 
 
-def out_stamps(client, topic: str, partitions: int) -> tuple[np.ndarray, np.ndarray]:
+def out_stamps(
+    client, topic: str, partitions: int, routed: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """``(record timestamps, event send times)`` in s of every event record of ``topic``
-    (not the probe): values decoded as one Arrow column."""
+    (not the probe): values decoded as one Arrow column. ``routed``: a route job's
+    ``routed`` topic (routed events; its end-of-set markers left out)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -122,9 +125,11 @@ def out_stamps(client, topic: str, partitions: int) -> tuple[np.ndarray, np.ndar
     for p in range(partitions):
         end = client.end_offsets(topic).get(p, 0)
         for rec in client.fetch(topic, p, 0, end):
+            if routed and not rec.value:
+                continue
             stamps.append(rec.timestamp_ms / 1000.0)
             values.append(rec.value)
-    dec = events.decode_arrow(pa.array(values, pa.binary()))
+    dec = events.decode_arrow(pa.array(values, pa.binary()), routed=routed)
     keep = pc.fill_null(pc.not_equal(dec.column("key"), PROBE), False).to_numpy()
     sent = dec.column("ts").to_numpy(zero_copy_only=False)
     return np.asarray(stamps)[keep], sent[keep]

@@ -56,13 +56,15 @@ def batch_events(n: int, rng: np.random.Generator, t0: float) -> pa.Table:
     )
 
 
-def one_round(spark, root: Path, events: pa.Table, version: int) -> float:
-    """Seconds of one round: both tables' appends at once, app version ``version``."""
-    kl = tables.key_loads("bench", events, 5.0)
-    pl = tables.partition_loads("bench", kl, "routed", 5.0)
+def one_round(spark, root: Path, events: pa.Table, version: int, run_id: str = "bench") -> float:
+    """Seconds of one round: both tables' appends at once, app ``route:<run_id>``, version
+    ``version``."""
+    kl = tables.key_loads(run_id, events, 5.0)
+    pl = tables.partition_loads(run_id, kl, "routed", 5.0)
     t0 = time.perf_counter()
     appends = [Append("key_loads", kl), Append("partition_loads", pl)]
-    delta_appends(spark, root, appends, app_id="route:bench", version=version, run_id="bench")
+    app = f"route:{run_id}"
+    delta_appends(spark, root, appends, app_id=app, version=version, run_id=run_id)
     return time.perf_counter() - t0
 
 

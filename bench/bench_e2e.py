@@ -21,7 +21,9 @@ has finished its warm-up micro-batch):
 
 1. KEY and DKG offered ``--rate`` (above what the pipeline sustains):
    ``throughput`` is verified events / (last processed - first produced);
-2. KEY offered half of the lower sustained rate of 1.: its p50 / p99; then the
+2. KEY offered half of the lower sustained rate of 1.: its p50 / p99 (sent -> processed
+   by a worker), and the route job's share of it (sent -> the routed record's
+   timestamp, set by Spark's Kafka producer, from the run's ``routed`` topic); then the
    passthrough run as a stream at the same rate (``_passthrough.py --rate``): its
    p50 / p99 are the floor any job on this Spark trigger and broker pays.
 
@@ -42,8 +44,11 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import raw_consume, row, say
+from _passthrough import out_stamps
 from cpu_profile import CpuSampler, budget, table
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.driver.route_host import ROUTE_HOST_ENV, launch_host, stop_host, wait_ready
@@ -70,6 +75,22 @@ def raw_consume_rate(bootstrap: str, n: int, partitions: int) -> float:
     c.delete_topic(topic)
     c.close()
     return got / secs
+
+
+def route_latency(bootstrap: str, home: str, run_id: str, workers: int) -> tuple[float, float]:
+    """p50 / p99 ms of a kept run's routed events: the routed record's timestamp - the
+    event's send time (the route job's share of the run's latency); its topics go."""
+    with open(os.path.join(home, "runs", run_id, "handle.json")) as f:
+        handle = json.load(f)
+    c = connect(KafkaSettings(bootstrap))
+    try:
+        stamps, sent = out_stamps(c, handle["routed_topic"], workers, routed=True)
+        for topic in (handle["events_topic"], handle["routed_topic"]):
+            c.delete_topic(topic)
+    finally:
+        c.close()
+    ms = (stamps - sent) * 1000.0
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
 def passthrough(bootstrap: str, partitions: int, workers: int, *mode: str) -> dict:
@@ -125,7 +146,7 @@ def main() -> None:
     raw = 0.0  # the raw consume rate, measured before the runs
     peer = 0.0  # Spark's passthrough rate, measured before the runs
 
-    def run(strategy: str, rate: float, duration: float):
+    def run(strategy: str, rate: float, duration: float, keep_topics: bool = False):
         s = ExperimentSettings(
             strategy=strategy,
             workers=args.workers,
@@ -137,6 +158,7 @@ def main() -> None:
             bootstrap=bootstrap,
             mlflow=False,
             quality=False,
+            keep_topics=keep_topics,
             **extra,
         )
         r = run_experiment(s)
@@ -212,8 +234,10 @@ def main() -> None:
         if args.only:
             return
         half = 0.5 * min(sustained.values())
-        r = run("key", half, args.half_duration)
+        r = run("key", half, args.half_duration, keep_topics=True)
         say(line(f"key @ {half:,.0f}/s", r))
+        rp50, rp99 = route_latency(bootstrap, home, r.run_id, args.workers)
+        say(row("  route job's share", "", "", "", f"{rp50:,.0f} / {rp99:,.0f}", widths=widths))
         low = pt("--rate", str(half), "--duration", str(args.half_duration), *stream)
         p50, p99 = low["p50_ms"], low["p99_ms"]
         say(row(f"passthru @ {half:,.0f}/s", "", "", "", f"{p50:,.0f} / {p99:,.0f}", widths=widths))
@@ -227,6 +251,7 @@ def main() -> None:
                 one = v / (once["records"] / once["seconds"])
                 say(f"{name}: sustained {one:.3f}x the one-batch passthrough (the old baseline)")
         say(f"p99 at half the sustained rate: {r.p99_ms:,.0f} ms (target <= {TARGET_P99_MS:,.0f})")
+        say(f"the route job's share of it (sent -> routed record): p99 {rp99:,.0f} ms")
         say(f"Spark passthrough's p99 at that rate (the floor of a micro-batch job): {p99:,.0f} ms")
         say(f"Spark passthrough's p99 at {args.rate:,.0f}/s: {peer_run['p99_ms']:,.0f} ms")
         say(f"load average at end: {os.getloadavg()[0]:.1f}")

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -74,7 +74,9 @@ def _alive(pids: list[int]) -> list[int]:
 class Supervised:
     """``skewlab airflow --run`` over a fake airflow, with the pids of its tree."""
 
-    def __init__(self, home: Path, airflow: Path) -> None:
+    def __init__(
+        self, home: Path, airflow: Path, preexec_fn: Callable[[], None] | None = None
+    ) -> None:
         self.home = home
         self.airflow_home = home / "airflow"
         home.mkdir(parents=True, exist_ok=True)
@@ -84,6 +86,7 @@ class Supervised:
                 [*SKEWLAB, "airflow", "--run", "--home", str(home), "--airflow", str(airflow),
                  "--port", str(free_port())],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=NO_HOST,
+                preexec_fn=preexec_fn,
             )  # fmt: skip
         self.tree = self._wait_tree()
 
@@ -146,6 +149,26 @@ def test_a_signal_to_the_supervisor_stops_every_process(
     assert supervised.wait() == code, supervised.log.read_text()
     assert _alive(supervised.tree) == []
     assert not (supervised.airflow_home / PID_FILE).exists()
+
+
+def _sigint_ignored_and_blocked() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def test_sigint_stops_every_process_when_the_parent_ignored_and_blocked_it(
+    tmp_path: Path, fake_airflow: Path
+) -> None:
+    """A parent may hand ``--run`` SIGINT ignored (a script's background job) or blocked
+    (both are inherited through exec): Ctrl-C still stops it and the whole tree."""
+    run = Supervised(tmp_path / "home", fake_airflow, preexec_fn=_sigint_ignored_and_blocked)
+    try:
+        os.kill(run.proc.pid, signal.SIGINT)
+        assert run.wait() == 130, run.log.read_text()
+        assert _alive(run.tree) == []
+        assert not (run.airflow_home / PID_FILE).exists()
+    finally:
+        run.kill_all()
 
 
 def test_stop_from_another_shell_stops_the_tree_and_its_supervisor(

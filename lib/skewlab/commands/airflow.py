@@ -282,8 +282,12 @@ def _raise_signalled(signum: int, frame: FrameType | None) -> None:
 def _supervise(p: Plan) -> int:
     """Run the standalone in its own process group until it exits or we are told to stop;
     then stop whatever of the group is left. Ctrl-C is re-raised after the stop (the CLI
-    exits 130); SIGTERM / SIGHUP return 128 + the signal."""
+    exits 130); SIGTERM / SIGHUP return 128 + the signal. These work even if our parent gave
+    us SIGINT ignored (a script's background job) or blocked, and the standalone's components
+    start with them deliverable too, so the stop's first step (SIGINT) reaches them."""
     handlers = {sig: signal.signal(sig, _raise_signalled) for sig in STOP_SIGNALS}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, *STOP_SIGNALS})
     child = None
     try:
         # its own session: the terminal's Ctrl-C reaches only us, and one killpg reaches
@@ -323,6 +327,7 @@ def _supervise(p: Plan) -> int:
             for sig, old in handlers.items():
                 signal.signal(sig, old)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _stop(p: Plan) -> int:

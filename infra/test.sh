@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: set up if needed, lint, type-check, then pytest.
-# With no arguments pytest runs on two xdist workers: every service test on one, in order, the
-# unit tests on the other at a lower priority (tests/conftest.py, docs/testing.md). Arguments
-# go to pytest instead, in one process (e.g. `-m unit`, `-m integration`, `-k dkg`).
+# With no arguments pytest runs on two xdist workers: the tests sharing the session's services
+# on one, in order; the tests that start what they use (Airflow, DAG, browser, Spark, Delta),
+# then the unit tests at a lower priority, on the other (tests/groups.py, tests/conftest.py,
+# docs/testing.md). Arguments go to pytest instead, in one process (e.g. `-m unit`, `-k dkg`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/infra/setup.sh"

@@ -1,16 +1,16 @@
 """How the suite shares 2 cores under ``-n 2`` (pytest-xdist): three groups on two workers.
 
 ``bash infra/test.sh`` with no arguments runs ``pytest -n 2`` (docs/testing.md, "Session 29").
-The groups are those of :mod:`tests.groups`. One worker runs the services' tests (broker,
-route host, warm workers app) in collection order, as in one process: each service stops
-right after its last user. The other runs the Airflow, DAG and browser tests, which start
-what they use, then the unit tests, which lower the worker's priority first so they run on
-the CPU the others leave idle.
+The groups are those of :mod:`tests.groups`. One worker runs the tests sharing the session's
+services (broker, route host, warm workers app) in collection order, as in one process: each
+service stops right after its last user. The other runs the tests that start what they use
+(Airflow, DAG, browser, Spark, Delta), then the unit tests, which lower the worker's
+priority first so they run on the CPU the others leave idle.
 
 1. scheduling (:func:`pytest_xdist_make_scheduler`): each group is one unit of work, sent
    whole to one worker, which runs it in collection order; the groups go out in the order of
-   their first test (the Airflow group, the services, the unit tests), so the unit tests go
-   to the worker that empties first;
+   their first test (``own``: tests/browser comes first; the services; the unit tests), so
+   the unit tests go to the worker that empties first;
 2. priority (:func:`pytest_runtest_setup`): a worker about to run its first unit test is
    reniced to :data:`UNIT_NICE` (the processes its tests start inherit it).
 """

@@ -10,26 +10,31 @@ from __future__ import annotations
 SERVICES = "services"
 """The live, crash, autoscale and service tests: the session's broker, route host and warm
 workers app."""
-AIRFLOW = "airflow"
-"""The DAG, browser and Airflow process tests: each starts what it runs (an Airflow of its
-own, a data dir with its own broker; a route host of the worker's own), so they run beside
-:data:`SERVICES` on the other worker."""
+OWN = "own"
+"""The tests that start what they use: the DAG, browser and Airflow tests (an Airflow of their
+own, data dirs with their own brokers, a route host of the worker's own), the broker service's
+tests (brokers of their own), the Spark tests (a Spark session of the worker's own), the Delta
+and MLflow tests (files only). They run beside :data:`SERVICES`, on the other worker."""
 UNIT = "unit"
 """The pure library's tests (``tests/unit``): no service, CPU only."""
 
-AIRFLOW_PATHS = (
+OWN_PATHS = (
     "tests/dags/",
     "tests/browser/",
     "tests/integration/test_airflow_rest.py",
     "tests/integration/test_airflow_stop.py",
+    "tests/integration/services/",
+    "tests/integration/spark/",
+    "tests/integration/io/",
+    "tests/integration/test_compare.py",
 )
-"""The node id prefixes of :data:`AIRFLOW`."""
+"""The node id prefixes of :data:`OWN`."""
 
 
 def group_of(nodeid: str) -> str:
     """The group of a test, from its node id."""
     if nodeid.startswith("tests/unit/"):
         return UNIT
-    if nodeid.startswith(AIRFLOW_PATHS):
-        return AIRFLOW
+    if nodeid.startswith(OWN_PATHS):
+        return OWN
     return SERVICES

@@ -5,13 +5,12 @@ factory, one warm-up micro-batch through the route code), one Delta root shared 
 ``--runs`` runs in a row, as a host's runs share ``<home>/delta``. Each run has an app
 id of its own (``route:<run>``) and commits ``--rounds`` rounds of ``key_loads`` +
 ``partition_loads`` (:func:`~skewlab.spark.writes.delta_appends`, ``txnAppId`` /
-``txnVersion`` = the round) of ``--events`` routed events. With ``--prepare``, each run
-first calls :func:`~skewlab.spark.writes.prepare_tables` (timed on its own line).
+``txnVersion`` = the round) of ``--events`` routed events.
 
 Per round: its seconds and the Spark jobs it ran (from the Spark UI's REST API: each
 job's call site and wall time), so the first round's extra cost shows where it goes.
 
-    .venv/bin/python bench/bench_delta_first.py [--runs 3] [--rounds 4] [--prepare]
+    .venv/bin/python bench/bench_delta_first.py [--runs 3] [--rounds 4]
 """
 
 from __future__ import annotations
@@ -71,7 +70,6 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--events", type=int, default=20_000)
-    ap.add_argument("--prepare", action="store_true")
     ap.add_argument("--jobs", action="store_true", help="print each round's jobs")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
@@ -96,18 +94,6 @@ def main() -> None:
         for r in range(args.runs):
             run_id = f"run-{r}"
             seen = len(jobs(spark))
-            if args.prepare:
-                from skewlab.spark.writes import prepare_tables
-
-                t0 = time.perf_counter()
-                prepare_tables(spark, root, ["key_loads", "partition_loads"])
-                done = jobs(spark)
-                print(
-                    f"{run_id} prepare: {time.perf_counter() - t0:.3f} s, {len(done) - seen} jobs"
-                )
-                for j in done[seen:] if args.jobs else ():
-                    print("    " + job_line(j))
-                seen = len(done)
             for i in range(1, args.rounds + 1):
                 events = batch_events(args.events, rng, 1.8e9 + (r * 100 + i) * 5)
                 secs = one_round(spark, root, events, i, run_id=run_id)

@@ -204,14 +204,14 @@ def skewlab_experiment() -> None:
             fail(exc)
 
     @task(retries=0, execution_timeout=timedelta(hours=2))
-    def produce(ref: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    def produce(ref: dict[str, Any]) -> dict[str, Any]:
         """The workload at the target rate, with the control loop (autoscale: the whole run)."""
         from skewlab.errors import SkewlabError
         from skewlab.orchestration import live_tasks
         from skewlab.orchestration.runs import progress_logger
 
         try:
-            return live_tasks.produce(ref, settings, progress=progress_logger(log))
+            return live_tasks.produce(ref, progress=progress_logger(log))
         except SkewlabError as exc:
             fail(exc)
 
@@ -343,9 +343,7 @@ def skewlab_experiment() -> None:
         return rid
 
     settings = validate_params()
-    ref = wait_for_completion(
-        produce(start_route_job(create_topics(ensure_services(settings))), settings)
-    )
+    ref = wait_for_completion(produce(start_route_job(create_topics(ensure_services(settings)))))
     row = summarize(settings, check_quality(settings, aggregate(ref)))
     stopped = stop_jobs()
     row >> stopped

@@ -260,7 +260,7 @@ def test_a_failed_task_leaves_no_process_of_the_run(
     from skewlab.orchestration import live_tasks
     from skewlab.rundir import RunDir
 
-    def broken_produce(ref: Any, settings: Any, progress: Any = None) -> Any:
+    def broken_produce(ref: Any, progress: Any = None) -> Any:
         raise ExperimentError("injected: the producer\nbroke")
 
     monkeypatch.setattr(live_tasks, "produce", broken_produce)

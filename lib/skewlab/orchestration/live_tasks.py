@@ -125,9 +125,7 @@ def start_route_job(ref: Mapping[str, Any]) -> dict[str, Any]:
     return dict(ref)
 
 
-def produce(
-    ref: Mapping[str, Any], settings: Mapping[str, Any], progress: ProgressFn | None = None
-) -> dict[str, Any]:
+def produce(ref: Mapping[str, Any], progress: ProgressFn | None = None) -> dict[str, Any]:
     """Produce the workload (a scale-out run also drains here: its state manager owns the
     workers); an autoscale run produces its speed plan while its controller scales."""
     with _opened(ref, progress) as run:

@@ -261,6 +261,15 @@ stopped while its broker is gone waits for the call: a run's query on the route 
 stopped, not killed, and must end within seconds (docs/route-host.md)."""
 
 
+FETCH_MAX_WAIT_MS = 10
+"""How long the broker may hold a fetch of the source's consumers for data (Kafka's default
+500 ms). Spark's consumer asks for each partition's offset range after every poll, and the
+broker answers a connection's requests in order, so a fetch the consumer sent ahead at the
+end of a partition's data held every such ask that long: ~0.5 s per partition of a batch
+that reached the end of its input, ~2 s for the last batch of a run (docs/real-stack.md,
+session 29)."""
+
+
 def kafka_events(spark: SparkSession, s: RouteSettings) -> DataFrame:
     """Step 1: Spark's Kafka source on ``events`` from the earliest offset, as rows of
     (partition, offset, value); at most ``s.max_events_per_trigger`` records a batch."""
@@ -269,6 +278,7 @@ def kafka_events(spark: SparkSession, s: RouteSettings) -> DataFrame:
         .option("kafka.bootstrap.servers", s.bootstrap)
         .option("kafka.default.api.timeout.ms", str(KAFKA_CALL_TIMEOUT_MS))
         .option("kafka.request.timeout.ms", str(KAFKA_CALL_TIMEOUT_MS * 2 // 3))  # <= the above
+        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
         .option("subscribe", s.events_topic)
         .option("startingOffsets", "earliest")
     )

@@ -169,11 +169,10 @@ def delta_appends(
 
 @dataclass(frozen=True)
 class _Pending:
-    """One batch's rows per table; ``new``: surely not in any table yet."""
+    """One batch's rows per table."""
 
     batch: int
     data: dict[str, pa.Table]
-    new: bool
 
 
 class DeltaAppender:
@@ -187,23 +186,27 @@ class DeltaAppender:
        (a temporary file, flushed, then renamed) before :meth:`submit` returns, so they
        are on disk before Spark commits the batch;
     2. one background thread appends the queued batches in batch order: all batches
-       queued at that moment in one commit per table (their rows concatenated, app
-       version = the newest batch id, the tables at once: :func:`delta_appends`), then
-       deletes their files. Rounds start ``every_s`` apart at most (an idempotent append
-       costs several Spark jobs whatever its size: docs/real-stack.md), and a round that
-       took ``d`` seconds is followed by ``d`` seconds without one (``every_s`` > 0: Delta
-       takes at most half of the driver's time from the stream); sooner when more than ``max_lag``
-       batches wait or :meth:`flush` asks.
+       queued at that moment in one commit per table (app version = the newest batch id,
+       the tables at once: :func:`delta_appends`), each table's commit holding the rows
+       of the batches above the app's last version in that table (read with delta-rs just
+       before, :meth:`committed`), then deletes their files. Rounds start ``every_s``
+       apart at most, the first ``every_s`` after the appender starts (an idempotent
+       append costs several Spark jobs whatever its size: docs/real-stack.md), and a
+       round that took ``d`` seconds is followed by ``d`` seconds without one
+       (``every_s`` > 0: Delta takes at most half of the driver's time from the stream);
+       sooner when more than ``max_lag`` batches wait or :meth:`flush` asks.
 
-    Exactly once: Delta skips an append whose version is not above the app's last.
-    A process that starts queues the files a crash left behind (:meth:`recover`)
-    before its first batch; those and its first batch (maybe a replay) may be in the
-    tables already, so each gets commits of its own and Delta skips just those. Every
-    later batch is new, and a commit of several covers every batch below its version.
+    Exactly once: a table's commit of version ``v`` holds every batch up to ``v`` that
+    has rows for it, so a batch at or below the app's last version in a table is in it
+    already and is left out of that table's next commit (a batch a crash left pending,
+    queued again by :meth:`recover` before the process's first batch, or a replay); the
+    rest share one commit. Delta itself still skips a commit whose version is not above
+    the app's last (the appender is the app's only writer, so it never has to).
     :meth:`close` appends everything still pending. At most
     ``max_lag`` batches wait (:meth:`submit` blocks beyond), so readers of the tables
     lag by ``every_s`` or two rounds at most. A failed append fails the next :meth:`submit`.
-    ``clock``: monotonic seconds (injected by tests).
+    ``clock``: monotonic seconds; ``committed(table)``: the app's last version in
+    ``table`` or ``None`` (default: read with delta-rs; both injected by tests).
     """
 
     def __init__(
@@ -217,18 +220,21 @@ class DeltaAppender:
         max_lag: int = 4,
         every_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        committed: Callable[[str], int | None] | None = None,
     ) -> None:
         self.spark, self.root, self.pending = spark, str(root), Path(pending)
         self.app_id, self.run_id, self.max_lag = app_id, run_id, max_lag
         self.every_s, self._clock = every_s, clock
+        self.committed = committed or self._committed
         self._queue: list[_Pending] = []
-        self._submitted = 0
         self._busy = False
         self._hurry = 0
         """Callers of :meth:`flush` waiting: append what is queued without waiting."""
-        self._next_round = 0.0
+        self._next_round = clock() + every_s
         """``clock()`` before which no round starts (but to hurry)."""
         self._error: BaseException | None = None
+        self._tables: dict[str, Any] = {}
+        """delta-rs handles of the tables, for :meth:`committed`."""
         self._recovered = False
         self._closed = False
         self._cond = threading.Condition()
@@ -250,7 +256,7 @@ class DeltaAppender:
         ids = [b for b in found if before is None or b < before]
         for b in ids:
             with open(self.pending / str(b), "rb") as f:
-                self._put(_Pending(b, pickle.load(f), new=False))
+                self._put(_Pending(b, pickle.load(f)))
         if ids:
             log.info("Delta appends of batches %s were pending: queued again", ids)
         return ids
@@ -262,9 +268,7 @@ class DeltaAppender:
         self.recover(before=batch_id)
         data = {a.table: to_arrow(table_spec(a.table), a.data, self.run_id) for a in appends}
         self._save(batch_id, data)
-        # The process's first batch may replay one whose rows a crashed process appended.
-        self._put(_Pending(batch_id, data, new=self._submitted > 0))
-        self._submitted += 1
+        self._put(_Pending(batch_id, data))
         with self._cond:
             while len(self._queue) > self.max_lag and self._error is None:
                 self._cond.wait()
@@ -365,39 +369,50 @@ class DeltaAppender:
         late = len(self._queue) > self.max_lag or self._hurry > 0
         return late or self._clock() >= self._next_round
 
+    def _committed(self, table: str) -> int | None:
+        """The app's last version in ``table`` (``None``: none, or no table), read with
+        delta-rs: its log in milliseconds, no Spark job (delta-spark rebuilds the table's
+        state for it) and nothing written."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        dt = self._tables.get(table)
+        if dt is None:
+            try:
+                dt = DeltaTable(str(Path(self.root) / table_spec(table).name))
+            except TableNotFoundError:
+                return None
+            self._tables[table] = dt
+        else:
+            dt.update_incremental()
+        version = dt.transaction_version(self.app_id)
+        return None if version is None else int(version)
+
     def _append(self, group: list[_Pending]) -> None:
         t0 = time.perf_counter()
         version = group[-1].batch
-        # A batch that may be in the table already (recovered, or replayed after a crash
-        # that followed its append) gets a commit of its own, so Delta skips exactly it;
-        # new batches in a row share one.
-        rounds: list[list[_Pending]] = []
+        appends, left_out = [], 0
+        for name in dict.fromkeys(n for item in group for n in item.data):
+            done = self.committed(name)
+            rows = [
+                item.data[name]
+                for item in group
+                if name in item.data and (done is None or item.batch > done)
+            ]
+            left_out += sum(1 for item in group if name in item.data) - len(rows)
+            if rows:
+                appends.append(Append(name, pa.concat_tables(rows)))
+        delta_appends(
+            self.spark, self.root, appends, app_id=self.app_id, version=version, run_id=self.run_id
+        )
         for item in group:
-            if item.new and rounds and rounds[-1][-1].new:
-                rounds[-1].append(item)
-            else:
-                rounds.append([item])
-        for part in rounds:
-            tables: dict[str, list[pa.Table]] = {}
-            for item in part:
-                for name, rows in item.data.items():
-                    tables.setdefault(name, []).append(rows)
-            appends = [Append(name, pa.concat_tables(rows)) for name, rows in tables.items()]
-            delta_appends(
-                self.spark,
-                self.root,
-                appends,
-                app_id=self.app_id,
-                version=part[-1].batch,
-                run_id=self.run_id,
-            )
-            for item in part:
-                (self.pending / str(item.batch)).unlink(missing_ok=True)
+            (self.pending / str(item.batch)).unlink(missing_ok=True)
         log.info(
-            "delta: batches %d-%d (%d) appended as version %d in %.3f s",
+            "delta: batches %d-%d (%d) appended as version %d in %.3f s%s",
             group[0].batch,
             version,
             len(group),
             version,
             time.perf_counter() - t0,
+            f" ({left_out} of their tables' rows in the tables already)" if left_out else "",
         )

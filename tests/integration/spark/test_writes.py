@@ -177,6 +177,38 @@ def test_delta_appender_recovers_what_a_crash_left_pending_exactly_once(
     assert not list(pending.iterdir())
 
 
+def test_delta_appender_recovers_a_batch_a_crash_left_in_one_table_only(
+    spark, tmp_path: Path
+) -> None:
+    """Batch 2 in ``key_loads`` but not yet in ``partition_loads`` (killed between the two
+    commits), 3 only saved, 4 replayed: each table ends with each batch once."""
+    root, pending = tmp_path / "d", tmp_path / "pending"
+    first = DeltaAppender(spark, root, pending, app_id="route:r7", run_id="r7")
+    for batch in range(2):
+        first.submit(batch, [Append("key_loads", _kl(batch + 1)), Append("partition_loads", _pl())])
+    first.close()
+    delta_append(spark, root, "key_loads", _kl(3), app_id="route:r7", version=2, run_id="r7")
+    for batch in (2, 3, 4):
+        kl = to_arrow(table_spec("key_loads"), _kl(batch + 1), "r7")
+        first._save(
+            batch,
+            {
+                "key_loads": kl,
+                "partition_loads": to_arrow(table_spec("partition_loads"), _pl(), "r7"),
+            },
+        )
+    second = DeltaAppender(spark, root, pending, app_id="route:r7", run_id="r7")
+    second.submit(4, [Append("key_loads", _kl(5)), Append("partition_loads", _pl())])
+    second.close()
+    store = DeltaStore(str(root))
+    for table in ("key_loads", "partition_loads"):
+        assert store.committed_version(table, "route:r7") == 4
+    counts = store.read("key_loads", run_id="r7").column("count").to_pylist()
+    assert sorted(counts) == [1, 2, 3, 4, 5]
+    assert store.read("partition_loads", run_id="r7").num_rows == 5
+    assert not list(pending.iterdir())
+
+
 def test_delta_appender_appends_pending_rows_on_close_without_a_batch(
     spark, tmp_path: Path
 ) -> None:

@@ -5,8 +5,10 @@ files and the order are the appender's own. Real appends: tests/integration/spar
 
 * batches that arrive before a round is due share one round (one version, their rows);
 * :meth:`flush` does not wait for the round's time; more than ``max_lag`` waiting do not;
-* the process's first batch still gets a round of its own (it may be a replay);
-* a round that took ``d`` seconds is followed by ``d`` seconds without one.
+* a table's commit leaves out the batches at or below the app's last version in it
+  (left pending by a crash, or replayed) and holds the rest;
+* the first round waits ``every_s``; a round that took ``d`` seconds is followed by ``d``
+  seconds without one.
 """
 
 from __future__ import annotations
@@ -29,16 +31,21 @@ HOUR = 3600.0
 
 
 class Rounds:
-    """Records each round's (version, key_loads counts) instead of appending."""
+    """Records each round's (version, key_loads counts) instead of appending, and
+    the rows of each table it appended to."""
 
     def __init__(self) -> None:
         self.done: list[tuple[int, list[int]]] = []
+        self.rows: list[dict[str, int]] = []
         self.changed = threading.Condition()
 
     def __call__(self, spark: Any, root: Any, appends: Any, **kw: Any) -> None:
-        (a,) = appends
+        by_table = {a.table: a.data for a in appends}
+        kl = by_table.get("key_loads")
         with self.changed:
-            self.done.append((kw["version"], a.data.column("count").to_pylist()))
+            counts = [] if kl is None else kl.column("count").to_pylist()
+            self.done.append((kw["version"], counts))
+            self.rows.append({t: d.num_rows for t, d in by_table.items()})
             self.changed.notify_all()
 
     def wait_for(self, n: int) -> None:
@@ -60,6 +67,18 @@ def _kl(count: int) -> list[Append]:
 
 def app_rows(count: int) -> Any:
     return to_arrow(table_spec("key_loads"), _kl(count)[0].data, "r")
+
+
+def _pl(partitions: int) -> Append:
+    rows = {
+        "window_start": [0] * partitions,
+        "topic": ["routed"] * partitions,
+        "partition": list(range(partitions)),
+        "bytes": [9] * partitions,
+        "records": [1] * partitions,
+        "bytes_per_s": [0.6] * partitions,
+    }
+    return Append("partition_loads", rows)
 
 
 def _appender(tmp_path: Path, **kw: Any) -> DeltaAppender:
@@ -91,15 +110,30 @@ def test_more_than_max_lag_waiting_start_a_round(rounds: Rounds, tmp_path: Path)
     app.close()
 
 
-def test_the_first_batch_of_a_process_keeps_a_round_of_its_own(
+def test_a_tables_commit_leaves_out_the_batches_it_has_and_holds_the_rest(
     rounds: Rounds, tmp_path: Path
 ) -> None:
-    app = _appender(tmp_path, max_lag=64, every_s=HOUR)
-    app._save(5, {"key_loads": app_rows(6)})  # what a killed process left pending
-    for b in (6, 7):  # 5: left by a crashed process; 6: maybe a replay; 7: new
-        app.submit(b, _kl(b + 1))
+    """5: left pending by a killed process, in key_loads already (its partition_loads
+    commit had not run); 6: a replay, or new; 7: new."""
+    done = {"key_loads": 5, "partition_loads": 4}
+    app = _appender(tmp_path, max_lag=64, every_s=HOUR, committed=done.get)
+    pl = to_arrow(table_spec("partition_loads"), _pl(1).data, "r")
+    app._save(5, {"key_loads": app_rows(6), "partition_loads": pl})
+    for b in (6, 7):
+        app.submit(b, [*_kl(b + 1), _pl(b - 4)])
     app.close()
-    assert rounds.done == [(5, [6]), (6, [7]), (7, [8])]
+    assert rounds.done == [(7, [7, 8])]  # one commit per table, the newest batch's version
+    assert rounds.rows == [{"key_loads": 2, "partition_loads": 1 + 2 + 3}]
+    assert not list((tmp_path / "p").iterdir())
+
+
+def test_a_table_that_has_every_batch_gets_no_commit(rounds: Rounds, tmp_path: Path) -> None:
+    app = _appender(tmp_path, max_lag=64, every_s=HOUR, committed={"key_loads": 3}.get)
+    for b in (2, 3):  # what a killed process appended but left pending
+        app._save(b, {"key_loads": app_rows(b + 1)})
+    app.close()
+    assert rounds.done == [(3, [])] and rounds.rows == [{}]
+    assert not list((tmp_path / "p").iterdir())
 
 
 def test_a_long_round_is_followed_by_as_long_a_pause(
@@ -115,12 +149,16 @@ def test_a_long_round_is_followed_by_as_long_a_pause(
     monkeypatch.setattr(writes, "delta_appends", slow_round)
     app = _appender(tmp_path, max_lag=64, every_s=1.0, clock=lambda: now[0])
     app.submit(0, _kl(1))
-    app.flush()  # ran 100 -> 110: no round before 120, though every_s is 1
+    with app._cond:  # the first round waits every_s too
+        assert not app._due()
+        now[0] = 101.0
+        assert app._due()
+    app.flush()  # ran 101 -> 111: no round before 121, though every_s is 1
     app.submit(1, _kl(2))
     with app._cond:
-        now[0] = 119.9
+        now[0] = 120.9
         assert not app._due()
-        now[0] = 120.0
+        now[0] = 121.0
         assert app._due()
     app.close()
     assert took.done == [(0, [1]), (1, [2])]

@@ -93,15 +93,44 @@ def route_latency(bootstrap: str, home: str, run_id: str, workers: int) -> tuple
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
-def passthrough(bootstrap: str, partitions: int, workers: int, *mode: str) -> dict:
+def passthrough(bootstrap: str, partitions: int, workers: int, *mode: str, watch: int = 0) -> dict:
     """What ``_passthrough.py`` prints for Spark's minimal Kafka -> Kafka job in ``mode``:
-    ``--records N`` (one batch) or ``--rate R --duration D ...`` (a stream)."""
+    ``--records N`` (one batch) or ``--rate R --duration D ...`` (a stream). ``watch``: the
+    stream's event count; then also ``t0`` / ``t1``, the wall times its first event reached
+    the input topic and its output held them all (polled while it runs: its CPU window)."""
     script = os.path.join(os.path.dirname(__file__), "_passthrough.py")
     argv = [sys.executable, script, bootstrap, "--partitions", str(partitions)]
     argv += ["--workers", str(workers), *mode]
-    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    with tempfile.TemporaryFile("w+") as err:  # Spark's log, shown only if it fails
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
+        window = stream_window(bootstrap, watch, proc) if watch else {}
+        out = proc.communicate()[0]
+        if proc.returncode:
+            err.seek(0)
+            raise subprocess.CalledProcessError(proc.returncode, argv, out, err.read())
     got: dict = json.loads(out.strip().splitlines()[-1])
-    return got
+    return {**got, **window}
+
+
+def stream_window(bootstrap: str, n: int, proc: subprocess.Popen) -> dict:
+    """``{"t0", "t1"}`` of :func:`passthrough`'s ``watch``: its input topic past the probe,
+    its output topic at ``n`` events and the probe (empty if ``proc`` ends first)."""
+    c = connect(KafkaSettings(bootstrap))
+    try:
+        src = out = ""
+        while not src and proc.poll() is None:
+            time.sleep(0.05)
+            for topic in c.list_topics():
+                if topic.startswith("bench-pass-lin-"):
+                    src, out = topic, "bench-pass-lout-" + topic[len("bench-pass-lin-") :]
+        while proc.poll() is None and sum(c.end_offsets(src).values()) <= 1:
+            time.sleep(0.02)
+        t0 = time.time()
+        while proc.poll() is None and sum(c.end_offsets(out).values()) < n + 1:
+            time.sleep(0.05)
+        return {"t0": t0, "t1": time.time()} if proc.poll() is None else {}
+    finally:
+        c.close()
 
 
 def main() -> None:
@@ -182,8 +211,13 @@ def main() -> None:
         if args.max_events_per_trigger is not None:
             stream += ["--max-offsets-per-trigger", str(args.max_events_per_trigger)]
         offered = ["--rate", str(args.rate), "--duration", str(args.duration)]
-        peer_run = pt(*offered, *stream)  # like the route runs: the same stream and load
-        peer = peer_run["records"] / peer_run["seconds"]
+        peer_run = pt(*offered, *stream, watch=n if sampler is not None else 0)
+        peer = peer_run["records"] / peer_run["seconds"]  # like the route runs: same stream, load
+        if sampler is not None and "t1" in peer_run:  # Spark's JVM counts as "route JVM"
+            secs = peer_run["t1"] - peer_run["t0"]
+            say(f"CPU of passthru @ {args.rate:,.0f}/s over {secs:.1f} s, {n:,} events:")
+            for line in table(sampler.window(peer_run["t0"], peer_run["t1"]), n, secs):
+                say("  " + line)
         once = pt("--records", str(min(n, 1_000_000))) if args.batch_baseline else None
         if host is not None:  # started after the baselines: its JVM is not theirs
             d = launch_host(host)

@@ -8,7 +8,7 @@ records as explicit examples):
    :data:`~skewlab.pipeline.events.REASONS`; a record valid by the wire format's
    rules is never rejected.
 2. The route job's path, run without Spark: its ``mapInArrow`` decode function
-   (:func:`skewlab.live.mains.route_job.decode_fn`, which builds the Arrow arrays), then
+   (:func:`skewlab.spark.route.decode_fn`, which builds the Arrow arrays), then
    every registered grouping through a :class:`~skewlab.pipeline.route.Splitter`
    (``route_batch`` at the events' ts) with a picklable state, then what the sink
    builds: int64 window milliseconds (``key_loads``), the Kafka key and the routed

@@ -1,7 +1,7 @@
 """The comparison step of a sweep: the table (CSV + Markdown) and plots on the parent run.
 
-Split from :mod:`skewlab.orchestration.sweep` (grid, params and cells) so each
-module stays small; :func:`compare` reads the child runs back from MLflow.
+The sweep's other steps are beside it (:mod:`.sweep_grid`, :mod:`.sweep_form`,
+:mod:`.sweep_cells`); :func:`compare` reads the child runs back from MLflow.
 """
 
 from __future__ import annotations

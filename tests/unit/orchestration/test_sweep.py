@@ -1,4 +1,4 @@
-"""skewlab.orchestration.sweep: params -> settings, presets, the grid, cells and the comparison."""
+"""The sweep (`skewlab.orchestration.sweep_*`): params, presets, grid, cells, comparison."""
 
 from __future__ import annotations
 

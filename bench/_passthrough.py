@@ -43,6 +43,8 @@ from skewlab.workload.spec import parse_workload
 
 PROBE = "probe"
 """The key of the record that shows the stream is running before the timed events."""
+STREAM_IN, STREAM_OUT = "bench-pass-lin-", "bench-pass-lout-"
+"""The stream mode's input and output topics: these prefixes + the run's tag."""
 
 
 def fill(bootstrap: str, topic: str, n: int, partitions: int) -> None:
@@ -137,7 +139,7 @@ def out_stamps(
 
 def measure_stream(spark, client, bootstrap: str, args, tmp: Path, tag: str) -> dict:
     """The stream mode of the module doc: one probe through the stream, then the events."""
-    src, out = f"bench-pass-lin-{tag}", f"bench-pass-lout-{tag}"
+    src, out = STREAM_IN + tag, STREAM_OUT + tag
     client.create_topic(src, args.partitions)
     client.create_topic(out, args.workers)
     query = start_job(

@@ -48,7 +48,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import raw_consume, row, say
-from _passthrough import out_stamps
+from _passthrough import STREAM_IN, STREAM_OUT, out_stamps
 from cpu_profile import CpuSampler, budget, table
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.driver.route_host import ROUTE_HOST_ENV, launch_host, stop_host, wait_ready
@@ -121,8 +121,8 @@ def stream_window(bootstrap: str, n: int, proc: subprocess.Popen) -> dict:
         while not src and proc.poll() is None:
             time.sleep(0.05)
             for topic in c.list_topics():
-                if topic.startswith("bench-pass-lin-"):
-                    src, out = topic, "bench-pass-lout-" + topic[len("bench-pass-lin-") :]
+                if topic.startswith(STREAM_IN):
+                    src, out = topic, STREAM_OUT + topic[len(STREAM_IN) :]
         while proc.poll() is None and sum(c.end_offsets(src).values()) <= 1:
             time.sleep(0.02)
         t0 = time.time()

@@ -10,6 +10,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -51,3 +52,33 @@ def raw_consume(bootstrap: str, topic: str) -> tuple[int, float]:
         return n, time.perf_counter() - t0
     finally:
         c.close()
+
+
+def slices(sent_s: Any, lat_ms: Any, over_ms: float, width_s: float = 1.0) -> list[list[float]]:
+    """Latency per ``width_s`` slice of send time: one ``[start s since the first send,
+    events, p50 ms, p99 ms, max ms, events over over_ms]`` per slice holding events,
+    oldest first (``over_ms`` the whole run's p99: where its slowest 1 % were sent)."""
+    import numpy as np
+
+    sent, ms = np.asarray(sent_s, dtype=np.float64), np.asarray(lat_ms, dtype=np.float64)
+    if not sent.size:
+        return []
+    idx = np.floor((sent - sent.min()) / width_s).astype(np.int64)
+    out = []
+    for i in np.unique(idx):
+        m = ms[idx == i]
+        p50, p99 = np.percentile(m, [50, 99])
+        top, over = float(m.max()), int((m > over_ms).sum())
+        out.append([float(i * width_s), int(m.size), float(p50), float(p99), top, over])
+    return out
+
+
+def slice_lines(got: list[list[float]]) -> list[str]:
+    """:func:`slices` as a table."""
+    widths = (10, 9, 9, 9, 9, 12)
+    head = ("sent at s", "events", "p50 ms", "p99 ms", "max ms", "over run p99")
+    lines = [row(*head, widths=widths)]
+    for start, n, p50, p99, top, over in got:
+        cells = (f"{start:.0f}", f"{n:,.0f}", f"{p50:,.0f}", f"{p99:,.0f}", f"{top:,.0f}")
+        lines.append(row(*cells, f"{over:,.0f}", widths=widths))
+    return lines

@@ -17,7 +17,8 @@ warm-up batch), then one of:
   route query's trigger (``--trigger``, default ``trigger_s``) and batch cap
   (``--max-offsets-per-trigger``), its checkpoint on the local disk; the live runs'
   producer sends the bench's workload at R/s for D s (its pacing, each burst stamped at
-  send); once all are through it prints ``{"records", "seconds", "p50_ms", "p99_ms"}``:
+  send); once all are through it prints ``{"records", "seconds", "p50_ms", "p99_ms",
+  "slices"}`` (``slices``: per second of send time, ``_common.slices``):
   latency = (the output record's timestamp, set by Spark's Kafka producer) - (the
   event's send time), ``seconds`` = last output timestamp - first send time (the live
   runs' sustained window: first produced -> last processed).
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import slices
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.driver.producer import ProduceSettings, produce
 from skewlab.pipeline import events
@@ -164,10 +166,11 @@ def measure_stream(spark, client, bootstrap: str, args, tmp: Path, tag: str) -> 
     stamps, sent = out_stamps(client, out, args.workers)
     for t in (src, out):
         client.delete_topic(t)
-    ms = np.sort((stamps - sent) * 1000.0)
+    ms = (stamps - sent) * 1000.0
     pct = {q: float(np.percentile(ms, q)) for q in (50, 99)} if len(ms) else {50: 0.0, 99: 0.0}
     secs = float(stamps.max() - sent.min()) if len(ms) else 0.0
-    return {"records": len(ms), "seconds": secs, "p50_ms": pct[50], "p99_ms": pct[99]}
+    got = {"records": len(ms), "seconds": secs, "p50_ms": pct[50], "p99_ms": pct[99]}
+    return {**got, "slices": slices(sent, ms, pct[99])}
 
 
 def main() -> None:

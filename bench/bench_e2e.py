@@ -25,12 +25,18 @@ has finished its warm-up micro-batch):
    by a worker), and the route job's share of it (sent -> the routed record's
    timestamp, set by Spark's Kafka producer, from the run's ``routed`` topic); then the
    passthrough run as a stream at the same rate (``_passthrough.py --rate``): its
-   p50 / p99 are the floor any job on this Spark trigger and broker pays.
+   p50 / p99 are the floor any job on this Spark trigger and broker pays. Where the
+   latency comes from: the route job's share and the passthrough's per second of send time
+   (with how many of the run's slowest 1 % each second holds), the run's end-to-end p50 /
+   p99 per window of send time, and the route query's batches and Delta rounds (its logs).
+   ``--half-rate R`` runs this step alone, at R offered, after a short run that creates the
+   workers' tables and warms the route host, as the whole bench's first two runs do.
 
 Each run starts a route job of its own (a fresh JVM), unless ``--route-host``: then every
 run's route query runs on one warm route host, as ``skewlab run`` does on one machine.
 
     .venv/bin/python bench/bench_e2e.py [--rate 100000] [--duration 10] [--workers 4]
+    .venv/bin/python bench/bench_e2e.py --half-rate 16000 --half-duration 10 --route-host
 """
 
 from __future__ import annotations
@@ -39,15 +45,17 @@ import argparse
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import raw_consume, row, say
+from _common import raw_consume, row, say, slice_lines, slices
 from _passthrough import STREAM_IN, STREAM_OUT, out_stamps
 from cpu_profile import CpuSampler, budget, table
 from skewlab.io.kafka import KafkaSettings, connect
@@ -61,6 +69,10 @@ TARGET_RATIO = 0.30
 TARGET_PASSTHROUGH = 0.5
 TARGET_P99_MS = 1_000.0
 CORES = os.cpu_count() or 2  # the budget is for the cores this machine has
+WIDTHS = (22, 12, 8, 12, 16, 18)
+WARM_S = 4.0
+"""``--half-rate``: a KEY run of this many s first (the whole bench's half run is its third)."""
+HEAD = ("run", "events/s", "x raw", "x passthru", "p50 / p99 ms", "exact / events")
 
 
 def raw_consume_rate(bootstrap: str, n: int, partitions: int) -> float:
@@ -77,9 +89,9 @@ def raw_consume_rate(bootstrap: str, n: int, partitions: int) -> float:
     return got / secs
 
 
-def route_latency(bootstrap: str, home: str, run_id: str, workers: int) -> tuple[float, float]:
-    """p50 / p99 ms of a kept run's routed events: the routed record's timestamp - the
-    event's send time (the route job's share of the run's latency); its topics go."""
+def route_latency(bootstrap: str, home: str, run_id: str, workers: int) -> tuple[Any, Any]:
+    """``(send times s, ms)`` of a kept run's routed events: the routed record's timestamp -
+    the event's send time (the route job's share of the run's latency); its topics go."""
     with open(os.path.join(home, "runs", run_id, "handle.json")) as f:
         handle = json.load(f)
     c = connect(KafkaSettings(bootstrap))
@@ -89,8 +101,56 @@ def route_latency(bootstrap: str, home: str, run_id: str, workers: int) -> tuple
             c.delete_topic(topic)
     finally:
         c.close()
-    ms = (stamps - sent) * 1000.0
-    return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+    return sent, (stamps - sent) * 1000.0
+
+
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) (.*)$")
+SINK_LINE = re.compile(r"route_sink batch (\d+): routed (\d+).*job ([\d.]+) s")
+PROGRESS_LINE = re.compile(r"progress batch (\d+): (\d+) rows, durationMs (\{.*\})")
+ROUND_LINE = re.compile(r"writes delta: batches (\d+)-(\d+) \((\d+)\) .* in ([\d.]+) s")
+
+
+def log_events(path: str, t_from: float, t_to: float) -> list[tuple[float, str]]:
+    """``(epoch s, text)`` of the lines of the log at ``path`` written in ``[t_from, t_to]``."""
+    got = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = LOG_LINE.match(line)
+            if m:
+                t = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
+                t += int(m.group(2)) / 1000.0
+                if t_from <= t <= t_to:
+                    got.append((t, m.group(3)))
+    return got
+
+
+def batch_lines(home: str, run_id: str, t0: float, t1: float, host: str | None) -> list[str]:
+    """The route query's micro-batches of a run (from its route log: when each batch's
+    sink ended, s since ``t0``; its rows, sink job and ``triggerExecution``) and the Delta
+    rounds beside them (the host's log, between ``t0`` and ``t1``)."""
+    run_log = os.path.join(home, "runs", run_id, "route.log")
+    lines = log_events(run_log, t0 - 60, t1 + 60)
+    trig = {}
+    for _, text in lines:
+        if m := PROGRESS_LINE.search(text):
+            trig[int(m.group(1))] = json.loads(m.group(3)).get("triggerExecution", 0)
+    out = []
+    for t, text in lines:
+        if m := SINK_LINE.search(text):
+            b = int(m.group(1))
+            out.append(
+                f"batch {b:>3}: sink ended at {t - t0:6.2f} s, {int(m.group(2)):>6,} events, "
+                f"job {float(m.group(3)):.2f} s, trigger {trig.get(b, 0) / 1000:.2f} s"
+            )
+    log_of_rounds = os.path.join(host, "host.log") if host else run_log
+    for t, text in log_events(log_of_rounds, t0 - 5, t1 + 5):
+        if m := ROUND_LINE.search(text):
+            secs = float(m.group(4))
+            out.append(
+                f"Delta round: batches {m.group(1)}-{m.group(2)}, {secs:.2f} s, "
+                f"{t - secs - t0:.2f} -> {t - t0:.2f} s"
+            )
+    return out
 
 
 def passthrough(bootstrap: str, partitions: int, workers: int, *mode: str, watch: int = 0) -> dict:
@@ -156,6 +216,18 @@ def main() -> None:
     )
     ap.add_argument("--only", default=None, help="one run only: key or dkg at --rate")
     ap.add_argument(
+        "--half-rate",
+        type=float,
+        default=None,
+        help="only the half-rate run (and the passthrough stream) at this offered rate",
+    )
+    ap.add_argument(
+        "--steady-after",
+        type=float,
+        default=2.0,
+        help="also the route job's share over events sent after this many s (beside)",
+    )
+    ap.add_argument(
         "--route-host",
         action="store_true",
         help="every run's route query on one warm route host (as `skewlab run`)",
@@ -203,22 +275,12 @@ def main() -> None:
                     say("  " + line)
         return r
 
-    try:
-        n = int(args.rate * args.duration)
-        raw = raw_consume_rate(bootstrap, min(n, 1_000_000), args.partitions)
-        pt = functools.partial(passthrough, bootstrap, args.partitions, args.workers)
-        stream = ["--trigger", str(extra.get("trigger_s", DEFAULTS["trigger_s"]))]
-        if args.max_events_per_trigger is not None:
-            stream += ["--max-offsets-per-trigger", str(args.max_events_per_trigger)]
-        offered = ["--rate", str(args.rate), "--duration", str(args.duration)]
-        peer_run = pt(*offered, *stream, watch=n if sampler is not None else 0)
-        peer = peer_run["records"] / peer_run["seconds"]  # like the route runs: same stream, load
-        if sampler is not None and "t1" in peer_run:  # Spark's JVM counts as "route JVM"
-            secs = peer_run["t1"] - peer_run["t0"]
-            say(f"CPU of passthru @ {args.rate:,.0f}/s over {secs:.1f} s, {n:,} events:")
-            for line in table(sampler.window(peer_run["t0"], peer_run["t1"]), n, secs):
-                say("  " + line)
-        once = pt("--records", str(min(n, 1_000_000))) if args.batch_baseline else None
+    pt = functools.partial(passthrough, bootstrap, args.partitions, args.workers)
+    stream = ["--trigger", str(extra.get("trigger_s", DEFAULTS["trigger_s"]))]
+    if args.max_events_per_trigger is not None:
+        stream += ["--max-offsets-per-trigger", str(args.max_events_per_trigger)]
+
+    def start_host() -> None:
         if host is not None:  # started after the baselines: its JVM is not theirs
             d = launch_host(host)
             wait_ready(d)
@@ -229,10 +291,83 @@ def main() -> None:
             say(f"route host warm in {host}")
         say(f"live runs: {args.workers} workers, {args.partitions} partitions, data dir {home}")
         say(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores)")
-        widths = (22, 12, 8, 12, 16, 18)
-        head = ("run", "events/s", "x raw", "x passthru", "p50 / p99 ms", "exact / events")
-        say(row(*head, widths=widths))
-        say(row("raw consume", f"{raw:,.0f}", "1.000", "", widths=widths))
+
+    def line(label: str, r) -> str:
+        return row(
+            label,
+            f"{r.throughput:,.0f}",
+            f"{r.throughput / raw:.3f}" if raw else "",
+            f"{r.throughput / peer:.3f}" if peer else "",
+            f"{r.p50_ms:,.0f} / {r.p99_ms:,.0f}",
+            f"{r.exact} / {r.events:,}",
+            widths=WIDTHS,
+        )
+
+    def half_run(half: float) -> tuple[Any, float, dict]:
+        """The half-rate run and the passthrough stream at its rate, where their latency
+        comes from (per second of send time; the route query's batches and Delta rounds)."""
+        r = run("key", half, args.half_duration, keep_topics=True)
+        say(line(f"key @ {half:,.0f}/s", r))
+        sent, ms = route_latency(bootstrap, home, r.run_id, args.workers)
+        rp50, rp99 = (float(v) for v in np.percentile(ms, [50, 99]))
+        say(row("  route job's share", "", "", "", f"{rp50:,.0f} / {rp99:,.0f}", widths=WIDTHS))
+        later = ms[sent >= sent.min() + args.steady_after]
+        if later.size:
+            sp50, sp99 = np.percentile(later, [50, 99])
+            label = f"  ditto, sent after {args.steady_after:g} s"
+            cells = ("", "", "", f"{sp50:,.0f} / {sp99:,.0f}", "(first s excluded)")
+            say(row(label, *cells, widths=WIDTHS))
+        say("  end to end per window of send time (the workers' latency table):")
+        for w, lat, loads in zip(r.window_starts_ms, r.window_latency_ms, r.window_loads):
+            at = w / 1000.0 - r.t_first_s  # windows of event time, on multiples of window_s
+            span = f"[{at:5.1f}, {at + r.window_s:5.1f}) s"
+            p50, p99 = lat
+            say(f"    {span}: {sum(loads):>7,} events, p50 / p99 {p50:,.0f} / {p99:,.0f} ms")
+        say("  the route job's share per second of send time:")
+        for text in slice_lines(slices(sent, ms, rp99)):
+            say("    " + text)
+        t_end = r.t_first_s + r.events / max(r.throughput, 1e-9)
+        for text in batch_lines(home, r.run_id, r.t_first_s, t_end, host):
+            say("    " + text)
+        low = pt("--rate", str(half), "--duration", str(args.half_duration), *stream)
+        p50, p99 = low["p50_ms"], low["p99_ms"]
+        say(row(f"passthru @ {half:,.0f}/s", "", "", "", f"{p50:,.0f} / {p99:,.0f}", widths=WIDTHS))
+        say("  the passthrough's per second of send time:")
+        for text in slice_lines(low["slices"]):
+            say("    " + text)
+        return r, rp99, low
+
+    def half_lines(r, rp99: float, low: dict) -> None:
+        say(f"p99 at half the sustained rate: {r.p99_ms:,.0f} ms (target <= {TARGET_P99_MS:,.0f})")
+        say(f"the route job's share of it (sent -> routed record): p99 {rp99:,.0f} ms")
+        say(
+            f"Spark passthrough's p99 at that rate (the floor of a micro-batch job): "
+            f"{low['p99_ms']:,.0f} ms"
+        )
+
+    try:
+        if args.half_rate is not None:  # the half-rate run alone, at the rate given
+            start_host()
+            warm = run("key", args.half_rate, WARM_S)  # as in the whole bench: tables there,
+            say(f"warm-up run: {warm.events:,} events, p99 {warm.p99_ms:,.0f} ms")  # JVM warm
+            say(row(*HEAD, widths=WIDTHS))
+            half_lines(*half_run(args.half_rate))
+            say(f"load average at end: {os.getloadavg()[0]:.1f}")
+            return
+        n = int(args.rate * args.duration)
+        raw = raw_consume_rate(bootstrap, min(n, 1_000_000), args.partitions)
+        offered = ["--rate", str(args.rate), "--duration", str(args.duration)]
+        peer_run = pt(*offered, *stream, watch=n if sampler is not None else 0)
+        peer = peer_run["records"] / peer_run["seconds"]  # like the route runs: same stream, load
+        if sampler is not None and "t1" in peer_run:  # Spark's JVM counts as "route JVM"
+            secs = peer_run["t1"] - peer_run["t0"]
+            say(f"CPU of passthru @ {args.rate:,.0f}/s over {secs:.1f} s, {n:,} events:")
+            for text in table(sampler.window(peer_run["t0"], peer_run["t1"]), n, secs):
+                say("  " + text)
+        once = pt("--records", str(min(n, 1_000_000))) if args.batch_baseline else None
+        start_host()
+        say(row(*HEAD, widths=WIDTHS))
+        say(row("raw consume", f"{raw:,.0f}", "1.000", "", widths=WIDTHS))
         say(
             row(
                 f"passthru @ {args.rate:,.0f}/s",
@@ -241,24 +376,13 @@ def main() -> None:
                 "1.000",
                 f"{peer_run['p50_ms']:,.0f} / {peer_run['p99_ms']:,.0f}",
                 f"- / {peer_run['records']:,}",
-                widths=widths,
+                widths=WIDTHS,
             )
         )
         if once is not None:
             v = once["records"] / once["seconds"]
             head = "passthru 1 batch"
-            say(row(head, f"{v:,.0f}", f"{v / raw:.3f}", f"{v / peer:.3f}", "", widths=widths))
-
-        def line(label: str, r) -> str:
-            return row(
-                label,
-                f"{r.throughput:,.0f}",
-                f"{r.throughput / raw:.3f}",
-                f"{r.throughput / peer:.3f}",
-                f"{r.p50_ms:,.0f} / {r.p99_ms:,.0f}",
-                f"{r.exact} / {r.events:,}",
-                widths=widths,
-            )
+            say(row(head, f"{v:,.0f}", f"{v / raw:.3f}", f"{v / peer:.3f}", "", widths=WIDTHS))
 
         sustained = {}
         for name in (args.only,) if args.only else ("key", "dkg"):
@@ -267,14 +391,7 @@ def main() -> None:
             say(line(f"{name} @ {args.rate:,.0f}/s", r))
         if args.only:
             return
-        half = 0.5 * min(sustained.values())
-        r = run("key", half, args.half_duration, keep_topics=True)
-        say(line(f"key @ {half:,.0f}/s", r))
-        rp50, rp99 = route_latency(bootstrap, home, r.run_id, args.workers)
-        say(row("  route job's share", "", "", "", f"{rp50:,.0f} / {rp99:,.0f}", widths=widths))
-        low = pt("--rate", str(half), "--duration", str(args.half_duration), *stream)
-        p50, p99 = low["p50_ms"], low["p99_ms"]
-        say(row(f"passthru @ {half:,.0f}/s", "", "", "", f"{p50:,.0f} / {p99:,.0f}", widths=widths))
+        r, rp99, low = half_run(0.5 * min(sustained.values()))
         for name, v in sustained.items():
             say(f"{name}: sustained {v / raw:.3f}x raw (target >= {TARGET_RATIO:.2f}x)")
             say(
@@ -284,9 +401,7 @@ def main() -> None:
             if once is not None:
                 one = v / (once["records"] / once["seconds"])
                 say(f"{name}: sustained {one:.3f}x the one-batch passthrough (the old baseline)")
-        say(f"p99 at half the sustained rate: {r.p99_ms:,.0f} ms (target <= {TARGET_P99_MS:,.0f})")
-        say(f"the route job's share of it (sent -> routed record): p99 {rp99:,.0f} ms")
-        say(f"Spark passthrough's p99 at that rate (the floor of a micro-batch job): {p99:,.0f} ms")
+        half_lines(r, rp99, low)
         say(f"Spark passthrough's p99 at {args.rate:,.0f}/s: {peer_run['p99_ms']:,.0f} ms")
         say(f"load average at end: {os.getloadavg()[0]:.1f}")
     finally:

@@ -10,12 +10,19 @@ sample). Classes, from the process tree and command line:
 * ``broker``: the Kafka broker's JVM (``kafka.Kafka``), the one whose command line names
   the broker's port (``-Dskewlab.broker=host:port``);
 * ``route JVM`` / ``route driver`` / ``route py workers``: the route job's JVM, its
-  Python driver, and the Python processes Spark starts (source read + decode); a route
-  host's (:attr:`CpuSampler.hosts`, detached from the bench) alike;
+  Python driver (the ``foreachBatch`` sink: the batch's plan, loads files, Delta rows,
+  the appender's Python side), and the Python processes its Spark starts (the daemon and
+  its forked workers: the tasks' decode, routing and records); a route host's
+  (:attr:`CpuSampler.hosts`, detached from the bench) alike;
+* ``workers app``: the Spark app that runs the skewlab workers as tasks (its JVM, its
+  Python driver and Python workers; not the worker processes themselves);
 * ``worker N``: each skewlab worker (``skewlab.live.worker.process``);
 * ``run, other``: any other process under the bench (e.g. a state manager);
 * ``not this run``: everything else on the machine (other engineers' load);
 * ``measurement (py-spy)``: the profilers ``--pyspy`` starts (not counted in the total).
+
+``$CPU_PROFILE_DETAIL`` (a file): each :meth:`CpuSampler.window` appends every process's
+CPU seconds there (class, pid, command), to see which process a class's time is.
 """
 
 from __future__ import annotations
@@ -32,17 +39,33 @@ from dataclasses import dataclass
 
 import psutil
 
-CLASSES = (
+DRIVER, BROKER, ROUTE_JVM, ROUTE_DRIVER, ROUTE_PY = (
     "driver (producer, control)",
     "broker (Kafka)",
     "route JVM",
     "route driver (py)",
     "route py workers",
+)
+WORKERS_APP, WORKERS, OTHER, NOT_RUN, PYSPY = (
+    "workers app",
     "workers (all)",
     "run, other",
     "not this run",
     "measurement (py-spy)",
 )
+CLASSES = (
+    DRIVER,
+    BROKER,
+    ROUTE_JVM,
+    ROUTE_DRIVER,
+    ROUTE_PY,
+    WORKERS_APP,
+    WORKERS,
+    OTHER,
+    NOT_RUN,
+    PYSPY,
+)
+WORKERS_APP_MODULE = "skewlab.live.mains.workers_app"
 
 
 @dataclass
@@ -50,6 +73,8 @@ class _Proc:
     cls: str
     name: str
     samples: list[tuple[float, float]]
+    pid: int = 0
+    cmd: str = ""
 
 
 class CpuSampler:
@@ -84,7 +109,7 @@ class CpuSampler:
 
     def _spy(self, pid: int, cls: str) -> None:
         """py-spy on the skewlab workers and the route job's driver (collapsed stacks)."""
-        if self.pyspy_dir is None or not (cls.startswith("worker ") or cls == CLASSES[3]):
+        if self.pyspy_dir is None or not (cls.startswith("worker ") or cls == ROUTE_DRIVER):
             return
         out = os.path.join(self.pyspy_dir, f"{cls.replace(' ', '_')}-{pid}.txt")
         cmd = ["py-spy", "record", "-p", str(pid), "-f", "raw", "-o", out, "-r", "100"]
@@ -100,27 +125,31 @@ class CpuSampler:
     def _classify(self, p: psutil.Process) -> str:
         try:
             cmd = " ".join(p.cmdline())
-            chain = {q.pid for q in p.parents()}
+            parents = p.parents()
+            chain = {q.pid for q in parents}
             name = p.name()
+            in_app = any(WORKERS_APP_MODULE in " ".join(q.cmdline()) for q in parents)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
-            return "not this run"
+            return NOT_RUN
         if p.pid == self.me:
-            return CLASSES[0]
+            return DRIVER
         if "py-spy" in cmd:
-            return CLASSES[8]
+            return PYSPY
         if "kafka.Kafka" in cmd and f":{self.broker_port}" in cmd:
-            return CLASSES[1]
+            return BROKER
         if self.me not in chain and not self.hosts & (chain | {p.pid}):
-            return CLASSES[7]
-        if name == "java":
-            return CLASSES[2]
-        if "skewlab.live.mains.route_job" in cmd or "skewlab.live.mains.route_host" in cmd:
-            return CLASSES[3]
-        if "pyspark" in cmd or "pydaemon" in cmd or "skewlab.spark" in cmd:
-            return CLASSES[4]
+            return NOT_RUN
         if "skewlab.live.worker.process" in cmd:
             return f"worker {cmd.split()[-1].rsplit('/', 1)[-1]}"
-        return CLASSES[6]
+        if in_app or WORKERS_APP_MODULE in cmd:
+            return WORKERS_APP
+        if name == "java":
+            return ROUTE_JVM
+        if "skewlab.live.mains.route_job" in cmd or "skewlab.live.mains.route_host" in cmd:
+            return ROUTE_DRIVER
+        if "pyspark" in cmd or "pydaemon" in cmd or "skewlab.spark" in cmd:
+            return ROUTE_PY
+        return OTHER
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -138,19 +167,30 @@ class CpuSampler:
             key = (info["pid"], info["create_time"])
             rec = self.procs.get(key)
             if rec is None:
-                rec = self.procs[key] = _Proc(self._classify(p), info["name"], [])
+                rec = self.procs[key] = _Proc(self._classify(p), info["name"], [], key[0])
+                with contextlib.suppress(psutil.Error):
+                    rec.cmd = " ".join(p.cmdline())[:160]
                 self._spy(info["pid"], rec.cls)
             elif rec.name != info["name"]:  # exec'd since (spark-class -> java)
                 rec.cls, rec.name = self._classify(p), info["name"]
             rec.samples.append((now, ct.user + ct.system))
 
     def window(self, t0: float, t1: float) -> dict[str, float]:
-        """CPU seconds per class between wall times ``t0`` and ``t1``."""
+        """CPU seconds per class between wall times ``t0`` and ``t1`` (and each process's
+        appended to ``$CPU_PROFILE_DETAIL`` if set: module doc)."""
         out: dict[str, float] = {}
+        each = []
         for rec in self.procs.values():
             used = _at(rec.samples, t1) - _at(rec.samples, t0)
             if used > 0:
                 out[rec.cls] = out.get(rec.cls, 0.0) + used
+                each.append((used, rec))
+        detail = os.environ.get("CPU_PROFILE_DETAIL")
+        if detail:
+            with open(detail, "a") as f:
+                f.write(f"window {t0:.1f} -> {t1:.1f} ({t1 - t0:.1f} s)\n")
+                for used, rec in sorted(each, key=lambda x: (x[1].cls, -x[0])):
+                    f.write(f"  {rec.cls:<22} {used:8.2f} s  {rec.pid:>7}  {rec.cmd}\n")
         return out
 
 
@@ -164,7 +204,7 @@ def _at(samples: list[tuple[float, float]], t: float) -> float:
     return samples[-1][1]
 
 
-RUN_CLASSES = CLASSES[:7]
+RUN_CLASSES = CLASSES[:8]
 """The classes that are this run's own work (not other load, not the profilers)."""
 LOAD_CLASSES = CLASSES[:2]
 """The run's load and its broker: the producer (and control loop) and the Kafka broker."""
@@ -198,7 +238,7 @@ def table(cpu: dict[str, float], events: int, seconds: float) -> list[str]:
     workers = {k: v for k, v in cpu.items() if k.startswith("worker ")}
     rest = {k: v for k, v in cpu.items() if not k.startswith("worker ")}
     if workers:
-        rest[CLASSES[5]] = sum(workers.values())
+        rest[WORKERS] = sum(workers.values())
     order = [c for c in CLASSES if c in rest] + sorted(workers)
     total = 0.0
     for name in order:

@@ -193,6 +193,29 @@ def stream_window(bootstrap: str, n: int, proc: subprocess.Popen) -> dict:
         c.close()
 
 
+PER_SECOND = {
+    "route JVM": "route JVM",
+    "route py": "route py workers",
+    "workers": "workers (all)",
+    "broker": "broker (Kafka)",
+    "producer": "driver (producer, control)",
+    "others": "not this run",
+}
+"""The columns of :func:`cpu_per_second` and the ``cpu_profile`` class each shows."""
+
+
+def cpu_per_second(sampler: CpuSampler, t0: float, t1: float) -> list[str]:
+    """Cores each process class used per second of a run (``t0`` its first send)."""
+    widths = (10,) + (10,) * len(PER_SECOND)
+    lines = [row("cores at s", *PER_SECOND, widths=widths)]
+    for i in range(int(np.ceil(t1 - t0))):
+        cpu = sampler.window(t0 + i, t0 + i + 1)
+        cpu["workers (all)"] = sum(v for k, v in cpu.items() if k.startswith("worker "))
+        cells = (f"{cpu.get(cls, 0.0):.2f}" for cls in PER_SECOND.values())
+        lines.append(row(f"{i}", *cells, widths=widths))
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rate", type=float, default=100_000)
@@ -329,6 +352,9 @@ def main() -> None:
         t_end = r.t_first_s + r.events / max(r.throughput, 1e-9)
         for text in batch_lines(home, r.run_id, r.t_first_s, t_end, host):
             say("    " + text)
+        if sampler is not None:
+            for text in cpu_per_second(sampler, r.t_first_s, t_end):
+                say("    " + text)
         low = pt("--rate", str(half), "--duration", str(args.half_duration), *stream)
         p50, p99 = low["p50_ms"], low["p99_ms"]
         say(row(f"passthru @ {half:,.0f}/s", "", "", "", f"{p50:,.0f} / {p99:,.0f}", widths=WIDTHS))

@@ -30,7 +30,6 @@ from skewlab.rundir import RunDir
 from skewlab.spec import default
 
 if TYPE_CHECKING:
-    import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -195,8 +194,9 @@ Versions = Callable[[], Sequence[AssignmentVersion]]
 
 def splitter_fn(s: RouteSettings, versions: Versions | None = None) -> Any:
     """The function of one splitter (source partition) and micro-batch (step 3):
-    ``fn(key, state_or_None, rows) -> (new_state, out_rows)``, pandas frames of
-    :data:`DECODED_SCHEMA` in and :data:`ROUTED_SCHEMA` out, in offset order.
+    ``fn(key, state_or_None, rows) -> (new_state, out_rows)``, rows of
+    :data:`DECODED_SCHEMA` in and of :data:`ROUTED_SCHEMA` out, in offset order (markers
+    after the events); Arrow tables, or pandas frames for pandas frames given.
 
     ``versions()`` gives the batch's ``assignments`` versions; message sets need it
     (:class:`ConfigError` without: moved keys routed without their versions would break
@@ -206,23 +206,28 @@ def splitter_fn(s: RouteSettings, versions: Versions | None = None) -> Any:
         raise ConfigError("a splitter of message sets needs the batch's assignments versions")
     cfg = make_grouping(s.strategy, workers=s.workers, **s.strategy_params)
 
-    def run(key: tuple[Any, ...], state: Any, rows: pd.DataFrame) -> tuple[Any, pd.DataFrame]:
-        import pandas as pd
+    def run(key: tuple[Any, ...], state: Any, rows: Any) -> tuple[Any, Any]:
+        import pyarrow as pa
 
         t0 = time.perf_counter()
+        frame = not isinstance(rows, pa.Table)
+        if frame:  # a pandas frame: the same rows as Arrow, and a frame back
+            rows = pa.Table.from_pandas(rows, preserve_index=False)
         splitter = Splitter(cfg, state)
-        valid = rows["reason"].isna().to_numpy()
-        n = len(rows)
+        valid = rows.column("reason").is_null().to_numpy(zero_copy_only=False)
+        n = rows.num_rows
         workers = np.full(n, -1, dtype=np.int64)
         set_ids = np.zeros(n, dtype=np.int64)
         sources = np.full(n, -1, dtype=np.int64)
         markers: list[dict[str, Any]] = []
         if valid.any():
-            keys, ts = rows["key"][valid].tolist(), rows["ts"][valid].to_numpy()
+            good = rows if valid.all() else rows.filter(pa.array(valid))
+            keys = good.column("key").to_numpy(zero_copy_only=False).tolist()  # to_pylist: slower
+            ts = good.column("ts").to_numpy()
             if s.message_sets:
                 rs = splitter.route_sets(keys, ts, versions() if versions else ())
                 workers[valid], set_ids[valid], sources[valid] = rs.workers, rs.set_ids, rs.sources
-                offs = rows["offset"][valid].to_numpy()
+                offs = good.column("offset").to_numpy()
                 markers = [
                     {
                         "src_partition": int(key[0]),
@@ -242,14 +247,21 @@ def splitter_fn(s: RouteSettings, versions: Versions | None = None) -> Any:
                 ]
             else:
                 workers[valid] = splitter.route(keys, ts)
-        out = rows.rename(columns={"partition": "src_partition", "offset": "src_offset"})
-        out.insert(2, "worker", workers)
-        out["set_id"], out["source"] = set_ids, sources
-        out["kind"] = np.ones(n, dtype=np.int32)
+        named = dict(zip(rows.column_names, rows.columns, strict=True))
+        cols = {
+            "src_partition": named["partition"],
+            "src_offset": named["offset"],
+            "worker": pa.array(workers),
+            **{c: named[c] for c in OUT_COLUMNS[3:9]},
+            "set_id": pa.array(set_ids),
+            "source": pa.array(sources),
+            "kind": pa.array(np.ones(n, dtype=np.int32)),
+        }
+        out = pa.table(cols)
         if markers:
-            out = pd.concat([out[OUT_COLUMNS], pd.DataFrame(markers)], ignore_index=True)
-        log.debug("splitter %s: %d rows in %.2f s", key, len(rows), time.perf_counter() - t0)
-        return splitter.state(), out[OUT_COLUMNS]
+            out = pa.concat_tables([out, pa.Table.from_pylist(markers, schema=out.schema)])
+        log.debug("splitter %s: %d rows in %.2f s", key, n, time.perf_counter() - t0)
+        return splitter.state(), out.to_pandas() if frame else out
 
     return run
 

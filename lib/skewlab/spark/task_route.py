@@ -241,8 +241,10 @@ def route_partition(
     """Step 2 for one source partition: its decoded rows (offset order) routed by ``fn``
     from ``state``; the new state and the :data:`ROUTED_ARROW` rows in send order
     (offset, then markers before their event)."""
-    new, out = fn((partition,), state, rows.to_pandas())
-    routed = pa.Table.from_pandas(out, schema=ROUTED_ARROW, preserve_index=False)
+    new, out = fn((partition,), state, rows)
+    routed = out if out.schema == ROUTED_ARROW else out.cast(ROUTED_ARROW)
+    if not pc.any(pc.equal(routed.column("kind"), 0)).as_py():  # no markers: in offset order
+        return new, routed
     return new, routed.sort_by([("src_offset", "ascending"), ("kind", "ascending")])
 
 

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from skewlab.errors import ConfigError
 from skewlab.grouping import make_grouping
 from skewlab.pipeline import events
 from skewlab.pipeline.route import Splitter
-from skewlab.spark.route import RouteSettings, decode_batch, decode_table
+from skewlab.spark.route import RouteSettings, decode_batch, decode_table, splitter_fn
 from skewlab.spark.task_route import (
     KAFKA_SCHEMA,
     ROUTED_ARROW,
@@ -211,6 +212,26 @@ def test_message_sets_send_markers_before_their_event_in_offset_order(tmp_path):
         assert src.startswith("0:") and events.SRC_HEADER not in hs[i]
     offs = [int(h[events.SRC_HEADER].decode().split(":")[1]) for h in hs if events.SRC_HEADER in h]
     assert offs == list(range(60))
+
+
+def test_a_splitter_routes_arrow_rows_as_it_routes_their_pandas_frame():
+    """``splitter_fn`` on a partition's decoded rows (events, a reject, a moved key's
+    marker) as an Arrow table and as a pandas frame: the same rows out and the same state."""
+    from skewlab.pipeline.route import AssignmentVersion
+
+    recs = [(0, o, events.encode(f"k{o % 3}", 1_795_000_000.0 + o * 0.01, o)) for o in range(60)]
+    recs[7] = (0, 7, b"not json")
+    moved = AssignmentVersion(1, 1_795_000_000.0 + 0.3, (("k1", 3, 1),))
+    fn = splitter_fn(settings("key", {}, message_sets=True), versions=lambda: (moved,))
+    rows = decode_table(raw(recs, None), events.DEFAULT_MAX_BYTES)
+    state, out = fn((0,), None, rows)
+    frame_state, frame = fn((0,), None, rows.to_pandas())
+    assert pickle.dumps(state) == pickle.dumps(frame_state)
+    assert out.cast(ROUTED_ARROW).column_names == list(frame.columns)
+    assert out.num_rows == 61 and out.column("kind").to_pylist().count(0) == 1
+    assert out.column("worker").to_pylist()[7] == -1
+    want = pa.Table.from_pandas(frame, preserve_index=False).cast(ROUTED_ARROW)
+    assert out.cast(ROUTED_ARROW).to_pylist() == want.to_pylist()
 
 
 def in_partition_order(recs: list[tuple[int, int, bytes]]) -> list[pa.RecordBatch]:

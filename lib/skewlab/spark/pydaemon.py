@@ -1,28 +1,36 @@
 """Spark's Python worker daemon, importing pyspark from site-packages, not pyspark.zip.
 
-Spark puts ``pyspark.zip`` and the py4j zip first on its Python workers' path. Python
-compiles modules imported from a zip on every start (no ``.pyc`` cache), and every
-task's ``importlib.invalidate_caches()`` re-reads both zips' directories: measured
-here, 2.0 s to import the worker modules from the zip vs 0.5 s from site-packages, and
-~170 ms per task for the cache invalidation (docs/throughput.md). When the installed
-``pyspark`` is the one Spark runs (same version), this module drops the zips from
-``sys.path`` and runs ``pyspark.daemon``, whose forked workers inherit the path.
+Spark puts ``pyspark.zip``, the py4j zip and its ``spark-core`` jar on its Python workers'
+path. Python compiles modules imported from a zip on every start (no ``.pyc`` cache), and
+every task's ``importlib.invalidate_caches()`` re-reads each zip's and jar's directory:
+measured here, 2.0 s to import the worker modules from the zip vs 0.5 s from
+site-packages, ~170 ms per task for the zips (docs/throughput.md), ~36 ms for the jar
+(docs/real-stack.md). When the installed ``pyspark`` is the one Spark runs (same version),
+this module drops them from ``sys.path`` and runs ``pyspark.daemon``, whose forked workers
+inherit the path.
 Nothing else is imported before Spark's daemon reports its port: the JVM gives a
 new daemon 10 s to do so (preloading pandas / pyarrow here made it miss that on a
-loaded machine).
+loaded machine). A forked worker freezes what survives each task (:func:`frozen_after`).
 Selected by ``spark.python.daemon.module`` (:func:`skewlab.spark.session.spark_session`).
 """
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
 def _is_spark_zip(entry: str) -> bool:
     name = os.path.basename(entry)
-    return name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith(".zip"))
+    return (
+        name == "pyspark.zip"
+        or (name.startswith("py4j-") and name.endswith(".zip"))
+        or (name.startswith("spark-core_") and name.endswith(".jar"))
+    )
 
 
 def _under_spark_zip(key: str) -> bool:
@@ -32,12 +40,33 @@ def _under_spark_zip(key: str) -> bool:
 
 
 def strip_spark_zips(path: list[str]) -> list[str]:
-    """``path`` without Spark's ``pyspark.zip`` / ``py4j-*.zip`` entries."""
+    """``path`` without Spark's ``pyspark.zip`` / ``py4j-*.zip`` / ``spark-core_*.jar``
+    entries."""
     return [p for p in path if not _is_spark_zip(p)]
 
 
+def frozen_after(worker: Callable[..., Any]) -> Callable[..., Any]:
+    """Spark's daemon ``worker`` (one task in a forked worker), then the task's garbage
+    collected and what survives frozen (``gc.freeze``).
+
+    A reused worker runs a full ``gc.collect()`` after every task, over every object its
+    imports made (pyarrow, pandas, pyspark, skewlab: ~85,000, ~17 ms a task here,
+    docs/real-stack.md session 31). Frozen, they are left out of that collection and of
+    the automatic ones; a frozen object is still freed when its last reference goes.
+    """
+
+    def run(*args: Any) -> Any:
+        code = worker(*args)  # an error escaping it ends the forked worker
+        gc.collect()
+        gc.freeze()
+        return code
+
+    return run
+
+
 def main() -> None:
-    """Drop the zips if site-packages has pyspark and py4j, then run Spark's daemon."""
+    """Drop the zips if site-packages has pyspark and py4j, then run Spark's daemon, its
+    workers freezing what survives each task (:func:`frozen_after`)."""
     stripped = strip_spark_zips(sys.path)
     saved = sys.path[:]
     sys.path[:] = stripped
@@ -48,6 +77,7 @@ def main() -> None:
             del sys.path_importer_cache[entry]
     from pyspark import daemon
 
+    daemon.worker = frozen_after(daemon.worker)
     daemon.manager()
 
 

@@ -1,0 +1,69 @@
+"""Spark's Python worker daemon of the route job (:mod:`skewlab.spark.pydaemon`)."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from skewlab.spark.pydaemon import frozen_after, strip_spark_zips
+
+pytestmark = pytest.mark.unit
+
+
+class Node:
+    """An object that can sit in a reference cycle and be watched by a weak reference."""
+
+    def __init__(self) -> None:
+        self.other: Any = None
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+def test_a_task_leaves_its_garbage_collected_and_its_survivors_frozen(unfrozen):
+    kept: list[Node] = []
+    dropped: list[weakref.ref[Node]] = []
+
+    def task(sock: object, authenticated: bool) -> int:
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle only the collector frees
+        dropped.append(weakref.ref(a))
+        kept.append(Node())
+        return 0 if authenticated else 1
+
+    run = frozen_after(task)
+    assert run(None, True) == 0
+    assert dropped[0]() is None
+    assert gc.get_freeze_count() > 0
+    assert not any(o is kept[0] for o in gc.get_objects())  # frozen: no collection sees it
+    assert run(None, False) == 1
+    assert dropped[1]() is None
+
+
+def test_an_error_out_of_a_task_goes_on_and_freezes_nothing(unfrozen):
+    def task(sock: object, authenticated: bool) -> int:
+        raise SystemExit(3)  # Spark's daemon ends the forked worker on it
+
+    with pytest.raises(SystemExit):
+        frozen_after(task)(None, True)
+    assert gc.get_freeze_count() == 0
+
+
+def test_only_sparks_zips_and_core_jar_leave_the_path():
+    path = [
+        "/s/python/lib/pyspark.zip",
+        "/s/python/lib/py4j-0.10.9.9-src.zip",
+        "/v/site-packages/pyspark/jars/spark-core_2.13-4.0.1.jar",
+        "/v/site-packages",
+        "/z.zip",
+        "/j/other.jar",
+    ]
+    assert strip_spark_zips(path) == ["/v/site-packages", "/z.zip", "/j/other.jar"]

@@ -45,6 +45,19 @@ def strip_spark_zips(path: list[str]) -> list[str]:
     return [p for p in path if not _is_spark_zip(p)]
 
 
+def spark_namespaces(modules: dict[str, Any]) -> list[str]:
+    """Names of the namespace packages in ``modules`` found only in Spark's zips or jar
+    (``org``: ``copy`` and ``pickle`` look for Jython's ``org.python`` at import); kept,
+    each later import under them would bring the jar's importer back."""
+    names = []
+    for name, module in modules.items():
+        where = list(getattr(module, "__path__", None) or ())
+        namespace = getattr(module, "__file__", None) is None
+        if where and namespace and all(map(_under_spark_zip, where)):
+            names.append(name)
+    return names
+
+
 def frozen_after(worker: Callable[..., Any]) -> Callable[..., Any]:
     """Spark's daemon ``worker`` (one task in a forked worker), then the task's garbage
     collected and what survives frozen (``gc.freeze``).
@@ -65,13 +78,17 @@ def frozen_after(worker: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def main() -> None:
-    """Drop the zips if site-packages has pyspark and py4j, then run Spark's daemon, its
-    workers freezing what survives each task (:func:`frozen_after`)."""
+    """Drop the zips (and the namespace packages found only in them) if site-packages has
+    pyspark and py4j, then run Spark's daemon, its workers freezing what survives each task
+    (:func:`frozen_after`)."""
     stripped = strip_spark_zips(sys.path)
     saved = sys.path[:]
     sys.path[:] = stripped
     if importlib.util.find_spec("pyspark") is None or importlib.util.find_spec("py4j") is None:
         sys.path[:] = saved
+    else:
+        for name in spark_namespaces(sys.modules):
+            del sys.modules[name]
     for entry in list(sys.path_importer_cache):
         if _under_spark_zip(entry):
             del sys.path_importer_cache[entry]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import gc
+import types
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from skewlab.spark.pydaemon import frozen_after, strip_spark_zips
+from skewlab.spark.pydaemon import frozen_after, spark_namespaces, strip_spark_zips
 
 pytestmark = pytest.mark.unit
 
@@ -67,3 +68,16 @@ def test_only_sparks_zips_and_core_jar_leave_the_path():
         "/j/other.jar",
     ]
     assert strip_spark_zips(path) == ["/v/site-packages", "/z.zip", "/j/other.jar"]
+
+
+def test_namespace_packages_found_only_in_sparks_jar_are_named():
+    jar = "/v/site-packages/pyspark/jars/spark-core_2.13-4.0.1.jar"
+    only_jar = types.ModuleType("org")
+    only_jar.__path__ = [f"{jar}/org"]  # type: ignore[attr-defined]
+    also_site = types.ModuleType("ns")
+    also_site.__path__ = [f"{jar}/ns", "/v/site-packages/ns"]  # type: ignore[attr-defined]
+    regular = types.ModuleType("pkg")
+    regular.__path__ = [f"{jar}/pkg"]  # type: ignore[attr-defined]
+    regular.__file__ = f"{jar}/pkg/__init__.py"
+    modules = {"org": only_jar, "ns": also_site, "pkg": regular, "gone": None, "gc": gc}
+    assert spark_namespaces(modules) == ["org"]

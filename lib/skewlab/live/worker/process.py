@@ -31,7 +31,7 @@ from skewlab.io.kafka.base import FetchedRange
 from skewlab.io.progress import encode_watermarks, progress_at
 from skewlab.io.state_store import state_rows_at
 from skewlab.live.driver.launch import process_age_s, process_args, without_pandas
-from skewlab.live.worker.batch import DATA, END, EOS, HANDOFF, classify
+from skewlab.live.worker.batch import DATA, END, EOS, HANDOFF, classify, warm_classify
 from skewlab.live.worker.fetch import end_offset, fetch_available
 from skewlab.live.worker.rows import handoff_row, latency_rows, ms, partial_rows, state_table
 from skewlab.live.worker.settings import WorkerReport, WorkerSettings, read_worker_settings
@@ -486,6 +486,7 @@ class Worker:
 
     def run(self, sleep: Callable[[float], None] = time.sleep) -> WorkerReport:
         """Work until the stop file exists and the partition is drained; flush last."""
+        warm_classify()  # the first decode's imports and kernels, before the worker is ready
         if self.s.ready_file:
             Path(self.s.ready_file).write_text(str(self.wall()))
         while True:

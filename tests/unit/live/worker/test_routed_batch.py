@@ -20,7 +20,16 @@ import pytest
 from skewlab.io.kafka import fetch_range
 from skewlab.io.kafka.base import FetchedRange, KafkaSettings, Record
 from skewlab.live.worker import process as worker_mod
-from skewlab.live.worker.batch import DATA, END, EOS, HANDOFF, INVALID, classify
+from skewlab.live.worker.batch import (
+    DATA,
+    END,
+    EOS,
+    HANDOFF,
+    INVALID,
+    WARM_RECORDS,
+    classify,
+    warm_classify,
+)
 from skewlab.live.worker.process import Worker
 from skewlab.live.worker.settings import WorkerSettings
 from skewlab.pipeline import events
@@ -214,3 +223,15 @@ def test_a_buffered_record_costs_when_applied(
     w.step()
     assert sum(paid) == pytest.approx(8 * 1e-3)
     assert w.sets.buffered() == 0 and w.agg.accepted == 8
+
+
+def test_the_warm_up_batch_takes_the_data_path_with_its_sources() -> None:
+    """The warm-up runs the path a worker's batches take: every record a valid data
+    record (decoded by the Arrow kernels, none invalid), its source header parsed."""
+    b = warm_classify()
+    assert len(b) == WARM_RECORDS
+    assert b.kinds == [DATA] * WARM_RECORDS
+    assert b.keys == [f"warm-up-{i}" for i in range(WARM_RECORDS)]
+    assert b.src_partition == [0] * WARM_RECORDS
+    assert b.src_offset == list(range(WARM_RECORDS))
+    assert b.sizes == [40] * WARM_RECORDS

@@ -64,6 +64,11 @@ they never join their group): closing one whose commit the broker never answered
 for this long (45 s at librdkafka's default)."""
 FETCH_BATCH = 10_000
 POLL_S = 0.1
+EOF_POLL_S = 0.01
+"""A read to the partition's end (:meth:`ConfluentClient.fetch_available`) waits this long
+per ``consume``, not :data:`POLL_S`: librdkafka's ``consume`` of N messages waits its whole
+timeout when fewer are there, so every worker read that found records ended 0.1 s after its
+end-of-partition event (docs/real-stack.md, session 31)."""
 ADMIN_TIMEOUT_S = 30.0
 RETRIED = frozenset(
     {
@@ -550,8 +555,9 @@ class ConfluentClient(ClientBase):
         stall_deadline = time.monotonic() + timeout_s
         check_at = time.monotonic() + SLICE_S
         eof: int | None = None
+        poll_s = EOF_POLL_S if to_eof else POLL_S
         while nxt < end and eof is None:
-            msgs = consumer.consume(num_messages=min(FETCH_BATCH, end - nxt), timeout=POLL_S)
+            msgs = consumer.consume(num_messages=min(FETCH_BATCH, end - nxt), timeout=poll_s)
             if not msgs:
                 check_at = self._quiet(topic, partition, start, end, nxt, timeout_s, check_at)
                 if time.monotonic() > stall_deadline:

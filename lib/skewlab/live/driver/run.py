@@ -49,7 +49,7 @@ from skewlab.live.driver.launch import (
     first_error,
     route_command,
 )
-from skewlab.live.driver.producer import ProduceReport
+from skewlab.live.driver.producer import ProduceReport, open_producer
 from skewlab.live.driver.producer import produce as produce_workload
 from skewlab.live.driver.route_host import HostLauncher
 from skewlab.live.driver.settings import (
@@ -206,6 +206,9 @@ class Run(PhasedRun["RunSummary"]):
             ctx.procs.restart_worker(i)
         for j in warm_spares(state_manager_settings(s.spec, h.run_id, h.delta_root)):
             ctx.procs.prewarm_worker(j)
+        # The producer connects (and gets its producer id) while the jobs start: connected
+        # only at the first event, it held a run's first ~0.5 s of events (session 31).
+        open_producer(ctx.kafka, h.events_topic)
         startup = wait_ready(ctx.files, ctx.procs, list(range(s.workers)), spawned)
         h.spark_ui = startup.pop("spark_ui")
         h.startup.update(startup)

@@ -231,3 +231,34 @@ def test_a_workers_request_asks_its_task_to_watch_it_with_the_runs_stall_s(
         True,
         False,
     ]
+
+
+def test_a_watch_reads_its_workers_newest_committed_offset_from_new_files_only(
+    tmp_path: Path,
+) -> None:
+    """The hang watch's committed offset: the newest ``routed_offset`` of its own worker
+    (not another worker's, not another run's), 0 before any commit, kept when a look
+    finds no new file; each look reads only the files written since the last."""
+    from skewlab.io.delta.store import DeltaStore
+    from skewlab.live.mains.workers_app import CommittedOffset
+
+    store = DeltaStore(str(tmp_path / "delta"))
+
+    def commit(run: str, worker: int, offset: int) -> None:
+        row = {"worker": worker, "routed_offset": offset, "watermarks": "{}"}
+        store.append(
+            "worker_progress", [row], app_id=f"work-{worker}:{run}", version=offset, run_id=run
+        )
+
+    look = CommittedOffset(DeltaStore(str(tmp_path / "delta")), "r1", 1)
+    assert look() == 0  # no table yet
+    commit("r1", 1, 100)
+    commit("r1", 0, 900)
+    commit("r2", 1, 5_000)
+    assert look() == 100
+    read = len(look.seen)
+    assert look() == 100 and len(look.seen) == read  # nothing new: nothing read again
+    commit("r1", 1, 250)
+    commit("r1", 0, 1_000)
+    assert look() == 250
+    assert len(look.seen) == read + 2

@@ -6,11 +6,36 @@ in the same run, because these machines are noisy.
 
 from __future__ import annotations
 
+import argparse
 import resource
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
+
+
+def keep_flag(ap: argparse.ArgumentParser) -> None:
+    """``--keep``: leave the bench's data dir in place (it is removed otherwise)."""
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the data dir (broker log, tables, run dirs) for inspection; removed otherwise",
+    )
+
+
+def scratch_dir(prefix: str) -> str:
+    """A new data dir for one bench run (see :func:`drop_scratch`)."""
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def drop_scratch(path: str, keep: bool) -> None:
+    """Remove a bench's data dir (a bench run writes 0.3-0.4 GB there), or say where it is."""
+    if keep:
+        say(f"data dir kept: {path}")
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import raw_consume, row, say, slice_lines, slices
+from _common import drop_scratch, keep_flag, raw_consume, row, say, scratch_dir, slice_lines, slices
 from _passthrough import STREAM_IN, STREAM_OUT, out_stamps
 from cpu_profile import CpuSampler, budget, table
 from skewlab.io.kafka import KafkaSettings, connect
@@ -255,8 +255,9 @@ def main() -> None:
         action="store_true",
         help="every run's route query on one warm route host (as `skewlab run`)",
     )
+    keep_flag(ap)
     args = ap.parse_args()
-    home = tempfile.mkdtemp(prefix="skewlab-bench-")
+    home = scratch_dir("skewlab-bench-")
     bootstrap = get_service("broker", home).start().url
     port = bootstrap.rsplit(":", 1)[-1]
     sampler = CpuSampler(port, pyspy_dir=args.pyspy).start() if args.cpu else None
@@ -436,6 +437,7 @@ def main() -> None:
         if host is not None:
             stop_host(host)
         get_service("broker", home).stop()
+        drop_scratch(home, args.keep)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _common import drop_scratch, keep_flag, scratch_dir
 from _passthrough import fill, start_job
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.services import get_service
@@ -168,8 +169,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--trigger", type=float, default=0.5)
     ap.add_argument("--only", default=",".join(VARIANTS))
+    keep_flag(ap)
     a = ap.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="skewlab-bench-bf-"))
+    home = Path(scratch_dir("skewlab-bench-bf-"))
     a.tmp = str(home)
     bootstrap = get_service("broker", home).start().url
     client = connect(KafkaSettings(bootstrap))
@@ -192,6 +194,7 @@ def main() -> None:
     finally:
         client.close()
         get_service("broker", home).stop()
+        drop_scratch(str(home), a.keep)
         print(f"load average at end: {os.getloadavg()[0]:.1f}", flush=True)
 
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 import uuid
 
 import psutil
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import say
+from _common import drop_scratch, keep_flag, say, scratch_dir
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.services import get_service
 
@@ -49,9 +48,10 @@ def cpu(p: psutil.Process) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=300_000)
+    keep_flag(ap)
     args = ap.parse_args()
     n = args.records
-    home = tempfile.mkdtemp(prefix="skewlab-broker-cost-")
+    home = scratch_dir("skewlab-broker-cost-")
     t0 = time.perf_counter()
     state = get_service("broker", home).start()
     say(f"Apache Kafka broker @ {state.url} started in {time.perf_counter() - t0:.1f} s")
@@ -84,6 +84,7 @@ def main() -> None:
             c.close()
     finally:
         get_service("broker", home).stop()
+        drop_scratch(home, args.keep)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _common import drop_scratch, keep_flag, scratch_dir
 
 SETTINGS: dict[str, dict[str, str]] = {
     "default": {},
@@ -124,13 +125,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="each setting this many times")
     ap.add_argument("--bootstrap", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    keep_flag(ap)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args)), flush=True)
         return
     from skewlab.services import get_service
 
-    home = tempfile.mkdtemp(prefix="skewlab-bench-ck-")
+    home = scratch_dir("skewlab-bench-ck-")
     bootstrap = get_service("broker", home).start().url
     print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
     try:
@@ -151,6 +153,7 @@ def main() -> None:
                 )
     finally:
         get_service("broker", home).stop()
+        drop_scratch(home, args.keep)
         print(f"load average at end: {os.getloadavg()[0]:.1f}", flush=True)
 
 

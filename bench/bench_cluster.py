@@ -20,15 +20,13 @@ import argparse
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import say
+from _common import drop_scratch, keep_flag, say, scratch_dir
 from skewlab.report.table import format_table
 from skewlab.services.cluster import Cluster, environment
 
@@ -98,9 +96,10 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--cluster-home", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    keep_flag(ap)
     args = ap.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="skewlab-bench-cluster-"))
+    work = Path(scratch_dir("skewlab-bench-cluster-"))
     work.chmod(0o711)  # PostgreSQL (its own user) must reach a fresh cluster's data dir
     local_home = work / "local"
     cluster_home = args.cluster_home or work / "cluster"
@@ -125,7 +124,7 @@ def main() -> int:
         if args.cluster_home is None and cluster_home.exists():
             subprocess.run([*SKEWLAB, "cluster", "down", "--home", str(cluster_home)],
                            capture_output=True, timeout=600)  # fmt: skip
-        shutil.rmtree(work, ignore_errors=True)
+        drop_scratch(str(work), args.keep)
 
     a, b = figures(local), figures(cluster)
     rows = [

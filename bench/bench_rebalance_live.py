@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import row, say
+from _common import drop_scratch, keep_flag, row, say, scratch_dir
 from skewlab.live.driver.run import run_experiment
 from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
@@ -35,8 +34,9 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=40)
     ap.add_argument("--rate", type=float, default=2000)
     ap.add_argument("--workers", type=int, default=4)
+    keep_flag(ap)
     args = ap.parse_args()
-    home = tempfile.mkdtemp(prefix="skewlab-bench-rebalance-")
+    home = scratch_dir("skewlab-bench-rebalance-")
     bootstrap = get_service("broker", home).start().url
     try:
         say(f"{args.workers} workers, {args.rate:,.0f} events/s for {args.duration:g} s each")
@@ -71,6 +71,7 @@ def main() -> None:
             )
     finally:
         get_service("broker", home).stop()
+        drop_scratch(home, args.keep)
 
 
 if __name__ == "__main__":

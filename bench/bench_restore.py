@@ -18,10 +18,9 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import row, say, timed
+from _common import drop_scratch, keep_flag, row, say, scratch_dir, timed
 from skewlab.io.delta import DeltaStore
 from skewlab.io.state_store import state_rows_at
 from skewlab.live.worker.rows import state_table
@@ -62,8 +61,17 @@ def main() -> None:
     ap.add_argument("--flushes", type=int, default=8)
     ap.add_argument("--changed", type=float, default=0.2, help="share of keys per later flush")
     ap.add_argument("--repeat", type=int, default=5)
+    keep_flag(ap)
     args = ap.parse_args()
-    store = DeltaStore(tempfile.mkdtemp(prefix="skewlab-bench-restore-"))
+    home = scratch_dir("skewlab-bench-restore-")
+    try:
+        measure(DeltaStore(home), args)
+    finally:
+        drop_scratch(home, args.keep)
+
+
+def measure(store: DeltaStore, args: argparse.Namespace) -> None:
+    """Write the history, check both restores agree, time them interleaved."""
     version = write_history(store, args.keys, args.flushes, args.changed)
     rows = store.read("operator_state", run_id=RUN, columns=["key"]).num_rows
     say(f"one worker's state: {args.keys:,} keys, {rows:,} rows over {args.flushes} flushes")

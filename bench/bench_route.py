@@ -19,14 +19,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import raw_consume, row, say
+from _common import drop_scratch, keep_flag, raw_consume, row, say, scratch_dir
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.driver.producer import ProduceSettings, produce
 from skewlab.rundir import RunDir
@@ -98,14 +97,20 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=1e9, help="offered events/s (default: flat out)")
     ap.add_argument("--tasks", type=int, default=None, help="RouteSettings.tasks")
     ap.add_argument("--settle", type=float, default=0.0, help="s to wait after route.ready")
+    keep_flag(ap)
     args = ap.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="skewlab-bench-route-"))
-    broker = None
-    if args.bootstrap is None:
-        broker = get_service("broker", str(home))
-        bootstrap = broker.start().url
-    else:
-        bootstrap = args.bootstrap
+    home = Path(scratch_dir("skewlab-bench-route-"))
+    broker = get_service("broker", str(home)) if args.bootstrap is None else None
+    try:
+        bench(args, home, args.bootstrap if broker is None else broker.start().url)
+    finally:
+        if broker is not None:
+            broker.stop()
+        drop_scratch(str(home), args.keep)
+
+
+def bench(args: argparse.Namespace, home: Path, bootstrap: str) -> None:
+    """The route job alone on a run of its own in ``home``: its rate, latency and CPU."""
     run_id = f"bench-{int(time.time())}"
     files = RunDir(home / "runs" / run_id)
     files.path.mkdir(parents=True)
@@ -192,8 +197,6 @@ def main() -> None:
     client.delete_topic(events_topic, missing_ok=True)
     client.delete_topic(routed_topic, missing_ok=True)
     client.close()
-    if broker is not None:
-        broker.stop()
 
 
 if __name__ == "__main__":

@@ -43,13 +43,12 @@ import itertools
 import math
 import os
 import sys
-import tempfile
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import row, say
+from _common import drop_scratch, keep_flag, row, say, scratch_dir
 from skewlab.live.driver.run import run_experiment
 from skewlab.runsettings import ExperimentSettings
 from skewlab.services import get_service
@@ -290,10 +289,11 @@ def main() -> None:
         default=1,
         help="rounds of the policies, back to back; with more than one, medians and ranges",
     )
+    keep_flag(ap)
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
-    home = tempfile.mkdtemp(prefix="skewlab-bench-scaleout-")
+    home = scratch_dir("skewlab-bench-scaleout-")
     workload = f"zipf:s={args.skew:g},v=2.72,keys={args.keys}"
     if args.prefill:
         n = ramp_events(args.rate, args.duration, *parse_ramp(args.ramp))
@@ -332,6 +332,7 @@ def main() -> None:
             say_summary(rounds)
     finally:
         get_service("broker", home).stop()
+        drop_scratch(home, args.keep)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ error, within target, p99's error before calibration) and writes it as JSON.
     .venv/bin/python bench/bench_sim_vs_live.py [--events 3000] [--rate 400]
         [--service-us 3000] [--workers 2 4] [--streams country:R80] [--json out.json]
     .venv/bin/python bench/bench_sim_vs_live.py --reanalyse out.json  # no live run
-(``--reanalyse``: the recorded runs through today's calibration, :func:`calibrate`.)
+(``--reanalyse``: the recorded runs through today's calibration, :func:`calibrate`; they are
+in the data dir, which only ``--keep`` leaves in place.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import say
+from _common import drop_scratch, keep_flag, say, scratch_dir
 from skewlab.advise.base import stream_of
 from skewlab.advise.candidates import (
     Candidate,
@@ -202,10 +202,13 @@ def main() -> None:
         help="simulate each run with its workers' measured per-event work",
     )
     ap.add_argument("--json", type=Path, help="also write the rows here")
-    ap.add_argument("--reanalyse", type=Path, help="a --json file of an earlier run")
+    ap.add_argument("--reanalyse", type=Path, help="a --json file of an earlier --keep run")
+    keep_flag(ap)
     a = ap.parse_args()
     if a.reanalyse:
         saved = json.loads(a.reanalyse.read_text())
+        if not Path(saved["home"]).is_dir():
+            ap.error(f"{saved['home']} is gone: --reanalyse needs a run made with --keep")
         redone = reanalyse(saved, Path(saved["home"]), a.measure_service)
         say(f"{saved['started']}; load then {saved['load']}; recalibrated")
         say(table(redone, before=True))
@@ -227,7 +230,7 @@ def main() -> None:
             json.dumps({**saved, "rows": redone}, indent=1, default=str)
         )
         return
-    home = Path(tempfile.mkdtemp(prefix="skewlab-bench-simlive-"))
+    home = Path(scratch_dir("skewlab-bench-simlive-"))
     load0 = Path("/proc/loadavg").read_text().strip()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     say(f"{started}; load {load0}; data dir {home}")
@@ -263,6 +266,7 @@ def main() -> None:
                         f"runs {v['runs']}; load {' '.join(load)}")  # fmt: skip
     finally:
         get_service("broker", str(home)).stop()
+        drop_scratch(str(home), a.keep)
     say("")
     say(table(rows))
     n = [r for r in rows if r["target"] != float("inf")]

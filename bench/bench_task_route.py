@@ -24,12 +24,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _common import drop_scratch, keep_flag, scratch_dir
 from _passthrough import fill
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.services import get_service
@@ -45,14 +45,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=3)
+    keep_flag(ap)
     args = ap.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="skewlab-bench-tr-"))
+    home = Path(scratch_dir("skewlab-bench-tr-"))
     broker = get_service("broker", home)
-    bootstrap = broker.start().url
     try:
-        run(bootstrap, home, args)
+        run(broker.start().url, home, args)
     finally:
         broker.stop()
+        drop_scratch(str(home), args.keep)
 
 
 def run(bootstrap: str, home: Path, args: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -129,6 +130,29 @@ local file system forks ``chmod`` / ``readlink`` per file: a micro-batch's ``wal
 ``commitOffsets`` fell from ~120 to ~50 ms (docs/real-stack.md, session 28)."""
 
 
+def scratch_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """``<data_dir>/tmp``, empty: the scratch space of the Spark driver starting on
+    ``data_dir`` (:func:`scratch_settings`). A data dir serves one driver at a time, so
+    what is there is what a killed predecessor left."""
+    path = Path(data_dir).resolve() / "tmp"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def scratch_settings(scratch: Path, java_options: str = "") -> dict[str, str]:
+    """Spark's local dir and the driver JVM's ``java.io.tmpdir`` (added to ``java_options``
+    unless they name one): both ``scratch``.
+
+    Spark removes what it keeps there when its JVM stops; a killed JVM leaves it, to go
+    with its data dir. Where each kind of file goes: docs/troubleshooting.md, "Temporary files".
+    """
+    if "-Djava.io.tmpdir=" not in java_options:
+        where = f'"{scratch}"' if any(c.isspace() for c in str(scratch)) else str(scratch)
+        java_options = f"{java_options} -Djava.io.tmpdir={where}".strip()
+    return {"spark.local.dir": str(scratch), "spark.driver.extraJavaOptions": java_options}
+
+
 def connector_jars() -> str:
     """``spark.jars``: Spark's Kafka connector and delta-spark, comma separated."""
     return ",".join(str(p) for p in jar_files("spark"))
@@ -148,7 +172,8 @@ def spark_session(
     """Return the active Spark session or build one configured for skewlab.
 
     ``data_dir`` holds ``warehouse/``, ``checkpoints/`` (the default checkpoint root of
-    streaming queries that name none) and ``tmp/`` (Spark's local scratch space).
+    streaming queries that name none) and ``tmp/`` (Spark's local dir and the driver JVM's
+    temporary directory: :func:`scratch_settings`).
     ``conf`` entries are applied last and win over the defaults above. ``ui``: serve
     the Spark UI (point 4); an active session keeps whatever it was built with.
     ``site_pyspark``: on a ``local`` master with no ``$SPARK_HOME`` set, start the JVM
@@ -167,7 +192,7 @@ def spark_session(
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     root = Path(data_dir).resolve()
-    for sub in ("warehouse", "checkpoints", "tmp"):
+    for sub in ("warehouse", "checkpoints"):
         (root / sub).mkdir(parents=True, exist_ok=True)
 
     settings: dict[str, str] = {
@@ -181,7 +206,6 @@ def spark_session(
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(root / "warehouse"),
         "spark.sql.streaming.checkpointLocation": str(root / "checkpoints"),
-        "spark.local.dir": str(root / "tmp"),
         "spark.driver.memory": driver_memory,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
@@ -193,10 +217,11 @@ def spark_session(
         **driver_address(master),
         **(ui_settings(master) if ui else {}),
     }
+    extra = dict(conf or {})
     java = driver_java_options(env_settings().spark_java_opts or JAVA_OPTIONS)
-    if java:
-        settings["spark.driver.extraJavaOptions"] = java
-    settings.update(conf or {})
+    java = extra.pop("spark.driver.extraJavaOptions", java)
+    settings.update(scratch_settings(scratch_dir(root), java))
+    settings.update(extra)
     if ui:
         _ui_bind_env(master)
 

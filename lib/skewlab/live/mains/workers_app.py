@@ -49,7 +49,7 @@ from skewlab.services.spark_standalone import (
     WORKERS_APP_EXECUTOR_MEMORY,
 )
 from skewlab.spark.class_archive import driver_java_options
-from skewlab.spark.session import JAVA_OPTIONS, driver_address
+from skewlab.spark.session import JAVA_OPTIONS, driver_address, scratch_dir, scratch_settings
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -422,9 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     events.mkdir(parents=True, exist_ok=True)
     m = master()
     java = env_settings().spark_java_opts or JAVA_OPTIONS  # a quick JVM start, as the route job
-    builder = SparkSession.builder.config(
-        "spark.driver.extraJavaOptions", driver_java_options(java)
-    )
+    builder = SparkSession.builder
+    scratch = scratch_settings(scratch_dir(ready.parent), driver_java_options(java))
+    for key, value in scratch.items():  # its temporary files in its own dir, as the route job's
+        builder = builder.config(key, value)
     if on_cluster(m):
         builder = builder.config("spark.executor.extraJavaOptions", java)
     for key, value in cluster_conf(m).items():

@@ -51,7 +51,8 @@ VARIABLES: tuple[Variable, ...] = (
              "a warm route host's directory: runs start their route query there; off: "
              "each run starts its own route job"),
     Variable("SKEWLAB_SPARK_JAVA_OPTS", "spark_java_opts", "text",
-             "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "the Spark driver JVM's options"),
+             "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m",
+             "the Spark driver JVM's options"),
     Variable("SKEWLAB_SPARK_DRIVER_HOST", "spark_driver_host", "text", "127.0.0.1 (local)",
              "the address executors reach the driver at (a cluster master)"),
     Variable("SKEWLAB_SPARK_BIND_ADDRESS", "spark_bind_address", "text", "the driver host",

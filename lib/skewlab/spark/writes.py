@@ -5,7 +5,8 @@ the columns of :func:`kafka_frame` (a ``partition`` column picks each record's
 partition, a ``headers`` column carries its headers); :func:`delta_append` appends an
 Arrow table to a Delta table with delta-spark, exactly once per ``(app_id, version)``
 through Delta's idempotent writes (``txnAppId`` / ``txnVersion``: the app transaction is recorded in
-the same commit as the data, and a replayed version is skipped). :func:`delta_appends`
+the same commit as the data, and a replayed version is skipped; a table's steady appends
+commit through its transaction log directly: :func:`commit_files`). :func:`delta_appends`
 runs several appends at once (each is a few small Spark jobs; see docs/real-stack.md);
 :class:`DeltaAppender` runs them off the micro-batch's path, saved to disk first.
 
@@ -112,25 +113,89 @@ def delta_append(
 ) -> None:
     """Append ``data`` to ``<root>/<table>`` with delta-spark, once per ``(app_id, version)``.
 
-    The data is cast to the table's schema first (:func:`~skewlab.io.delta.convert.to_arrow`:
-    a bad batch fails before any I/O); a missing table is created partitioned by
-    ``run_id``, and a table made before a nullable column joined the spec gains it
-    (``mergeSchema``: older rows read it as null). Delta skips the write when
-    ``version`` is not above the last version committed for ``app_id``, so a replayed
-    micro-batch adds nothing.
+    1. the data is cast to the table's schema (:func:`~skewlab.io.delta.convert.to_arrow`:
+       a bad batch fails before any I/O);
+    2. the table's columns and the app's last version are read from its log with delta-rs
+       (:func:`table_state`, no Spark job); a ``version`` not above that version adds
+       nothing (a replayed micro-batch);
+    3. a missing table is created partitioned by ``run_id``, and a table whose columns are
+       not the data's is widened (``mergeSchema``: older rows read a new nullable column as
+       null), by Spark's writer with ``txnAppId`` / ``txnVersion``;
+    4. otherwise the rows go in one file and one commit through the table's transaction log
+       (:func:`commit_files`): the same actions as the writer's, without its rebuild of
+       the table's state to find the app's version again (docs/real-stack.md, session 32).
     """
     spec = table_spec(table)
-    arrow = to_arrow(spec, data, run_id)
-    (
-        spark.createDataFrame(arrow)
-        .write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", str(version))
-        .option("mergeSchema", "true")
-        .partitionBy(*spec.partition_by)
-        .save(str(Path(root) / spec.name))
+    arrow = to_arrow(spec, data, run_id)  # step 1
+    path = str(Path(root) / spec.name)
+    columns, done = table_state(path, app_id)  # step 2
+    if done is not None and version <= done:
+        return
+    frame = spark.createDataFrame(arrow).coalesce(1)
+    if columns != set(arrow.column_names):  # step 3
+        (
+            frame.write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", str(version))
+            .option("mergeSchema", "true")
+            .partitionBy(*spec.partition_by)
+            .save(path)
+        )
+        return
+    commit_files(spark, path, frame, app_id, version, spec.partition_by)  # step 4
+
+
+def table_state(path: str, app_id: str) -> tuple[set[str], int | None]:
+    """The columns of the Delta table at ``path`` (empty: no table) and the last version
+    ``app_id`` committed there (``None``: none), from its log with delta-rs."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        dt = DeltaTable(path)
+    except TableNotFoundError:
+        return set(), None
+    done = dt.transaction_version(app_id)
+    return {f.name for f in dt.schema().fields}, None if done is None else int(done)
+
+
+def commit_files(
+    spark: SparkSession,
+    path: str,
+    frame: DataFrame,
+    app_id: str,
+    version: int,
+    partition_by: Sequence[str],
+) -> int:
+    """Write ``frame`` into the Delta table at ``path`` and commit its files with the app
+    transaction ``(app_id, version)`` in one commit, through delta-spark's
+    ``OptimisticTransaction`` (what its writer does for ``txnAppId`` / ``txnVersion``);
+    the commit's version. The table exists with ``frame``'s columns; the caller has
+    checked ``version`` is new (:func:`delta_append`)."""
+    jvm = spark._jvm
+    if jvm is None:
+        raise RuntimeError("a Delta commit needs a classic Spark session (py4j), not Spark Connect")
+    delta = jvm.org.apache.spark.sql.delta
+    scala, seqs = jvm.scala, jvm.scala.jdk.javaapi.CollectionConverters
+
+    def seq(items: Any) -> Any:
+        out = jvm.java.util.ArrayList()
+        for item in items:
+            out.add(item)
+        return seqs.asScala(out).toSeq()
+
+    txn = delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
+    files = list(seqs.asJava(txn.writeFiles(frame._jdf)))
+    stamp = jvm.java.lang.Long.valueOf(int(time.time() * 1000))
+    app = delta.actions.SetTransaction(app_id, version, scala.Some(stamp))
+    write = delta.DeltaOperations.Write(
+        jvm.org.apache.spark.sql.SaveMode.Append,
+        scala.Some(seq(partition_by)),
+        scala.Option.empty(),
+        scala.Option.empty(),
     )
+    return int(txn.commit(seq([*files, app]), write))
 
 
 def delta_appends(
@@ -200,8 +265,8 @@ class DeltaAppender:
     has rows for it, so a batch at or below the app's last version in a table is in it
     already and is left out of that table's next commit (a batch a crash left pending,
     queued again by :meth:`recover` before the process's first batch, or a replay); the
-    rest share one commit. Delta itself still skips a commit whose version is not above
-    the app's last (the appender is the app's only writer, so it never has to).
+    rest share one commit. :func:`delta_append` itself skips a commit whose version is not
+    above the app's last (the appender is the app's only writer, so it never has to).
     :meth:`close` appends everything still pending. At most
     ``max_lag`` batches wait (:meth:`submit` blocks beyond), so readers of the tables
     lag by ``every_s`` or two rounds at most. A failed append fails the next :meth:`submit`.

@@ -78,6 +78,36 @@ def test_delta_append_is_exactly_once_per_app_version(spark, tmp_path: Path) -> 
     assert sorted(t.column("count").to_pylist()) == [3, 3, 4, 4]
 
 
+def test_a_steady_append_is_one_spark_job_and_records_the_app_version(
+    spark, tmp_path: Path
+) -> None:
+    """Once the table has the data's columns, an append is its write alone: one Spark job
+    (Spark's writer with ``txnAppId`` runs four: three rebuild the table's state to read
+    the app's version), its commit carries the app's version, and a replay runs none."""
+    sc = spark.sparkContext
+    row = {"window_start": [0], "key": ["a"], "worker": [0], "count": [1], "bytes": [9]}
+    calls = iter(range(10))
+
+    def jobs(version: int) -> int:
+        group = f"steady-{next(calls)}"
+        sc.setJobGroup(group, group)
+        try:
+            delta_append(
+                spark, tmp_path, "key_loads", row, app_id="route:r9", version=version, run_id="r9"
+            )
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        return len(sc.statusTracker().getJobIdsForGroup(group))
+
+    jobs(0)  # creates the table
+    assert [jobs(1), jobs(2)] == [1, 1]
+    assert jobs(2) == 0  # a replay: nothing to do
+    dt = DeltaTable(str(tmp_path / table_spec("key_loads").name))
+    assert dt.transaction_version("route:r9") == 2
+    assert dt.to_pyarrow_table().num_rows == 3
+    assert [a["operation"] for a in dt.history()][:2] == ["WRITE", "WRITE"]
+
+
 def _pl() -> dict[str, list]:
     return {
         "window_start": [0],

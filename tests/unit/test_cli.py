@@ -228,28 +228,34 @@ def test_unexpected_error_is_one_line_with_its_traceback_in_the_data_dir(
     assert "Traceback" in details and "in boom" in details  # where it was raised
 
 
+@pytest.fixture
+def _temp_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The system temp dir of this test: a fresh folder (so its error files go there)."""
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    return tmp_path / "tmp"
+
+
 def test_unexpected_error_without_a_data_dir_goes_to_a_temp_file(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     _data_dir: Path,
-    tmp_path: Path,
+    _temp_dir: Path,
 ) -> None:
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
     _raise_in_simulate(monkeypatch, ValueError("bad"))
     assert cli.main(["simulate", "--events", "10"]) == 1
     path = _unexpected_error(capsys.readouterr().err)
     assert not _data_dir.exists()  # reporting an error does not create a data dir
-    assert path.parent == tmp_path / "tmp"
+    assert path.parent == _temp_dir
     assert "ValueError: bad" in path.read_text()
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_debug_shows_the_full_traceback(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str, _temp_dir: Path
 ) -> None:
     _raise_in_simulate(monkeypatch, KeyError("missing"))
     argv = ["simulate", "--events", "10"]

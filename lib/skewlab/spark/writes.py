@@ -298,8 +298,6 @@ class DeltaAppender:
         self._next_round = clock() + every_s
         """``clock()`` before which no round starts (but to hurry)."""
         self._error: BaseException | None = None
-        self._tables: dict[str, Any] = {}
-        """delta-rs handles of the tables, for :meth:`committed`."""
         self._recovered = False
         self._closed = False
         self._cond = threading.Condition()
@@ -436,22 +434,8 @@ class DeltaAppender:
 
     def _committed(self, table: str) -> int | None:
         """The app's last version in ``table`` (``None``: none, or no table), read with
-        delta-rs: its log in milliseconds, no Spark job (delta-spark rebuilds the table's
-        state for it) and nothing written."""
-        from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
-
-        dt = self._tables.get(table)
-        if dt is None:
-            try:
-                dt = DeltaTable(str(Path(self.root) / table_spec(table).name))
-            except TableNotFoundError:
-                return None
-            self._tables[table] = dt
-        else:
-            dt.update_incremental()
-        version = dt.transaction_version(self.app_id)
-        return None if version is None else int(version)
+        delta-rs (:func:`table_state`): its log in milliseconds, no Spark job."""
+        return table_state(str(Path(self.root) / table_spec(table).name), self.app_id)[1]
 
     def _append(self, group: list[_Pending]) -> None:
         t0 = time.perf_counter()

@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 
 FORM = {"workers": "2", "partitions": "2", "rate": "2000", "duration": "5", "window": "2"}
 STRATEGY = "key"
+CLOSE_TRIES = 3
 SWEEP_DAG = "skewlab_sweep"
 TRIGGER_DIALOG = (
     "Array.from(document.querySelectorAll('[role=dialog]'))"
@@ -303,8 +304,25 @@ def _submit_button(page: Page) -> str:
 
 
 def _close_dialog(page: Page) -> None:
-    _mark(page, f"{TRIGGER_DIALOG}.querySelector('[data-part=close-trigger]')", "close")
-    page.click("[data-t=close]")
+    """Click the dialog's close button until the dialog is gone. The dialog can re-render
+    between marking its button and clicking it (an Escape just sent, a busy machine): then
+    the button is marked again."""
+    from tests.browser.conftest import CdpError
+
+    mark = (
+        f"(() => {{ const d = {TRIGGER_DIALOG}; if (!d) return 'gone';"
+        " const e = d.querySelector('[data-part=close-trigger]'); if (!e) return false;"
+        " e.setAttribute('data-t', 'close'); return 'marked'; })()"
+    )
+    for _ in range(CLOSE_TRIES):
+        if page.wait_for(mark, "the dialog's close button") == "gone":
+            return
+        try:
+            page.click("[data-t=close]")
+            page.wait_for(f"!{TRIGGER_DIALOG}", "dialog closed", timeout_s=30)
+            return
+        except CdpError:
+            continue  # re-rendered or still open: mark its button again
     page.wait_for(f"!{TRIGGER_DIALOG}", "dialog closed")
 
 

@@ -64,7 +64,19 @@ TICK_S = 0.2
 HOST_GONE_S = 60.0
 """The warm app leaves once the route host beside it has been gone this long."""
 WATCH_EVERY_S = 1.0
-"""How often a task looks at its worker's progress (the driver's progress reads' period)."""
+"""The shortest time between a task's looks at its worker's progress."""
+LOOKS_PER_STALL = 5
+"""A task looks at its worker ``LOOKS_PER_STALL`` times per ``stall_s`` (every 3 s at the
+default 15 s), so a hang is found at most a fifth of ``stall_s`` late. Each look costs ~40
+ms of CPU (delta-rs opens ``worker_progress``, a broker round trip): every second, a run's
+4 watches took 0.17 cores at any rate (docs/real-stack.md, session 33)."""
+
+
+def watch_every_s(stall_s: float) -> float:
+    """Seconds between a hang watch's looks for a run whose hang time is ``stall_s``."""
+    return max(WATCH_EVERY_S, stall_s / LOOKS_PER_STALL)
+
+
 WARM_UP_GROUP = "warm-up"
 """Job group of the one trivial job run before ``app.ready`` (its Python daemon started)."""
 
@@ -179,7 +191,8 @@ def routed_watch(req: Request) -> HangWatch | None:
         return committed(), end
 
     stall_s = float(req.watch["stall_s"])
-    return HangWatch(req.name, files, i, progress, stall_s, close=client.close)
+    every_s = watch_every_s(stall_s)
+    return HangWatch(req.name, files, i, progress, stall_s, every_s=every_s, close=client.close)
 
 
 def _watch(

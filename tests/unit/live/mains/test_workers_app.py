@@ -262,3 +262,14 @@ def test_a_watch_reads_its_workers_newest_committed_offset_from_new_files_only(
     commit("r1", 0, 1_000)
     assert look() == 250
     assert len(look.seen) == read + 2
+
+
+@pytest.mark.parametrize(("stall_s", "every_s"), [(15.0, 3.0), (8.0, 1.6), (2.0, 1.0), (0.5, 1.0)])
+def test_a_watch_looks_five_times_per_stall_time_but_not_more_than_once_a_second(
+    stall_s: float, every_s: float
+) -> None:
+    """Each look costs ~40 ms of CPU: the default 15 s hang time is judged every 3 s, not
+    every second, and a short one no more often than once a second."""
+    from skewlab.live.mains.workers_app import watch_every_s
+
+    assert watch_every_s(stall_s) == pytest.approx(every_s)

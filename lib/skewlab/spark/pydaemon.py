@@ -12,15 +12,19 @@ Nothing else is imported before Spark's daemon reports its port: the JVM gives a
 new daemon 10 s to do so (preloading pandas / pyarrow here made it miss that on a
 loaded machine). A forked worker freezes what survives each task (:func:`frozen_after`).
 Selected by ``spark.python.daemon.module`` (:func:`skewlab.spark.session.spark_session`).
+A daemon given modules to ``preload`` imports them once its port is reported (its first
+wait for a task: :class:`PreloadOnFirstWait`), so every worker it forks starts with them.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
 import importlib.util
 import os
+import select
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -77,10 +81,32 @@ def frozen_after(worker: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def main() -> None:
+class PreloadOnFirstWait:
+    """The ``select`` module as Spark's daemon loop sees it: its first ``select`` call, made
+    once the daemon has reported its port to the JVM, imports ``modules`` first (no deadline
+    is running then). A module that fails to import is named on stderr and skipped: the
+    forked worker imports it again and fails there, with the task."""
+
+    error = select.error
+
+    def __init__(self, modules: Sequence[str]) -> None:
+        self.pending = list(modules)
+
+    def select(self, *args: Any) -> Any:
+        while self.pending:
+            name = self.pending.pop(0)
+            try:
+                importlib.import_module(name)
+            except Exception as exc:
+                print(f"skewlab daemon: preloading {name} failed: {exc!r}", file=sys.stderr)
+        return select.select(*args)
+
+
+def main(preload: Sequence[str] = ()) -> None:
     """Drop the zips (and the namespace packages found only in them) if site-packages has
     pyspark and py4j, then run Spark's daemon, its workers freezing what survives each task
-    (:func:`frozen_after`)."""
+    (:func:`frozen_after`), importing ``preload`` once its port is reported
+    (:class:`PreloadOnFirstWait`)."""
     stripped = strip_spark_zips(sys.path)
     saved = sys.path[:]
     sys.path[:] = stripped
@@ -95,6 +121,8 @@ def main() -> None:
     from pyspark import daemon
 
     daemon.worker = frozen_after(daemon.worker)
+    if preload:
+        daemon.select = PreloadOnFirstWait(preload)  # type: ignore[assignment]
     daemon.manager()
 
 

@@ -81,3 +81,25 @@ def test_namespace_packages_found_only_in_sparks_jar_are_named():
     regular.__file__ = f"{jar}/pkg/__init__.py"
     modules = {"org": only_jar, "ns": also_site, "pkg": regular, "gone": None, "gc": gc}
     assert spark_namespaces(modules) == ["org"]
+
+
+def test_a_preloading_daemon_imports_on_its_first_wait_not_before(monkeypatch, capsys):
+    """The modules are imported at the loop's first ``select`` (the port already reported),
+    once; one that fails is named and skipped, and the wait itself still happens."""
+    import select
+    import sys
+
+    from skewlab.spark.pydaemon import PreloadOnFirstWait
+
+    name = "skewlab.experiments"
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    waits: list[float] = []
+    monkeypatch.setattr(select, "select", lambda r, w, x, t: waits.append(t) or ([], [], []))
+    shim = PreloadOnFirstWait(["no_such_module_here", name])
+    assert name not in sys.modules  # nothing before the daemon waits
+    assert shim.select([0], [], [], 1) == ([], [], [])
+    assert name in sys.modules and shim.pending == []
+    assert "preloading no_such_module_here failed" in capsys.readouterr().err
+    shim.select([0], [], [], 1)
+    assert waits == [1, 1]
+    assert shim.error is select.error

@@ -3,7 +3,8 @@
 
 A Spark application (``skewlab-workers <run id>``, or ``skewlab-workers (warm)``) on
 ``$SKEWLAB_SPARK_MASTER`` (default ``local[N,F]``: N task slots, F attempts per task),
-speculation off, its event log in its ``events/``, ``app.ready`` written once it ran a first
+speculation off, its event log in its ``events/``, its Python daemon
+:mod:`~skewlab.live.mains.workers_daemon`, ``app.ready`` written once it ran a first
 Python task. The protocol is numbered in :mod:`skewlab.live.driver.spark_launcher`; this process:
 
 1. submits each new request as one job (one partition), tagged with its id, in its own job
@@ -455,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.port", "0")
         .config("spark.python.worker.reuse", "false")
+        .config("spark.python.daemon.module", "skewlab.live.mains.workers_daemon")
         .getOrCreate()
     )
     sc = spark.sparkContext

@@ -84,8 +84,10 @@ def frozen_after(worker: Callable[..., Any]) -> Callable[..., Any]:
 class PreloadOnFirstWait:
     """The ``select`` module as Spark's daemon loop sees it: its first ``select`` call, made
     once the daemon has reported its port to the JVM, imports ``modules`` first (no deadline
-    is running then). A module that fails to import is named on stderr and skipped: the
-    forked worker imports it again and fails there, with the task."""
+    is running then), then freezes what they made (``gc.freeze``: a forked worker's
+    collections skip them, and leave their pages shared). A module that fails to import is
+    named on stderr and skipped: the forked worker imports it again and fails there, with
+    the task."""
 
     error = select.error
 
@@ -93,12 +95,15 @@ class PreloadOnFirstWait:
         self.pending = list(modules)
 
     def select(self, *args: Any) -> Any:
-        while self.pending:
-            name = self.pending.pop(0)
-            try:
-                importlib.import_module(name)
-            except Exception as exc:
-                print(f"skewlab daemon: preloading {name} failed: {exc!r}", file=sys.stderr)
+        if self.pending:
+            for name in self.pending:
+                try:
+                    importlib.import_module(name)
+                except Exception as exc:
+                    print(f"skewlab daemon: preloading {name} failed: {exc!r}", file=sys.stderr)
+            self.pending = []
+            gc.collect()
+            gc.freeze()
         return select.select(*args)
 
 

@@ -83,9 +83,9 @@ def test_namespace_packages_found_only_in_sparks_jar_are_named():
     assert spark_namespaces(modules) == ["org"]
 
 
-def test_a_preloading_daemon_imports_on_its_first_wait_not_before(monkeypatch, capsys):
+def test_a_preloading_daemon_imports_on_its_first_wait_not_before(monkeypatch, capsys, unfrozen):
     """The modules are imported at the loop's first ``select`` (the port already reported),
-    once; one that fails is named and skipped, and the wait itself still happens."""
+    once, and frozen; one that fails is named and skipped, and the wait itself happens."""
     import select
     import sys
 
@@ -99,6 +99,7 @@ def test_a_preloading_daemon_imports_on_its_first_wait_not_before(monkeypatch, c
     assert name not in sys.modules  # nothing before the daemon waits
     assert shim.select([0], [], [], 1) == ([], [], [])
     assert name in sys.modules and shim.pending == []
+    assert gc.get_freeze_count() > 0
     assert "preloading no_such_module_here failed" in capsys.readouterr().err
     shim.select([0], [], [], 1)
     assert waits == [1, 1]

@@ -104,12 +104,21 @@ def site_spark_home(root: Path) -> Path:
     return home
 
 
+CHECKPOINT_EVERY = 100
+"""Commits between two checkpoints of a table delta-spark creates (Delta's default: 10).
+The route job commits each of its tables once a Delta round (every 5 s at most), so a
+checkpoint comes every ~8 min of a run instead of every ~50 s; delta-rs reads at most 99
+commits past one."""
+
 DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
     "spark.databricks.delta.properties.defaults.checkpointPolicy": "classic",
     "spark.databricks.delta.snapshotPartitions": "1",
+    # a checkpoint rebuilds the table's state in Spark jobs: 5-6 s of a busy 2-core machine
+    # beside the stream, every 10th round by default (docs/real-stack.md, session 33)
+    "spark.databricks.delta.properties.defaults.checkpointInterval": str(CHECKPOINT_EVERY),
     "spark.databricks.delta.stats.collect": "false",
 }
 """delta-spark in the session; new tables keep a protocol delta-rs also writes (no

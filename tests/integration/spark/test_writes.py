@@ -108,6 +108,23 @@ def test_a_steady_append_is_one_spark_job_and_records_the_app_version(
     assert [a["operation"] for a in dt.history()][:2] == ["WRITE", "WRITE"]
 
 
+def test_the_route_jobs_tables_checkpoint_every_100_commits_not_10(spark, tmp_path: Path) -> None:
+    """A checkpoint rebuilds the table's state in Spark jobs (seconds beside a busy stream):
+    a table delta-spark creates has one every 100 commits, so 12 appends make none."""
+    from skewlab.spark.session import CHECKPOINT_EVERY
+
+    for v in range(12):
+        delta_append(
+            spark, tmp_path, "key_loads", _kl(v), app_id="route:r3", version=v, run_id="r3"
+        )
+    path = tmp_path / table_spec("key_loads").name
+    dt = DeltaTable(str(path))
+    assert dt.metadata().configuration["delta.checkpointInterval"] == str(CHECKPOINT_EVERY)
+    assert CHECKPOINT_EVERY == 100 and dt.version() == 11
+    assert not [p for p in (path / "_delta_log").iterdir() if ".checkpoint." in p.name]
+    assert dt.transaction_version("route:r3") == 11
+
+
 def _pl() -> dict[str, list]:
     return {
         "window_start": [0],

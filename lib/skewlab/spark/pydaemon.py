@@ -8,12 +8,11 @@ site-packages, ~170 ms per task for the zips (docs/throughput.md), ~36 ms for th
 (docs/real-stack.md). When the installed ``pyspark`` is the one Spark runs (same version),
 this module drops them from ``sys.path`` and runs ``pyspark.daemon``, whose forked workers
 inherit the path.
-Nothing else is imported before Spark's daemon reports its port: the JVM gives a
-new daemon 10 s to do so (preloading pandas / pyarrow here made it miss that on a
-loaded machine). A forked worker freezes what survives each task (:func:`frozen_after`).
-Selected by ``spark.python.daemon.module`` (:func:`skewlab.spark.session.spark_session`).
-A daemon given modules to ``preload`` imports them once its port is reported (its first
-wait for a task: :class:`PreloadOnFirstWait`), so every worker it forks starts with them.
+Nothing else is imported before Spark's daemon reports its port: the JVM gives a new
+daemon 10 s to do so (preloading pandas / pyarrow first made it miss that on a loaded
+machine); modules to ``preload`` come after it (:class:`PreloadOnFirstWait`). A forked
+worker freezes what survives each task (:func:`frozen_after`). Selected by
+``spark.python.daemon.module`` (:func:`skewlab.spark.session.spark_session`).
 """
 
 from __future__ import annotations
@@ -95,6 +94,7 @@ class PreloadOnFirstWait:
         self.pending = list(modules)
 
     def select(self, *args: Any) -> Any:
+        """``select.select(*args)``, the pending imports first."""
         if self.pending:
             for name in self.pending:
                 try:

@@ -2,10 +2,9 @@
 ``... --warm DIR`` (the warm app many runs share: :mod:`skewlab.live.driver.warm_app`).
 
 A Spark application (``skewlab-workers <run id>``, or ``skewlab-workers (warm)``) on
-``$SKEWLAB_SPARK_MASTER`` (default ``local[N,F]``: N task slots, F attempts per task),
-speculation off, its event log in its ``events/``, its Python daemon
-:mod:`~skewlab.live.mains.workers_daemon`, ``app.ready`` written once it ran a first
-Python task. The protocol is numbered in :mod:`skewlab.live.driver.spark_launcher`; this process:
+``$SKEWLAB_SPARK_MASTER`` (default ``local[N,F]``: N slots, F attempts per task), speculation
+off, its event log in ``events/``, its Python daemon :mod:`.workers_daemon`, ``app.ready``
+once it ran a Python task. Steps: :mod:`skewlab.live.driver.spark_launcher`; this process:
 
 1. submits each new request as one job (one partition), tagged with its id, in its own job
    group (the warm app: the run's), from its own thread;

@@ -15,7 +15,7 @@ from skewlab.spark.pydaemon import main
 TASK_MODULES = (
     "skewlab.live.mains.workers_app",  # the task's function
     "skewlab.io.delta.store",  # a worker's hang watch: worker_progress with delta-rs
-    "skewlab.io.kafka",  # ... and its partition's end offset
+    "skewlab.io.kafka.confluent",  # ... and its partition's end offset (connect's client)
     "pandas",  # ... which delta-rs's file_uris with a pruning predicate imports (~1 s)
     "pyarrow.compute",
     "psutil",

@@ -57,7 +57,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import drop_scratch, keep_flag, raw_consume, row, say, scratch_dir, slice_lines, slices
 from _passthrough import STREAM_IN, STREAM_OUT, out_stamps
-from cpu_profile import CpuSampler, budget, table
+from cpu_profile import CpuSampler, budget, run_cores, table
 from skewlab.io.kafka import KafkaSettings, connect
 from skewlab.live.driver.route_host import ROUTE_HOST_ENV, launch_host, stop_host, wait_ready
 from skewlab.live.driver.run import run_experiment
@@ -206,13 +206,14 @@ PER_SECOND = {
 
 def cpu_per_second(sampler: CpuSampler, t0: float, t1: float) -> list[str]:
     """Cores each process class used per second of a run (``t0`` its first send)."""
-    widths = (10,) + (10,) * len(PER_SECOND)
-    lines = [row("cores at s", *PER_SECOND, widths=widths)]
+    widths = (10,) + (10,) * (len(PER_SECOND) + 1)
+    lines = [row("cores at s", *PER_SECOND, "run, all", widths=widths)]
     for i in range(int(np.ceil(t1 - t0))):
         cpu = sampler.window(t0 + i, t0 + i + 1)
+        run = run_cores(cpu)
         cpu["workers (all)"] = sum(v for k, v in cpu.items() if k.startswith("worker "))
         cells = (f"{cpu.get(cls, 0.0):.2f}" for cls in PER_SECOND.values())
-        lines.append(row(f"{i}", *cells, widths=widths))
+        lines.append(row(f"{i}", *cells, f"{run:.2f}", widths=widths))
     return lines
 
 
@@ -297,6 +298,10 @@ def main() -> None:
             if rate == args.rate:  # a sustained run: the budget the target leaves it
                 for line in budget(cpu, r.events, raw, TARGET_RATIO, CORES):
                     say("  " + line)
+                for text in batch_lines(home, r.run_id, t0, t0 + secs, host):
+                    say("    " + text)
+                for text in cpu_per_second(sampler, t0, t0 + secs):
+                    say("    " + text)
         return r
 
     pt = functools.partial(passthrough, bootstrap, args.partitions, args.workers)

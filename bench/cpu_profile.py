@@ -214,13 +214,18 @@ def _is_run(name: str) -> bool:
     return name in RUN_CLASSES or name.startswith("worker ")
 
 
+def run_cores(cpu: dict[str, float]) -> float:
+    """CPU seconds of this run's own processes in a window of :meth:`CpuSampler.window`."""
+    return sum(v for k, v in cpu.items() if _is_run(k))
+
+
 def budget(cpu: dict[str, float], events: int, raw: float, ratio: float, cores: int) -> list[str]:
     """Lines: the CPU per event the whole run may spend to sustain ``ratio`` x the raw
     consume rate ``raw`` on ``cores`` cores, beside what this run spent, split into the
     load and the broker (``LOAD_CLASSES``: any pipeline on this machine pays them) and
     the pipeline itself (route job and workers)."""
     per = 1e6 / max(events, 1)
-    spent = per * sum(v for k, v in cpu.items() if _is_run(k))
+    spent = per * run_cores(cpu)
     load = per * sum(v for k, v in cpu.items() if k in LOAD_CLASSES)
     allowed = 1e6 * cores / (ratio * raw)
     return [

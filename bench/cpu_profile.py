@@ -77,6 +77,14 @@ class _Proc:
     cmd: str = ""
 
 
+def _execd(p: psutil.Process, rec: _Proc) -> bool:
+    """Whether ``p`` runs another command line than the one ``rec`` was classified by."""
+    try:
+        return " ".join(p.cmdline())[:160] != rec.cmd
+    except psutil.Error:
+        return False
+
+
 class CpuSampler:
     """Sample every process's CPU time in a thread (see the module docstring)."""
 
@@ -171,8 +179,12 @@ class CpuSampler:
                 with contextlib.suppress(psutil.Error):
                     rec.cmd = " ".join(p.cmdline())[:160]
                 self._spy(info["pid"], rec.cls)
-            elif rec.name != info["name"]:  # exec'd since (spark-class -> java)
+            elif rec.name != info["name"] or (rec.cls == WORKERS_APP and _execd(p, rec)):
+                # exec'd since: spark-class -> java, or a worker the app forked (first seen
+                # with its parent's command line) -> python -m skewlab.live.worker.process
                 rec.cls, rec.name = self._classify(p), info["name"]
+                with contextlib.suppress(psutil.Error):
+                    rec.cmd = " ".join(p.cmdline())[:160]
             rec.samples.append((now, ct.user + ct.system))
 
     def window(self, t0: float, t1: float) -> dict[str, float]:

@@ -77,12 +77,17 @@ class _Proc:
     cmd: str = ""
 
 
-def _execd(p: psutil.Process, rec: _Proc) -> bool:
-    """Whether ``p`` runs another command line than the one ``rec`` was classified by."""
+def _cmd(p: psutil.Process) -> str:
+    """The start of ``p``'s command line, as kept in :attr:`_Proc.cmd` ("" if gone)."""
     try:
-        return " ".join(p.cmdline())[:160] != rec.cmd
+        return " ".join(p.cmdline())[:160]
     except psutil.Error:
-        return False
+        return ""
+
+
+def _execd(p: psutil.Process, rec: _Proc) -> bool:
+    """Whether ``p`` (still there) runs another command line than ``rec`` was classified by."""
+    return _cmd(p) not in ("", rec.cmd)
 
 
 class CpuSampler:
@@ -176,15 +181,12 @@ class CpuSampler:
             rec = self.procs.get(key)
             if rec is None:
                 rec = self.procs[key] = _Proc(self._classify(p), info["name"], [], key[0])
-                with contextlib.suppress(psutil.Error):
-                    rec.cmd = " ".join(p.cmdline())[:160]
+                rec.cmd = _cmd(p)
                 self._spy(info["pid"], rec.cls)
             elif rec.name != info["name"] or (rec.cls == WORKERS_APP and _execd(p, rec)):
                 # exec'd since: spark-class -> java, or a worker the app forked (first seen
                 # with its parent's command line) -> python -m skewlab.live.worker.process
-                rec.cls, rec.name = self._classify(p), info["name"]
-                with contextlib.suppress(psutil.Error):
-                    rec.cmd = " ".join(p.cmdline())[:160]
+                rec.cls, rec.name, rec.cmd = self._classify(p), info["name"], _cmd(p)
             rec.samples.append((now, ct.user + ct.system))
 
     def window(self, t0: float, t1: float) -> dict[str, float]:

@@ -19,7 +19,9 @@ sample). Classes, from the process tree and command line:
 * ``worker N``: each skewlab worker (``skewlab.live.worker.process``);
 * ``run, other``: any other process under the bench (e.g. a state manager);
 * ``not this run``: everything else on the machine (other engineers' load);
-* ``measurement (py-spy)``: the profilers ``--pyspy`` starts (not counted in the total).
+* ``measurement (py-spy)``: the profilers ``--pyspy`` starts (not counted in the total);
+* ``measurement (sampler)``: this sampler's own thread, which runs in the bench process
+  (taken out of ``driver``, not counted in the total).
 
 ``$CPU_PROFILE_DETAIL`` (a file): each :meth:`CpuSampler.window` appends every process's
 CPU seconds there (class, pid, command), to see which process a class's time is.
@@ -46,12 +48,13 @@ DRIVER, BROKER, ROUTE_JVM, ROUTE_DRIVER, ROUTE_PY = (
     "route driver (py)",
     "route py workers",
 )
-WORKERS_APP, WORKERS, OTHER, NOT_RUN, PYSPY = (
+WORKERS_APP, WORKERS, OTHER, NOT_RUN, PYSPY, SAMPLER = (
     "workers app",
     "workers (all)",
     "run, other",
     "not this run",
     "measurement (py-spy)",
+    "measurement (sampler)",
 )
 CLASSES = (
     DRIVER,
@@ -64,6 +67,7 @@ CLASSES = (
     OTHER,
     NOT_RUN,
     PYSPY,
+    SAMPLER,
 )
 WORKERS_APP_MODULE = "skewlab.live.mains.workers_app"
 
@@ -104,6 +108,8 @@ class CpuSampler:
         self.hosts: set[int] = set()
         """Detached processes of this run (a route host): they and theirs count as the run's."""
         self.procs: dict[tuple[int, float], _Proc] = {}
+        self.own: list[tuple[float, float]] = []
+        """(wall time, this sampler thread's CPU seconds) after each sample."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
 
@@ -168,6 +174,7 @@ class CpuSampler:
         while not self._stop.is_set():
             with contextlib.suppress(psutil.Error):  # a process gone mid-sample
                 self._sample()
+            self.own.append((time.time(), time.thread_time()))
             self._stop.wait(self.interval_s)
 
     def _sample(self) -> None:
@@ -199,6 +206,11 @@ class CpuSampler:
             if used > 0:
                 out[rec.cls] = out.get(rec.cls, 0.0) + used
                 each.append((used, rec))
+        mine = _at(self.own, t1) - _at(self.own, t0)  # the sampler's CPU is not the driver's
+        if mine > 0 and DRIVER in out:
+            mine = min(mine, out[DRIVER])
+            out[DRIVER] -= mine
+            out[SAMPLER] = mine
         detail = os.environ.get("CPU_PROFILE_DETAIL")
         if detail:
             with open(detail, "a") as f:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from skewlab.io.kafka import KafkaClient
+from skewlab.io.kafka import KafkaClient, KafkaSettings, connect
 from skewlab.live.worker.fetch import end_offset, fetch_available
 
 pytestmark = pytest.mark.integration
@@ -65,3 +65,24 @@ def test_every_new_batch_is_read_from_where_the_last_read_ended(
         pos += n
         assert _offsets(client, topic, 0, pos, FAR) == []
         assert end_offset(client, topic, 0) == pos
+
+
+def test_new_clients_first_reads_of_a_new_topic(client: KafkaClient, new_topic: NewTopic, broker):
+    """A worker's client is new when the run starts and its first call is the end of its
+    partition of a topic just made: new clients of every kind, one per partition, each
+    find their partition's end and read it whole on their first calls."""
+    kind = type(client)
+    topic = new_topic(4)
+    for p in range(4):
+        for i in range(10 * (p + 1)):
+            client.produce(topic, str(i).encode(), partition=p)
+    client.flush()
+    for _round in range(3):
+        for p in range(4):
+            fresh = connect(KafkaSettings(broker.bootstrap, client=client.settings.client))
+            try:
+                assert isinstance(fresh, kind)
+                assert end_offset(fresh, topic, p) == 10 * (p + 1)
+                assert _offsets(fresh, topic, p, 0, FAR) == list(range(10 * (p + 1)))
+            finally:
+                fresh.close()

@@ -24,6 +24,7 @@ from skewlab.io.kafka import (
     connect,
     producer_fn,
 )
+from skewlab.live.worker.fetch import end_offset
 from skewlab.services import Broker, PortInUseError
 from skewlab.services.broker_config import MAIN_CLASS
 from skewlab.services.process import pid_alive, tcp_connectable, wait_until
@@ -120,6 +121,7 @@ def test_a_killed_broker_fails_its_clients_fast_and_restarts_intact(
     state = service.start(timeout_s=START_S)
     topic = f"killed-{uuid.uuid4().hex}"
     client = connect(KafkaSettings(state.url, client=name))
+    late = connect(KafkaSettings(state.url, client=name))  # its first broker call comes after
     try:
         _write(client, topic)
         os.kill(state.pid, signal.SIGKILL)
@@ -130,6 +132,7 @@ def test_a_killed_broker_fails_its_clients_fast_and_restarts_intact(
         calls = {
             "list_topics": client.list_topics,
             "end_offsets": lambda: client.end_offsets(topic),
+            "end_offset, a new client": lambda: end_offset(late, topic, 0),
             "fetch": lambda: list(client.fetch(topic, 0, 0, 100, timeout_s=30)),
             "commit": lambda: client.commit(GROUP, topic, {1: 1}),
             "flush": lambda: (client.produce(topic, b"late", partition=0), client.flush(30)),
@@ -143,6 +146,7 @@ def test_a_killed_broker_fails_its_clients_fast_and_restarts_intact(
             assert "\n" not in str(info.value)
     finally:
         client.close(flush_s=0)
+        late.close(flush_s=0)
     assert not service.status().running
 
     again = service.start(timeout_s=START_S)

@@ -101,6 +101,8 @@ class ConfluentClient(ClientBase):
         super().__init__(settings)
         self._producer: Producer | None = None
         self._admin: AdminClient | None = None
+        self._admin_handed_over = False
+        """Whether the admin client has had its first metadata answer (:meth:`_hand_over`)."""
         self._group_consumers: dict[str, Consumer] = {}
         self._commits: dict[str, tuple[RdKafkaError | None, list[TopicPartition]]] = {}
         """group -> the outcome of its last commit (``on_commit``)."""
@@ -376,6 +378,7 @@ class ConfluentClient(ClientBase):
         admin request, sorted by partition."""
         ps = list(range(self.partitions(topic)) if parts is None else parts)
         out: dict[int, int] = {}
+        self._hand_over(topic)
         deadline = time.monotonic() + ADMIN_TIMEOUT_S
         while ps:
             futures = self.admin.list_offsets(
@@ -400,6 +403,31 @@ class ConfluentClient(ClientBase):
             if ps:
                 time.sleep(0.05)
         return dict(sorted(out.items()))
+
+    def _hand_over(self, topic: str) -> None:
+        """Before the admin client's first ListOffsets: one metadata request of ``topic``.
+
+        librdkafka (2.16 here) sends a new client's first requests to the bootstrap
+        server and, once the first metadata answer names the brokers, closes that
+        connection for the named broker's. A ListOffsets whose leader look-up was in
+        flight on the closing connection fails it and is looked up again only by a timer:
+        the first ``end_offset`` of a new client took 1.0 or 3.0 s in about 1 of 25
+        clients against the embedded broker (a worker's first read, so the run's first
+        events waited: docs/real-stack.md, "Session 35"). A metadata request waits for its
+        own answer, so the hand-over happens here; one that loses its connection to the
+        hand-over (``_DESTROY``) is asked again at once."""
+        if self._admin_handed_over:
+            return
+        admin = self.admin
+        for _ in range(5):
+            try:
+                self._wait(f"metadata of {topic}", lambda s: admin.list_topics(topic, timeout=s))
+                break
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if not isinstance(err, RdKafkaError) or err.code() != RdKafkaError._DESTROY:
+                    raise KafkaError(f"metadata of {topic} on {self._where()}: {exc}") from exc
+        self._admin_handed_over = True
 
     # ------------------------------------------------------------------- fetch
 
@@ -669,6 +697,7 @@ class ConfluentClient(ClientBase):
             consumer.close()
         self._group_consumers.clear()
         self._admin = None
+        self._admin_handed_over = False
 
 
 def _int(value: int | None) -> int:

@@ -10,7 +10,9 @@ id of its own (``route:<run>``) and commits ``--rounds`` rounds of ``key_loads``
 Per round: its seconds and the Spark jobs it ran (from the Spark UI's REST API: each
 job's call site and wall time), so the first round's extra cost shows where it goes.
 
-    .venv/bin/python bench/bench_delta_first.py [--runs 3] [--rounds 4]
+``--clone``: each run's rounds through a clone of the session, as a query's batches are.
+
+    .venv/bin/python bench/bench_delta_first.py [--runs 3] [--rounds 4] [--clone]
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--events", type=int, default=20_000)
     ap.add_argument("--jobs", action="store_true", help="print each round's jobs")
+    ap.add_argument(
+        "--clone", action="store_true", help="each run in a clone of the session (as a query's)"
+    )
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="skewlab-bench-df-") as tmp:
@@ -94,9 +99,14 @@ def main() -> None:
         for r in range(args.runs):
             run_id = f"run-{r}"
             seen = len(jobs(spark))
+            use = spark
+            if args.clone:  # what a streaming query's batches get: a clone of its session
+                from pyspark.sql import SparkSession
+
+                use = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
             for i in range(1, args.rounds + 1):
                 events = batch_events(args.events, rng, 1.8e9 + (r * 100 + i) * 5)
-                secs = one_round(spark, root, events, i, run_id=run_id)
+                secs = one_round(use, root, events, i, run_id=run_id)
                 done = jobs(spark)
                 print(f"{run_id} round {i}: {secs:.3f} s, {len(done) - seen} jobs")
                 sites = stage_sites(spark) if args.jobs else {}

@@ -253,6 +253,7 @@ class ConfluentClient(ClientBase):
         try:
             admin = self.admin
             meta = self._wait("list topics", lambda slice_s: admin.list_topics(timeout=slice_s))
+            self._admin_handed_over = True  # a metadata answer: the hand-over is done
             return dict(meta.topics)
         except KafkaException as exc:
             raise KafkaError(f"list topics on {self._where()}: {exc}") from exc
@@ -414,8 +415,8 @@ class ConfluentClient(ClientBase):
         the first ``end_offset`` of a new client took 1.0 or 3.0 s in about 1 of 25
         clients against the embedded broker (a worker's first read, so the run's first
         events waited: docs/real-stack.md, "Session 35"). A metadata request waits for its
-        own answer, so the hand-over happens here; one that loses its connection to the
-        hand-over (``_DESTROY``) is asked again at once."""
+        own answer, so the hand-over happens here (or happened in :meth:`_metadata`); one
+        that loses its connection to the hand-over (``_DESTROY``) is asked again at once."""
         if self._admin_handed_over:
             return
         admin = self.admin
